@@ -1,18 +1,37 @@
+// Command curator is the one binary of the curator project: `curator agent
+// ...` runs the node agent on a machine, every other command is the operator
+// CLI that talks to the cluster's management API.
 package main
 
 import (
-	_ "go.etcd.io/etcd/client/v3"
-	_ "go.etcd.io/etcd/client/v3/concurrency"
-	_ "go.etcd.io/etcd/server/v3/embed"
-	_ "go.etcd.io/etcd/tests/v3/framework/integration"
-	_ "github.com/spf13/cobra"
-	_ "go.uber.org/zap"
-	_ "google.golang.org/grpc"
-	_ "google.golang.org/protobuf/proto"
-	_ "github.com/google/go-cmp/cmp"
-	_ "github.com/prometheus/client_golang/prometheus"
-	_ "go.uber.org/goleak"
-	_ "sigs.k8s.io/yaml"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 )
 
-func main() {}
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCommand().ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "Error: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	os.Exit(1)
+}
+
+// exitError carries a specific exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }

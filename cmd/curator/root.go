@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time with -ldflags "-X main.version=v1.2.3"; without
+// it the module version from the build info is used.
+var version = ""
+
+func binaryVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// globalFlags are the flags every operator command shares.
+type globalFlags struct {
+	config string
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "curator",
+		Short: "A self-healing control plane for a fleet of machines",
+		Long: `curator runs a node agent on every machine; three, five or seven of them
+also run an embedded etcd and the curator, whose leader serves this CLI and
+keeps node roles, etcd membership and node health consistent.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.config, "config", "",
+		"client config file (default $CURATOR_CONFIG, then ~/.config/curator/config.yaml)")
+
+	root.AddGroup(
+		&cobra.Group{ID: "agent", Title: "Running a node:"},
+		&cobra.Group{ID: "operate", Title: "Operating a cluster:"},
+	)
+	for _, c := range []*cobra.Command{newAgentCommand(), newDevCommand()} {
+		c.GroupID = "agent"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{
+		newNodeCommand(g), newClusterCommand(g), newTokenCommand(g),
+		newGroupCommand(g), newRolloutCommand(g), newEventsCommand(g),
+	} {
+		c.GroupID = "operate"
+		root.AddCommand(c)
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print curator's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "curator %s\n", binaryVersion())
+		},
+	})
+	return root
+}
+
+// notBuilt is the body of a command that does not exist yet: it says so and
+// fails, rather than pretending to work.
+func notBuilt(cmd *cobra.Command, _ []string) error {
+	return fmt.Errorf("%q is not built yet in this version of curator", cmd.CommandPath())
+}
