@@ -308,7 +308,9 @@ type ConsensusJoin struct {
 	// The node's etcd certificate (PEM), issued by the etcd CA for its key.
 	EtcdCert []byte `protobuf:"bytes,3,opt,name=etcd_cert,json=etcdCert,proto3" json:"etcd_cert,omitempty"`
 	// The etcd CA certificate (PEM).
-	EtcdCa        []byte `protobuf:"bytes,4,opt,name=etcd_ca,json=etcdCa,proto3" json:"etcd_ca,omitempty"`
+	EtcdCa []byte `protobuf:"bytes,4,opt,name=etcd_ca,json=etcdCa,proto3" json:"etcd_ca,omitempty"`
+	// The etcd cluster's ID; a node refuses to run a data dir of another.
+	EtcdClusterId uint64 `protobuf:"varint,5,opt,name=etcd_cluster_id,json=etcdClusterId,proto3" json:"etcd_cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +371,13 @@ func (x *ConsensusJoin) GetEtcdCa() []byte {
 		return x.EtcdCa
 	}
 	return nil
+}
+
+func (x *ConsensusJoin) GetEtcdClusterId() uint64 {
+	if x != nil {
+		return x.EtcdClusterId
+	}
+	return 0
 }
 
 type ConsensusPeer struct {
@@ -1712,17 +1721,175 @@ func (x *LeaveResponse) GetMessage() string {
 	return ""
 }
 
+// ClusterState is the cluster-wide record, kept at /curator/cluster.
+type ClusterState struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The secret halves of the join tokens.
+	WorkerTokenSecret  string                 `protobuf:"bytes,2,opt,name=worker_token_secret,json=workerTokenSecret,proto3" json:"worker_token_secret,omitempty"`
+	ManagerTokenSecret string                 `protobuf:"bytes,3,opt,name=manager_token_secret,json=managerTokenSecret,proto3" json:"manager_token_secret,omitempty"`
+	MaxVoters          uint32                 `protobuf:"varint,4,opt,name=max_voters,json=maxVoters,proto3" json:"max_voters,omitempty"`
+	RequireApproval    bool                   `protobuf:"varint,5,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
+	Created            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ClusterState) Reset() {
+	*x = ClusterState{}
+	mi := &file_curator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterState) ProtoMessage() {}
+
+func (x *ClusterState) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
+func (*ClusterState) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ClusterState) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterState) GetWorkerTokenSecret() string {
+	if x != nil {
+		return x.WorkerTokenSecret
+	}
+	return ""
+}
+
+func (x *ClusterState) GetManagerTokenSecret() string {
+	if x != nil {
+		return x.ManagerTokenSecret
+	}
+	return ""
+}
+
+func (x *ClusterState) GetMaxVoters() uint32 {
+	if x != nil {
+		return x.MaxVoters
+	}
+	return 0
+}
+
+func (x *ClusterState) GetRequireApproval() bool {
+	if x != nil {
+		return x.RequireApproval
+	}
+	return false
+}
+
+func (x *ClusterState) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+// PKIState holds the cluster CA and the etcd CA (an intermediate of it), kept
+// at /curator/pki. Only consensus members can read etcd, so only they can
+// issue certificates.
+type PKIState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CaCert        []byte                 `protobuf:"bytes,1,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	CaKey         []byte                 `protobuf:"bytes,2,opt,name=ca_key,json=caKey,proto3" json:"ca_key,omitempty"`
+	EtcdCaCert    []byte                 `protobuf:"bytes,3,opt,name=etcd_ca_cert,json=etcdCaCert,proto3" json:"etcd_ca_cert,omitempty"`
+	EtcdCaKey     []byte                 `protobuf:"bytes,4,opt,name=etcd_ca_key,json=etcdCaKey,proto3" json:"etcd_ca_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PKIState) Reset() {
+	*x = PKIState{}
+	mi := &file_curator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PKIState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PKIState) ProtoMessage() {}
+
+func (x *PKIState) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
+func (*PKIState) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PKIState) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *PKIState) GetCaKey() []byte {
+	if x != nil {
+		return x.CaKey
+	}
+	return nil
+}
+
+func (x *PKIState) GetEtcdCaCert() []byte {
+	if x != nil {
+		return x.EtcdCaCert
+	}
+	return nil
+}
+
+func (x *PKIState) GetEtcdCaKey() []byte {
+	if x != nil {
+		return x.EtcdCaKey
+	}
+	return nil
+}
+
 var File_curator_proto protoreflect.FileDescriptor
 
 const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"\rcurator.proto\x12\n" +
-	"curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x01\n" +
+	"curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x01\n" +
 	"\rConsensusJoin\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12/\n" +
 	"\x05peers\x18\x02 \x03(\v2\x19.curator.v1.ConsensusPeerR\x05peers\x12\x1b\n" +
 	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\x12\x17\n" +
-	"\aetcd_ca\x18\x04 \x01(\fR\x06etcdCa\"C\n" +
+	"\aetcd_ca\x18\x04 \x01(\fR\x06etcdCa\x12&\n" +
+	"\x0fetcd_cluster_id\x18\x05 \x01(\x04R\retcdClusterId\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
 	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xef\x05\n" +
@@ -1821,7 +1988,22 @@ const file_curator_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\")\n" +
 	"\rLeaveResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage*q\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x8f\x02\n" +
+	"\fClusterState\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
+	"\x13worker_token_secret\x18\x02 \x01(\tR\x11workerTokenSecret\x120\n" +
+	"\x14manager_token_secret\x18\x03 \x01(\tR\x12managerTokenSecret\x12\x1d\n" +
+	"\n" +
+	"max_voters\x18\x04 \x01(\rR\tmaxVoters\x12)\n" +
+	"\x10require_approval\x18\x05 \x01(\bR\x0frequireApproval\x124\n" +
+	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"|\n" +
+	"\bPKIState\x12\x17\n" +
+	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
+	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12 \n" +
+	"\fetcd_ca_cert\x18\x03 \x01(\fR\n" +
+	"etcdCaCert\x12\x1e\n" +
+	"\vetcd_ca_key\x18\x04 \x01(\fR\tetcdCaKey*q\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x11\n" +
@@ -1876,7 +2058,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
@@ -1907,8 +2089,10 @@ var file_curator_proto_goTypes = []any{
 	(*AgentStatus)(nil),           // 26: curator.v1.AgentStatus
 	(*LeaveRequest)(nil),          // 27: curator.v1.LeaveRequest
 	(*LeaveResponse)(nil),         // 28: curator.v1.LeaveResponse
-	nil,                           // 29: curator.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*ClusterState)(nil),          // 29: curator.v1.ClusterState
+	(*PKIState)(nil),              // 30: curator.v1.PKIState
+	nil,                           // 31: curator.v1.Node.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_curator_proto_depIdxs = []int32{
 	6,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -1916,45 +2100,46 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	29, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	30, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	30, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	30, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	31, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	32, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	32, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	32, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	5,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	7,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	30, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	32, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	8,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
 	1,  // 14: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
 	7,  // 15: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
 	3,  // 16: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	9,  // 17: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	11, // 18: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	12, // 19: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	14, // 20: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	16, // 21: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	17, // 22: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	19, // 23: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	21, // 24: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	23, // 25: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	25, // 26: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	27, // 27: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	10, // 28: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	8,  // 29: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	13, // 30: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	15, // 31: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	15, // 32: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	18, // 33: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	20, // 34: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	22, // 35: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	24, // 36: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	26, // 37: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	28, // 38: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	32, // 17: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	9,  // 18: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	11, // 19: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	12, // 20: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	14, // 21: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	16, // 22: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	17, // 23: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	19, // 24: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	21, // 25: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	23, // 26: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	25, // 27: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	27, // 28: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	10, // 29: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	8,  // 30: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	13, // 31: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	15, // 32: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	15, // 33: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	18, // 34: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	20, // 35: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	22, // 36: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	24, // 37: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	26, // 38: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	28, // 39: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -1968,7 +2153,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

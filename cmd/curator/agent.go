@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/node"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// agentFlags are the flags of the commands that run an agent.
+type agentFlags struct {
+	dataDir           string
+	logLevel          string
+	electionTTL       time.Duration
+	heartbeatInterval time.Duration
+	downAfter         time.Duration
+}
+
+func (f *agentFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.dataDir, "data-dir", "", "the node's data dir (required)")
+	c.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	c.Flags().DurationVar(&f.electionTTL, "election-ttl", curator.DefaultElectionTTL, "lease TTL of the curator leader election (whole seconds)")
+	c.Flags().DurationVar(&f.heartbeatInterval, "heartbeat-interval", curator.DefaultHeartbeatInterval, "how often nodes send heartbeats")
+	c.Flags().DurationVar(&f.downAfter, "down-after", curator.DefaultDownAfter, "how long without a heartbeat before a node is marked down")
+}
+
+func (f *agentFlags) validate() error {
+	if f.dataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if f.electionTTL < time.Second || f.electionTTL%time.Second != 0 {
+		return fmt.Errorf("--election-ttl %s: must be a whole number of seconds, at least 1s", f.electionTTL)
+	}
+	if f.heartbeatInterval <= 0 || f.downAfter <= f.heartbeatInterval {
+		return fmt.Errorf("--down-after (%s) must be longer than --heartbeat-interval (%s)", f.downAfter, f.heartbeatInterval)
+	}
+	_, err := parseLogLevel(f.logLevel)
+	return err
+}
+
+func parseLogLevel(s string) (zapcore.Level, error) {
+	var l zapcore.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	l, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), l)
+	return zap.New(core), nil
+}
+
+func parseAvailability(s string) (pb.Availability, error) {
+	switch strings.ToLower(s) {
+	case "", "active":
+		return pb.Availability_AVAILABILITY_ACTIVE, nil
+	case "pause":
+		return pb.Availability_AVAILABILITY_PAUSE, nil
+	case "drain":
+		return pb.Availability_AVAILABILITY_DRAIN, nil
+	}
+	return 0, fmt.Errorf("--availability %q: want active, pause or drain", s)
+}
+
+// runAgent runs the agent in dir in the foreground until ctx ends (SIGINT
+// or SIGTERM: a clean stop, not a leave; a leader resigns first).
+func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
+	lg, err := newLogger(f.logLevel, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer lg.Sync() //nolint:errcheck
+	a, err := node.New(node.Config{
+		DataDir: f.dataDir, Version: binaryVersion(),
+		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
+		Logger: lg,
+	})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	sup := supervisor.New(ctx, a.Run, supervisor.WithLogger(lg))
+	<-sup.Done()
+	lg.Info("agent stopped")
+	return nil
+}
+
+func newAgentCommand() *cobra.Command {
+	c := &cobra.Command{Use: "agent", Short: "Run the node agent on this machine"}
+	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(),
+		&cobra.Command{Use: "leave", Short: "Leave the cluster gracefully (not built yet)", RunE: notBuilt})
+	return c
+}
+
+func newAgentInitCommand() *cobra.Command {
+	f := &agentFlags{}
+	var listen, name, availability string
+	c := &cobra.Command{
+		Use:   "init --data-dir DIR --listen IP:PORT",
+		Short: "Create a new cluster with this machine as its first node, and run it",
+		Long: `Create a new cluster: its CA, the first node (an etcd voter and the first
+curator), the admin credential and a client config in DIR/admin/config.yaml.
+Then run the node in the foreground. On a data dir that already holds a node,
+init resumes it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			av, err := parseAvailability(availability)
+			if err != nil {
+				return err
+			}
+			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion()})
+			switch {
+			case errors.Is(err, node.ErrAlreadyInitialised):
+				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a node: resuming it.\n", f.dataDir)
+			case err != nil:
+				return err
+			default:
+				printInitDone(cmd.OutOrStdout(), res, listen)
+			}
+			return runAgent(cmd.Context(), cmd, f)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&listen, "listen", "", "IP:PORT for the curator's gRPC; etcd uses PORT+1 and PORT+2, HTTP PORT+3 (required)")
+	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
+	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain")
+	return c
+}
+
+func printInitDone(w io.Writer, res *node.InitResult, listen string) {
+	fmt.Fprintf(w, `Initialised cluster %s. This node is %s, listening on %s.
+
+Admin config: %s
+  export CURATOR_CONFIG=%s
+  curator node ls
+
+Join a manager (it becomes an etcd voter on its own):
+  curator agent join --data-dir DIR --listen IP:PORT --manager %s \
+    --token %s
+
+Join a worker:
+  curator agent join --data-dir DIR --listen IP:PORT --manager %s \
+    --token %s
+
+Tokens can be shown again with 'curator token show manager|worker'.
+
+`, res.ClusterID, res.NodeID, listen, res.AdminConfig, res.AdminConfig, listen, res.ManagerToken, listen, res.WorkerToken)
+}
+
+func newAgentJoinCommand() *cobra.Command {
+	f := &agentFlags{}
+	var listen, name, token, availability string
+	var managers []string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "join --data-dir DIR --listen IP:PORT --token TOKEN --manager IP:PORT",
+		Short: "Join this machine to a cluster, and run it",
+		Long: `Join a cluster with a join token: with the manager token the node becomes a
+consensus member on its own (an etcd learner, then a voter), within the voter
+limit; with the worker token it is a worker. The node checks that the cluster's
+CA has the fingerprint in the token before it trusts it. Then it runs in the
+foreground.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			av, err := parseAvailability(availability)
+			if err != nil {
+				return err
+			}
+			st, err := node.Join(cmd.Context(), node.JoinConfig{
+				DataDir: f.dataDir, Address: listen, Name: name, Token: token, Managers: managers,
+				Availability: av, Version: binaryVersion(), Timeout: timeout,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Joined cluster %s as node %s, listening on %s.\n", st.ClusterID, st.NodeID, listen)
+			return runAgent(cmd.Context(), cmd, f)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&listen, "listen", "", "IP:PORT this node listens on (required)")
+	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
+	c.Flags().StringVar(&token, "token", "", "join token, from `curator token show worker|manager` (required)")
+	c.Flags().StringArrayVar(&managers, "manager", nil, "a manager's IP:PORT (repeatable; at least one)")
+	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain: drain makes a manager-only node that never takes work")
+	c.Flags().DurationVar(&timeout, "join-timeout", time.Minute, "how long to keep trying the managers")
+	return c
+}
+
+func newAgentRunCommand() *cobra.Command {
+	f := &agentFlags{}
+	c := &cobra.Command{
+		Use:   "run --data-dir DIR",
+		Short: "Restart a node from its data dir, in the foreground",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			return runAgent(cmd.Context(), cmd, f)
+		},
+	}
+	f.register(c)
+	return c
+}

@@ -1,0 +1,203 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Who may call what. The TLS layer has already checked that a presented
+// certificate chains to the cluster CA; here we look at what it says.
+//
+//   - Management: the admin certificate only.
+//   - Curator.Register: anyone; the handler checks the join token.
+//   - the rest of Curator: a node certificate of a node that is still in the
+//     registry, so a removed node's certificate is refused from then on.
+//
+// A worker's node certificate thus reaches neither the management API nor
+// etcd (etcd only trusts the etcd CA, which issues certificates for
+// consensus members alone), and a certificate from another CA reaches
+// nothing: the handshake fails.
+
+// identity is who is calling.
+type identity struct {
+	// role is pki.RoleAdmin, pki.RoleNode or "" for a caller without a
+	// certificate.
+	role   string
+	nodeID string
+}
+
+func (id identity) String() string {
+	switch id.role {
+	case "":
+		return "anonymous"
+	case pki.RoleNode:
+		return "node:" + id.nodeID
+	}
+	return id.role
+}
+
+func parseIdentity(s string) (identity, error) {
+	switch {
+	case s == "anonymous":
+		return identity{}, nil
+	case s == pki.RoleAdmin:
+		return identity{role: pki.RoleAdmin}, nil
+	case strings.HasPrefix(s, "node:") && len(s) > len("node:"):
+		return identity{role: pki.RoleNode, nodeID: strings.TrimPrefix(s, "node:")}, nil
+	}
+	return identity{}, fmt.Errorf("%w: bad forwarded identity %q", ErrDenied, s)
+}
+
+// forwardedForKey carries the original caller's identity when a follower
+// forwards a call to the leader.
+const forwardedForKey = "x-curator-forwarded-for"
+
+type identityKey struct{}
+
+func withIdentity(ctx context.Context, id identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+func identityFrom(ctx context.Context) identity {
+	id, _ := ctx.Value(identityKey{}).(identity)
+	return id
+}
+
+// peerIdentity reads the verified certificate of the caller.
+func peerIdentity(ctx context.Context) (identity, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return identity{}, fmt.Errorf("%w: no peer", ErrDenied)
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return identity{}, fmt.Errorf("%w: not a TLS connection", ErrDenied)
+	}
+	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return identity{}, nil
+	}
+	nodeID, role, err := pki.Identity(info.State.VerifiedChains[0][0])
+	if err != nil {
+		return identity{}, fmt.Errorf("%w: %v", ErrDenied, err)
+	}
+	switch role {
+	case pki.RoleAdmin:
+		return identity{role: pki.RoleAdmin}, nil
+	case pki.RoleNode:
+		return identity{role: pki.RoleNode, nodeID: nodeID}, nil
+	}
+	return identity{}, fmt.Errorf("%w: a %q certificate cannot call the curator", ErrDenied, role)
+}
+
+// authenticate works out who is calling: the peer itself, or, when the peer
+// is a consensus member forwarding a call, the identity it forwards for.
+func (s *Service) authenticate(ctx context.Context) (identity, error) {
+	id, err := peerIdentity(ctx)
+	if err != nil {
+		return identity{}, err
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	fwd := md.Get(forwardedForKey)
+	if len(fwd) == 0 {
+		return id, nil
+	}
+	// Only a curator forwards calls, and only consensus members run one.
+	if id.role != pki.RoleNode {
+		return identity{}, fmt.Errorf("%w: only a manager may forward calls", ErrDenied)
+	}
+	n, err := nodeLoad(ctx, s.cfg.Etcd, id.nodeID)
+	if err != nil || !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+		return identity{}, fmt.Errorf("%w: node %s is not a manager and may not forward calls", ErrDenied, id.nodeID)
+	}
+	return parseIdentity(fwd[0])
+}
+
+// authorize checks that id may call method.
+func authorize(id identity, method string) error {
+	switch {
+	case strings.HasPrefix(method, "/curator.v1.Management/"):
+		if id.role != pki.RoleAdmin {
+			return fmt.Errorf("%w: the management API needs the admin certificate (%s may not call %s)", ErrDenied, id, method)
+		}
+	case method == "/curator.v1.Curator/Register":
+	case strings.HasPrefix(method, "/curator.v1.Curator/"):
+		if id.role != pki.RoleNode {
+			return fmt.Errorf("%w: %s needs a node certificate (%s may not call it)", ErrDenied, method, id)
+		}
+	default:
+		return fmt.Errorf("%w: unknown method %s", ErrDenied, method)
+	}
+	return nil
+}
+
+// checkNodeMember refuses a node that is no longer in the registry. Only the
+// leader checks, as it serves every node call.
+func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
+	if id.role != pki.RoleNode {
+		return nil
+	}
+	n, err := nodeLoad(ctx, s.cfg.Etcd, id.nodeID)
+	if err != nil {
+		return fmt.Errorf("%w: node %s is not a member of this cluster (was it removed?)", ErrDenied, id.nodeID)
+	}
+	if n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+		return fmt.Errorf("%w: node %s has been decommissioned", ErrDenied, id.nodeID)
+	}
+	return nil
+}
+
+// unaryInterceptor authenticates and authorizes every call, then serves it
+// here if we lead or forwards it to the leader if we do not.
+func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := authorize(id, info.FullMethod); err != nil {
+		return nil, toStatus(err)
+	}
+	ctx = withIdentity(ctx, id)
+	if l := s.currentLeader(); l != nil {
+		if err := s.checkNodeMember(ctx, id); err != nil {
+			return nil, toStatus(err)
+		}
+		resp, err := handler(ctx, req)
+		return resp, toStatus(err)
+	}
+	return s.forwardUnary(ctx, id, info.FullMethod, req)
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx := ss.Context()
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		return toStatus(err)
+	}
+	if err := authorize(id, info.FullMethod); err != nil {
+		return toStatus(err)
+	}
+	ctx = withIdentity(ctx, id)
+	if l := s.currentLeader(); l != nil {
+		if err := s.checkNodeMember(ctx, id); err != nil {
+			return toStatus(err)
+		}
+		return toStatus(handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx}))
+	}
+	return s.forwardStream(ctx, id, info, ss)
+}

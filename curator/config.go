@@ -1,0 +1,116 @@
+package curator
+
+import (
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config is everything one curator needs. Defaults live in one place
+// (withDefaults); flags only fill the struct.
+type Config struct {
+	// NodeID is the ID of the node this curator runs on.
+	NodeID string
+	// Address is the node's gRPC address, IP:PORT; the curator serves on it.
+	Address string
+	// Etcd is a client of the node's own etcd member.
+	Etcd *clientv3.Client
+	// NodeCert and NodeKey are the node's certificate (issued by the cluster
+	// CA, role node) and key; CA is the cluster CA.
+	NodeCert *x509.Certificate
+	NodeKey  crypto.Signer
+	CA       *x509.Certificate
+
+	// ElectionTTL is the lease TTL of the leader election: a crashed leader
+	// is replaced within it (plus an etcd election).
+	ElectionTTL time.Duration
+	// HeartbeatInterval is how often nodes send a heartbeat.
+	HeartbeatInterval time.Duration
+	// DownAfter is how long without a heartbeat before a node is down. A
+	// new leader also waits this long before it marks any node down.
+	DownAfter time.Duration
+	// Version is the binary's version, reported by cluster info.
+	Version string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger is for the API handlers (runnables log through the
+	// supervisor); nil means no logs.
+	Logger *zap.Logger
+}
+
+// Defaults.
+const (
+	DefaultElectionTTL       = 3 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultDownAfter         = 5 * time.Second
+	DefaultMaxVoters         = 7
+)
+
+func (c Config) withDefaults() Config {
+	if c.ElectionTTL == 0 {
+		c.ElectionTTL = DefaultElectionTTL
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.DownAfter == 0 {
+		c.DownAfter = DefaultDownAfter
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Validate says what is wrong with c, if anything.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node ID is empty"))
+	}
+	if _, _, err := SplitAddress(c.Address); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Etcd == nil {
+		errs = append(errs, errors.New("no etcd client"))
+	}
+	if c.NodeCert == nil || c.NodeKey == nil || c.CA == nil {
+		errs = append(errs, errors.New("node certificate, key and CA are all required"))
+	}
+	if c.ElectionTTL < time.Second || c.ElectionTTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("election TTL %s must be a whole number of seconds, at least 1s (etcd leases count in seconds)", c.ElectionTTL))
+	}
+	if c.HeartbeatInterval <= 0 || c.DownAfter <= c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("down-after (%s) must be longer than the heartbeat interval (%s)", c.DownAfter, c.HeartbeatInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// SplitAddress parses a node address, IP:PORT, with a literal IP (nodes on
+// one host differ by loopback address) and a port that leaves room for the
+// three ports after it.
+func SplitAddress(addr string) (net.IP, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("address %q: want IP:PORT, for example 127.0.0.2:7000", addr)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return nil, 0, fmt.Errorf("address %q: %q is not an IP address", addr, host)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535-3 {
+		return nil, 0, fmt.Errorf("address %q: port must be a number from 1 to 65532 (the next three ports are etcd peer, etcd client and HTTP)", addr)
+	}
+	return ip, port, nil
+}

@@ -1,0 +1,214 @@
+// Package curator is the control plane. Every consensus member runs one
+// curator; they elect a leader through etcd. The leader serves the
+// management API (operators) and the curator API (node agents), and runs the
+// background loops; followers forward every call to it. Every write the
+// leader makes is fenced on its election key (see leadership).
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"crypto/tls"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// Service is one curator.
+type Service struct {
+	cfg Config
+
+	// leader is set while this curator leads.
+	leader atomic.Pointer[leaderState]
+	fwd    forwarder
+}
+
+// leaderState is what a leading curator keeps: the fence, and what only the
+// leader knows (heartbeats). It lives exactly as long as the leadership.
+type leaderState struct {
+	*leadership
+	// ctx ends when the leadership does; streams served as leader use it.
+	ctx   context.Context
+	since time.Time
+	pki   *clusterPKI
+	hb    *heartbeats
+	// kickHealth makes the health loop look at once (a heartbeat from a
+	// node that is not ready).
+	kickHealth chan struct{}
+}
+
+// New checks cfg and returns a curator; Run runs it.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("curator config: %w", err)
+	}
+	return &Service{cfg: cfg}, nil
+}
+
+// IsLeader says whether this curator leads right now.
+func (s *Service) IsLeader() bool { return s.currentLeader() != nil }
+
+func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
+
+// Run is the curator's runnable: the gRPC server and the election.
+func (s *Service) Run(ctx context.Context) error {
+	if err := supervisor.Run(ctx, "grpc", s.runGRPC); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "election", s.runElection); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	<-ctx.Done()
+	s.fwd.close()
+	return ctx.Err()
+}
+
+// serverTLS: the node certificate with the CA in its chain, so that a
+// joining node can pin the CA by the fingerprint in its token; client
+// certificates are verified when given (Register comes without one) and
+// checked per method by authorize.
+func (s *Service) serverTLS() *tls.Config {
+	cfg := pki.ServerTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey, s.cfg.CA), s.cfg.CA)
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	return cfg
+}
+
+func (s *Service) runGRPC(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
+	}
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(s.serverTLS())),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.StreamInterceptor(s.streamInterceptor),
+	)
+	pb.RegisterManagementServer(srv, &managementServer{s: s})
+	pb.RegisterCuratorServer(srv, &curatorServer{s: s})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	supervisor.Signal(ctx, supervisor.Healthy)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gRPC server: %w", err)
+	case <-ctx.Done():
+	}
+	// Streams (heartbeats, watches) never end on their own: give unary
+	// calls a moment, then cut the rest.
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		srv.Stop()
+		<-stopped
+	}
+	<-errc
+	return ctx.Err()
+}
+
+// runElection campaigns, and while it leads runs the leader's runnables.
+// Losing the election lease ends the runnable with an error: the supervisor
+// cancels the leader's subtree and campaigns again after a backoff.
+func (s *Service) runElection(ctx context.Context) error {
+	lg := supervisor.Logger(ctx)
+	ttl := int(s.cfg.ElectionTTL / time.Second)
+	sess, err := concurrency.NewSession(s.cfg.Etcd, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("election session: %w", err)
+	}
+	// On a clean stop resign at once, rather than leave the others to wait
+	// out the lease: revoke it with a context of its own, as ours is done.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := s.cfg.Etcd.Revoke(rctx, sess.Lease()); err != nil {
+			lg.Warn("could not revoke the election lease", zap.Error(err))
+		}
+		sess.Orphan()
+	}()
+	e := concurrency.NewElection(sess, electionPrefix)
+	supervisor.Signal(ctx, supervisor.Healthy)
+	if err := e.Campaign(ctx, leaderValue(s.cfg.NodeID, s.cfg.Address)); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("campaign: %w", err)
+	}
+
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l := &leadership{cli: s.cfg.Etcd, nodeID: s.cfg.NodeID, key: e.Key(), rev: e.Rev()}
+	cp, err := pkiLoad(ctx, s.cfg.Etcd)
+	if err != nil {
+		return fmt.Errorf("leader: %w", err)
+	}
+	st := &leaderState{
+		leadership: l,
+		ctx:        lctx,
+		since:      s.cfg.Now(),
+		pki:        cp,
+		hb:         newHeartbeats(),
+		kickHealth: make(chan struct{}, 1),
+	}
+	s.leader.Store(st)
+	defer s.leader.Store(nil)
+	lg.Info("became leader", zap.String("key", l.key), zap.Int64("revision", l.rev))
+	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		s.leader.Store(nil)
+		lg.Info("stepping down")
+		return ctx.Err()
+	case <-sess.Done():
+		s.leader.Store(nil)
+		return errors.New("lost leadership: the election lease expired")
+	}
+}
+
+// runLeader runs the leader-only loops.
+func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
+	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
+		"health":   func(ctx context.Context) error { return s.runHealth(ctx, st) },
+		"learners": func(ctx context.Context) error { return s.runLearners(ctx, st) },
+	}); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// leaderFor returns the leadership a handler acts under, or ErrNotLeader.
+func (s *Service) leaderFor() (*leaderState, error) {
+	if st := s.currentLeader(); st != nil {
+		return st, nil
+	}
+	return nil, ErrNotLeader
+}
+
+// managers lists the gRPC addresses of the nodes with the consensus role.
+func managers(nodes []*pb.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if hasRole(n, pb.Role_ROLE_CONSENSUS) && n.Address != "" {
+			out = append(out, n.Address)
+		}
+	}
+	return out
+}

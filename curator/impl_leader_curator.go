@@ -1,0 +1,312 @@
+package curator
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// curatorServer is the node-facing API, served by the leader.
+type curatorServer struct {
+	pb.UnimplementedCuratorServer
+	s *Service
+}
+
+// NodeCertValidity is how long node certificates last.
+const NodeCertValidity = 365 * 24 * time.Hour
+
+// tokenRole works out which join token a secret belongs to.
+func tokenRole(cs *pb.ClusterState, secret string) (string, bool) {
+	// Compare against both, always, so timing says nothing about which.
+	w := pki.SecretEqual(secret, cs.WorkerTokenSecret)
+	m := pki.SecretEqual(secret, cs.ManagerTokenSecret)
+	switch {
+	case w:
+		return "worker", true
+	case m:
+		return "manager", true
+	}
+	return "", false
+}
+
+// Register joins a node. With the manager token the node also becomes a
+// consensus member, within the voter limit: the etcd learner is added
+// first, then the role is written together with the join parameters (if we
+// die in between, the consensus sync finishes or undoes it).
+func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	s := c.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := pki.ParseToken(req.Token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := tok.VerifyCA(st.pki.CA.Cert); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDenied, err)
+	}
+	cs, err := clusterLoad(ctx, s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	role, ok := tokenRole(cs, tok.Secret)
+	if !ok {
+		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", ErrDenied)
+	}
+	pub, err := x509.ParsePKIXPublicKey(req.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key: %v", ErrInvalid, err)
+	}
+	id, err := pki.NodeID(pub)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	ip, port, err := SplitAddress(req.Address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = id[:12]
+	}
+	availability := req.Availability
+	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
+		availability = pb.Availability_AVAILABILITY_ACTIVE
+	}
+	if _, ok := pb.Availability_name[int32(availability)]; !ok {
+		return nil, fmt.Errorf("%w: unknown availability %d", ErrInvalid, availability)
+	}
+
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	nodes, err := nodeList(ctx, s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	issueNodeCert := func() ([]byte, error) {
+		cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+		if err != nil {
+			return nil, fmt.Errorf("issue node certificate: %w", err)
+		}
+		return pki.EncodeCert(cert), nil
+	}
+	response := func(nodes []*pb.Node) (*pb.RegisterResponse, error) {
+		certPEM, err := issueNodeCert()
+		if err != nil {
+			return nil, err
+		}
+		return &pb.RegisterResponse{
+			NodeId: id, NodeCert: certPEM, CaCert: pki.EncodeCert(st.pki.CA.Cert),
+			ClusterId: cs.ClusterId, Managers: managers(nodes),
+		}, nil
+	}
+	for _, n := range nodes {
+		if n.Id == id {
+			// A retry of a registration that went through: same key, same
+			// node. Hand out its certificate again.
+			if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+				return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
+			}
+			return response(nodes)
+		}
+		if n.Name == name {
+			return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
+		}
+		if n.Address == req.Address {
+			return nil, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, req.Address, n.Id, n.Name)
+		}
+	}
+
+	now := timestamppb.New(s.cfg.Now())
+	node := &pb.Node{
+		Id: id, Name: name, Address: req.Address,
+		State:        pb.NodeState_NODE_STATE_UP,
+		Roles:        []pb.Role{pb.Role_ROLE_WORKER},
+		Availability: availability,
+		Status:       pb.NodeStatus_NODE_STATUS_UNKNOWN,
+		Version:      req.Version,
+		Created:      now, Updated: now, StatusChanged: now,
+		PublicKey: req.PublicKey,
+		Labels:    map[string]string{},
+	}
+	lg := s.logger(ctx)
+	if role == "manager" {
+		members, err := consensus.Members(ctx, s.cfg.Etcd)
+		if err != nil {
+			return nil, err
+		}
+		if uint32(len(members)) >= cs.MaxVoters {
+			lg.Warn("voter limit reached: node joins as a worker", zap.String("node", id), zap.Uint32("max_voters", cs.MaxVoters))
+		} else {
+			join, err := s.addConsensusMember(ctx, st, id, pub, ip, port)
+			if err != nil {
+				return nil, err
+			}
+			node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
+			node.Consensus = join
+		}
+	}
+	if err := nodeCreate(ctx, st.leadership, node); err != nil {
+		return nil, err
+	}
+	lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
+	return response(append(nodes, node))
+}
+
+// addConsensusMember adds a node to etcd as a learner and returns what it
+// needs to start etcd.
+func (s *Service) addConsensusMember(ctx context.Context, st *leaderState, id string, pub any, ip net.IP, port int) (*pb.ConsensusJoin, error) {
+	etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	if err != nil {
+		return nil, fmt.Errorf("issue etcd certificate: %w", err)
+	}
+	params, memberID, err := consensus.AddLearner(ctx, s.cfg.Etcd, id, consensus.PeerURL(ip.String(), port))
+	if err != nil {
+		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
+	}
+	join := &pb.ConsensusJoin{
+		MemberId:      memberID,
+		EtcdCert:      pki.EncodeCert(etcdCert),
+		EtcdCa:        pki.EncodeCert(st.pki.EtcdCA.Cert),
+		EtcdClusterId: params.ClusterID,
+	}
+	for _, p := range params.Peers {
+		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: p.NodeID, PeerUrl: p.PeerURL})
+	}
+	return join, nil
+}
+
+// Heartbeat records each message from the node in the leader's memory. The
+// stream ends when the leadership does, so the node reconnects to the next
+// leader.
+func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
+	s := c.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return err
+	}
+	id := identityFrom(stream.Context()).nodeID
+	if err := stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond)}); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				errc <- err
+				return
+			}
+			st.hb.beat(id, s.cfg.Now())
+			kick(st.kickHealth)
+		}
+	}()
+	select {
+	case <-st.ctx.Done():
+		return ErrNotLeader
+	case err := <-errc:
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+}
+
+// WatchNode streams the caller's own record and the manager list each time
+// either changes.
+func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
+	s := c.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return err
+	}
+	id := identityFrom(stream.Context()).nodeID
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(st.ctx, cancel)
+	defer stop()
+
+	var last *pb.WatchNodeResponse
+	send := func() (int64, error) {
+		resp, err := s.cfg.Etcd.Get(ctx, nodePrefix, clientv3.WithPrefix())
+		if err != nil {
+			return 0, err
+		}
+		var nodes []*pb.Node
+		for _, kv := range resp.Kvs {
+			n, err := nodeUnmarshal(string(kv.Key), kv.Value)
+			if err != nil {
+				return 0, err
+			}
+			nodes = append(nodes, n)
+		}
+		out := &pb.WatchNodeResponse{Managers: managers(nodes)}
+		for _, n := range nodes {
+			if n.Id == id {
+				out.Node = n
+			}
+		}
+		if out.Node == nil {
+			return 0, fmt.Errorf("%w: node %s was removed from the cluster", ErrNotFound, id)
+		}
+		if last == nil || !proto.Equal(last, out) {
+			if err := stream.Send(out); err != nil {
+				return 0, err
+			}
+			last = out
+		}
+		return resp.Header.Revision, nil
+	}
+	rev, err := send()
+	if err != nil {
+		return err
+	}
+	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(ctx), nodePrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		select {
+		case <-ctx.Done():
+			if st.ctx.Err() != nil {
+				return ErrNotLeader
+			}
+			return ctx.Err()
+		case wr, ok := <-wch:
+			if !ok {
+				return fmt.Errorf("%w: node watch ended", ErrNotLeader)
+			}
+			if err := wr.Err(); err != nil {
+				return fmt.Errorf("watch nodes: %w", err)
+			}
+			if _, err := send(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// GetManagers lists the managers and the leader.
+func (c *curatorServer) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
+	nodes, err := nodeList(ctx, c.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetManagersResponse{Managers: managers(nodes), Leader: c.s.cfg.NodeID}, nil
+}
+
+// logger is for handlers; runnables use supervisor.Logger.
+func (s *Service) logger(context.Context) *zap.Logger { return s.cfg.Logger }

@@ -1,0 +1,57 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leadership is what a curator holds while it leads: the election key and
+// the revision at which it won. Every write the leader makes goes through
+// txnAsLeader, which fences it on that key still existing at that revision:
+// once the lease behind the key expires, or another curator wins, every
+// write by this one fails with ErrNotLeader, whatever the old leader still
+// believes.
+type leadership struct {
+	cli    *clientv3.Client
+	nodeID string
+	// key and rev identify our election key.
+	key string
+	rev int64
+
+	// muNodes serialises read-modify-write sequences on node records, so a
+	// status change and a role change on the same node do not lose each
+	// other's write.
+	muNodes sync.Mutex
+}
+
+// fence is the condition under which a leader write may apply.
+func (l *leadership) fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
+}
+
+// txnAsLeader applies ops if we still lead. It returns ErrNotLeader when the
+// fence fails.
+func (l *leadership) txnAsLeader(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := l.cli.Txn(ctx).If(l.fence()).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("leader transaction: %w", err)
+	}
+	if !resp.Succeeded {
+		return nil, ErrNotLeader
+	}
+	return resp, nil
+}
+
+// condTxnAsLeader applies ops if we still lead and every cmp holds. It
+// reports whether cmps held; ErrNotLeader when the fence fails.
+func (l *leadership) condTxnAsLeader(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
+	inner := clientv3.OpTxn(cmps, ops, nil)
+	resp, err := l.txnAsLeader(ctx, inner)
+	if err != nil {
+		return false, err
+	}
+	return resp.Responses[0].GetResponseTxn().Succeeded, nil
+}

@@ -1,0 +1,288 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// Config is the agent's configuration; defaults in withDefaults.
+type Config struct {
+	DataDir string
+	Version string
+	// Curator settings, used when this node runs a curator.
+	ElectionTTL       time.Duration
+	HeartbeatInterval time.Duration
+	DownAfter         time.Duration
+	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.
+	EtcdTickMs, EtcdElectionMs uint
+	// Logger is the base logger for etcd and the API handlers.
+	Logger *zap.Logger
+}
+
+// Agent is the node agent of one machine.
+type Agent struct {
+	cfg   Config
+	state *State
+	id    *identity
+
+	resolver *manual.Resolver
+	conn     *grpc.ClientConn
+
+	// desired is the node's own record as the leader last sent it.
+	desired *value[*pb.Node]
+	// managers is the managers' addresses, as last known.
+	mu       sync.Mutex
+	managers []string
+
+	consensus consensusState
+}
+
+// New loads the node in cfg.DataDir.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	st, err := loadState(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	id, err := loadIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	mgrs, err := loadManagers(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("known managers: %w", err)
+	}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs}
+	a.resolver = manual.NewBuilderWithScheme("curator-managers")
+	a.resolver.InitialState(resolverState(mgrs))
+	tlsCfg := pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)
+	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers",
+		grpc.WithResolvers(a.resolver),
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// NodeID is the ID of this agent's node.
+func (a *Agent) NodeID() string { return a.state.NodeID }
+
+func resolverState(addrs []string) resolver.State {
+	var s resolver.State
+	for _, m := range addrs {
+		// Certificates name managers by IP: check the one dialled.
+		host, _, err := net.SplitHostPort(m)
+		if err != nil {
+			continue
+		}
+		s.Addresses = append(s.Addresses, resolver.Address{Addr: m, ServerName: host})
+	}
+	return s
+}
+
+// setManagers records a new manager list, on disk and for the connection.
+func (a *Agent) setManagers(ctx context.Context, mgrs []string) {
+	if len(mgrs) == 0 {
+		return
+	}
+	a.mu.Lock()
+	same := slices.Equal(a.managers, mgrs)
+	a.managers = slices.Clone(mgrs)
+	a.mu.Unlock()
+	if same {
+		return
+	}
+	if err := saveManagers(a.cfg.DataDir, mgrs); err != nil {
+		supervisor.Logger(ctx).Warn("could not save the manager list", zap.Error(err))
+	}
+	a.resolver.UpdateState(resolverState(mgrs))
+	supervisor.Logger(ctx).Info("managers changed", zap.Strings("managers", mgrs))
+}
+
+// Run is the agent's runnable.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
+		"heartbeat": a.runHeartbeat,
+		"watch":     a.runWatch,
+		"roles":     a.runRoles,
+		"local":     a.runLocal,
+	}); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	supervisor.Logger(ctx).Info("agent running", zap.String("node", a.state.NodeID), zap.String("address", a.state.Address))
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Close releases the connection to the managers.
+func (a *Agent) Close() error { return a.conn.Close() }
+
+// runHeartbeat keeps a heartbeat stream to the leader (through any
+// manager), reconnecting quickly when it breaks: a new leader is elected
+// within seconds and must hear from us before its grace period ends.
+func (a *Agent) runHeartbeat(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	lg := supervisor.Logger(ctx)
+	cli := pb.NewCuratorClient(a.conn)
+	retry := newRetry(100*time.Millisecond, time.Second)
+	for {
+		err := a.heartbeatOnce(ctx, cli, retry)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		lg.Debug("heartbeat stream ended", zap.Error(err))
+		if err := retry.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (a *Agent) heartbeatOnce(ctx context.Context, cli pb.CuratorClient, retry *retry) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := cli.Heartbeat(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	retry.reset()
+	interval := time.Duration(first.IntervalMs) * time.Millisecond
+	if interval <= 0 {
+		interval = time.Second
+	}
+	// Drain responses so that a broken stream is noticed at once.
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			return err
+		case <-tick.C:
+			if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// runWatch follows the node's own record and the manager list.
+func (a *Agent) runWatch(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	lg := supervisor.Logger(ctx)
+	cli := pb.NewCuratorClient(a.conn)
+	retry := newRetry(100*time.Millisecond, 2*time.Second)
+	for {
+		err := a.watchOnce(ctx, cli, retry)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		lg.Debug("watch ended", zap.Error(err))
+		if err := retry.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (a *Agent) watchOnce(ctx context.Context, cli pb.CuratorClient, retry *retry) error {
+	stream, err := cli.WatchNode(ctx, &pb.WatchNodeRequest{})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		retry.reset()
+		a.setManagers(ctx, resp.Managers)
+		if resp.Node != nil {
+			a.desired.set(resp.Node)
+		}
+	}
+}
+
+// retry is a small capped exponential backoff for reconnect loops.
+type retry struct {
+	initial, max, cur time.Duration
+}
+
+func newRetry(initial, max time.Duration) *retry {
+	return &retry{initial: initial, max: max, cur: initial}
+}
+
+func (r *retry) reset() { r.cur = r.initial }
+
+func (r *retry) wait(ctx context.Context) error {
+	t := time.NewTimer(r.cur)
+	defer t.Stop()
+	r.cur = min(2*r.cur, r.max)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// value is a variable that can be waited on for changes.
+type value[T any] struct {
+	mu      sync.Mutex
+	v       T
+	set_    bool
+	changed chan struct{}
+}
+
+func newValue[T any]() *value[T] { return &value[T]{changed: make(chan struct{})} }
+
+func (v *value[T]) set(x T) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.v, v.set_ = x, true
+	close(v.changed)
+	v.changed = make(chan struct{})
+}
+
+// get returns the value, whether it was ever set, and a channel closed at
+// the next change.
+func (v *value[T]) get() (T, bool, <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.v, v.set_, v.changed
+}

@@ -1,0 +1,206 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// InitConfig is what `curator agent init` takes.
+type InitConfig struct {
+	DataDir      string
+	Address      string
+	Name         string
+	Availability pb.Availability
+	Version      string
+}
+
+// InitResult says where init put what a person needs next.
+type InitResult struct {
+	NodeID      string
+	ClusterID   string
+	AdminConfig string
+	// The first join tokens.
+	WorkerToken, ManagerToken string
+}
+
+// bootstrapRecord is what the first node writes into etcd once etcd is up:
+// kept on disk (bootstrap.pb, 0600) from init until then, and deleted after.
+type bootstrapRecord struct {
+	ClusterID    string `json:"cluster_id"`
+	PKI          []byte `json:"pki"`
+	Node         []byte `json:"node"`
+	WorkerToken  string `json:"worker_token"`
+	ManagerToken string `json:"manager_token"`
+}
+
+// ErrAlreadyInitialised: init on a data dir that holds a node.
+var ErrAlreadyInitialised = errors.New("data dir already holds a node")
+
+// Init prepares dataDir as the first node of a new cluster: the cluster CA
+// and the etcd CA, the node's key and certificates, the admin credential
+// and client config. It does not start anything: Run does, and the first
+// run bootstraps etcd and writes the cluster's records. Init on a data dir
+// that already holds a node returns ErrAlreadyInitialised and changes
+// nothing.
+func Init(cfg InitConfig) (*InitResult, error) {
+	dir := cfg.DataDir
+	if dir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	if Initialised(dir) {
+		return nil, ErrAlreadyInitialised
+	}
+	ip, port, err := curator.SplitAddress(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, etcdDir)); err == nil {
+		return nil, fmt.Errorf("%s holds etcd data but no node: an earlier init did not finish; remove %s and run init again", dir, dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := pki.NewCA("curator cluster CA")
+	if err != nil {
+		return nil, err
+	}
+	etcdCA, err := ca.NewIntermediate("curator etcd CA")
+	if err != nil {
+		return nil, err
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pki.NodeID(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	ips := []net.IP{ip}
+	nodeCert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	adminKey, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	adminCert, err := ca.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	clusterID, err := curator.NewClusterID()
+	if err != nil {
+		return nil, err
+	}
+	workerTok, err := pki.NewToken(ca.Cert)
+	if err != nil {
+		return nil, err
+	}
+	managerTok, err := pki.NewToken(ca.Cert)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := pkixPublicKey(key)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.Name
+	if name == "" {
+		name = id[:12]
+	}
+	availability := cfg.Availability
+	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
+		availability = pb.Availability_AVAILABILITY_ACTIVE
+	}
+	join := &pb.ConsensusJoin{
+		Peers:    []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
+		EtcdCert: pki.EncodeCert(etcdCert),
+		EtcdCa:   pki.EncodeCert(etcdCA.Cert),
+	}
+	first := &pb.Node{
+		Id: id, Name: name, Address: cfg.Address,
+		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
+		Availability: availability,
+		Version:      cfg.Version,
+		PublicKey:    pubDER,
+		Consensus:    join,
+	}
+	caKey, err := pki.EncodeKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	etcdCAKey, err := pki.EncodeKey(etcdCA.Key)
+	if err != nil {
+		return nil, err
+	}
+	pkiBytes, err := proto.Marshal(&pb.PKIState{
+		CaCert: pki.EncodeCert(ca.Cert), CaKey: caKey,
+		EtcdCaCert: pki.EncodeCert(etcdCA.Cert), EtcdCaKey: etcdCAKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	nodeBytes, err := proto.Marshal(first)
+	if err != nil {
+		return nil, err
+	}
+
+	// Everything is made; now write it, state.json last: until it exists
+	// the data dir holds no node and init may be run again.
+	if err := pki.WriteFiles(dir, nodeCertName, nodeCert, key); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca.Cert), 0o644); err != nil {
+		return nil, err
+	}
+	if err := saveConsensus(dir, join); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, bootstrapFile), bootstrapRecord{ClusterID: clusterID, PKI: pkiBytes, Node: nodeBytes, WorkerToken: workerTok.String(), ManagerToken: managerTok.String()}); err != nil {
+		return nil, err
+	}
+	if err := saveManagers(dir, []string{cfg.Address}); err != nil {
+		return nil, err
+	}
+	adminPath, err := client.WriteAdminConfig(filepath.Join(dir, AdminDir), clusterID, []string{cfg.Address}, ca.Cert, adminCert, adminKey)
+	if err != nil {
+		return nil, fmt.Errorf("write admin config: %w", err)
+	}
+	st := &State{NodeID: id, ClusterID: clusterID, Address: cfg.Address, Name: name}
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		return nil, err
+	}
+	return &InitResult{NodeID: id, ClusterID: clusterID, AdminConfig: adminPath, WorkerToken: workerTok.String(), ManagerToken: managerTok.String()}, nil
+}
+
+func loadBootstrap(dir string) (*bootstrapRecord, error) {
+	data, err := os.ReadFile(filepath.Join(dir, bootstrapFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := &bootstrapRecord{}
+	if err := json.Unmarshal(data, b); err != nil {
+		return nil, fmt.Errorf("%s is corrupt: %w", bootstrapFile, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// JoinConfig is what `curator agent join` takes.
+type JoinConfig struct {
+	DataDir      string
+	Address      string
+	Name         string
+	Token        string
+	Managers     []string
+	Availability pb.Availability
+	Version      string
+	// Timeout bounds the whole join (default a minute): managers that are
+	// unreachable or have no leader yet are retried until then.
+	Timeout time.Duration
+}
+
+// Join registers a new node with the cluster and writes its identity into
+// the data dir. It trusts the cluster only if its CA has the fingerprint in
+// the token. Retrying a join that was cut short is safe: the key is kept
+// and the leader hands the same node its certificate again.
+func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
+	dir := cfg.DataDir
+	if dir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	if st, err := loadState(dir); err == nil {
+		return nil, fmt.Errorf("%s already holds node %s: start it with `curator agent run --data-dir %s`", dir, st.NodeID, dir)
+	}
+	tok, err := pki.ParseToken(cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("--token: %w", err)
+	}
+	if _, _, err := curator.SplitAddress(cfg.Address); err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	if len(cfg.Managers) == 0 {
+		return nil, errors.New("at least one --manager IP:PORT is required")
+	}
+	for _, m := range cfg.Managers {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			return nil, fmt.Errorf("--manager %q: want IP:PORT", m)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, err := loadOrCreateKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := pkixPublicKey(key)
+	if err != nil {
+		return nil, err
+	}
+	req := &pb.RegisterRequest{
+		Token: cfg.Token, PublicKey: pubDER, Name: cfg.Name, Address: cfg.Address,
+		Availability: cfg.Availability, Version: cfg.Version,
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := register(ctx, tok, cfg.Managers, req)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := pki.DecodeCert(resp.NodeCert)
+	if err != nil {
+		return nil, fmt.Errorf("certificate from the cluster: %w", err)
+	}
+	ca, err := pki.DecodeCert(resp.CaCert)
+	if err != nil {
+		return nil, fmt.Errorf("CA from the cluster: %w", err)
+	}
+	if err := tok.VerifyCA(ca); err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
+		return nil, err
+	}
+	mgrs := resp.Managers
+	if len(mgrs) == 0 {
+		mgrs = cfg.Managers
+	}
+	if err := saveManagers(dir, mgrs); err != nil {
+		return nil, err
+	}
+	st := &State{NodeID: resp.NodeId, ClusterID: resp.ClusterId, Address: cfg.Address, Name: cfg.Name}
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// register tries each manager in turn until one answers. Unavailable
+// managers (down, or no leader elected yet) are retried until ctx ends;
+// a refusal (bad token, name taken) is final.
+func register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		for _, m := range managers {
+			resp, err := registerWith(ctx, tok, m, req)
+			if err == nil {
+				return resp, nil
+			}
+			switch status.Code(err) {
+			case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+				lastErr = fmt.Errorf("manager %s: %w", m, err)
+				continue
+			}
+			return nil, fmt.Errorf("join refused by %s: %s", m, status.Convert(err).Message())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("could not join: no manager answered in time (last error: %v)", lastErr)
+		case <-time.After(time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond):
+		}
+	}
+}
+
+func registerWith(ctx context.Context, tok pki.Token, manager string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	conn, err := grpc.NewClient(manager, grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(tok))))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pb.NewCuratorClient(conn).Register(actx, req, grpc.WaitForReady(false))
+}
+
+// pinnedTLS trusts a server whose chain includes a CA with the token's
+// fingerprint and whose certificate that CA signed. The joining node has
+// no CA yet: the token's fingerprint is its trust anchor.
+func pinnedTLS(tok pki.Token) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // verified below against the pinned CA
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			var certs []*x509.Certificate
+			for _, r := range raw {
+				c, err := x509.ParseCertificate(r)
+				if err != nil {
+					return err
+				}
+				certs = append(certs, c)
+			}
+			if len(certs) == 0 {
+				return errors.New("server sent no certificate")
+			}
+			for _, c := range certs[1:] {
+				if c.IsCA && tok.VerifyCA(c) == nil {
+					pool := x509.NewCertPool()
+					pool.AddCert(c)
+					_, err := certs[0].Verify(x509.VerifyOptions{Roots: pool})
+					return err
+				}
+			}
+			return fmt.Errorf("the server's CA is not the one the token names (fingerprint %s): wrong token or wrong cluster", tok.CAFingerprint)
+		},
+	}
+}
+
+func loadOrCreateKey(dir string) (crypto.Signer, error) {
+	path := pki.KeyPath(dir, nodeCertName)
+	if data, err := os.ReadFile(path); err == nil {
+		return pki.DecodeKey(data)
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	data, err := pki.EncodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(path, data, 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+func pkixPublicKey(key crypto.Signer) ([]byte, error) {
+	return x509.MarshalPKIXPublicKey(key.Public())
+}

@@ -1,0 +1,330 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// consensusState is what the agent runs for the consensus role, for status.
+type consensusState struct {
+	mu      sync.Mutex
+	etcd    *consensus.Service
+	curator *curator.Service
+}
+
+func (c *consensusState) set(e *consensus.Service, cur *curator.Service) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.etcd, c.curator = e, cur
+}
+
+func (c *consensusState) get() (*consensus.Service, *curator.Service) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.etcd, c.curator
+}
+
+var errRoleChanged = errors.New("consensus role changed")
+
+func hasConsensus(n *pb.Node) bool {
+	for _, r := range n.GetRoles() {
+		if r == pb.Role_ROLE_CONSENSUS {
+			return n.Consensus != nil
+		}
+	}
+	return false
+}
+
+// runRoles makes the node run what its record says. It is level-triggered:
+// each run compares what is on disk (consensus.json) with the record last
+// received and acts on the difference. A role that goes away ends the run
+// with errRoleChanged, so that the supervisor stops etcd and the curator
+// (the subtree) before the next run wipes etcd's data.
+//
+// Until the leader has said anything, the disk is the truth: a manager
+// must restart etcd without asking anyone, for it may be the quorum every
+// curator waits for.
+func (a *Agent) runRoles(ctx context.Context) error {
+	lg := supervisor.Logger(ctx)
+	dir := a.cfg.DataDir
+	join, err := loadConsensus(dir)
+	if err != nil {
+		return err
+	}
+	if desired, known, _ := a.desired.get(); join != nil && known && roleGone(join, desired) {
+		lg.Info("consensus role removed: wiping etcd data", zap.String("node", a.state.NodeID))
+		if err := os.RemoveAll(filepath.Join(dir, etcdDir)); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(dir, consensusFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		join = nil
+	}
+	start := func(j *pb.ConsensusJoin) error {
+		return supervisor.Run(ctx, "consensus", func(ctx context.Context) error { return a.runConsensus(ctx, j) })
+	}
+	if join != nil {
+		if err := start(join); err != nil {
+			return err
+		}
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	for {
+		desired, known, changed := a.desired.get()
+		if known {
+			switch {
+			case join == nil && hasConsensus(desired):
+				lg.Info("consensus role granted: starting etcd as a learner")
+				join = proto.Clone(desired.Consensus).(*pb.ConsensusJoin)
+				if err := saveConsensus(dir, join); err != nil {
+					return err
+				}
+				if err := start(join); err != nil {
+					return err
+				}
+			case join != nil && roleGone(join, desired):
+				return errRoleChanged
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// roleGone says whether the record no longer gives this node the consensus
+// role it runs: the role was taken, or taken and given again as another
+// etcd member.
+func roleGone(local *pb.ConsensusJoin, desired *pb.Node) bool {
+	if !hasConsensus(desired) {
+		return true
+	}
+	return local.MemberId != 0 && desired.Consensus.MemberId != 0 && local.MemberId != desired.Consensus.MemberId
+}
+
+// runConsensus runs etcd and, once this member votes, the curator beside
+// it. On a clean stop the curator goes first, so that a leader resigns
+// through its own etcd before etcd closes.
+func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error {
+	lg := supervisor.Logger(ctx)
+	dir := a.cfg.DataDir
+	ip, port, err := curator.SplitAddress(a.state.Address)
+	if err != nil {
+		return err
+	}
+	boot, err := loadBootstrap(dir)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := pki.EncodeKey(a.id.key)
+	if err != nil {
+		return err
+	}
+	ecfg := consensus.Config{
+		NodeID: a.state.NodeID, DataDir: filepath.Join(dir, etcdDir),
+		ListenIP: ip.String(), Port: port,
+		CertPEM: join.EtcdCert, KeyPEM: keyPEM, CAPEM: join.EtcdCa,
+		Logger: a.cfg.Logger.Named("consensus"),
+		TickMs: a.cfg.EtcdTickMs, ElectionMs: a.cfg.EtcdElectionMs,
+	}
+	if boot != nil {
+		ecfg.Mode = consensus.ModeBootstrap
+	} else {
+		ecfg.Mode = consensus.ModeJoin
+		jp := &consensus.JoinParams{ClusterID: join.EtcdClusterId, MemberID: join.MemberId}
+		for _, p := range join.Peers {
+			jp.Peers = append(jp.Peers, consensus.Peer{NodeID: p.NodeId, PeerURL: p.PeerUrl})
+		}
+		ecfg.Join = jp
+	}
+	svc, err := consensus.New(ecfg)
+	if err != nil {
+		return err
+	}
+	etcdCtx, cancelEtcd := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelEtcd()
+	etcdErr := make(chan error, 1)
+	go func() { etcdErr <- svc.Run(etcdCtx) }()
+	a.consensus.set(svc, nil)
+	defer a.consensus.set(nil, nil)
+
+	// Wait until this member votes: a learner cannot hold a lease.
+	w := svc.Watch()
+	for {
+		st, err := w.Get(ctx)
+		if err != nil {
+			cancelEtcd()
+			<-etcdErr
+			return err
+		}
+		if st.State == consensus.Voter {
+			break
+		}
+		select {
+		case err := <-etcdErr:
+			return fmt.Errorf("etcd: %w", err)
+		default:
+		}
+	}
+	cli := svc.Client()
+	if cli == nil {
+		cancelEtcd()
+		return fmt.Errorf("etcd: %w", <-etcdErr)
+	}
+	if boot != nil {
+		if err := a.bootstrapRecords(ctx, svc, boot); err != nil {
+			cancelEtcd()
+			<-etcdErr
+			return err
+		}
+		lg.Info("cluster records written: the cluster exists")
+	}
+	cur, err := curator.New(curator.Config{
+		NodeID: a.state.NodeID, Address: a.state.Address, Etcd: cli,
+		NodeCert: a.id.cert, NodeKey: a.id.key, CA: a.id.ca,
+		ElectionTTL: a.cfg.ElectionTTL, HeartbeatInterval: a.cfg.HeartbeatInterval, DownAfter: a.cfg.DownAfter,
+		Version: a.cfg.Version, Logger: a.cfg.Logger.Named("curator"),
+	})
+	if err != nil {
+		cancelEtcd()
+		<-etcdErr
+		return err
+	}
+	a.consensus.set(svc, cur)
+	var running tracker
+	if err := supervisor.Run(ctx, "curator", func(ctx context.Context) error {
+		running.enter()
+		defer running.exit()
+		return cur.Run(ctx)
+	}); err != nil {
+		cancelEtcd()
+		<-etcdErr
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	select {
+	case <-ctx.Done():
+		running.wait(3 * time.Second)
+		cancelEtcd()
+		<-etcdErr
+		return ctx.Err()
+	case err := <-etcdErr:
+		return fmt.Errorf("etcd: %w", err)
+	}
+}
+
+// bootstrapRecords writes the new cluster's records (first run after
+// init), then forgets the CA keys kept on disk for it.
+func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, boot *bootstrapRecord) error {
+	st := &pb.PKIState{}
+	if err := proto.Unmarshal(boot.PKI, st); err != nil {
+		return fmt.Errorf("%s: %w", bootstrapFile, err)
+	}
+	first := &pb.Node{}
+	if err := proto.Unmarshal(boot.Node, first); err != nil {
+		return fmt.Errorf("%s: %w", bootstrapFile, err)
+	}
+	caCert, err := pki.DecodeCert(st.CaCert)
+	if err != nil {
+		return err
+	}
+	caKey, err := pki.DecodeKey(st.CaKey)
+	if err != nil {
+		return err
+	}
+	etcdCert, err := pki.DecodeCert(st.EtcdCaCert)
+	if err != nil {
+		return err
+	}
+	etcdKey, err := pki.DecodeKey(st.EtcdCaKey)
+	if err != nil {
+		return err
+	}
+	var toks [2]*pki.Token
+	for i, s := range []string{boot.WorkerToken, boot.ManagerToken} {
+		if s == "" {
+			continue
+		}
+		t, err := pki.ParseToken(s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", bootstrapFile, err)
+		}
+		toks[i] = &t
+	}
+	status := svc.Status()
+	first.Consensus.MemberId = status.MemberID
+	first.Consensus.EtcdClusterId = status.ClusterID
+	if _, err := curator.Bootstrap(ctx, svc.Client(), curator.BootstrapParams{
+		ClusterID:   boot.ClusterID,
+		CA:          &pki.CA{Cert: caCert, Key: caKey},
+		EtcdCA:      &pki.CA{Cert: etcdCert, Key: etcdKey},
+		First:       first,
+		WorkerToken: toks[0], ManagerToken: toks[1],
+	}); err != nil {
+		return err
+	}
+	if err := saveConsensus(a.cfg.DataDir, first.Consensus); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(a.cfg.DataDir, bootstrapFile))
+}
+
+// tracker counts running instances of a runnable so that a parent can wait
+// for them to end.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{}
+}
+
+func (t *tracker) enter() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		t.zero = make(chan struct{})
+	}
+	t.n++
+}
+
+func (t *tracker) exit() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.zero)
+	}
+}
+
+// wait waits until none runs, at most d.
+func (t *tracker) wait(d time.Duration) {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return
+	}
+	ch := t.zero
+	t.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+	}
+}
