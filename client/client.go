@@ -1,0 +1,447 @@
+// Package client is the operator's side of the management API: the client
+// config written by `curator agent init`, a cache of the cluster's current
+// managers kept beside it, and a Client that finds a manager that answers.
+//
+// Every manager serves the management API (followers forward to the leader),
+// so the client may ask any of them. It tries the managers it knows in turn,
+// the one that answered last first, and moves on only when a manager cannot
+// be reached or does not answer in time: any other error is the cluster's
+// answer and is returned as it is.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Defaults of the Dial options.
+const (
+	// DefaultAttemptTimeout bounds one call to one manager. A manager that
+	// takes longer is treated as unreachable and the next one is tried.
+	DefaultAttemptTimeout = 3 * time.Second
+	// DefaultRounds is how many times the client goes through its whole
+	// manager list before it gives up. More than one round rides out a
+	// leader election, during which managers answer Unavailable.
+	DefaultRounds = 3
+	// defaultRoundPause is the pause before the second round; it doubles
+	// for each round after that.
+	defaultRoundPause = 500 * time.Millisecond
+	// refreshTimeout bounds the manager-list refresh after a call.
+	refreshTimeout = 2 * time.Second
+)
+
+// ErrNoManager is returned (wrapped, with what each manager said) when no
+// manager could be reached.
+var ErrNoManager = errors.New("no manager answered")
+
+// Option changes a default of Dial.
+type Option func(*options)
+
+type options struct {
+	attemptTimeout time.Duration
+	rounds         int
+	roundPause     time.Duration
+	cachePath      *string
+	lg             *zap.Logger
+}
+
+// WithAttemptTimeout sets how long one manager gets to answer one call
+// (default DefaultAttemptTimeout).
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(o *options) { o.attemptTimeout = d }
+}
+
+// WithRounds sets how many times the whole manager list is tried before the
+// client gives up (default DefaultRounds; at least 1).
+func WithRounds(n int) Option {
+	return func(o *options) { o.rounds = max(n, 1) }
+}
+
+// WithCachePath sets the manager cache file; "" disables the cache. The
+// default is CachePath(configPath), or no cache if configPath is "".
+func WithCachePath(path string) Option {
+	return func(o *options) { o.cachePath = &path }
+}
+
+// WithLogger sets a logger for what the client tries (default: none).
+func WithLogger(lg *zap.Logger) Option {
+	return func(o *options) { o.lg = lg }
+}
+
+// Client calls the management API through whichever manager answers. It is
+// safe for concurrent use. Close it when done.
+type Client struct {
+	clusterID string
+	creds     credentials.TransportCredentials
+	cachePath string
+	o         options
+
+	mu sync.Mutex
+	// addrs is the order in which managers are tried: the one that
+	// answered last first, then what the cluster reported, then the cache,
+	// then the config.
+	addrs []string
+	conns map[string]*grpc.ClientConn
+	// retired are failed connections replaced by fresh ones (see conn).
+	retired []*grpc.ClientConn
+	// cached is what the cache file holds, so an unchanged list is not
+	// rewritten on every command.
+	cached    []string
+	refreshed bool
+}
+
+// Dial prepares a client for the cluster described by cfg, which was read
+// from configPath (relative credential paths are taken from its folder, and
+// the manager cache lives beside it). Connections are made on first use, so
+// Dial fails only on a bad config or unreadable credentials.
+func Dial(ctx context.Context, cfg *Config, configPath string, opts ...Option) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return nil, errors.New("dial: no config")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("dial: client config %s: %w", configPath, err)
+	}
+	o := options{
+		attemptTimeout: DefaultAttemptTimeout,
+		rounds:         DefaultRounds,
+		roundPause:     defaultRoundPause,
+		lg:             zap.NewNop(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tlsCfg, err := cfg.tlsConfig(configPath)
+	if err != nil {
+		return nil, fmt.Errorf("dial: client config %s: %w", configPath, err)
+	}
+	c := &Client{
+		clusterID: cfg.ClusterID,
+		creds:     credentials.NewTLS(tlsCfg),
+		o:         o,
+		conns:     map[string]*grpc.ClientConn{},
+	}
+	switch {
+	case o.cachePath != nil:
+		c.cachePath = *o.cachePath
+	case configPath != "":
+		c.cachePath = CachePath(configPath)
+	}
+	if c.cachePath != "" {
+		cached, err := readCache(c.cachePath, cfg.ClusterID)
+		if err != nil {
+			// Only a hint: a broken cache costs nothing but the
+			// managers it named, and the next success rewrites it.
+			o.lg.Debug("ignoring manager cache", zap.Error(err))
+		}
+		c.cached = cached
+		c.addrs = cached
+	}
+	c.addrs = dedup(c.addrs, cfg.Managers)
+	return c, nil
+}
+
+// Managers returns the managers the client knows, in the order it tries them.
+func (c *Client) Managers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.addrs)
+}
+
+// Close closes every connection the client opened.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for addr, conn := range c.conns {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		}
+		delete(c.conns, addr)
+	}
+	for _, conn := range c.retired {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.retired = nil
+	return errors.Join(errs...)
+}
+
+// Management runs fn against one manager after another until one answers.
+// fn gets a context bounded by the attempt timeout and must make its calls
+// with it. fn moves on to the next manager by returning an error with code
+// Unavailable or DeadlineExceeded (or by running out of time); any other
+// error is returned at once. fn may therefore run more than once, against
+// different managers: keep it to calls that may be repeated.
+//
+// After the first success the client refreshes its manager cache from
+// GetClusterInfo, best effort: a failure there never fails the call.
+func (c *Client) Management(ctx context.Context, fn func(context.Context, pb.ManagementClient) error) error {
+	addr, err := c.call(ctx, fn)
+	if err != nil {
+		return err
+	}
+	c.refresh(ctx, addr)
+	return nil
+}
+
+// ListNodes returns every node the cluster knows.
+func (c *Client) ListNodes(ctx context.Context) ([]*pb.NodeView, error) {
+	var nodes []*pb.NodeView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.ListNodes(ctx, &pb.ListNodesRequest{})
+		nodes = resp.GetNodes()
+		return err
+	})
+	return nodes, err
+}
+
+// GetNode returns one node by ID, unique ID prefix or name.
+func (c *Client) GetNode(ctx context.Context, id string) (*pb.NodeView, error) {
+	var node *pb.NodeView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		node, err = m.GetNode(ctx, &pb.GetNodeRequest{Id: id})
+		return err
+	})
+	return node, err
+}
+
+// ClusterInfo returns the cluster's state, and refreshes the manager cache
+// from it.
+func (c *Client) ClusterInfo(ctx context.Context) (*pb.ClusterInfo, error) {
+	var info *pb.ClusterInfo
+	addr, err := c.call(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		info, err = m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.refreshed = true
+	c.mu.Unlock()
+	c.noteManagers(addr, info.GetManagers())
+	return info, nil
+}
+
+// Token returns the join token for role, "worker" or "manager".
+func (c *Client) Token(ctx context.Context, role string) (string, error) {
+	var token string
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.GetToken(ctx, &pb.GetTokenRequest{Role: role})
+		token = resp.GetToken()
+		return err
+	})
+	return token, err
+}
+
+// RotateToken replaces the join token for role and returns the new one. If a
+// manager fails mid-call the rotation may be repeated on the next: harmless,
+// since only the token returned last is valid either way.
+func (c *Client) RotateToken(ctx context.Context, role string) (string, error) {
+	var token string
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.RotateToken(ctx, &pb.RotateTokenRequest{Role: role})
+		token = resp.GetToken()
+		return err
+	})
+	return token, err
+}
+
+// call runs fn against the managers in turn, for up to o.rounds rounds, and
+// returns the address of the one that answered.
+func (c *Client) call(ctx context.Context, fn func(context.Context, pb.ManagementClient) error) (string, error) {
+	failed := map[string]error{} // the last error of each manager tried
+	var order []string           // of first failure, for the message
+	pause := c.o.roundPause
+	for round := 0; round < c.o.rounds; round++ {
+		if round > 0 {
+			select {
+			case <-ctx.Done():
+				return "", c.giveUp(ctx.Err(), order, failed)
+			case <-time.After(pause):
+			}
+			pause *= 2
+		}
+		for _, addr := range c.Managers() {
+			if ctx.Err() != nil {
+				return "", c.giveUp(ctx.Err(), order, failed)
+			}
+			err := c.attempt(ctx, addr, fn)
+			if err == nil {
+				c.answered(addr)
+				return addr, nil
+			}
+			if ctx.Err() != nil {
+				return "", c.giveUp(ctx.Err(), order, failed)
+			}
+			if !isUnreachable(err) {
+				return "", err
+			}
+			c.o.lg.Debug("manager did not answer", zap.String("manager", addr), zap.Int("round", round), zap.Error(err))
+			if _, ok := failed[addr]; !ok {
+				order = append(order, addr)
+			}
+			failed[addr] = err
+		}
+	}
+	return "", c.giveUp(nil, order, failed)
+}
+
+// attempt runs fn once against addr, within the attempt timeout.
+func (c *Client) attempt(ctx context.Context, addr string, fn func(context.Context, pb.ManagementClient) error) error {
+	conn, err := c.conn(addr)
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
+	defer cancel()
+	err = fn(actx, pb.NewManagementClient(conn))
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		// The attempt ran out of time, whatever fn made of that.
+		return status.Errorf(codes.DeadlineExceeded, "no answer within %v", c.o.attemptTimeout)
+	}
+	return err
+}
+
+// isUnreachable tells a manager that could not answer (move on to the next)
+// from an answer (return it).
+func isUnreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+func (c *Client) giveUp(ctxErr error, order []string, failed map[string]error) error {
+	var b strings.Builder
+	for i, addr := range order {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", addr, status.Convert(failed[addr]).Message())
+	}
+	switch {
+	case ctxErr != nil && len(order) == 0:
+		return fmt.Errorf("%w: %w", ErrNoManager, ctxErr)
+	case ctxErr != nil:
+		return fmt.Errorf("%w: %w (tried %s)", ErrNoManager, ctxErr, b.String())
+	default:
+		return fmt.Errorf("%w (tried %s)", ErrNoManager, b.String())
+	}
+}
+
+// conn returns the connection to addr, creating it (it connects lazily) on
+// first use.
+//
+// A connection that failed stays in TRANSIENT_FAILURE until gRPC's reconnect
+// backoff (seconds, growing to minutes) runs out, and every call on it fails
+// at once with the old error. So a failed connection is replaced by a fresh
+// one, which connects on the call, and a manager that came back is found in
+// the next round. The old one is closed with the client, not now: another
+// goroutine may still be using it.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, ok := c.conns[addr]
+	if ok && conn.GetState() != connectivity.TransientFailure {
+		return conn, nil
+	}
+	if ok {
+		c.retired = append(c.retired, conn)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds))
+	if err != nil {
+		return nil, fmt.Errorf("manager %q: %w", addr, err)
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}
+
+// answered moves addr to the front, so the next call goes there first.
+func (c *Client) answered(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addrs = dedup([]string{addr}, c.addrs)
+}
+
+// refresh asks addr for the current managers, once per client, and records
+// them. It never fails: the call it follows has already succeeded.
+func (c *Client) refresh(ctx context.Context, addr string) {
+	c.mu.Lock()
+	done := c.refreshed
+	c.refreshed = true
+	c.mu.Unlock()
+	if done {
+		return
+	}
+	conn, err := c.conn(addr)
+	if err != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	info, err := pb.NewManagementClient(conn).GetClusterInfo(rctx, &pb.ClusterInfoRequest{})
+	if err != nil {
+		c.o.lg.Debug("could not refresh the manager list", zap.String("manager", addr), zap.Error(err))
+		return
+	}
+	c.noteManagers(addr, info.GetManagers())
+}
+
+// noteManagers records the managers the cluster reported, with addr (which
+// just answered) first if it is one of them: in memory and, if the list
+// changed, in the cache file.
+func (c *Client) noteManagers(addr string, managers []string) {
+	list := dedup(nil, managers)
+	if len(list) == 0 {
+		return
+	}
+	if slices.Contains(list, addr) {
+		list = dedup([]string{addr}, list)
+	}
+	c.mu.Lock()
+	// Keep the managers we knew behind the reported ones: the report may
+	// come from a manager with a stale view.
+	c.addrs = dedup(list, c.addrs)
+	write := c.cachePath != "" && !slices.Equal(list, c.cached)
+	if write {
+		c.cached = list
+	}
+	c.mu.Unlock()
+	if !write {
+		return
+	}
+	if err := writeCache(c.cachePath, c.clusterID, list, time.Now()); err != nil {
+		c.o.lg.Debug("could not write the manager cache", zap.String("path", c.cachePath), zap.Error(err))
+	}
+}
+
+// dedup returns the non-empty strings of a and then b, each once, in order.
+func dedup(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for _, s := range slices.Concat(a, b) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/curatorproject/curator/client"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+func newClusterCommand(g *globalFlags) *cobra.Command {
+	return parentCommand("cluster", "Show and change cluster settings",
+		newClusterInfoCommand(g),
+		newClusterUpdateCommand(g),
+	)
+}
+
+func newClusterInfoCommand(g *globalFlags) *cobra.Command {
+	var format outputFormat
+	c := &cobra.Command{
+		Use:   "info",
+		Short: "Show the cluster: leader, voters, quorum, settings and warnings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				info, err := c.ClusterInfo(ctx)
+				if err != nil {
+					return apiError("cluster info", err)
+				}
+				return writeClusterInfo(cmd.OutOrStdout(), format, info)
+			})
+		},
+	}
+	addOutputFlag(c, &format)
+	return c
+}
+
+func newClusterUpdateCommand(_ *globalFlags) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "update",
+		Short: "Change cluster settings (not built yet)",
+		Args:  cobra.NoArgs,
+		RunE:  notBuilt,
+	}
+	c.Flags().Bool("require-approval", false, "whether a joining node waits for an operator's node approve")
+	c.Flags().Uint32("max-voters", 0, "the most etcd voters the cluster may have")
+	return c
+}
+
+// clusterInfoJSON is the cluster as `cluster info -o json` shows it. The
+// field names are part of the CLI contract (DESIGN.md): add, never rename.
+// Lists are [] rather than null when empty.
+type clusterInfoJSON struct {
+	ClusterID       string   `json:"cluster_id"`
+	Leader          string   `json:"leader"`
+	Voters          []string `json:"voters"`
+	Learners        []string `json:"learners"`
+	EtcdLeader      string   `json:"etcd_leader"`
+	QuorumHealthy   bool     `json:"quorum_healthy"`
+	MaxVoters       uint32   `json:"max_voters"`
+	RequireApproval bool     `json:"require_approval"`
+	Warnings        []string `json:"warnings"`
+	Managers        []string `json:"managers"`
+	Version         string   `json:"version"`
+}
+
+func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
+	list := func(s []string) []string { return append([]string{}, s...) }
+	return clusterInfoJSON{
+		ClusterID:       info.GetClusterId(),
+		Leader:          info.GetLeader(),
+		Voters:          list(info.GetVoters()),
+		Learners:        list(info.GetLearners()),
+		EtcdLeader:      info.GetEtcdLeader(),
+		QuorumHealthy:   info.GetQuorumHealthy(),
+		MaxVoters:       info.GetMaxVoters(),
+		RequireApproval: info.GetRequireApproval(),
+		Warnings:        list(info.GetWarnings()),
+		Managers:        list(info.GetManagers()),
+		Version:         info.GetVersion(),
+	}
+}
+
+// writeClusterInfo writes info as JSON, or as an aligned "key: value"
+// listing with any warnings first, where they cannot be missed.
+func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) error {
+	j := clusterInfoToJSON(info)
+	if format == formatJSON {
+		return writeJSON(w, j)
+	}
+	for _, warning := range j.Warnings {
+		if _, err := fmt.Fprintf(w, "WARNING: %s\n", warning); err != nil {
+			return err
+		}
+	}
+	if len(j.Warnings) > 0 {
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	orNone := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	yesNo := func(b bool, no string) string {
+		if b {
+			return "yes"
+		}
+		return no
+	}
+	rows := [][]string{
+		{"Cluster ID:", orNone(j.ClusterID)},
+		{"Version:", orNone(j.Version)},
+		{"Leader:", orNone(j.Leader)},
+		{"etcd leader:", orNone(j.EtcdLeader)},
+		{"Quorum healthy:", yesNo(j.QuorumHealthy, "NO")},
+		{fmt.Sprintf("Voters (%d):", len(j.Voters)), orNone(strings.Join(j.Voters, ", "))},
+		{fmt.Sprintf("Learners (%d):", len(j.Learners)), orNone(strings.Join(j.Learners, ", "))},
+		{"Max voters:", strconv.FormatUint(uint64(j.MaxVoters), 10)},
+		{"Require approval:", yesNo(j.RequireApproval, "no")},
+		{"Managers:", orNone(strings.Join(j.Managers, ", "))},
+	}
+	return writeTable(w, rows)
+}

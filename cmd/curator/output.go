@@ -1,0 +1,191 @@
+package main
+
+// What the operator commands (node, cluster, token) share: connecting to the
+// cluster, the -o flag, enum words, JSON and table writing, and how API
+// errors read.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/client"
+)
+
+// callTimeout bounds one operator command's talk with the cluster: long
+// enough to try every manager and ride out a leader election, short enough
+// that a dead cluster gets an answer.
+const callTimeout = 30 * time.Second
+
+// configPath is --config, or the default when it is not given.
+func (g *globalFlags) configPath() string {
+	if g.config != "" {
+		return g.config
+	}
+	return client.DefaultConfigPath()
+}
+
+// withClient loads the client config, dials the cluster and runs fn with a
+// context bounded by callTimeout.
+func (g *globalFlags) withClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
+	defer cancel()
+	path := g.configPath()
+	cfg, err := client.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, cfg, path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// apiError makes an error from the management API read as the server's
+// message with its code, instead of gRPC's "rpc error: code = ... desc = ...".
+func apiError(what string, err error) error {
+	if errors.Is(err, client.ErrNoManager) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if st, ok := status.FromError(err); ok {
+		return fmt.Errorf("%s: %s (%s)", what, st.Message(), st.Code())
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// parentCommand is a command that only groups others. Run alone it prints
+// its help; run with an unknown subcommand it fails (cobra would print the
+// help and exit 0, which hides a typo from a script).
+func parentCommand(use, short string, children ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:                        use,
+		Short:                      short,
+		SuggestionsMinimumDistance: 2,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+			}
+			return errors.New(msg)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	c.AddCommand(children...)
+	return c
+}
+
+// outputFormat is the value of -o. Set refuses anything else, so a bad -o
+// fails before the command talks to the cluster.
+type outputFormat string
+
+const (
+	formatTable outputFormat = "table"
+	formatJSON  outputFormat = "json"
+)
+
+var outputFormats = []string{string(formatTable), string(formatJSON)}
+
+func (f *outputFormat) String() string { return string(*f) }
+func (f *outputFormat) Type() string   { return "format" }
+
+func (f *outputFormat) Set(s string) error {
+	switch outputFormat(s) {
+	case formatTable, formatJSON:
+		*f = outputFormat(s)
+		return nil
+	}
+	return fmt.Errorf("output format %q is not one of %s", s, strings.Join(outputFormats, ", "))
+}
+
+// addOutputFlag adds -o/--output to cmd, defaulting to table.
+func addOutputFlag(cmd *cobra.Command, f *outputFormat) {
+	*f = formatTable
+	cmd.Flags().VarP(f, "output", "o", "output format: "+strings.Join(outputFormats, " or "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// enumWord is how a proto enum value reads in the CLI: its name without the
+// enum's prefix, in lowercase (NODE_STATUS_READY → "ready",
+// AVAILABILITY_DRAIN → "drain"). The zero value of an enum whose zero means
+// "not set" (…_UNSPECIFIED, MANAGER_STATUS_NONE) reads as "". A number the
+// CLI does not know (a newer server) reads as the number.
+func enumWord(e protoreflect.Enum) string {
+	v := e.Descriptor().Values().ByNumber(e.Number())
+	if v == nil {
+		return fmt.Sprint(int32(e.Number()))
+	}
+	name := string(v.Name())
+	prefix := enumPrefix(string(e.Descriptor().Name()))
+	word := strings.ToLower(strings.TrimPrefix(name, prefix))
+	if e.Number() == 0 && (word == "unspecified" || word == "none") {
+		return ""
+	}
+	return word
+}
+
+// enumPrefix turns an enum's type name into the prefix of its values, by the
+// proto style guide: NodeStatus → NODE_STATUS_.
+func enumPrefix(typeName string) string {
+	var b strings.Builder
+	for i, r := range typeName {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String()) + "_"
+}
+
+// timeOrNil is a proto timestamp as JSON will show it: RFC 3339 in UTC, or
+// null when unset.
+func timeOrNil(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime().UTC()
+	return &t
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeTable writes rows as aligned columns, three spaces apart, without
+// the trailing blanks tabwriter leaves after empty last cells.
+func writeTable(w io.Writer, rows [][]string) error {
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 8, 3, ' ', 0)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for line := range strings.Lines(buf.String()) {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
+}
