@@ -24,8 +24,14 @@ import (
 //
 // A worker's node certificate thus reaches neither the management API nor
 // etcd (etcd only trusts the etcd CA, which issues certificates for
-// consensus members alone), and a certificate from another CA reaches
-// nothing: the handshake fails.
+// consensus members alone). A certificate from another CA reaches nothing:
+// a client that insists on sending it fails the handshake, and Go's TLS
+// client, which leaves out a certificate the server's CA list does not
+// name, arrives anonymous and may only call Register, which wants a token.
+//
+// Managers may forward calls for any caller (forwardedForKey): a manager
+// holds an etcd certificate and so full access to the cluster's state
+// anyway; trusting it to forward adds nothing it did not have.
 
 // identity is who is calling.
 type identity struct {
@@ -83,6 +89,8 @@ func peerIdentity(ctx context.Context) (identity, error) {
 		return identity{}, fmt.Errorf("%w: not a TLS connection", ErrDenied)
 	}
 	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		// No certificate, or one the TLS client left out because it is
+		// not from this cluster's CA.
 		return identity{}, nil
 	}
 	nodeID, role, err := pki.Identity(info.State.VerifiedChains[0][0])
@@ -126,7 +134,7 @@ func authorize(id identity, method string) error {
 	switch {
 	case strings.HasPrefix(method, "/curator.v1.Management/"):
 		if id.role != pki.RoleAdmin {
-			return fmt.Errorf("%w: the management API needs the admin certificate (%s may not call %s)", ErrDenied, id, method)
+			return fmt.Errorf("%w: the management API needs this cluster's admin certificate (%s may not call %s; a certificate from another cluster's CA is not even sent)", ErrDenied, id, method)
 		}
 	case method == "/curator.v1.Curator/Register":
 	case strings.HasPrefix(method, "/curator.v1.Curator/"):

@@ -36,10 +36,20 @@ type Config struct {
 	// DownAfter is how long without a heartbeat before a node is down. A
 	// new leader also waits this long before it marks any node down.
 	DownAfter time.Duration
+	// SyncInterval is the resync period of the loops that follow etcd's
+	// member list, which has no watch; node changes trigger them at once.
+	SyncInterval time.Duration
+	// MinActionGap is the least time between two actions of one loop.
+	MinActionGap time.Duration
+	// LearnerDownLimit is how long a learner's node may be down before the
+	// learner is removed.
+	LearnerDownLimit time.Duration
 	// Version is the binary's version, reported by cluster info.
 	Version string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics are the collectors to update; nil means unregistered ones.
+	Metrics *Metrics
 	// Logger is for the API handlers (runnables log through the
 	// supervisor); nil means no logs.
 	Logger *zap.Logger
@@ -51,6 +61,9 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	DefaultDownAfter         = 5 * time.Second
 	DefaultMaxVoters         = 7
+	DefaultSyncInterval      = 250 * time.Millisecond
+	DefaultMinActionGap      = 50 * time.Millisecond
+	DefaultLearnerDownLimit  = time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -62,6 +75,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DownAfter == 0 {
 		c.DownAfter = DefaultDownAfter
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.MinActionGap == 0 {
+		c.MinActionGap = DefaultMinActionGap
+	}
+	if c.LearnerDownLimit == 0 {
+		c.LearnerDownLimit = DefaultLearnerDownLimit
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -92,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatInterval <= 0 || c.DownAfter <= c.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("down-after (%s) must be longer than the heartbeat interval (%s)", c.DownAfter, c.HeartbeatInterval))
+	}
+	if c.SyncInterval < 0 || c.MinActionGap < 0 || c.LearnerDownLimit < 0 {
+		errs = append(errs, errors.New("sync interval, minimum action gap and learner down limit must not be negative"))
 	}
 	return errors.Join(errs...)
 }

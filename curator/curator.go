@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -30,8 +32,9 @@ type Service struct {
 	cfg Config
 
 	// leader is set while this curator leads.
-	leader atomic.Pointer[leaderState]
-	fwd    forwarder
+	leader  atomic.Pointer[leaderState]
+	fwd     forwarder
+	metrics *Metrics
 }
 
 // leaderState is what a leading curator keeps: the fence, and what only the
@@ -46,6 +49,24 @@ type leaderState struct {
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}
+
+	muRefusals  sync.Mutex
+	lastRefusal map[string]string
+}
+
+// newRefusal notes a loop's refusal and says whether it differs from the
+// loop's last one.
+func (st *leaderState) newRefusal(loop, reason string) bool {
+	st.muRefusals.Lock()
+	defer st.muRefusals.Unlock()
+	if st.lastRefusal == nil {
+		st.lastRefusal = map[string]string{}
+	}
+	if st.lastRefusal[loop] == reason {
+		return false
+	}
+	st.lastRefusal[loop] = reason
+	return true
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -54,7 +75,11 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("curator config: %w", err)
 	}
-	return &Service{cfg: cfg}, nil
+	m := cfg.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Service{cfg: cfg, metrics: m}, nil
 }
 
 // IsLeader says whether this curator leads right now.
@@ -164,8 +189,32 @@ func (s *Service) runElection(ctx context.Context) error {
 		hb:         newHeartbeats(),
 		kickHealth: make(chan struct{}, 1),
 	}
+	// Leadership ends when our key goes, whoever deletes it (the lease
+	// expiring, an operator): watch it, rather than wait for the session to
+	// notice, so the loops stop at once.
+	keyGone := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(lctx), l.key, clientv3.WithRev(l.rev))
+	wg.Go(func() {
+		defer close(keyGone)
+		for wr := range wch {
+			if wr.Err() != nil {
+				return
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return
+				}
+			}
+		}
+	})
 	s.leader.Store(st)
 	defer s.leader.Store(nil)
+	s.metrics.LeaderChanges.Inc()
+	s.metrics.IsLeader.Set(1)
+	defer s.metrics.IsLeader.Set(0)
 	lg.Info("became leader", zap.String("key", l.key), zap.Int64("revision", l.rev))
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
 		return err
@@ -178,15 +227,22 @@ func (s *Service) runElection(ctx context.Context) error {
 	case <-sess.Done():
 		s.leader.Store(nil)
 		return errors.New("lost leadership: the election lease expired")
+	case <-keyGone:
+		s.leader.Store(nil)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errors.New("lost leadership: the election key is gone (lease expired, or etcd unreachable)")
 	}
 }
 
 // runLeader runs the leader-only loops.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
-		"health":   func(ctx context.Context) error { return s.runHealth(ctx, st) },
-		"learners": func(ctx context.Context) error { return s.runLearners(ctx, st) },
-	}); err != nil {
+	loops := map[string]supervisor.Runnable{}
+	for _, spec := range []loopSpec{s.syncLoop(st), s.learnerLoop(st), s.healthLoop(st)} {
+		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
+	}
+	if err := supervisor.RunGroup(ctx, loops); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.Healthy)

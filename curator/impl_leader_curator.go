@@ -34,8 +34,9 @@ const NodeCertValidity = 365 * 24 * time.Hour
 // tokenRole works out which join token a secret belongs to.
 func tokenRole(cs *pb.ClusterState, secret string) (string, bool) {
 	// Compare against both, always, so timing says nothing about which.
-	w := pki.SecretEqual(secret, cs.WorkerTokenSecret)
-	m := pki.SecretEqual(secret, cs.ManagerTokenSecret)
+	// An empty secret matches nothing, not even an empty stored one.
+	w := pki.SecretEqual(secret, cs.WorkerTokenSecret) && secret != ""
+	m := pki.SecretEqual(secret, cs.ManagerTokenSecret) && secret != ""
 	switch {
 	case w:
 		return "worker", true
@@ -70,7 +71,7 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 	if !ok {
 		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", ErrDenied)
 	}
-	pub, err := x509.ParsePKIXPublicKey(req.PublicKey)
+	pub, err := parsePublicKey(req.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: public key: %v", ErrInvalid, err)
 	}
@@ -118,14 +119,17 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		}, nil
 	}
 	for _, n := range nodes {
-		if n.Id == id {
-			// A retry of a registration that went through: same key, same
-			// node. Hand out its certificate again.
-			if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-				return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
-			}
-			return response(nodes)
+		if n.Id != id {
+			continue
 		}
+		// A retry of a registration that went through: same key, same
+		// node. Hand out its certificate again.
+		if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+			return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
+		}
+		return response(nodes)
+	}
+	for _, n := range nodes {
 		if n.Name == name {
 			return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
 		}
@@ -181,6 +185,7 @@ func (s *Service) addConsensusMember(ctx context.Context, st *leaderState, id st
 	if err != nil {
 		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
 	}
+	faultPoint(FaultPromoteAfterMemberAdd)
 	join := &pb.ConsensusJoin{
 		MemberId:      memberID,
 		EtcdCert:      pki.EncodeCert(etcdCert),
@@ -310,3 +315,11 @@ func (c *curatorServer) GetManagers(ctx context.Context, _ *pb.GetManagersReques
 
 // logger is for handlers; runnables use supervisor.Logger.
 func (s *Service) logger(context.Context) *zap.Logger { return s.cfg.Logger }
+
+func parsePublicKey(der []byte) (any, error) {
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	return pub, nil
+}

@@ -2,14 +2,14 @@ package curator
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/supervisor"
 )
 
 // heartbeats is the leader's memory of when each node last sent a
@@ -55,54 +55,91 @@ func decideStatus(cur pb.NodeStatus, last time.Time, seen bool, leaderSince, now
 	return cur
 }
 
-// runHealth keeps node status consistent with heartbeats. It ticks at half
+// healthNode is a node as the health loop sees it.
+type healthNode struct {
+	id     string
+	status pb.NodeStatus
+	last   time.Time
+	seen   bool
+}
+
+type healthAction struct {
+	nodeID string
+	to     pb.NodeStatus
+	reason string
+}
+
+// decideHealth returns the one status change to make, or nil.
+func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time.Duration) *healthAction {
+	for _, n := range nodes {
+		want := decideStatus(n.status, n.last, n.seen, leaderSince, now, downAfter)
+		if want == n.status {
+			continue
+		}
+		reason := fmt.Sprintf("node %s sends heartbeats again", n.id)
+		if want == pb.NodeStatus_NODE_STATUS_DOWN {
+			reason = fmt.Sprintf("node %s sent no heartbeat for %s", n.id, downAfter)
+			if n.seen {
+				reason = fmt.Sprintf("node %s sent no heartbeat since %s (limit %s)", n.id, n.last.Format(time.RFC3339Nano), downAfter)
+			}
+		}
+		return &healthAction{nodeID: n.id, to: want, reason: reason}
+	}
+	return nil
+}
+
+// healthLoop keeps node status consistent with heartbeats. It ticks at half
 // the heartbeat interval, and at once when a heartbeat comes from a node
 // that is not ready.
-func (s *Service) runHealth(ctx context.Context, st *leaderState) error {
-	supervisor.Signal(ctx, supervisor.Healthy)
-	tick := time.NewTicker(s.cfg.HeartbeatInterval / 2)
-	defer tick.Stop()
-	for {
-		if err := s.healthTick(ctx, st); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		case <-st.kickHealth:
-		}
+func (s *Service) healthLoop(st *leaderState) loopSpec {
+	return loopSpec{
+		name:   "health",
+		tick:   func(ctx context.Context) (loopResult, error) { return s.healthTick(ctx, st) },
+		kick:   st.kickHealth,
+		resync: s.cfg.HeartbeatInterval / 2,
+		minGap: 0,
 	}
 }
 
-func (s *Service) healthTick(ctx context.Context, st *leaderState) error {
-	lg := supervisor.Logger(ctx)
+func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
 	nodes, err := nodeList(ctx, s.cfg.Etcd)
 	if err != nil {
-		return err
+		return loopResult{}, err
 	}
-	now := s.cfg.Now()
+	var hn []healthNode
+	byID := map[string]*pb.Node{}
+	counts := map[pb.NodeStatus]int{}
 	for _, n := range nodes {
+		counts[n.Status]++
 		if n.State != pb.NodeState_NODE_STATE_UP {
 			continue
 		}
+		byID[n.Id] = n
 		last, seen := st.hb.get(n.Id)
-		want := decideStatus(n.Status, last, seen, st.since, now, s.cfg.DownAfter)
-		if want == n.Status {
-			continue
-		}
-		from := n.Status
-		n.Status = want
-		n.StatusChanged = timestamppb.New(now)
-		if err := nodeSave(ctx, st.leadership, n); err != nil {
-			return err
-		}
-		lg.Info("node status changed", zap.String("node", n.Id), zap.String("name", n.Name),
-			zap.Stringer("from", from), zap.Stringer("to", want))
+		hn = append(hn, healthNode{id: n.Id, status: n.Status, last: last, seen: seen})
 	}
-	return nil
+	for v, name := range pb.NodeStatus_name {
+		s.metrics.Nodes.WithLabelValues(statusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
+	}
+	now := s.cfg.Now()
+	a := decideHealth(hn, st.since, now, s.cfg.DownAfter)
+	if a == nil {
+		return loopResult{}, nil
+	}
+	n := byID[a.nodeID]
+	n.Status = a.to
+	n.StatusChanged = timestamppb.New(now)
+	if err := nodeSave(ctx, st.leadership, n); err != nil {
+		return loopResult{}, err
+	}
+	return loopResult{action: "mark-" + statusWord(a.to.String()), nodeID: a.nodeID, reason: a.reason}, nil
+}
+
+// statusWord is NODE_STATUS_READY → ready.
+func statusWord(enum string) string {
+	return strings.ToLower(strings.TrimPrefix(enum, "NODE_STATUS_"))
 }
 
 // kick wakes a loop without blocking.

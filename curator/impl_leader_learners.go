@@ -3,47 +3,106 @@ package curator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/curatorproject/curator/consensus"
-	"github.com/curatorproject/curator/supervisor"
+	pb "github.com/curatorproject/curator/proto"
 )
 
-// runLearners promotes learners to voters once etcd says they have caught
-// up. A learner that is not yet in sync is simply tried again next tick.
-func (s *Service) runLearners(ctx context.Context, st *leaderState) error {
-	lg := supervisor.Logger(ctx)
-	supervisor.Signal(ctx, supervisor.Healthy)
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+// The learner promotion loop. A learner is promoted once etcd says it has
+// caught up (etcd refuses before; that is not an error, the loop tries
+// again next tick). A learner whose node has been down past the limit is
+// removed: it holds a learner slot and will never catch up. A learner whose
+// node does not exist is the consensus sync's to remove.
+
+type learnerInfo struct {
+	memberID uint64
+	nodeID   string
+	// started: etcd on the node has run (the member has a name).
+	started bool
+	// downSince is when the node went down; zero when it is not down.
+	downSince time.Time
+}
+
+type learnerAction struct {
+	promote  bool // else remove
+	memberID uint64
+	nodeID   string
+	reason   string
+}
+
+// decideLearners returns the one learner change to make, or nil.
+func decideLearners(learners []learnerInfo, now time.Time, downLimit time.Duration) *learnerAction {
+	sort.Slice(learners, func(i, j int) bool { return learners[i].memberID < learners[j].memberID })
+	for _, l := range learners {
+		if l.nodeID == "" {
+			continue
 		}
-		members, err := consensus.Members(ctx, s.cfg.Etcd)
-		if err != nil {
-			return err
-		}
-		for _, m := range members {
-			if !m.IsLearner || m.NodeID == "" {
-				// A learner without a name has not started its etcd yet.
-				continue
-			}
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err := consensus.PromoteLearner(pctx, s.cfg.Etcd, m.ID)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-					lg.Warn("could not promote learner", zap.String("node", m.NodeID), zap.Error(err))
-				}
-				continue
-			}
-			lg.Info("promoted learner to voter", zap.String("node", m.NodeID), zap.Uint64("member", m.ID))
-			break // one change per tick
+		if !l.downSince.IsZero() && now.Sub(l.downSince) >= downLimit {
+			return &learnerAction{memberID: l.memberID, nodeID: l.nodeID,
+				reason: fmt.Sprintf("learner %x: node %s has been down since %s, past the limit of %s", l.memberID, l.nodeID, l.downSince.Format(time.RFC3339), downLimit)}
 		}
 	}
+	for _, l := range learners {
+		if l.nodeID != "" && l.started && l.downSince.IsZero() {
+			return &learnerAction{promote: true, memberID: l.memberID, nodeID: l.nodeID,
+				reason: fmt.Sprintf("learner %x of node %s is running: promoting it once it has caught up", l.memberID, l.nodeID)}
+		}
+	}
+	return nil
+}
+
+func (s *Service) learnerLoop(st *leaderState) loopSpec {
+	return loopSpec{
+		name:   "learners",
+		tick:   func(ctx context.Context) (loopResult, error) { return s.learnerTick(ctx, st) },
+		watch:  []string{nodePrefix},
+		resync: s.cfg.SyncInterval,
+		minGap: s.cfg.MinActionGap,
+	}
+}
+
+func (s *Service) learnerTick(ctx context.Context, st *leaderState) (loopResult, error) {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	ms, err := s.observeMembership(ctx)
+	if err != nil {
+		return loopResult{}, err
+	}
+	var learners []learnerInfo
+	for _, m := range ms.members {
+		if !m.IsLearner {
+			continue
+		}
+		l := learnerInfo{memberID: m.ID, nodeID: ms.nodeOf[m.ID], started: m.NodeID != ""}
+		if n := ms.byID[l.nodeID]; n != nil && n.Status == pb.NodeStatus_NODE_STATUS_DOWN {
+			l.downSince = n.StatusChanged.AsTime()
+		}
+		learners = append(learners, l)
+	}
+	a := decideLearners(learners, s.cfg.Now(), s.cfg.LearnerDownLimit)
+	if a == nil {
+		return loopResult{}, nil
+	}
+	if !a.promote {
+		if err := s.removeMemberAsLeader(ctx, st, a.memberID); err != nil {
+			return loopResult{}, err
+		}
+		return loopResult{action: "remove-learner", nodeID: a.nodeID, reason: a.reason}, nil
+	}
+	if _, err := st.txnAsLeader(ctx); err != nil {
+		return loopResult{}, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := consensus.PromoteLearner(pctx, s.cfg.Etcd, a.memberID); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// Not caught up yet: try again next tick.
+			return loopResult{}, nil
+		}
+		return loopResult{}, err
+	}
+	return loopResult{action: "promote", nodeID: a.nodeID, reason: a.reason}, nil
 }

@@ -235,3 +235,15 @@ func (m *managementServer) RotateToken(ctx context.Context, req *pb.RotateTokenR
 	m.s.logger(ctx).Info("rotated join token", zap.String("role", role))
 	return &pb.TokenResponse{Token: tok.String()}, nil
 }
+
+// ListEvents returns what the loops did, oldest first.
+func (m *managementServer) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	if _, err := m.s.leaderFor(); err != nil {
+		return nil, err
+	}
+	events, err := eventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListEventsResponse{Events: events}, nil
+}

@@ -21,7 +21,3 @@ func newRolloutCommand(_ *globalFlags) *cobra.Command {
 	)
 	return c
 }
-
-func newEventsCommand(_ *globalFlags) *cobra.Command {
-	return &cobra.Command{Use: "events", Short: "What the background loops did, and why (not built yet)", Args: cobra.NoArgs, RunE: notBuilt}
-}

@@ -1,0 +1,9 @@
+package curator
+
+// The named fault points (DESIGN.md, "Fault points").
+const (
+	FaultPromoteAfterMemberAdd   = "promote/after-member-add"
+	FaultDemoteAfterMemberRemove = "demote/after-member-remove"
+	FaultRolloutAfterDestroy     = "rollout/after-destroy"
+	FaultRolloutAfterProvision   = "rollout/after-provision"
+)

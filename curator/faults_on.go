@@ -1,0 +1,33 @@
+//go:build faults
+
+package curator
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Fault points, compiled in with -tags faults. CURATOR_FAULT names the
+// points (comma-separated) at which the process exits at once with status
+// 99, as if the machine died there: no deferred function runs, nothing is
+// flushed, the election lease is left to expire.
+var faultPoints = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range strings.Split(os.Getenv("CURATOR_FAULT"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			m[p] = true
+		}
+	}
+	return m
+}()
+
+// FaultsEnabled says whether this binary was built with fault points.
+const FaultsEnabled = true
+
+func faultPoint(name string) {
+	if faultPoints[name] {
+		fmt.Fprintf(os.Stderr, "CURATOR_FAULT: dying at %s\n", name)
+		os.Exit(99)
+	}
+}

@@ -1,0 +1,381 @@
+package curator
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// The tests of this package run real etcd (consensus.Service, with TLS) and
+// real curators serving gRPC with mutual TLS on loopback. Each test cluster
+// gets addresses of its own from 127.0.77.1 up, distinct from the other
+// packages' tests.
+
+const (
+	// testTimeout bounds every wait for an outcome.
+	testTimeout = 30 * time.Second
+	// Short health timings, so that ready → down → ready takes a second.
+	testHeartbeat = 100 * time.Millisecond
+	testDownAfter = 500 * time.Millisecond
+)
+
+var ipCounter atomic.Int32
+
+// nextIP hands out 127.0.77.1, 127.0.77.2, ... (then 127.0.78.x).
+func nextIP(t *testing.T) string {
+	t.Helper()
+	n := ipCounter.Add(1)
+	if n > 2*254 {
+		t.Fatal("out of test addresses")
+	}
+	return fmt.Sprintf("127.0.%d.%d", 77+(n-1)/254, 1+(n-1)%254)
+}
+
+// freeBasePort returns a port on ip such that it and the three after it
+// (etcd peer, etcd client, HTTP) are free right now.
+func freeBasePort(t *testing.T, ip string) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		ok := p+3 <= 65535
+		var held []net.Listener
+		for off := 1; ok && off <= 3; off++ {
+			l2, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p+off)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l2)
+		}
+		l.Close()
+		for _, h := range held {
+			h.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// testCluster is a one-member etcd with TLS and the cluster records of a
+// bootstrapped cluster whose first node is a manager.
+type testCluster struct {
+	t      *testing.T
+	root   *pki.CA
+	etcdCA *pki.CA
+	// etcdURL is the client URL of the etcd member.
+	etcdURL string
+	// cli is a client of etcd, with a certificate from the etcd CA.
+	cli *clientv3.Client
+
+	// first is the first node: the manager that runs etcd.
+	first *testNode
+}
+
+// testNode is a node's identity: its key, ID, address and certificate.
+type testNode struct {
+	id      string
+	address string
+	key     crypto.Signer
+	cert    *x509.Certificate
+}
+
+func newKey(t *testing.T) (crypto.Signer, string) {
+	t.Helper()
+	key, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := pki.NodeID(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, id
+}
+
+// newTestCluster starts etcd on a fresh address and bootstraps the cluster
+// records into it.
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	root, err := pki.NewCA("test cluster CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdCA, err := root.NewIntermediate("test etcd CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, root: root, etcdCA: etcdCA}
+
+	ip := nextIP(t)
+	port := freeBasePort(t, ip)
+	key, id := newKey(t)
+	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{net.ParseIP(ip)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := pki.EncodeKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := consensus.New(consensus.Config{
+		NodeID:         id,
+		DataDir:        filepath.Join(t.TempDir(), "etcd"),
+		ListenIP:       ip,
+		Port:           port,
+		Mode:           consensus.ModeBootstrap,
+		CertPEM:        pki.EncodeCert(etcdCert),
+		KeyPEM:         keyPEM,
+		CAPEM:          pki.EncodeCert(etcdCA.Cert),
+		Logger:         zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("etcd"),
+		ReadyTimeout:   testTimeout,
+		StatusInterval: 50 * time.Millisecond,
+		TickMs:         50,
+		ElectionMs:     500,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("etcd: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(context.Background(), testTimeout)
+	defer wcancel()
+	w := svc.Watch()
+	for {
+		st, err := w.Get(wctx)
+		if err != nil {
+			t.Fatalf("etcd did not become a voter: %v", err)
+		}
+		if st.State == consensus.Voter {
+			break
+		}
+	}
+	c.etcdURL = consensus.ClientURL(ip, port)
+	c.cli = c.etcdClient()
+
+	address := net.JoinHostPort(ip, strconv.Itoa(port))
+	pubDER, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &pb.Node{
+		Id: id, Name: "first", Address: address, PublicKey: pubDER,
+		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
+		Availability: pb.Availability_AVAILABILITY_ACTIVE,
+	}
+	if _, err := Bootstrap(wctx, c.cli, BootstrapParams{ClusterID: "test", CA: root, EtcdCA: etcdCA, First: first}); err != nil {
+		t.Fatal(err)
+	}
+	c.first = &testNode{id: id, address: address, key: key, cert: c.nodeCert(key, id, ip)}
+	return c
+}
+
+// etcdClient is a new etcd client with a fresh certificate from the etcd
+// CA, closed when the test ends.
+func (c *testCluster) etcdClient() *clientv3.Client {
+	c.t.Helper()
+	cli, err := consensus.NewClient([]string{c.etcdURL}, c.tlsCert(c.etcdCA, "client", pki.RoleConsensus), c.etcdCA.Cert)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// nodeCert issues a node certificate from the cluster CA.
+func (c *testCluster) nodeCert(key crypto.Signer, id, ip string) *x509.Certificate {
+	c.t.Helper()
+	cert, err := c.root.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: []net.IP{net.ParseIP(ip)}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cert
+}
+
+// tlsCert is a fresh client certificate from ca.
+func (c *testCluster) tlsCert(ca *pki.CA, name, role string) tls.Certificate {
+	c.t.Helper()
+	key, err := pki.NewKey()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: name, Role: role})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return pki.TLSCertificate(cert, key)
+}
+
+// adminCert is an operator's certificate.
+func (c *testCluster) adminCert() tls.Certificate { return c.tlsCert(c.root, "admin", pki.RoleAdmin) }
+
+// curatorConfig is the configuration of a curator for node n.
+func (c *testCluster) curatorConfig(n *testNode, cli *clientv3.Client) Config {
+	return Config{
+		NodeID:            n.id,
+		Address:           n.address,
+		Etcd:              cli,
+		NodeCert:          n.cert,
+		NodeKey:           n.key,
+		CA:                c.root.Cert,
+		ElectionTTL:       time.Second,
+		HeartbeatInterval: testHeartbeat,
+		DownAfter:         testDownAfter,
+		Logger:            zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel)).Named(n.id[:6]),
+	}
+}
+
+// startCurator runs a curator for n in a supervisor tree of the test. stop
+// ends it.
+func (c *testCluster) startCurator(n *testNode, cli *clientv3.Client) (svc *Service, stop context.CancelFunc) {
+	c.t.Helper()
+	svc, err := New(c.curatorConfig(n, cli))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	stop, _ = supervisor.TestHarness(c.t, svc.Run)
+	return svc, stop
+}
+
+// startLeader runs the first node's curator and waits until it leads.
+func (c *testCluster) startLeader() *Service {
+	c.t.Helper()
+	svc, _ := c.startCurator(c.first, c.cli)
+	waitFor(c.t, "the first curator leads", svc.IsLeader)
+	return svc
+}
+
+// dial connects to a curator at address, presenting cert (none if nil) and
+// trusting roots.
+func dial(t *testing.T, address string, cert *tls.Certificate, roots ...*x509.Certificate) *grpc.ClientConn {
+	t.Helper()
+	pool := x509.NewCertPool()
+	for _, r := range roots {
+		pool.AddCert(r)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// token reads a join token through the management API as admin.
+func (c *testCluster) token(conn *grpc.ClientConn, role string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	resp, err := pb.NewManagementClient(conn).GetToken(ctx, &pb.GetTokenRequest{Role: role})
+	if err != nil {
+		c.t.Fatalf("get %s token: %v", role, err)
+	}
+	return resp.Token
+}
+
+// register joins a new node at a fresh address through anon (a connection
+// without a client certificate) and returns it with the certificate it got.
+func (c *testCluster) register(anon *grpc.ClientConn, token, name string) (*testNode, *pb.RegisterResponse) {
+	c.t.Helper()
+	key, _ := newKey(c.t)
+	ip := nextIP(c.t)
+	address := net.JoinHostPort(ip, strconv.Itoa(freeBasePort(c.t, ip)))
+	resp, err := registerKey(anon, key, token, name, address)
+	if err != nil {
+		c.t.Fatalf("register %s: %v", name, err)
+	}
+	cert, err := pki.DecodeCert(resp.NodeCert)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &testNode{id: resp.NodeId, address: address, key: key, cert: cert}, resp
+}
+
+func registerKey(anon *grpc.ClientConn, key crypto.Signer, token, name, address string) (*pb.RegisterResponse, error) {
+	der, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	return pb.NewCuratorClient(anon).Register(ctx, &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address})
+}
+
+// tlsCert is n's certificate for a client connection.
+func (n *testNode) tlsCert() *tls.Certificate {
+	c := pki.TLSCertificate(n.cert, n.key)
+	return &c
+}
+
+// loadNode reads a node record straight from etcd.
+func (c *testCluster) loadNode(id string) *pb.Node {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	n, err := nodeLoad(ctx, c.cli, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds, failing the test after testTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", testTimeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStatus waits until node id's record in etcd has status want and
+// returns how long that took.
+func (c *testCluster) waitStatus(id string, want pb.NodeStatus) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	waitFor(c.t, fmt.Sprintf("node %s is %v", id, want), func() bool { return c.loadNode(id).Status == want })
+	return time.Since(start)
+}
+
+// nopLogger is for clients whose failures are expected.
+func nopLogger() *zap.Logger { return zap.NewNop() }

@@ -1,0 +1,161 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// TestDeposedLeaderCannotWrite takes leadership away from a running leader
+// and shows that writes through its old leadership are refused by the fence
+// and change nothing in etcd.
+func TestDeposedLeaderCannotWrite(t *testing.T) {
+	c := newTestCluster(t)
+	svc := c.startLeader()
+	var deposed *leadership
+
+	for _, tc := range []struct {
+		name   string
+		depose func(ctx context.Context, l *leadership) error
+	}{
+		{"election lease revoked", func(ctx context.Context, l *leadership) error {
+			resp, err := c.cli.Get(ctx, l.key)
+			if err != nil {
+				return err
+			}
+			if len(resp.Kvs) == 0 {
+				return errors.New("election key is gone already")
+			}
+			_, err = c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+			return err
+		}},
+		{"election key deleted", func(ctx context.Context, l *leadership) error {
+			_, err := c.cli.Delete(ctx, l.key)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			// Each case starts from a live leadership (the previous case
+			// left a deposed one behind).
+			waitFor(t, "the curator leads", func() bool {
+				st := svc.currentLeader()
+				return st != nil && st.ctx.Err() == nil && st.leadership != deposed
+			})
+			old := svc.currentLeader().leadership
+			defer func() { deposed = old }()
+
+			// A write under the leadership works while it holds.
+			n := c.loadNode(c.first.id)
+			setLabel(n, "fenced", "before")
+			if err := nodeSave(ctx, old, n); err != nil {
+				t.Fatalf("write as leader: %v", err)
+			}
+
+			if err := tc.depose(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			before, err := c.cli.Get(ctx, nodePrefix, clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			n = c.loadNode(c.first.id)
+			setLabel(n, "fenced", "after")
+			if err := nodeSave(ctx, old, n); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("nodeSave through the old leadership = %v, want ErrNotLeader", err)
+			}
+			if err := nodeCreate(ctx, old, &pb.Node{Id: "intruder"}); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("nodeCreate through the old leadership = %v, want ErrNotLeader", err)
+			}
+			if err := nodeDestroy(ctx, old, c.first.id); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("nodeDestroy through the old leadership = %v, want ErrNotLeader", err)
+			}
+			cs, err := clusterLoad(ctx, c.cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs.MaxVoters = 99
+			if err := clusterSave(ctx, old, cs); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("clusterSave through the old leadership = %v, want ErrNotLeader", err)
+			}
+			if _, err := old.txnAsLeader(ctx, clientv3.OpPut("/curator/test", "x")); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("txnAsLeader through the old leadership = %v, want ErrNotLeader", err)
+			}
+
+			// Nothing changed: the node records are byte for byte the same
+			// (at the same revisions), and no other key appeared.
+			after, err := c.cli.Get(ctx, nodePrefix, clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Kvs) != len(before.Kvs) {
+				t.Fatalf("%d node records before, %d after", len(before.Kvs), len(after.Kvs))
+			}
+			for i := range before.Kvs {
+				b, a := before.Kvs[i], after.Kvs[i]
+				if string(b.Key) != string(a.Key) || b.ModRevision != a.ModRevision || string(b.Value) != string(a.Value) {
+					// The new leader (if any) may write status
+					// changes, but never our label.
+					na, err := nodeUnmarshal(string(a.Key), a.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if na.Labels["fenced"] == "after" {
+						t.Errorf("node %s carries the deposed leader's write", a.Key)
+					}
+				}
+			}
+			if got := c.loadNode(c.first.id).Labels["fenced"]; got != "before" {
+				t.Errorf("label fenced = %q, want %q", got, "before")
+			}
+			cs2, err := clusterLoad(ctx, c.cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cs2.MaxVoters == 99 {
+				t.Error("the deposed leader changed the cluster record")
+			}
+			if resp, err := c.cli.Get(ctx, "/curator/test"); err != nil || len(resp.Kvs) != 0 {
+				t.Errorf("get /curator/test = %v, %v; want nothing", resp, err)
+			}
+		})
+	}
+
+}
+
+func setLabel(n *pb.Node, k, v string) {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[k] = v
+}
+
+// TestLeaderStepsDownWhenElectionKeyDeleted: a curator whose election key
+// disappears (deleted by hand, or by a compaction of the election prefix)
+// while its lease lives on is no longer the leader, and must notice.
+func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
+	c := newTestCluster(t)
+	svc := c.startLeader()
+	old := svc.currentLeader().leadership
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := c.cli.Delete(ctx, old.key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the curator leads under a new leadership", func() bool {
+		st := svc.currentLeader()
+		return st != nil && st.leadership != old
+	})
+	st := svc.currentLeader()
+	n := c.loadNode(c.first.id)
+	setLabel(n, "fenced", "new")
+	if err := nodeSave(ctx, st.leadership, n); err != nil {
+		t.Errorf("write under the new leadership: %v", err)
+	}
+}

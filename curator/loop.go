@@ -1,0 +1,147 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// A leader loop observes the whole state, decides on at most one action
+// (a pure function), and acts. It is level-triggered: each tick recomputes
+// from scratch, so a missed event or a new leader loses nothing; etcd watch
+// events only make it tick sooner, and a periodic resync covers what has no
+// watch (etcd's member list). After an action it waits at least minGap
+// before the next, so a loop that disagrees with reality cannot hammer it.
+// A failed tick ends the runnable and the supervisor restarts it with
+// backoff.
+
+// loopResult is what one tick did.
+type loopResult struct {
+	// action is empty when there was nothing to do.
+	action string
+	nodeID string
+	reason string
+	// refused: the loop found something wrong it will not touch.
+	refused bool
+}
+
+type loopSpec struct {
+	name string
+	// tick observes, decides and acts once.
+	tick func(ctx context.Context) (loopResult, error)
+	// watch lists key prefixes whose changes trigger a tick.
+	watch []string
+	// kick, if set, also triggers a tick.
+	kick <-chan struct{}
+	// resync is the period of ticks without events.
+	resync time.Duration
+	// minGap is the least time between two actions.
+	minGap time.Duration
+}
+
+func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) error {
+	lg := supervisor.Logger(ctx)
+	trigger := make(chan struct{}, 1)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	watchErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	for _, p := range spec.watch {
+		wch := s.cfg.Etcd.Watch(wctx, p, clientv3.WithPrefix())
+		wg.Go(func() {
+			for wr := range wch {
+				if err := wr.Err(); err != nil {
+					select {
+					case watchErr <- err:
+					default:
+					}
+					return
+				}
+				kick(trigger)
+			}
+		})
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	supervisor.Signal(ctx, supervisor.Healthy)
+	resync := time.NewTicker(spec.resync)
+	defer resync.Stop()
+	var divergedAt time.Time
+	for {
+		res, err := spec.tick(ctx)
+		s.metrics.Ticks.WithLabelValues(spec.name).Inc()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.metrics.Errors.WithLabelValues(spec.name).Inc()
+			return err
+		}
+		now := s.cfg.Now()
+		switch {
+		case res.refused:
+			s.metrics.Refusals.WithLabelValues(spec.name).Inc()
+			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
+			s.recordEvent(ctx, st, spec.name, res)
+		case res.action != "":
+			if divergedAt.IsZero() {
+				divergedAt = now
+			}
+			s.metrics.Actions.WithLabelValues(spec.name, res.action).Inc()
+			lg.Info(res.action, zap.String("node", res.nodeID), zap.String("reason", res.reason))
+			s.recordEvent(ctx, st, spec.name, res)
+			// More may be needed: tick again after the gap.
+			if spec.minGap > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(spec.minGap):
+				}
+			}
+			continue
+		default:
+			if !divergedAt.IsZero() {
+				s.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
+				divergedAt = time.Time{}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-watchErr:
+			return err
+		case <-trigger:
+		case <-spec.kick:
+		case <-resync.C:
+		}
+	}
+}
+
+// recordEvent keeps an event; failing to is logged, not fatal: the action
+// itself happened.
+func (s *Service) recordEvent(ctx context.Context, st *leaderState, loop string, res loopResult) {
+	action := res.action
+	if res.refused {
+		action = "refuse"
+		// A refusal repeats every tick while the state is wrong: record it
+		// when it changes, not each time.
+		if !st.newRefusal(loop, res.reason) {
+			return
+		}
+	}
+	ev := &pb.Event{
+		Time: timestamppb.New(s.cfg.Now()), Loop: loop, NodeId: res.nodeID,
+		Action: action, Reason: res.reason, Leader: s.cfg.NodeID,
+	}
+	if err := eventRecord(ctx, st.leadership, ev); err != nil && !errors.Is(err, context.Canceled) {
+		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
+	}
+}

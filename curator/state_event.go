@@ -1,0 +1,72 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Events: what the loops did, and why. Keys sort by time; the history is
+// bounded by trimming the oldest once it grows a tenth past MaxEvents.
+
+const eventPrefix = keyPrefix + "events/"
+
+// MaxEvents is how many events are kept.
+const MaxEvents = 1000
+
+func eventKey(ev *pb.Event) string {
+	return fmt.Sprintf("%s%020d", eventPrefix, ev.Time.AsTime().UnixNano())
+}
+
+// eventRecord writes an event, fenced, and trims the history.
+func eventRecord(ctx context.Context, l *leadership, ev *pb.Event) error {
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := l.txnAsLeader(ctx, clientv3.OpPut(eventKey(ev), string(data))); err != nil {
+		return fmt.Errorf("record event: %w", err)
+	}
+	count, err := l.cli.Get(ctx, eventPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("count events: %w", err)
+	}
+	if count.Count <= MaxEvents+MaxEvents/10 {
+		return nil
+	}
+	old, err := l.cli.Get(ctx, eventPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(count.Count-MaxEvents))
+	if err != nil || len(old.Kvs) == 0 {
+		return err
+	}
+	last := string(old.Kvs[len(old.Kvs)-1].Key)
+	_, err = l.txnAsLeader(ctx, clientv3.OpDelete(eventPrefix, clientv3.WithRange(last+"\x00")))
+	return err
+}
+
+// eventList reads the newest limit events (0: all kept), oldest first.
+func eventList(ctx context.Context, kv clientv3.KV, limit int64) ([]*pb.Event, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(limit))
+	}
+	resp, err := kv.Get(ctx, eventPrefix, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	events := make([]*pb.Event, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		ev := &pb.Event{}
+		if err := proto.Unmarshal(kv.Value, ev); err != nil {
+			return nil, fmt.Errorf("event %s is corrupt: %w", kv.Key, err)
+		}
+		events = append(events, ev)
+	}
+	slices.Reverse(events)
+	return events, nil
+}
