@@ -8,12 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -49,6 +52,9 @@ type Agent struct {
 	managers []string
 
 	consensus consensusState
+
+	registry *prometheus.Registry
+	metrics  *curator.Metrics
 }
 
 // New loads the node in cfg.DataDir.
@@ -69,6 +75,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
 	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs}
+	a.registry = prometheus.NewRegistry()
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = curator.NewMetrics(a.registry)
 	a.resolver = manual.NewBuilderWithScheme("curator-managers")
 	a.resolver.InitialState(resolverState(mgrs))
 	tlsCfg := pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)
@@ -125,6 +134,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		"watch":     a.runWatch,
 		"roles":     a.runRoles,
 		"local":     a.runLocal,
+		"http":      a.runHTTP,
 	}); err != nil {
 		return err
 	}

@@ -1,0 +1,69 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// HTTPPortOffset: the agent serves /metrics and /healthz at PORT+3.
+const HTTPPortOffset = 3
+
+// healthz is what /healthz says about the node.
+type healthz struct {
+	NodeID        string `json:"node_id"`
+	Consensus     string `json:"consensus"`
+	CuratorLeader bool   `json:"curator_leader"`
+}
+
+// runHTTP serves Prometheus metrics and a health check. Plain HTTP: it
+// tells nothing secret, and scrapers expect it.
+func (a *Agent) runHTTP(ctx context.Context) error {
+	ip, port, err := curator.SplitAddress(a.state.Address)
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port+HTTPPortOffset))
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener on %s: %w (is another process using PORT+3?)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		h := healthz{NodeID: a.state.NodeID, Consensus: "none"}
+		if e, cur := a.consensus.get(); e != nil {
+			h.Consensus = e.Status().State.String()
+			h.CuratorLeader = cur != nil && cur.IsLeader()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(h)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	supervisor.Signal(ctx, supervisor.Healthy)
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return ctx.Err()
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

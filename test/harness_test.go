@@ -1,0 +1,428 @@
+// Package e2e drives the real curator binary: several agent processes on
+// loopback addresses of this host, and the operator CLI against them.
+//
+// Each test owns one 127.0.N.0/24 range (N distinct per test, away from the
+// dev default 127.0.100.x) so tests and a running `curator dev` never share
+// an address. Every process a test starts is killed in its cleanup; on
+// failure the tail of each node's log is written to the test log.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the curator binary TestMain builds.
+var binary string
+
+// Short timers so failover and down detection take seconds.
+var agentTimers = []string{"--election-ttl", "2s", "--heartbeat-interval", "200ms", "--down-after", "1s"}
+
+const (
+	electionTTL = 2 * time.Second
+	downAfter   = 1 * time.Second
+	port        = 7000
+	// logTail is how many lines of each node's log a failed test shows.
+	logTail = 60
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "curator-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go env GOMOD: %v\n", err)
+		return 1
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	binary = filepath.Join(tmp, "curator")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/curator")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// eventually calls check until it returns nil, failing the test with the
+// last error if timeout passes first.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// proc is one process the test started, with its output in a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error // set when done is closed
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits up to timeout for p to exit and returns its exit error.
+func (p *proc) wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		t.Fatalf("%s still running %s after it was asked to stop", p.name, timeout)
+		return nil
+	}
+}
+
+// start runs the binary with args, its stdout and stderr in logPath (and in
+// stdout, if not nil), and kills it when the test ends. The last lines of
+// its log are shown if the test fails.
+func start(t *testing.T, name, logPath string, stdout *syncBuffer, args ...string) *proc {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if stdout != nil {
+		cmd.Stdout = stdout.tee(f)
+	}
+	// Own process group: a Ctrl-C on `go test` must not stop the nodes
+	// before the test's cleanup does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLog(t, p)
+		}
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func dumpLog(t *testing.T, p *proc) {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Logf("%s: no log: %v", p.name, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > logTail {
+		lines = lines[len(lines)-logTail:]
+	}
+	t.Logf("---- last %d lines of %s (%s) ----\n%s", len(lines), p.name, p.log, strings.Join(lines, "\n"))
+}
+
+// syncBuffer is a bytes.Buffer a child process writes to while the test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	w   *os.File
+}
+
+func (b *syncBuffer) tee(f *os.File) *syncBuffer { b.w = f; return b }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.w != nil {
+		_, _ = b.w.Write(p)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// cli runs an operator command to completion and returns its stdout and
+// stderr; err is set if it failed.
+func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "CURATOR_CONFIG=/nonexistent/config.yaml")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("curator %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), errOut.String(), err
+}
+
+// nodeJSON is the part of `node ls -o json` the tests read.
+type nodeJSON struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Address       string     `json:"address"`
+	State         string     `json:"state"`
+	Status        string     `json:"status"`
+	Roles         []string   `json:"roles"`
+	ManagerStatus string     `json:"manager_status"`
+	LastHeartbeat *time.Time `json:"last_heartbeat"`
+}
+
+// clusterInfoJSON is the part of `cluster info -o json` the tests read.
+type clusterInfoJSON struct {
+	ClusterID     string   `json:"cluster_id"`
+	Leader        string   `json:"leader"`
+	Voters        []string `json:"voters"`
+	Learners      []string `json:"learners"`
+	EtcdLeader    string   `json:"etcd_leader"`
+	QuorumHealthy bool     `json:"quorum_healthy"`
+}
+
+func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {
+	t.Helper()
+	out, _, err := cli(t, "--config", config, "node", "ls", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []nodeJSON
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
+		return nil, fmt.Errorf("node ls -o json: %w: %q", err, out)
+	}
+	return nodes, nil
+}
+
+func clusterInfo(t *testing.T, config string) (*clusterInfoJSON, error) {
+	t.Helper()
+	out, _, err := cli(t, "--config", config, "cluster", "info", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var info clusterInfoJSON
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return nil, fmt.Errorf("cluster info -o json: %w: %q", err, out)
+	}
+	return &info, nil
+}
+
+func byName(nodes []nodeJSON, name string) (nodeJSON, bool) {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return nodeJSON{}, false
+}
+
+// allReady says which of names are missing or not ready in nodes.
+func allReady(nodes []nodeJSON, names ...string) error {
+	var bad []string
+	for _, name := range names {
+		n, ok := byName(nodes, name)
+		if !ok {
+			bad = append(bad, name+" (missing)")
+		} else if n.Status != "ready" {
+			bad = append(bad, name+" ("+n.Status+")")
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("not ready: %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// cluster is a set of agent processes started by one test.
+type cluster struct {
+	t      *testing.T
+	dir    string
+	subnet string // "127.0.N."
+	nodes  map[string]*node
+	// config is the admin config written by `agent init`.
+	config string
+}
+
+type node struct {
+	name    string
+	listen  string
+	dataDir string
+	proc    *proc
+}
+
+func newCluster(t *testing.T, subnet string) *cluster {
+	return &cluster{t: t, dir: t.TempDir(), subnet: subnet, nodes: map[string]*node{}}
+}
+
+func (c *cluster) addr(host int) string { return fmt.Sprintf("%s%d:%d", c.subnet, host, port) }
+
+// agent starts `curator agent VERB` for name; args follow the data dir.
+func (c *cluster) agent(name, verb string, args ...string) *node {
+	n := c.nodes[name]
+	if n == nil {
+		n = &node{name: name, dataDir: filepath.Join(c.dir, name)}
+		c.nodes[name] = n
+	}
+	argv := append([]string{"agent", verb, "--data-dir", n.dataDir}, agentTimers...)
+	argv = append(argv, args...)
+	n.proc = start(c.t, name, filepath.Join(c.dir, name+".log"), nil, argv...)
+	return n
+}
+
+// init starts the first node on host and waits for its admin config and a
+// leader.
+func (c *cluster) init(name string, host int) *node {
+	c.t.Helper()
+	n := c.agent(name, "init", "--listen", c.addr(host), "--name", name)
+	n.listen = c.addr(host)
+	c.config = filepath.Join(n.dataDir, "admin", "config.yaml")
+	eventually(c.t, 30*time.Second, name+" serves cluster info", func() error {
+		if n.proc.exited() {
+			c.t.Fatalf("%s exited: %v", name, n.proc.err)
+		}
+		info, err := clusterInfo(c.t, c.config)
+		if err != nil {
+			return err
+		}
+		if info.Leader == "" {
+			return errors.New("no leader yet")
+		}
+		return nil
+	})
+	return n
+}
+
+func (c *cluster) token(role string) string {
+	c.t.Helper()
+	out, _, err := cli(c.t, "--config", c.config, "token", "show", role)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// join starts a node that joins with token through manager.
+func (c *cluster) join(name string, host int, token string, manager *node) *node {
+	n := c.agent(name, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
+	n.listen = c.addr(host)
+	return n
+}
+
+// waitVoter waits until name is listed as an etcd voter.
+func (c *cluster) waitVoter(name string) {
+	c.t.Helper()
+	eventually(c.t, 60*time.Second, name+" becomes a voter", func() error {
+		if p := c.nodes[name].proc; p.exited() {
+			c.t.Fatalf("%s exited: %v", name, p.err)
+		}
+		nodes, err := nodeLs(c.t, c.config)
+		if err != nil {
+			return err
+		}
+		n, ok := byName(nodes, name)
+		if !ok {
+			return fmt.Errorf("%s not registered", name)
+		}
+		info, err := clusterInfo(c.t, c.config)
+		if err != nil {
+			return err
+		}
+		for _, v := range info.Voters {
+			if v == n.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s (%s) not among voters %v", name, n.ID, info.Voters)
+	})
+}
+
+// waitReady waits until every named node is ready and returns the list.
+func (c *cluster) waitReady(timeout time.Duration, names ...string) []nodeJSON {
+	c.t.Helper()
+	var nodes []nodeJSON
+	eventually(c.t, timeout, "every node ready", func() error {
+		var err error
+		if nodes, err = nodeLs(c.t, c.config); err != nil {
+			return err
+		}
+		return allReady(nodes, names...)
+	})
+	return nodes
+}
+
+// writeConfig writes a client config in a fresh folder that names managers
+// in that order, with the admin credential of c.config by absolute path, and
+// returns its path. The new folder has no manager cache.
+func (c *cluster) writeConfig(managers ...string) string {
+	c.t.Helper()
+	adminDir := filepath.Dir(c.config)
+	data, err := os.ReadFile(c.config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var clusterID string
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "cluster_id:"); ok {
+			clusterID = strings.TrimSpace(v)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster_id: %s\nmanagers:\n", clusterID)
+	for _, m := range managers {
+		fmt.Fprintf(&b, "- %s\n", m)
+	}
+	fmt.Fprintf(&b, "ca: %s\ncert: %s\nkey: %s\n",
+		filepath.Join(adminDir, "ca.crt"), filepath.Join(adminDir, "admin.crt"), filepath.Join(adminDir, "admin.key"))
+	path := filepath.Join(c.t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return path
+}
