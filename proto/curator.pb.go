@@ -1092,6 +1092,184 @@ func (x *RotateTokenRequest) GetRole() string {
 	return ""
 }
 
+// Event is one thing a background loop did, or refused to do, and why.
+// Kept in etcd under /curator/events/ with a bounded history.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The loop: consensus-sync, learners, health, ...
+	Loop   string `protobuf:"bytes,2,opt,name=loop,proto3" json:"loop,omitempty"`
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// What it did: remove-member, grant-role, clear-role, promote, refuse, ...
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The curator leader that acted.
+	Leader        string `protobuf:"bytes,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_curator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Event) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Event) GetLoop() string {
+	if x != nil {
+		return x.Loop
+	}
+	return ""
+}
+
+func (x *Event) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Event) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Event) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Event) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type ListEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many, newest last; 0 means all that are kept.
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_curator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListEventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_curator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListEventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The join token, CUR1-<CA fingerprint>-<secret>.
@@ -1108,7 +1286,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[12]
+	mi := &file_curator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1298,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[12]
+	mi := &file_curator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1311,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{12}
+	return file_curator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -1192,7 +1370,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[13]
+	mi := &file_curator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1382,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[13]
+	mi := &file_curator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1395,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{13}
+	return file_curator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -1264,7 +1442,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[14]
+	mi := &file_curator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1454,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[14]
+	mi := &file_curator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1467,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{14}
+	return file_curator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -1309,7 +1487,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1499,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1512,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{15}
+	return file_curator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -1352,7 +1530,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1542,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1555,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{16}
+	return file_curator_proto_rawDescGZIP(), []int{19}
 }
 
 type WatchNodeResponse struct {
@@ -1391,7 +1569,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1581,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1594,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{17}
+	return file_curator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -1441,7 +1619,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1631,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1644,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{18}
+	return file_curator_proto_rawDescGZIP(), []int{21}
 }
 
 type GetManagersResponse struct {
@@ -1479,7 +1657,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1669,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1682,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{19}
+	return file_curator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -1529,7 +1707,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1719,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1732,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{20}
+	return file_curator_proto_rawDescGZIP(), []int{23}
 }
 
 type AgentStatus struct {
@@ -1570,7 +1748,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1760,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1773,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{21}
+	return file_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -1642,7 +1820,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1832,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1845,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{22}
+	return file_curator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -1686,7 +1864,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1876,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1889,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{23}
+	return file_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -1737,7 +1915,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1927,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1940,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{24}
+	return file_curator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -1822,7 +2000,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2012,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2025,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -1949,7 +2127,18 @@ const file_curator_proto_rawDesc = "" +
 	"\rTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"(\n" +
 	"\x12RotateTokenRequest\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\"\xcc\x01\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\"\xac\x01\n" +
+	"\x05Event\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04loop\x18\x02 \x01(\tR\x04loop\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\tR\x06leader\")\n" +
+	"\x11ListEventsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"?\n" +
+	"\x12ListEventsResponse\x12)\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\"\xcc\x01\n" +
 	"\x0fRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -2028,10 +2217,12 @@ const file_curator_proto_rawDesc = "" +
 	"\x15MANAGER_STATUS_LEADER\x10\x01\x12\x1c\n" +
 	"\x18MANAGER_STATUS_REACHABLE\x10\x02\x12\x1e\n" +
 	"\x1aMANAGER_STATUS_UNREACHABLE\x10\x03\x12\x1a\n" +
-	"\x16MANAGER_STATUS_LEARNER\x10\x042\xec\x02\n" +
+	"\x16MANAGER_STATUS_LEARNER\x10\x042\xb9\x03\n" +
 	"\n" +
 	"Management\x12H\n" +
-	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12;\n" +
+	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
+	"\n" +
+	"ListEvents\x12\x1d.curator.v1.ListEventsRequest\x1a\x1e.curator.v1.ListEventsResponse\x12;\n" +
 	"\aGetNode\x12\x1a.curator.v1.GetNodeRequest\x1a\x14.curator.v1.NodeView\x12I\n" +
 	"\x0eGetClusterInfo\x12\x1e.curator.v1.ClusterInfoRequest\x1a\x17.curator.v1.ClusterInfo\x12B\n" +
 	"\bGetToken\x12\x1b.curator.v1.GetTokenRequest\x1a\x19.curator.v1.TokenResponse\x12H\n" +
@@ -2058,7 +2249,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
@@ -2077,22 +2268,25 @@ var file_curator_proto_goTypes = []any{
 	(*GetTokenRequest)(nil),       // 14: curator.v1.GetTokenRequest
 	(*TokenResponse)(nil),         // 15: curator.v1.TokenResponse
 	(*RotateTokenRequest)(nil),    // 16: curator.v1.RotateTokenRequest
-	(*RegisterRequest)(nil),       // 17: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 18: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 19: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 20: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),      // 21: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),     // 22: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),    // 23: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),   // 24: curator.v1.GetManagersResponse
-	(*AgentStatusRequest)(nil),    // 25: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),           // 26: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),          // 27: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 28: curator.v1.LeaveResponse
-	(*ClusterState)(nil),          // 29: curator.v1.ClusterState
-	(*PKIState)(nil),              // 30: curator.v1.PKIState
-	nil,                           // 31: curator.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*Event)(nil),                 // 17: curator.v1.Event
+	(*ListEventsRequest)(nil),     // 18: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 19: curator.v1.ListEventsResponse
+	(*RegisterRequest)(nil),       // 20: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 21: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),      // 22: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 23: curator.v1.HeartbeatResponse
+	(*WatchNodeRequest)(nil),      // 24: curator.v1.WatchNodeRequest
+	(*WatchNodeResponse)(nil),     // 25: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),    // 26: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),   // 27: curator.v1.GetManagersResponse
+	(*AgentStatusRequest)(nil),    // 28: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),           // 29: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),          // 30: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 31: curator.v1.LeaveResponse
+	(*ClusterState)(nil),          // 32: curator.v1.ClusterState
+	(*PKIState)(nil),              // 33: curator.v1.PKIState
+	nil,                           // 34: curator.v1.Node.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_curator_proto_depIdxs = []int32{
 	6,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -2100,46 +2294,50 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	31, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	32, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	32, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	32, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	34, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	35, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	35, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	35, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	5,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	7,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	32, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	35, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	8,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	1,  // 14: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	7,  // 15: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 16: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	32, // 17: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	9,  // 18: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	11, // 19: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	12, // 20: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	14, // 21: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	16, // 22: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	17, // 23: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	19, // 24: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	21, // 25: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	23, // 26: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	25, // 27: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	27, // 28: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	10, // 29: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	8,  // 30: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	13, // 31: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	15, // 32: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	15, // 33: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	18, // 34: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	20, // 35: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	22, // 36: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	24, // 37: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	26, // 38: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	28, // 39: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	35, // 14: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	17, // 15: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,  // 16: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	7,  // 17: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 18: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	35, // 19: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	9,  // 20: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	18, // 21: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	11, // 22: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	12, // 23: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	14, // 24: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	16, // 25: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	20, // 26: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	22, // 27: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	24, // 28: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	26, // 29: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	28, // 30: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	30, // 31: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	10, // 32: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	19, // 33: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	8,  // 34: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	13, // 35: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	15, // 36: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	15, // 37: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	21, // 38: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	23, // 39: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	25, // 40: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	27, // 41: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	29, // 42: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	31, // 43: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -2153,7 +2351,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -32,6 +32,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Management_ListNodes_FullMethodName      = "/curator.v1.Management/ListNodes"
+	Management_ListEvents_FullMethodName     = "/curator.v1.Management/ListEvents"
 	Management_GetNode_FullMethodName        = "/curator.v1.Management/GetNode"
 	Management_GetClusterInfo_FullMethodName = "/curator.v1.Management/GetClusterInfo"
 	Management_GetToken_FullMethodName       = "/curator.v1.Management/GetToken"
@@ -43,6 +44,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ManagementClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*NodeView, error)
 	GetClusterInfo(ctx context.Context, in *ClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
 	GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
@@ -61,6 +63,16 @@ func (c *managementClient) ListNodes(ctx context.Context, in *ListNodesRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListNodesResponse)
 	err := c.cc.Invoke(ctx, Management_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, Management_ListEvents_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +124,7 @@ func (c *managementClient) RotateToken(ctx context.Context, in *RotateTokenReque
 // for forward compatibility.
 type ManagementServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	GetNode(context.Context, *GetNodeRequest) (*NodeView, error)
 	GetClusterInfo(context.Context, *ClusterInfoRequest) (*ClusterInfo, error)
 	GetToken(context.Context, *GetTokenRequest) (*TokenResponse, error)
@@ -128,6 +141,9 @@ type UnimplementedManagementServer struct{}
 
 func (UnimplementedManagementServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedManagementServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedManagementServer) GetNode(context.Context, *GetNodeRequest) (*NodeView, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
@@ -176,6 +192,24 @@ func _Management_ListNodes_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ManagementServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ListEvents(ctx, req.(*ListEventsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -262,6 +296,10 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Management_ListNodes_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _Management_ListEvents_Handler,
 		},
 		{
 			MethodName: "GetNode",
