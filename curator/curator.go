@@ -239,7 +239,7 @@ func (s *Service) runElection(ctx context.Context) error {
 // runLeader runs the leader-only loops.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	loops := map[string]supervisor.Runnable{}
-	for _, spec := range []loopSpec{s.syncLoop(st), s.learnerLoop(st), s.healthLoop(st)} {
+	for _, spec := range []loopSpec{s.syncLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st)} {
 		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
 	}
 	if err := supervisor.RunGroup(ctx, loops); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -146,46 +147,64 @@ func register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 }
 
 func registerWith(ctx context.Context, tok pki.Token, manager string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
-	conn, err := grpc.NewClient(manager, grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(tok))))
+	var untrusted atomic.Pointer[error]
+	conn, err := grpc.NewClient(manager, grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(tok, &untrusted))))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return pb.NewCuratorClient(conn).Register(actx, req, grpc.WaitForReady(false))
+	resp, err := pb.NewCuratorClient(conn).Register(actx, req, grpc.WaitForReady(false))
+	if e := untrusted.Load(); e != nil {
+		// Not a manager being down: a server we must not trust. Final.
+		return nil, status.Error(codes.PermissionDenied, (*e).Error())
+	}
+	return resp, err
 }
 
 // pinnedTLS trusts a server whose chain includes a CA with the token's
 // fingerprint and whose certificate that CA signed. The joining node has
 // no CA yet: the token's fingerprint is its trust anchor.
-func pinnedTLS(tok pki.Token) *tls.Config {
+// A failed check is also stored in untrusted, as gRPC reports it as a
+// transient connection error.
+func pinnedTLS(tok pki.Token, untrusted *atomic.Pointer[error]) *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		InsecureSkipVerify: true, // verified below against the pinned CA
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			var certs []*x509.Certificate
-			for _, r := range raw {
-				c, err := x509.ParseCertificate(r)
-				if err != nil {
-					return err
-				}
-				certs = append(certs, c)
+			err := verifyPinned(tok, raw)
+			if err != nil {
+				untrusted.Store(&err)
 			}
-			if len(certs) == 0 {
-				return errors.New("server sent no certificate")
-			}
-			for _, c := range certs[1:] {
-				if c.IsCA && tok.VerifyCA(c) == nil {
-					pool := x509.NewCertPool()
-					pool.AddCert(c)
-					_, err := certs[0].Verify(x509.VerifyOptions{Roots: pool})
-					return err
-				}
-			}
-			return fmt.Errorf("the server's CA is not the one the token names (fingerprint %s): wrong token or wrong cluster", tok.CAFingerprint)
+			return err
 		},
 	}
+}
+
+func verifyPinned(tok pki.Token, raw [][]byte) error {
+	var certs []*x509.Certificate
+	for _, r := range raw {
+		c, err := x509.ParseCertificate(r)
+		if err != nil {
+			return err
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return errors.New("server sent no certificate")
+	}
+	for _, c := range certs[1:] {
+		if c.IsCA && tok.VerifyCA(c) == nil {
+			pool := x509.NewCertPool()
+			pool.AddCert(c)
+			if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+				return fmt.Errorf("the server's certificate is not from the cluster's CA: %w", err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the server's CA is not the one the token names (fingerprint %s): wrong token or wrong cluster", tok.CAFingerprint)
 }
 
 func loadOrCreateKey(dir string) (crypto.Signer, error) {

@@ -321,11 +321,15 @@ func TestBadInput(t *testing.T) {
 		dataDir := filepath.Join(t.TempDir(), "node")
 		began := time.Now()
 		_, stderr, err := cli(t, "agent", "join", "--data-dir", dataDir, "--listen", c.addr(21),
-			"--token", bad, "--manager", m1.listen, "--join-timeout", "5s")
+			"--token", bad, "--manager", m1.listen)
 		if err == nil {
 			t.Fatal("join with a token for another CA succeeded")
 		}
-		t.Logf("refused after %s", time.Since(began).Round(time.Millisecond))
+		// A server that fails the pin is not retried as if it were down:
+		// the refusal comes at once, not after the minute of --join-timeout.
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("refused only after %s: a wrong CA must be final, not retried", took.Round(time.Millisecond))
+		}
 		if !strings.Contains(stderr, "wrong token or wrong cluster") {
 			t.Errorf("stderr %q does not say wrong token or wrong cluster", stderr)
 		}
