@@ -52,6 +52,51 @@ type leaderState struct {
 
 	muRefusals  sync.Mutex
 	lastRefusal map[string]string
+
+	// resigned is closed by resign.
+	resigned   chan struct{}
+	resignOnce sync.Once
+}
+
+// errResigned ends a leadership given up on purpose.
+var errResigned = errors.New("resigned leadership")
+
+// resign gives up leadership: the election runnable returns, revoking the
+// lease, and another curator takes over.
+func (st *leaderState) resign() {
+	st.resignOnce.Do(func() { close(st.resigned) })
+}
+
+// waitNotDemoting blocks while this curator's own node is being demoted.
+func (s *Service) waitNotDemoting(ctx context.Context) error {
+	for {
+		resp, err := s.cfg.Etcd.Get(ctx, nodeKey(s.cfg.NodeID))
+		if err != nil {
+			return fmt.Errorf("read own node: %w", err)
+		}
+		if len(resp.Kvs) > 0 {
+			n, err := nodeUnmarshal(nodeKey(s.cfg.NodeID), resp.Kvs[0].Value)
+			if err != nil {
+				return err
+			}
+			if !n.Demoting {
+				return nil
+			}
+		} else {
+			return nil
+		}
+		supervisor.Logger(ctx).Info("this node is being demoted: not campaigning")
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(wctx), nodeKey(s.cfg.NodeID), clientv3.WithRev(resp.Header.Revision+1))
+		select {
+		case <-ctx.Done():
+		case <-wch:
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // newRefusal notes a loop's refusal and says whether it differs from the
@@ -167,6 +212,12 @@ func (s *Service) runElection(ctx context.Context) error {
 	}()
 	e := concurrency.NewElection(sess, electionPrefix)
 	supervisor.Signal(ctx, supervisor.Healthy)
+	// A node that is being demoted must not lead: it would only resign
+	// again. Wait until its demotion is finished (its agent then stops this
+	// curator) or called off.
+	if err := s.waitNotDemoting(ctx); err != nil {
+		return err
+	}
 	if err := e.Campaign(ctx, leaderValue(s.cfg.NodeID, s.cfg.Address)); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -188,6 +239,7 @@ func (s *Service) runElection(ctx context.Context) error {
 		pki:        cp,
 		hb:         newHeartbeats(),
 		kickHealth: make(chan struct{}, 1),
+		resigned:   make(chan struct{}),
 	}
 	// Leadership ends when our key goes, whoever deletes it (the lease
 	// expiring, an operator): watch it, rather than wait for the session to
@@ -227,6 +279,10 @@ func (s *Service) runElection(ctx context.Context) error {
 	case <-sess.Done():
 		s.leader.Store(nil)
 		return errors.New("lost leadership: the election lease expired")
+	case <-st.resigned:
+		s.leader.Store(nil)
+		lg.Info("resigned to hand over the demotion of this node")
+		return errResigned
 	case <-keyGone:
 		s.leader.Store(nil)
 		if ctx.Err() != nil {
@@ -239,7 +295,7 @@ func (s *Service) runElection(ctx context.Context) error {
 // runLeader runs the leader-only loops.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	loops := map[string]supervisor.Runnable{}
-	for _, spec := range []loopSpec{s.syncLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st)} {
+	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st)} {
 		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
 	}
 	if err := supervisor.RunGroup(ctx, loops); err != nil {

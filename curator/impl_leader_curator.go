@@ -149,9 +149,14 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		Created:      now, Updated: now, StatusChanged: now,
 		PublicKey: req.PublicKey,
 		Labels:    map[string]string{},
+		JoinedAs:  role,
 	}
 	lg := s.logger(ctx)
-	if role == "manager" {
+	if cs.RequireApproval {
+		// Pending: no role and no etcd access until an operator approves.
+		node.State = pb.NodeState_NODE_STATE_PENDING
+		node.Roles = nil
+	} else if role == "manager" {
 		members, err := consensus.Members(ctx, s.cfg.Etcd)
 		if err != nil {
 			return nil, err

@@ -28,6 +28,12 @@ func (h *heartbeats) beat(id string, t time.Time) {
 	h.last[id] = t
 }
 
+func (h *heartbeats) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.last, id)
+}
+
 func (h *heartbeats) get(id string) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -110,6 +110,7 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 		n := ms.byID[a.nodeID]
 		n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = nil
+		n.Demoting = false
 		if err := nodeSave(ctx, st.leadership, n); err != nil {
 			return res, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -55,6 +57,36 @@ type Agent struct {
 
 	registry *prometheus.Registry
 	metrics  *curator.Metrics
+
+	// left is closed once the node has left the cluster: the agent must
+	// stop, and its data dir be wiped.
+	left      chan struct{}
+	leaveOnce sync.Once
+}
+
+func (a *Agent) requestLeave() { a.leaveOnce.Do(func() { close(a.left) }) }
+
+// Left is closed once the node has left the cluster (`curator agent
+// leave`): stop the agent, then call Wipe.
+func (a *Agent) Left() <-chan struct{} { return a.left }
+
+// Wipe deletes the node's data dir after it left, so the machine can join
+// again. The admin credential of the first node (admin/) is kept: it may be
+// the operator's only copy, and it is no use to anyone without a cluster.
+func (a *Agent) Wipe() error {
+	entries, err := os.ReadDir(a.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == AdminDir {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(a.cfg.DataDir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // New loads the node in cfg.DataDir.
@@ -74,7 +106,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{})}
 	a.registry = prometheus.NewRegistry()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = curator.NewMetrics(a.registry)

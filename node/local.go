@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/curatorproject/curator/proto"
@@ -42,7 +44,14 @@ func (a *Agent) runLocal(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	select {
 	case <-ctx.Done():
-		srv.Stop()
+		// Let a Leave call that stopped the agent return its answer.
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(2 * time.Second):
+			srv.Stop()
+		}
 		<-errc
 		return ctx.Err()
 	case err := <-errc:
@@ -63,6 +72,52 @@ func (l *localServer) Status(context.Context, *pb.AgentStatusRequest) (*pb.Agent
 	return out, nil
 }
 
-func (l *localServer) Leave(context.Context, *pb.LeaveRequest) (*pb.LeaveResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "`curator agent leave` is not built yet in this version of curator")
+// Leave leaves the cluster: it asks the leader until the node is gone from
+// the registry (a manager is demoted first, and a leader hands over, which
+// takes a second call), then stops the agent, which wipes the data dir.
+func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	a := l.a
+	cli := pb.NewCuratorClient(a.conn)
+	for {
+		resp, err := cli.Leave(ctx, &pb.NodeLeaveRequest{Force: req.Force})
+		switch {
+		case err == nil && resp.Outcome == "left":
+			a.requestLeave()
+			return &pb.LeaveResponse{Message: resp.Message}, nil
+		case err == nil:
+			a.cfg.Logger.Info("leaving: " + resp.Message)
+		case status.Code(err) != codes.Unavailable:
+			return nil, err
+		}
+		// Demoting, or a leader change under way: ask again shortly.
+		t := time.NewTimer(300 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.Error(codes.DeadlineExceeded, "leave did not finish in time: the node is still in the cluster; run `curator agent leave` again")
+		case <-t.C:
+		}
+	}
+}
+
+// RequestLeave asks the agent running on dataDir to leave the cluster, and
+// returns what it said.
+func RequestLeave(ctx context.Context, dataDir string, force bool) (string, error) {
+	path := SocketPath(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("no agent is running on %s (no %s): start it with `curator agent run --data-dir %s` first", dataDir, path, dataDir)
+	}
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	resp, err := pb.NewAgentClient(conn).Leave(ctx, &pb.LeaveRequest{Force: force})
+	if err != nil {
+		if st, ok := status.FromError(err); ok {
+			return "", fmt.Errorf("leave: %s", st.Message())
+		}
+		return "", fmt.Errorf("leave: %w", err)
+	}
+	return resp.Message + "; the agent stops and wipes " + dataDir, nil
 }

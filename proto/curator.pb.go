@@ -455,7 +455,14 @@ type Node struct {
 	// The node's public key (PKIX DER); its ID derives from it.
 	PublicKey []byte `protobuf:"bytes,16,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	// Set while the node holds the consensus role.
-	Consensus     *ConsensusJoin `protobuf:"bytes,17,opt,name=consensus,proto3" json:"consensus,omitempty"`
+	Consensus *ConsensusJoin `protobuf:"bytes,17,opt,name=consensus,proto3" json:"consensus,omitempty"`
+	// Set when a demotion was asked for and not finished yet; whichever
+	// curator leads finishes it. A curator on a node being demoted does not
+	// campaign.
+	Demoting bool `protobuf:"varint,18,opt,name=demoting,proto3" json:"demoting,omitempty"`
+	// "worker" or "manager": the token the node joined with. A pending
+	// manager gets the consensus role when approved.
+	JoinedAs      string `protobuf:"bytes,19,opt,name=joined_as,json=joinedAs,proto3" json:"joined_as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +614,20 @@ func (x *Node) GetConsensus() *ConsensusJoin {
 		return x.Consensus
 	}
 	return nil
+}
+
+func (x *Node) GetDemoting() bool {
+	if x != nil {
+		return x.Demoting
+	}
+	return false
+}
+
+func (x *Node) GetJoinedAs() string {
+	if x != nil {
+		return x.JoinedAs
+	}
+	return ""
 }
 
 // NodeView is a node as operators see it: the record plus what the leader
@@ -1270,6 +1291,325 @@ func (x *ListEventsResponse) GetEvents() []*Event {
 	return nil
 }
 
+type NodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A node ID, a unique prefix of one, or a node's name.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRequest) Reset() {
+	*x = NodeRequest{}
+	mi := &file_curator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRequest) ProtoMessage() {}
+
+func (x *NodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRequest.ProtoReflect.Descriptor instead.
+func (*NodeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UpdateNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// UNSPECIFIED leaves it as it is.
+	Availability  Availability      `protobuf:"varint,2,opt,name=availability,proto3,enum=curator.v1.Availability" json:"availability,omitempty"`
+	LabelAdd      map[string]string `protobuf:"bytes,3,rep,name=label_add,json=labelAdd,proto3" json:"label_add,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	LabelRm       []string          `protobuf:"bytes,4,rep,name=label_rm,json=labelRm,proto3" json:"label_rm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeRequest) Reset() {
+	*x = UpdateNodeRequest{}
+	mi := &file_curator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeRequest) ProtoMessage() {}
+
+func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UpdateNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateNodeRequest) GetAvailability() Availability {
+	if x != nil {
+		return x.Availability
+	}
+	return Availability_AVAILABILITY_UNSPECIFIED
+}
+
+func (x *UpdateNodeRequest) GetLabelAdd() map[string]string {
+	if x != nil {
+		return x.LabelAdd
+	}
+	return nil
+}
+
+func (x *UpdateNodeRequest) GetLabelRm() []string {
+	if x != nil {
+		return x.LabelRm
+	}
+	return nil
+}
+
+type RemoveNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Remove a node that is ready or holds the consensus role (removing its
+	// etcd member first, within the quorum guard).
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_curator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RemoveNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoveNodeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_curator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RemoveNodeResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UpdateClusterRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	RequireApproval *bool                  `protobuf:"varint,1,opt,name=require_approval,json=requireApproval,proto3,oneof" json:"require_approval,omitempty"`
+	MaxVoters       *uint32                `protobuf:"varint,2,opt,name=max_voters,json=maxVoters,proto3,oneof" json:"max_voters,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateClusterRequest) Reset() {
+	*x = UpdateClusterRequest{}
+	mi := &file_curator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterRequest) ProtoMessage() {}
+
+func (x *UpdateClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterRequest.ProtoReflect.Descriptor instead.
+func (*UpdateClusterRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateClusterRequest) GetRequireApproval() bool {
+	if x != nil && x.RequireApproval != nil {
+		return *x.RequireApproval
+	}
+	return false
+}
+
+func (x *UpdateClusterRequest) GetMaxVoters() uint32 {
+	if x != nil && x.MaxVoters != nil {
+		return *x.MaxVoters
+	}
+	return 0
+}
+
+// DemoteResponse says how far a demotion got: a curator leader demoting
+// its own node hands over, and the next leader finishes.
+type DemoteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *NodeView              `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "demoted", or "handed-over" when the leader resigned to demote itself.
+	Outcome       string `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DemoteResponse) Reset() {
+	*x = DemoteResponse{}
+	mi := &file_curator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DemoteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DemoteResponse) ProtoMessage() {}
+
+func (x *DemoteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DemoteResponse.ProtoReflect.Descriptor instead.
+func (*DemoteResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DemoteResponse) GetNode() *NodeView {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *DemoteResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The join token, CUR1-<CA fingerprint>-<secret>.
@@ -1286,7 +1626,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1638,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1651,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{15}
+	return file_curator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -1370,7 +1710,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1722,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1735,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{16}
+	return file_curator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -1442,7 +1782,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1794,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1807,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{17}
+	return file_curator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -1487,7 +1827,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1839,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1852,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{18}
+	return file_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -1530,7 +1870,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1882,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1895,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{19}
+	return file_curator_proto_rawDescGZIP(), []int{25}
 }
 
 type WatchNodeResponse struct {
@@ -1569,7 +1909,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1921,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1934,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{20}
+	return file_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -1619,7 +1959,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1971,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1984,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{21}
+	return file_curator_proto_rawDescGZIP(), []int{27}
 }
 
 type GetManagersResponse struct {
@@ -1657,7 +1997,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +2009,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +2022,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{22}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -1699,6 +2039,104 @@ func (x *GetManagersResponse) GetLeader() string {
 	return ""
 }
 
+type NodeLeaveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Leave even as the last manager, which destroys the cluster.
+	Force         bool `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLeaveRequest) Reset() {
+	*x = NodeLeaveRequest{}
+	mi := &file_curator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLeaveRequest) ProtoMessage() {}
+
+func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
+func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *NodeLeaveRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type NodeLeaveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "demoting" (call again), "left".
+	Outcome       string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLeaveResponse) Reset() {
+	*x = NodeLeaveResponse{}
+	mi := &file_curator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLeaveResponse) ProtoMessage() {}
+
+func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
+func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *NodeLeaveResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *NodeLeaveResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type AgentStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1707,7 +2145,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +2157,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +2170,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{23}
+	return file_curator_proto_rawDescGZIP(), []int{31}
 }
 
 type AgentStatus struct {
@@ -1748,7 +2186,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2198,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2211,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{24}
+	return file_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -1820,7 +2258,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2270,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2283,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -1864,7 +2302,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2314,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2327,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{26}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -1915,7 +2353,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2365,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2378,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -2000,7 +2438,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2450,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2463,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -2070,7 +2508,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fetcd_cluster_id\x18\x05 \x01(\x04R\retcdClusterId\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xef\x05\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xa8\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2092,7 +2530,9 @@ const file_curator_proto_rawDesc = "" +
 	"\x0estatus_changed\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\rstatusChanged\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x10 \x01(\fR\tpublicKey\x127\n" +
-	"\tconsensus\x18\x11 \x01(\v2\x19.curator.v1.ConsensusJoinR\tconsensus\x1a9\n" +
+	"\tconsensus\x18\x11 \x01(\v2\x19.curator.v1.ConsensusJoinR\tconsensus\x12\x1a\n" +
+	"\bdemoting\x18\x12 \x01(\bR\bdemoting\x12\x1b\n" +
+	"\tjoined_as\x18\x13 \x01(\tR\bjoinedAs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
@@ -2138,7 +2578,31 @@ const file_curator_proto_rawDesc = "" +
 	"\x11ListEventsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"?\n" +
 	"\x12ListEventsResponse\x12)\n" +
-	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\"\xcc\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\"\x1d\n" +
+	"\vNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x83\x02\n" +
+	"\x11UpdateNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12<\n" +
+	"\favailability\x18\x02 \x01(\x0e2\x18.curator.v1.AvailabilityR\favailability\x12H\n" +
+	"\tlabel_add\x18\x03 \x03(\v2+.curator.v1.UpdateNodeRequest.LabelAddEntryR\blabelAdd\x12\x19\n" +
+	"\blabel_rm\x18\x04 \x03(\tR\alabelRm\x1a;\n" +
+	"\rLabelAddEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
+	"\x11RemoveNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"$\n" +
+	"\x12RemoveNodeResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8e\x01\n" +
+	"\x14UpdateClusterRequest\x12.\n" +
+	"\x10require_approval\x18\x01 \x01(\bH\x00R\x0frequireApproval\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_voters\x18\x02 \x01(\rH\x01R\tmaxVoters\x88\x01\x01B\x13\n" +
+	"\x11_require_approvalB\r\n" +
+	"\v_max_voters\"T\n" +
+	"\x0eDemoteResponse\x12(\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xcc\x01\n" +
 	"\x0fRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -2166,7 +2630,12 @@ const file_curator_proto_rawDesc = "" +
 	"\x12GetManagersRequest\"I\n" +
 	"\x13GetManagersResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"\x14\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\"(\n" +
+	"\x10NodeLeaveRequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"G\n" +
+	"\x11NodeLeaveResponse\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x14\n" +
 	"\x12AgentStatusRequest\"\xad\x01\n" +
 	"\vAgentStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -2217,21 +2686,31 @@ const file_curator_proto_rawDesc = "" +
 	"\x15MANAGER_STATUS_LEADER\x10\x01\x12\x1c\n" +
 	"\x18MANAGER_STATUS_REACHABLE\x10\x02\x12\x1e\n" +
 	"\x1aMANAGER_STATUS_UNREACHABLE\x10\x03\x12\x1a\n" +
-	"\x16MANAGER_STATUS_LEARNER\x10\x042\xb9\x03\n" +
+	"\x16MANAGER_STATUS_LEARNER\x10\x042\xd4\x06\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
 	"\n" +
-	"ListEvents\x12\x1d.curator.v1.ListEventsRequest\x1a\x1e.curator.v1.ListEventsResponse\x12;\n" +
+	"ListEvents\x12\x1d.curator.v1.ListEventsRequest\x1a\x1e.curator.v1.ListEventsResponse\x12<\n" +
+	"\vPromoteNode\x12\x17.curator.v1.NodeRequest\x1a\x14.curator.v1.NodeView\x12A\n" +
+	"\n" +
+	"DemoteNode\x12\x17.curator.v1.NodeRequest\x1a\x1a.curator.v1.DemoteResponse\x12A\n" +
+	"\n" +
+	"UpdateNode\x12\x1d.curator.v1.UpdateNodeRequest\x1a\x14.curator.v1.NodeView\x12<\n" +
+	"\vApproveNode\x12\x17.curator.v1.NodeRequest\x1a\x14.curator.v1.NodeView\x12K\n" +
+	"\n" +
+	"RemoveNode\x12\x1d.curator.v1.RemoveNodeRequest\x1a\x1e.curator.v1.RemoveNodeResponse\x12J\n" +
+	"\rUpdateCluster\x12 .curator.v1.UpdateClusterRequest\x1a\x17.curator.v1.ClusterInfo\x12;\n" +
 	"\aGetNode\x12\x1a.curator.v1.GetNodeRequest\x1a\x14.curator.v1.NodeView\x12I\n" +
 	"\x0eGetClusterInfo\x12\x1e.curator.v1.ClusterInfoRequest\x1a\x17.curator.v1.ClusterInfo\x12B\n" +
 	"\bGetToken\x12\x1b.curator.v1.GetTokenRequest\x1a\x19.curator.v1.TokenResponse\x12H\n" +
-	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse2\xba\x02\n" +
+	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse2\x80\x03\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
 	"\tWatchNode\x12\x1c.curator.v1.WatchNodeRequest\x1a\x1d.curator.v1.WatchNodeResponse0\x01\x12N\n" +
-	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse2\x88\x01\n" +
+	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12D\n" +
+	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse2\x88\x01\n" +
 	"\x05Agent\x12A\n" +
 	"\x06Status\x12\x1e.curator.v1.AgentStatusRequest\x1a\x17.curator.v1.AgentStatus\x12<\n" +
 	"\x05Leave\x12\x18.curator.v1.LeaveRequest\x1a\x19.curator.v1.LeaveResponseB3Z1github.com/curatorproject/curator/proto;curatorpbb\x06proto3"
@@ -2249,7 +2728,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
@@ -2271,22 +2750,31 @@ var file_curator_proto_goTypes = []any{
 	(*Event)(nil),                 // 17: curator.v1.Event
 	(*ListEventsRequest)(nil),     // 18: curator.v1.ListEventsRequest
 	(*ListEventsResponse)(nil),    // 19: curator.v1.ListEventsResponse
-	(*RegisterRequest)(nil),       // 20: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 21: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 22: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 23: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),      // 24: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),     // 25: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),    // 26: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),   // 27: curator.v1.GetManagersResponse
-	(*AgentStatusRequest)(nil),    // 28: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),           // 29: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),          // 30: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 31: curator.v1.LeaveResponse
-	(*ClusterState)(nil),          // 32: curator.v1.ClusterState
-	(*PKIState)(nil),              // 33: curator.v1.PKIState
-	nil,                           // 34: curator.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*NodeRequest)(nil),           // 20: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),     // 21: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),     // 22: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 23: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),  // 24: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),        // 25: curator.v1.DemoteResponse
+	(*RegisterRequest)(nil),       // 26: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 27: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),      // 28: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 29: curator.v1.HeartbeatResponse
+	(*WatchNodeRequest)(nil),      // 30: curator.v1.WatchNodeRequest
+	(*WatchNodeResponse)(nil),     // 31: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),    // 32: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),   // 33: curator.v1.GetManagersResponse
+	(*NodeLeaveRequest)(nil),      // 34: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),     // 35: curator.v1.NodeLeaveResponse
+	(*AgentStatusRequest)(nil),    // 36: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),           // 37: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),          // 38: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 39: curator.v1.LeaveResponse
+	(*ClusterState)(nil),          // 40: curator.v1.ClusterState
+	(*PKIState)(nil),              // 41: curator.v1.PKIState
+	nil,                           // 42: curator.v1.Node.LabelsEntry
+	nil,                           // 43: curator.v1.UpdateNodeRequest.LabelAddEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
 }
 var file_curator_proto_depIdxs = []int32{
 	6,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -2294,50 +2782,67 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	34, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	35, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	35, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	35, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	42, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	44, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	44, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	44, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	5,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	7,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	35, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	44, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	8,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	35, // 14: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	44, // 14: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	17, // 15: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,  // 16: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	7,  // 17: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 18: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	35, // 19: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	9,  // 20: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	18, // 21: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	11, // 22: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	12, // 23: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	14, // 24: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	16, // 25: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	20, // 26: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	22, // 27: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	24, // 28: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	26, // 29: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	28, // 30: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	30, // 31: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	10, // 32: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	19, // 33: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	8,  // 34: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	13, // 35: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	15, // 36: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	15, // 37: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	21, // 38: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	23, // 39: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	25, // 40: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	27, // 41: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	29, // 42: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	31, // 43: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	1,  // 16: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	43, // 17: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	8,  // 18: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	1,  // 19: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	7,  // 20: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 21: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	44, // 22: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	9,  // 23: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	18, // 24: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	20, // 25: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	20, // 26: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	21, // 27: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	20, // 28: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	22, // 29: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	24, // 30: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	11, // 31: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	12, // 32: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	14, // 33: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	16, // 34: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	26, // 35: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	28, // 36: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	30, // 37: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	32, // 38: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	34, // 39: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	36, // 40: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	38, // 41: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	10, // 42: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	19, // 43: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	8,  // 44: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	25, // 45: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	8,  // 46: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	8,  // 47: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	23, // 48: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	13, // 49: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	8,  // 50: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	13, // 51: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	15, // 52: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	15, // 53: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	27, // 54: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	29, // 55: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	31, // 56: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	33, // 57: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	35, // 58: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	37, // 59: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	39, // 60: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	42, // [42:61] is the sub-list for method output_type
+	23, // [23:42] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -2345,13 +2850,14 @@ func file_curator_proto_init() {
 	if File_curator_proto != nil {
 		return
 	}
+	file_curator_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   30,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -33,6 +33,12 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Management_ListNodes_FullMethodName      = "/curator.v1.Management/ListNodes"
 	Management_ListEvents_FullMethodName     = "/curator.v1.Management/ListEvents"
+	Management_PromoteNode_FullMethodName    = "/curator.v1.Management/PromoteNode"
+	Management_DemoteNode_FullMethodName     = "/curator.v1.Management/DemoteNode"
+	Management_UpdateNode_FullMethodName     = "/curator.v1.Management/UpdateNode"
+	Management_ApproveNode_FullMethodName    = "/curator.v1.Management/ApproveNode"
+	Management_RemoveNode_FullMethodName     = "/curator.v1.Management/RemoveNode"
+	Management_UpdateCluster_FullMethodName  = "/curator.v1.Management/UpdateCluster"
 	Management_GetNode_FullMethodName        = "/curator.v1.Management/GetNode"
 	Management_GetClusterInfo_FullMethodName = "/curator.v1.Management/GetClusterInfo"
 	Management_GetToken_FullMethodName       = "/curator.v1.Management/GetToken"
@@ -45,6 +51,14 @@ const (
 type ManagementClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// PromoteNode adds the node to etcd as a learner and gives it the
+	// consensus role; the leader promotes the learner once it has caught up.
+	PromoteNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*NodeView, error)
+	DemoteNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*DemoteResponse, error)
+	UpdateNode(ctx context.Context, in *UpdateNodeRequest, opts ...grpc.CallOption) (*NodeView, error)
+	ApproveNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*NodeView, error)
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
 	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*NodeView, error)
 	GetClusterInfo(ctx context.Context, in *ClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
 	GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
@@ -73,6 +87,66 @@ func (c *managementClient) ListEvents(ctx context.Context, in *ListEventsRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListEventsResponse)
 	err := c.cc.Invoke(ctx, Management_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) PromoteNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*NodeView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeView)
+	err := c.cc.Invoke(ctx, Management_PromoteNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) DemoteNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*DemoteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DemoteResponse)
+	err := c.cc.Invoke(ctx, Management_DemoteNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) UpdateNode(ctx context.Context, in *UpdateNodeRequest, opts ...grpc.CallOption) (*NodeView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeView)
+	err := c.cc.Invoke(ctx, Management_UpdateNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ApproveNode(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*NodeView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeView)
+	err := c.cc.Invoke(ctx, Management_ApproveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Management_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*ClusterInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterInfo)
+	err := c.cc.Invoke(ctx, Management_UpdateCluster_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +199,14 @@ func (c *managementClient) RotateToken(ctx context.Context, in *RotateTokenReque
 type ManagementServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// PromoteNode adds the node to etcd as a learner and gives it the
+	// consensus role; the leader promotes the learner once it has caught up.
+	PromoteNode(context.Context, *NodeRequest) (*NodeView, error)
+	DemoteNode(context.Context, *NodeRequest) (*DemoteResponse, error)
+	UpdateNode(context.Context, *UpdateNodeRequest) (*NodeView, error)
+	ApproveNode(context.Context, *NodeRequest) (*NodeView, error)
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	UpdateCluster(context.Context, *UpdateClusterRequest) (*ClusterInfo, error)
 	GetNode(context.Context, *GetNodeRequest) (*NodeView, error)
 	GetClusterInfo(context.Context, *ClusterInfoRequest) (*ClusterInfo, error)
 	GetToken(context.Context, *GetTokenRequest) (*TokenResponse, error)
@@ -144,6 +226,24 @@ func (UnimplementedManagementServer) ListNodes(context.Context, *ListNodesReques
 }
 func (UnimplementedManagementServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedManagementServer) PromoteNode(context.Context, *NodeRequest) (*NodeView, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteNode not implemented")
+}
+func (UnimplementedManagementServer) DemoteNode(context.Context, *NodeRequest) (*DemoteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DemoteNode not implemented")
+}
+func (UnimplementedManagementServer) UpdateNode(context.Context, *UpdateNodeRequest) (*NodeView, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNode not implemented")
+}
+func (UnimplementedManagementServer) ApproveNode(context.Context, *NodeRequest) (*NodeView, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveNode not implemented")
+}
+func (UnimplementedManagementServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedManagementServer) UpdateCluster(context.Context, *UpdateClusterRequest) (*ClusterInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCluster not implemented")
 }
 func (UnimplementedManagementServer) GetNode(context.Context, *GetNodeRequest) (*NodeView, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
@@ -210,6 +310,114 @@ func _Management_ListEvents_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ManagementServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_PromoteNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).PromoteNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_PromoteNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).PromoteNode(ctx, req.(*NodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_DemoteNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).DemoteNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_DemoteNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).DemoteNode(ctx, req.(*NodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_UpdateNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).UpdateNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_UpdateNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).UpdateNode(ctx, req.(*UpdateNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ApproveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ApproveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ApproveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ApproveNode(ctx, req.(*NodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_UpdateCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).UpdateCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_UpdateCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).UpdateCluster(ctx, req.(*UpdateClusterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -302,6 +510,30 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Management_ListEvents_Handler,
 		},
 		{
+			MethodName: "PromoteNode",
+			Handler:    _Management_PromoteNode_Handler,
+		},
+		{
+			MethodName: "DemoteNode",
+			Handler:    _Management_DemoteNode_Handler,
+		},
+		{
+			MethodName: "UpdateNode",
+			Handler:    _Management_UpdateNode_Handler,
+		},
+		{
+			MethodName: "ApproveNode",
+			Handler:    _Management_ApproveNode_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Management_RemoveNode_Handler,
+		},
+		{
+			MethodName: "UpdateCluster",
+			Handler:    _Management_UpdateCluster_Handler,
+		},
+		{
 			MethodName: "GetNode",
 			Handler:    _Management_GetNode_Handler,
 		},
@@ -327,6 +559,7 @@ const (
 	Curator_Heartbeat_FullMethodName   = "/curator.v1.Curator/Heartbeat"
 	Curator_WatchNode_FullMethodName   = "/curator.v1.Curator/WatchNode"
 	Curator_GetManagers_FullMethodName = "/curator.v1.Curator/GetManagers"
+	Curator_Leave_FullMethodName       = "/curator.v1.Curator/Leave"
 )
 
 // CuratorClient is the client API for Curator service.
@@ -343,6 +576,9 @@ type CuratorClient interface {
 	// WatchNode streams the calling node's own record each time it changes.
 	WatchNode(ctx context.Context, in *WatchNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodeResponse], error)
 	GetManagers(ctx context.Context, in *GetManagersRequest, opts ...grpc.CallOption) (*GetManagersResponse, error)
+	// Leave: the calling node leaves the cluster. A manager is demoted first
+	// (with handoff if it leads); call again until the outcome is "left".
+	Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error)
 }
 
 type curatorClient struct {
@@ -405,6 +641,16 @@ func (c *curatorClient) GetManagers(ctx context.Context, in *GetManagersRequest,
 	return out, nil
 }
 
+func (c *curatorClient) Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeLeaveResponse)
+	err := c.cc.Invoke(ctx, Curator_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CuratorServer is the server API for Curator service.
 // All implementations must embed UnimplementedCuratorServer
 // for forward compatibility.
@@ -419,6 +665,9 @@ type CuratorServer interface {
 	// WatchNode streams the calling node's own record each time it changes.
 	WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[WatchNodeResponse]) error
 	GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error)
+	// Leave: the calling node leaves the cluster. A manager is demoted first
+	// (with handoff if it leads); call again until the outcome is "left".
+	Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error)
 	mustEmbedUnimplementedCuratorServer()
 }
 
@@ -440,6 +689,9 @@ func (UnimplementedCuratorServer) WatchNode(*WatchNodeRequest, grpc.ServerStream
 }
 func (UnimplementedCuratorServer) GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetManagers not implemented")
+}
+func (UnimplementedCuratorServer) Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedCuratorServer) mustEmbedUnimplementedCuratorServer() {}
 func (UnimplementedCuratorServer) testEmbeddedByValue()                 {}
@@ -516,6 +768,24 @@ func _Curator_GetManagers_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Curator_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeLeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Curator_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServer).Leave(ctx, req.(*NodeLeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Curator_ServiceDesc is the grpc.ServiceDesc for Curator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -530,6 +800,10 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetManagers",
 			Handler:    _Curator_GetManagers_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Curator_Leave_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -97,16 +97,65 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 		return err
 	}
 	defer a.Close()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-a.Left():
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	sup := supervisor.New(ctx, a.Run, supervisor.WithLogger(lg))
 	<-sup.Done()
-	lg.Info("agent stopped")
+	select {
+	case <-a.Left():
+		if err := a.Wipe(); err != nil {
+			return fmt.Errorf("left the cluster, but could not wipe %s: %w", f.dataDir, err)
+		}
+		lg.Info("left the cluster; data dir wiped", zap.String("data_dir", f.dataDir))
+	default:
+		lg.Info("agent stopped")
+	}
 	return nil
 }
 
 func newAgentCommand() *cobra.Command {
 	c := &cobra.Command{Use: "agent", Short: "Run the node agent on this machine"}
-	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(),
-		&cobra.Command{Use: "leave", Short: "Leave the cluster gracefully (not built yet)", RunE: notBuilt})
+	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(), newAgentLeaveCommand())
+	return c
+}
+
+func newAgentLeaveCommand() *cobra.Command {
+	var dataDir string
+	var force bool
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "leave --data-dir DIR [--force]",
+		Short: "Leave the cluster gracefully: the running agent in DIR demotes itself, leaves, and wipes DIR",
+		Long: `Ask the agent running on DIR to leave the cluster. A manager is demoted first
+(etcd leadership moved off it; a curator leader hands over to the next), with
+the quorum guard; then the node's record is removed, the agent stops and DIR is
+wiped (except DIR/admin), so the machine can join again. The last manager
+refuses unless --force, as leaving destroys the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dataDir == "" {
+				return errors.New("--data-dir is required")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			msg, err := node.RequestLeave(ctx, dataDir, force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&dataDir, "data-dir", "", "the data dir of the running agent (required)")
+	c.Flags().BoolVar(&force, "force", false, "leave even as the last manager, destroying the cluster")
+	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the leave to finish")
 	return c
 }
 
