@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -40,15 +41,49 @@ func newClusterInfoCommand(g *globalFlags) *cobra.Command {
 	return c
 }
 
-func newClusterUpdateCommand(_ *globalFlags) *cobra.Command {
+func newClusterUpdateCommand(g *globalFlags) *cobra.Command {
+	var (
+		requireApproval bool
+		maxVoters       uint32
+		format          outputFormat
+	)
 	c := &cobra.Command{
 		Use:   "update",
-		Short: "Change cluster settings (not built yet)",
-		Args:  cobra.NoArgs,
-		RunE:  notBuilt,
+		Short: "Change cluster settings",
+		Long: `Change the cluster settings whose flags are given, and leave the others as
+they are; then print the cluster as cluster info does. Give at least one.`,
+		Example: `  curator cluster update --require-approval=true
+  curator cluster update --max-voters 5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &pb.UpdateClusterRequest{}
+			if cmd.Flags().Changed("require-approval") {
+				req.RequireApproval = &requireApproval
+			}
+			if cmd.Flags().Changed("max-voters") {
+				req.MaxVoters = &maxVoters
+			}
+			if req.RequireApproval == nil && req.MaxVoters == nil {
+				return errors.New("nothing to change: give --require-approval=true|false or --max-voters N")
+			}
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var info *pb.ClusterInfo
+				err := within(ctx, callTimeout, func(ctx context.Context) error {
+					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+						info, err = m.UpdateCluster(ctx, req)
+						return err
+					})
+				})
+				if err != nil {
+					return apiError("update cluster", err)
+				}
+				return writeClusterInfo(cmd.OutOrStdout(), format, info)
+			})
+		},
 	}
-	c.Flags().Bool("require-approval", false, "whether a joining node waits for an operator's node approve")
-	c.Flags().Uint32("max-voters", 0, "the most etcd voters the cluster may have")
+	c.Flags().BoolVar(&requireApproval, "require-approval", false, "whether a joining node waits for an operator's node approve")
+	c.Flags().Uint32Var(&maxVoters, "max-voters", 0, "the most etcd voters the cluster may have")
+	addOutputFlag(c, &format)
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -132,10 +133,84 @@ Managers:           (none)
 	}
 }
 
-func TestClusterUpdateNotBuiltYet(t *testing.T) {
-	path := startFakeCluster(t, newFakeManagement())
-	_, err := runCLI(t, "--config", path, "cluster", "update", "--require-approval=true", "--max-voters", "5")
-	if err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("cluster update: error = %v, want one saying it is not built yet", err)
+func TestClusterUpdate(t *testing.T) {
+	// The table of cluster info, with these settings.
+	table := func(maxVoters, requireApproval string) string {
+		return `Cluster ID:         c1
+Version:            v0.1.0
+Leader:             aaaaaaaaaaaaaaaaaaaaaaaa
+etcd leader:        bbbbbbbbbbbbbbbbbbbbbbbb
+Quorum healthy:     yes
+Voters (2):         aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb
+Learners (0):       (none)
+Max voters:         ` + maxVoters + `
+Require approval:   ` + requireApproval + `
+Managers:           127.0.100.10:7000, 127.0.100.11:7000
+`
+	}
+	u32 := func(v uint32) *uint32 { return &v }
+	yes, no := true, false
+	runChangeCases(t, []changeCase{{
+		name:      "max voters alone",
+		args:      []string{"cluster", "update", "--max-voters", "5"},
+		want:      table("5", "no"),
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(5)}},
+	}, {
+		name:      "require approval alone",
+		args:      []string{"cluster", "update", "--require-approval"},
+		want:      table("7", "yes"),
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &yes}},
+	}, {
+		name: "false is sent, not left out",
+		setup: func(f *fakeManagement) {
+			f.info.RequireApproval = true
+		},
+		args:      []string{"cluster", "update", "--require-approval=false"},
+		want:      table("7", "no"),
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &no}},
+	}, {
+		name:      "both",
+		args:      []string{"cluster", "update", "--require-approval=true", "--max-voters=3"},
+		want:      table("3", "yes"),
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &yes, MaxVoters: u32(3)}},
+	}, {
+		name:      "the server's refusal",
+		args:      []string{"cluster", "update", "--max-voters", "0"},
+		wantErr:   "update cluster: invalid request: max voters must be from 1 to 15 (3, 5 or 7 is usual), not 0 (InvalidArgument)",
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(0)}},
+	}, {
+		name:    "nothing to change",
+		args:    []string{"cluster", "update"},
+		wantErr: "nothing to change: give --require-approval=true|false or --max-voters N",
+	}, {
+		name:    "nothing to change, whatever -o says",
+		args:    []string{"cluster", "update", "-o", "json"},
+		wantErr: "nothing to change: give --require-approval=true|false or --max-voters N",
+	}})
+}
+
+// TestClusterUpdateJSON checks that cluster update -o json prints what
+// cluster info -o json prints after it.
+func TestClusterUpdateJSON(t *testing.T) {
+	f := newFakeManagement()
+	path := startFakeCluster(t, f)
+	got, err := runCLI(t, "--config", path, "cluster", "update", "--max-voters", "5", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := runCLI(t, "--config", path, "cluster", "info", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(info, got); diff != "" {
+		t.Errorf("cluster update -o json (-cluster info +got):\n%s", diff)
+	}
+	if !strings.Contains(got, `"max_voters": 5,`) {
+		t.Errorf("cluster update -o json does not show the new max voters:\n%s", got)
 	}
 }

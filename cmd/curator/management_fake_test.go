@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/client"
@@ -20,17 +23,33 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// fakeManagement is a Management server with fixed answers, for testing the
-// operator commands' plumbing and rendering. It records the calls it gets.
+// fakeManagement is a Management server for testing the operator commands'
+// plumbing and rendering. It records the calls it gets, and the requests of
+// the calls that change something. Its changes are a sketch of the real
+// server's: enough to render, not its guards.
 type fakeManagement struct {
 	pb.UnimplementedManagementServer
 
+	// Set these before the fake serves; they are guarded by mu after.
 	nodes []*pb.NodeView
 	info  *pb.ClusterInfo
+	// refuse makes the calls that change a node fail with this error when
+	// they name it so (as the command line gave it).
+	refuse map[string]error
+	// settleAfter is how many GetNode calls of a node a promotion (the
+	// learner catching up) or a handed-over demotion (the next leader
+	// finishing it) takes to finish; 0 never finishes.
+	settleAfter int
+	// electionGets is how many GetNode calls fail with Unavailable, as
+	// during an election, before GetNode answers again.
+	electionGets int
 
-	mu     sync.Mutex
-	calls  []string
-	tokens map[string]string
+	mu       sync.Mutex
+	calls    []string
+	requests []proto.Message
+	tokens   map[string]string
+	// settling counts down the GetNode calls until a node settles.
+	settling map[string]int
 }
 
 func (f *fakeManagement) record(call string) {
@@ -53,33 +72,223 @@ func (f *fakeManagement) Calls() []string {
 	return out
 }
 
-func (f *fakeManagement) ListNodes(context.Context, *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
-	f.record("ListNodes")
-	return &pb.ListNodesResponse{Nodes: f.nodes}, nil
+// change records a call that changes something, with its request, and
+// returns the error it should fail with, if any. It locks f.mu; the caller
+// unlocks it.
+func (f *fakeManagement) change(call, id string, req proto.Message) error {
+	f.mu.Lock()
+	if id != "" {
+		call += " " + id
+	}
+	f.calls = append(f.calls, call)
+	f.requests = append(f.requests, proto.Clone(req))
+	return f.refuse[id]
 }
 
-// GetNode resolves id as the server does: an exact ID, a unique prefix or a
-// name.
-func (f *fakeManagement) GetNode(_ context.Context, req *pb.GetNodeRequest) (*pb.NodeView, error) {
-	f.record("GetNode " + req.GetId())
+// Requests returns the requests of the calls that changed something.
+func (f *fakeManagement) Requests() []proto.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+func (f *fakeManagement) ListNodes(context.Context, *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	f.record("ListNodes")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp := &pb.ListNodesResponse{}
+	for _, v := range f.nodes {
+		resp.Nodes = append(resp.Nodes, proto.CloneOf(v))
+	}
+	return resp, nil
+}
+
+// resolve finds id as the server does: an exact ID, a unique prefix or a
+// name. Call with f.mu held; the view it returns is f's own.
+func (f *fakeManagement) resolve(id string) (*pb.NodeView, error) {
 	var match []*pb.NodeView
 	for _, v := range f.nodes {
-		if v.GetNode().GetId() == req.GetId() || v.GetNode().GetName() == req.GetId() {
+		if v.GetNode().GetId() == id || v.GetNode().GetName() == id {
 			return v, nil
 		}
-		if strings.HasPrefix(v.GetNode().GetId(), req.GetId()) {
+		if strings.HasPrefix(v.GetNode().GetId(), id) {
 			match = append(match, v)
 		}
 	}
 	if len(match) != 1 {
-		return nil, status.Errorf(codes.NotFound, "no node has the ID, unique ID prefix or name %q", req.GetId())
+		return nil, status.Errorf(codes.NotFound, "no node has the ID, unique ID prefix or name %q", id)
 	}
 	return match[0], nil
 }
 
+// GetNode returns the node, first finishing a promotion or a demotion that
+// has waited long enough (see settleAfter).
+func (f *fakeManagement) GetNode(_ context.Context, req *pb.GetNodeRequest) (*pb.NodeView, error) {
+	f.record("GetNode " + req.GetId())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.electionGets > 0 {
+		f.electionGets--
+		return nil, status.Error(codes.Unavailable, "no curator leader is elected right now: retry in a few seconds")
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	id := v.GetNode().GetId()
+	if left, ok := f.settling[id]; ok && left > 0 {
+		f.settling[id] = left - 1
+		if left == 1 {
+			delete(f.settling, id)
+			if v.Node.Demoting {
+				v.Node.Demoting = false
+				v.Node.Roles = slices.DeleteFunc(v.Node.Roles, func(r pb.Role) bool { return r == pb.Role_ROLE_CONSENSUS })
+				v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_NONE
+			} else {
+				v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_REACHABLE
+			}
+		}
+	}
+	return proto.CloneOf(v), nil
+}
+
+func (f *fakeManagement) settle(id string) {
+	if f.settling == nil {
+		f.settling = map[string]int{}
+	}
+	f.settling[id] = f.settleAfter
+}
+
+func hasConsensusRole(v *pb.NodeView) bool {
+	return slices.Contains(v.GetNode().GetRoles(), pb.Role_ROLE_CONSENSUS)
+}
+
+// PromoteNode makes the node a learner, which settles as a voter.
+func (f *fakeManagement) PromoteNode(_ context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
+	err := f.change("PromoteNode", req.GetId(), req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if !hasConsensusRole(v) {
+		v.Node.Roles = append([]pb.Role{pb.Role_ROLE_CONSENSUS}, v.Node.Roles...)
+		v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_LEARNER
+		f.settle(v.Node.Id)
+	}
+	return proto.CloneOf(v), nil
+}
+
+// DemoteNode demotes the node at once, or hands over if it is the leader:
+// then the demotion settles.
+func (f *fakeManagement) DemoteNode(_ context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
+	err := f.change("DemoteNode", req.GetId(), req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !hasConsensusRole(v):
+	case v.ManagerStatus == pb.ManagerStatus_MANAGER_STATUS_LEADER:
+		v.Node.Demoting = true
+		f.settle(v.Node.Id)
+		return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "handed-over"}, nil
+	default:
+		v.Node.Roles = slices.DeleteFunc(v.Node.Roles, func(r pb.Role) bool { return r == pb.Role_ROLE_CONSENSUS })
+		v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_NONE
+	}
+	return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "demoted"}, nil
+}
+
+func (f *fakeManagement) UpdateNode(_ context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
+	err := f.change("UpdateNode", req.GetId(), req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetAvailability() != pb.Availability_AVAILABILITY_UNSPECIFIED {
+		v.Node.Availability = req.GetAvailability()
+	}
+	if v.Node.Labels == nil {
+		v.Node.Labels = map[string]string{}
+	}
+	maps.Copy(v.Node.Labels, req.GetLabelAdd())
+	for _, k := range req.GetLabelRm() {
+		delete(v.Node.Labels, k)
+	}
+	return proto.CloneOf(v), nil
+}
+
+func (f *fakeManagement) ApproveNode(_ context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
+	err := f.change("ApproveNode", req.GetId(), req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if v.Node.State == pb.NodeState_NODE_STATE_PENDING {
+		v.Node.State = pb.NodeState_NODE_STATE_UP
+	}
+	return proto.CloneOf(v), nil
+}
+
+// RemoveNode refuses a ready node without force, as the server does.
+func (f *fakeManagement) RemoveNode(_ context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	err := f.change("RemoveNode", req.GetId(), req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	id := v.Node.Id
+	if !req.GetForce() && v.Node.Status == pb.NodeStatus_NODE_STATUS_READY {
+		return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", id)
+	}
+	f.nodes = slices.DeleteFunc(f.nodes, func(v *pb.NodeView) bool { return v.Node.Id == id })
+	return &pb.RemoveNodeResponse{Id: id}, nil
+}
+
+// UpdateCluster checks max voters as the server does.
+func (f *fakeManagement) UpdateCluster(_ context.Context, req *pb.UpdateClusterRequest) (*pb.ClusterInfo, error) {
+	err := f.change("UpdateCluster", "", req)
+	defer f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if req.MaxVoters != nil && (*req.MaxVoters < 1 || *req.MaxVoters > 15) {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid request: max voters must be from 1 to 15 (3, 5 or 7 is usual), not %d", *req.MaxVoters)
+	}
+	if req.RequireApproval != nil {
+		f.info.RequireApproval = *req.RequireApproval
+	}
+	if req.MaxVoters != nil {
+		f.info.MaxVoters = *req.MaxVoters
+	}
+	return proto.CloneOf(f.info), nil
+}
+
 func (f *fakeManagement) GetClusterInfo(context.Context, *pb.ClusterInfoRequest) (*pb.ClusterInfo, error) {
 	f.record("GetClusterInfo")
-	return f.info, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return proto.CloneOf(f.info), nil
 }
 
 func (f *fakeManagement) GetToken(_ context.Context, req *pb.GetTokenRequest) (*pb.TokenResponse, error) {
@@ -117,7 +326,7 @@ func newFakeManagement() *fakeManagement {
 					Id: "cccccccccccccccccccccccc", Name: "worker-1", Address: "127.0.100.12:7000",
 					State: pb.NodeState_NODE_STATE_PENDING, Roles: []pb.Role{pb.Role_ROLE_WORKER},
 					Availability: pb.Availability_AVAILABILITY_ACTIVE, Status: pb.NodeStatus_NODE_STATUS_UNKNOWN,
-					Created: ts(testTime), Updated: ts(testTime),
+					Created: ts(testTime), Updated: ts(testTime), JoinedAs: "worker",
 				},
 			},
 			{
@@ -126,7 +335,7 @@ func newFakeManagement() *fakeManagement {
 					State: pb.NodeState_NODE_STATE_UP, Roles: []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
 					Availability: pb.Availability_AVAILABILITY_ACTIVE, Status: pb.NodeStatus_NODE_STATUS_READY,
 					Labels: map[string]string{"zone": "a"}, Group: "managers", InstanceId: "i-1",
-					ConfigSha: "5ha", Version: "v0.1.0",
+					ConfigSha: "5ha", Version: "v0.1.0", JoinedAs: "manager",
 					Created: ts(testTime), Updated: ts(testTime.Add(time.Minute)), StatusChanged: ts(testTime.Add(time.Second)),
 				},
 				ManagerStatus: pb.ManagerStatus_MANAGER_STATUS_LEADER,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -65,57 +66,415 @@ func newNodeInspectCommand(g *globalFlags) *cobra.Command {
 	}
 }
 
-// The commands below are part of the CLI contract but not built yet: their
-// arguments and flags are in place so that scripts and help text are final.
+// changeAttemptTimeout is how long one manager gets to answer a call that
+// changes the cluster. It is longer than client.DefaultAttemptTimeout
+// because a demotion or a forced removal may first move etcd leadership,
+// which the server allows 10 s: giving up on a manager that is still working
+// would only send the same change to the next one.
+const changeAttemptTimeout = 15 * time.Second
 
-func newNodePromoteCommand(_ *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "promote ID...",
-		Short: "Give nodes the consensus role (not built yet)",
-		Args:  cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
-		RunE:  notBuilt,
+// defaultWaitTimeout bounds --wait of promote and demote.
+const defaultWaitTimeout = 60 * time.Second
+
+// pollInterval is how often --wait asks for the node; tests shorten it.
+var pollInterval = time.Second
+
+// withChangeClient is withClient for the commands that change the cluster.
+// It differs in two ways: a manager gets changeAttemptTimeout to answer, and
+// fn gets the command's own context, not one bounded by callTimeout, so that
+// it can wait (--wait, bounded by --timeout) after a change. fn bounds each
+// call itself, with within.
+func (g *globalFlags) withChangeClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	ctx := cmd.Context()
+	path := g.configPath()
+	cfg, err := client.LoadConfig(path)
+	if err != nil {
+		return err
 	}
+	c, err := client.Dial(ctx, cfg, path, client.WithAttemptTimeout(changeAttemptTimeout))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
 }
 
-func newNodeDemoteCommand(_ *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "demote ID...",
-		Short: "Take the consensus role from nodes (not built yet)",
-		Args:  cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
-		RunE:  notBuilt,
-	}
+// within runs fn with ctx bounded by d.
+func within(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fn(ctx)
 }
 
-func newNodeUpdateCommand(_ *globalFlags) *cobra.Command {
+// waitFlags are --wait and --timeout of promote and demote.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func addWaitFlags(c *cobra.Command, w *waitFlags, waitDefault bool, what string) {
+	c.Flags().BoolVar(&w.wait, "wait", waitDefault, "wait until "+what)
+	c.Flags().DurationVar(&w.timeout, "timeout", defaultWaitTimeout, "how long --wait waits for each node")
+}
+
+func newNodePromoteCommand(g *globalFlags) *cobra.Command {
+	var w waitFlags
 	c := &cobra.Command{
-		Use:   "update ID",
-		Short: "Change a node's availability or labels (not built yet)",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
-		RunE:  notBuilt,
+		Use:   "promote ID...",
+		Short: "Give nodes the consensus role",
+		Long: `Give each node the consensus role, in order: the leader adds it to etcd as a
+learner and the node starts etcd; once it has caught up, the leader makes it
+a voter. Promoting a node that already has the role changes nothing.
+
+The command returns once the learner is added. With --wait it waits, for each
+node before the next, until the node is a voter: etcd lets one learner catch
+up at a time, so promote several nodes with --wait.
+
+It stops at the first node the cluster refuses (down, pending approval, past
+the voter limit), after the ones before it are done.`,
+		Args: cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				out := cmd.OutOrStdout()
+				for _, id := range args {
+					var v *pb.NodeView
+					err := within(ctx, callTimeout, func(ctx context.Context) error {
+						return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+							v, err = m.PromoteNode(ctx, &pb.NodeRequest{Id: id})
+							return err
+						})
+					})
+					if err != nil {
+						return apiError("promote node "+id, err)
+					}
+					if managerIsVoter(v) {
+						fmt.Fprintf(out, "promoted %s: etcd voter\n", nodeLabel(v))
+						continue
+					}
+					fmt.Fprintf(out, "promoted %s: etcd learner, voter once caught up\n", nodeLabel(v))
+					if !w.wait {
+						continue
+					}
+					v, err = waitForNode(ctx, c, v, w.timeout, "node "+nodeLabel(v)+" to become an etcd voter", func(v *pb.NodeView) (bool, error) {
+						if managerIsVoter(v) {
+							return true, nil
+						}
+						if !slices.Contains(v.GetNode().GetRoles(), pb.Role_ROLE_CONSENSUS) {
+							return false, fmt.Errorf("node %s lost the consensus role before it caught up: see `curator events`", nodeLabel(v))
+						}
+						return false, nil
+					})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s caught up: etcd voter\n", nodeLabel(v))
+				}
+				return nil
+			})
+		},
 	}
-	c.Flags().String("availability", "", "active, pause or drain")
-	c.Flags().StringArray("label-add", nil, "add or change a label, k=v (repeatable)")
-	c.Flags().StringArray("label-rm", nil, "remove a label by key (repeatable)")
+	addWaitFlags(c, &w, false, "each node is an etcd voter")
 	return c
 }
 
-func newNodeApproveCommand(_ *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "approve ID",
-		Short: "Let a pending node into the cluster (not built yet)",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
-		RunE:  notBuilt,
+func newNodeDemoteCommand(g *globalFlags) *cobra.Command {
+	var w waitFlags
+	c := &cobra.Command{
+		Use:   "demote ID...",
+		Short: "Take the consensus role from nodes",
+		Long: `Take the consensus role from each node, in order: the leader moves etcd
+leadership off the node if it holds it, removes its etcd member, then its
+role. Demoting a node without the role changes nothing.
+
+A node that runs the curator leader cannot finish its own demotion: it marks
+itself, resigns, and the next leader finishes. --wait (the default) waits
+until that is done, so that the command returns with the node demoted;
+--wait=false returns at once.
+
+It stops at the first node the cluster refuses (the last voter, or one whose
+removal would leave fewer healthy voters than a quorum), after the ones
+before it are done.`,
+		Args: cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				out := cmd.OutOrStdout()
+				for _, id := range args {
+					var resp *pb.DemoteResponse
+					err := within(ctx, callTimeout, func(ctx context.Context) error {
+						return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+							resp, err = m.DemoteNode(ctx, &pb.NodeRequest{Id: id})
+							return err
+						})
+					})
+					if err != nil {
+						return apiError("demote node "+id, err)
+					}
+					v := resp.GetNode()
+					switch resp.GetOutcome() {
+					case "demoted":
+						fmt.Fprintf(out, "demoted %s: no longer a consensus member\n", nodeLabel(v))
+						continue
+					case "handed-over":
+						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
+					default:
+						// A newer server: say what it said.
+						fmt.Fprintf(out, "demote %s: %s\n", nodeLabel(v), resp.GetOutcome())
+						continue
+					}
+					if !w.wait {
+						continue
+					}
+					v, err = waitForNode(ctx, c, v, w.timeout, "the next leader to finish demoting node "+nodeLabel(v), func(v *pb.NodeView) (bool, error) {
+						n := v.GetNode()
+						return !n.GetDemoting() && !slices.Contains(n.GetRoles(), pb.Role_ROLE_CONSENSUS), nil
+					})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "demoted %s: the next leader finished, no longer a consensus member\n", nodeLabel(v))
+				}
+				return nil
+			})
+		},
+	}
+	addWaitFlags(c, &w, true, "a curator leader's demotion is finished by the next leader")
+	return c
+}
+
+// managerIsVoter tells whether v is an etcd voter, as the leader observes it.
+func managerIsVoter(v *pb.NodeView) bool {
+	switch v.GetManagerStatus() {
+	case pb.ManagerStatus_MANAGER_STATUS_LEADER, pb.ManagerStatus_MANAGER_STATUS_REACHABLE:
+		return true
+	}
+	return false
+}
+
+// nodeLabel names a node in a message: its ID, and its name if it has one.
+func nodeLabel(v *pb.NodeView) string {
+	n := v.GetNode()
+	if n.GetName() == "" || n.GetName() == n.GetId() {
+		return n.GetId()
+	}
+	return fmt.Sprintf("%s (%s)", n.GetId(), n.GetName())
+}
+
+// waitForNode asks for node v every pollInterval until done says it is
+// where it should be (what: "node X to become ..."), done fails, or timeout
+// passes. A cluster that does not
+// answer (an election is under way: the node may be the leader that just
+// resigned) is asked again; any other error ends the wait.
+func waitForNode(ctx context.Context, c *client.Client, v *pb.NodeView, timeout time.Duration, what string, done func(*pb.NodeView) (bool, error)) (*pb.NodeView, error) {
+	id := v.GetNode().GetId()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	last := v
+	var lastErr error
+	for {
+		got, err := c.GetNode(ctx, id)
+		switch {
+		case err == nil:
+			last, lastErr = got, nil
+			ok, err := done(got)
+			if err != nil || ok {
+				return got, err
+			}
+		case ctx.Err() != nil:
+		case errors.Is(err, client.ErrNoManager):
+			lastErr = err
+		default:
+			return nil, apiError("wait for node "+id, err)
+		}
+		select {
+		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return nil, fmt.Errorf("wait for node %s: %w", id, err)
+			}
+			msg := fmt.Sprintf("gave up after %v waiting for %s: it is %s", timeout, what, nodeState(last))
+			if lastErr != nil {
+				msg += fmt.Sprintf("; the last try failed: %v", lastErr)
+			}
+			return nil, errors.New(msg + "; it may still get there: see `curator node inspect " + id + "` and `curator events`")
+		case <-tick.C:
+		}
 	}
 }
 
-func newNodeRmCommand(_ *globalFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "rm ID",
-		Short: "Remove a node from the cluster (not built yet)",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
-		RunE:  notBuilt,
+// nodeState says where a node is, for a wait that ran out.
+func nodeState(v *pb.NodeView) string {
+	j := nodeToJSON(v)
+	roles := strings.Join(j.Roles, ",")
+	if roles == "" {
+		roles = "none"
 	}
-	c.Flags().Bool("force", false, "remove the node even if it is not down")
+	ms := j.ManagerStatus
+	if ms == "" {
+		ms = "none"
+	}
+	s := fmt.Sprintf("%s and %s, roles %s, manager status %s", j.State, j.Status, roles, ms)
+	if j.Demoting {
+		s += ", demoting"
+	}
+	return s
+}
+
+func newNodeUpdateCommand(g *globalFlags) *cobra.Command {
+	var (
+		availability string
+		labelAdd     []string
+		labelRm      []string
+		format       outputFormat
+	)
+	c := &cobra.Command{
+		Use:   "update ID",
+		Short: "Change a node's availability or labels",
+		Long: `Change a node's availability (active: takes work; pause: keeps its work but
+takes no new work; drain: gives its work up) or its labels, and print the
+node as node ls does. Give at least one change.`,
+		Example: `  curator node update n2 --availability drain
+  curator node update n2 --label-add zone=a --label-add tier=web --label-rm old`,
+		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := nodeUpdateRequest(args[0], cmd.Flags().Changed("availability"), availability, labelAdd, labelRm)
+			if err != nil {
+				return err
+			}
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var v *pb.NodeView
+				err := within(ctx, callTimeout, func(ctx context.Context) error {
+					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+						v, err = m.UpdateNode(ctx, req)
+						return err
+					})
+				})
+				if err != nil {
+					return apiError("update node "+args[0], err)
+				}
+				return writeNode(cmd.OutOrStdout(), format, v)
+			})
+		},
+	}
+	c.Flags().StringVar(&availability, "availability", "", "active, pause or drain")
+	c.Flags().StringArrayVar(&labelAdd, "label-add", nil, "add or change a label, k=v (repeatable)")
+	c.Flags().StringArrayVar(&labelRm, "label-rm", nil, "remove a label by key (repeatable)")
+	_ = c.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions(availabilityWords, cobra.ShellCompDirectiveNoFileComp))
+	addOutputFlag(c, &format)
+	return c
+}
+
+var availabilityWords = []string{"active", "pause", "drain"}
+
+// nodeUpdateRequest checks node update's flags and makes its request. It
+// refuses what the server would refuse anyway when the flags alone show it,
+// so that a typo changes nothing, and an update that changes nothing.
+func nodeUpdateRequest(id string, availabilitySet bool, availability string, labelAdd, labelRm []string) (*pb.UpdateNodeRequest, error) {
+	req := &pb.UpdateNodeRequest{Id: id}
+	if availabilitySet {
+		for _, v := range []pb.Availability{pb.Availability_AVAILABILITY_ACTIVE, pb.Availability_AVAILABILITY_PAUSE, pb.Availability_AVAILABILITY_DRAIN} {
+			if enumWord(v) == availability {
+				req.Availability = v
+			}
+		}
+		if req.Availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
+			return nil, fmt.Errorf("--availability %q is not one of %s", availability, strings.Join(availabilityWords, ", "))
+		}
+	}
+	for _, kv := range labelAdd {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label-add %q: give a label as key=value", kv)
+		}
+		if old, dup := req.LabelAdd[k]; dup && old != v {
+			return nil, fmt.Errorf("--label-add gives label %q twice, as %q and %q: give it once", k, old, v)
+		}
+		if req.LabelAdd == nil {
+			req.LabelAdd = map[string]string{}
+		}
+		req.LabelAdd[k] = v
+	}
+	for _, k := range labelRm {
+		switch {
+		case k == "":
+			return nil, errors.New("--label-rm: the label key is empty")
+		case strings.Contains(k, "="):
+			return nil, fmt.Errorf("--label-rm %q: give only the key of the label to remove", k)
+		}
+		if _, both := req.LabelAdd[k]; both {
+			return nil, fmt.Errorf("label %q is both added (--label-add) and removed (--label-rm): give one", k)
+		}
+		if !slices.Contains(req.LabelRm, k) {
+			req.LabelRm = append(req.LabelRm, k)
+		}
+	}
+	if !availabilitySet && len(req.LabelAdd) == 0 && len(req.LabelRm) == 0 {
+		return nil, errors.New("nothing to change: give --availability, --label-add or --label-rm")
+	}
+	return req, nil
+}
+
+func newNodeApproveCommand(g *globalFlags) *cobra.Command {
+	var format outputFormat
+	c := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Let a pending node into the cluster",
+		Long: `Let a node that waits for approval (cluster update --require-approval=true)
+into the cluster, and print it as node ls does. A node that joined with the
+manager token then becomes a consensus member, as if it had joined now.
+Approving a node that is not pending changes nothing. To refuse a pending
+node, remove it with node rm.`,
+		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var v *pb.NodeView
+				err := within(ctx, callTimeout, func(ctx context.Context) error {
+					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+						v, err = m.ApproveNode(ctx, &pb.NodeRequest{Id: args[0]})
+						return err
+					})
+				})
+				if err != nil {
+					return apiError("approve node "+args[0], err)
+				}
+				return writeNode(cmd.OutOrStdout(), format, v)
+			})
+		},
+	}
+	addOutputFlag(c, &format)
+	return c
+}
+
+func newNodeRmCommand(g *globalFlags) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:     "rm ID",
+		Aliases: []string{"remove"},
+		Short:   "Remove a node from the cluster",
+		Long: `Remove a node's record; its certificate is refused from then on. A node that
+is ready, or that holds the consensus role, is refused unless --force: with
+--force a consensus member's etcd member is removed first, within the quorum
+guard. To let a node go gracefully, run curator agent leave on it instead.`,
+		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var resp *pb.RemoveNodeResponse
+				err := within(ctx, callTimeout, func(ctx context.Context) error {
+					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+						resp, err = m.RemoveNode(ctx, &pb.RemoveNodeRequest{Id: args[0], Force: force})
+						return err
+					})
+				})
+				if err != nil {
+					return apiError("remove node "+args[0], err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", resp.GetId())
+				return err
+			})
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "remove the node even if it is ready or a consensus member")
 	return c
 }
 
@@ -149,6 +508,10 @@ type nodeJSON struct {
 	StatusChanged *time.Time        `json:"status_changed"`
 	Created       *time.Time        `json:"created"`
 	Updated       *time.Time        `json:"updated"`
+	// JoinedAs is the token the node joined with: "worker" or "manager".
+	JoinedAs string `json:"joined_as"`
+	// Demoting is set from a demotion's start until its end.
+	Demoting bool `json:"demoting"`
 }
 
 func nodeToJSON(v *pb.NodeView) nodeJSON {
@@ -179,7 +542,18 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		StatusChanged: timeOrNil(n.GetStatusChanged()),
 		Created:       timeOrNil(n.GetCreated()),
 		Updated:       timeOrNil(n.GetUpdated()),
+		JoinedAs:      n.GetJoinedAs(),
+		Demoting:      n.GetDemoting(),
 	}
+}
+
+// writeNode writes one node: as node ls's table with one row, or as the
+// JSON object node inspect prints.
+func writeNode(w io.Writer, format outputFormat, v *pb.NodeView) error {
+	if format == formatJSON {
+		return writeJSON(w, nodeToJSON(v))
+	}
+	return writeNodes(w, format, []*pb.NodeView{v})
 }
 
 // writeNodes writes nodes sorted by name, then ID: as a table like

@@ -2,10 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	pb "github.com/curatorproject/curator/proto"
 )
 
 func TestNodeLsTable(t *testing.T) {
@@ -49,7 +58,9 @@ const wantNodeB = `{
   "last_heartbeat": null,
   "status_changed": null,
   "created": null,
-  "updated": null
+  "updated": null,
+  "joined_as": "",
+  "demoting": false
 }`
 
 func TestNodeLsJSON(t *testing.T) {
@@ -81,7 +92,9 @@ func TestNodeLsJSON(t *testing.T) {
     "last_heartbeat": "2026-01-02T03:06:05.5Z",
     "status_changed": "2026-01-02T03:04:06Z",
     "created": "2026-01-02T03:04:05Z",
-    "updated": "2026-01-02T03:05:05Z"
+    "updated": "2026-01-02T03:05:05Z",
+    "joined_as": "manager",
+    "demoting": false
   },
   ` + indent(wantNodeB, "  ") + `,
   {
@@ -103,7 +116,9 @@ func TestNodeLsJSON(t *testing.T) {
     "last_heartbeat": null,
     "status_changed": null,
     "created": "2026-01-02T03:04:05Z",
-    "updated": "2026-01-02T03:04:05Z"
+    "updated": "2026-01-02T03:04:05Z",
+    "joined_as": "worker",
+    "demoting": false
   }
 ]
 `
@@ -121,7 +136,8 @@ func TestNodeLsJSON(t *testing.T) {
 	}
 	for _, n := range nodes {
 		for _, key := range []string{"id", "name", "address", "state", "status", "availability", "roles",
-			"manager_status", "group", "config_sha", "version", "labels", "last_heartbeat", "created", "updated"} {
+			"manager_status", "group", "config_sha", "version", "labels", "last_heartbeat", "created", "updated",
+			"joined_as", "demoting"} {
 			if _, ok := n[key]; !ok {
 				t.Errorf("node %v has no %q", n["id"], key)
 			}
@@ -188,22 +204,354 @@ func TestNodeInspect(t *testing.T) {
 	}
 }
 
-func TestNodeCommandsNotBuiltYet(t *testing.T) {
-	path := startFakeCluster(t, newFakeManagement())
-	for _, args := range [][]string{
-		{"node", "promote", "aaa", "bbb"},
-		{"node", "demote", "aaa"},
-		{"node", "update", "aaa", "--availability", "drain", "--label-add", "k=v", "--label-rm", "x"},
-		{"node", "approve", "aaa"},
-		{"node", "rm", "aaa", "--force"},
+func indent(s, prefix string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// newFakeWithWorkers is newFakeManagement with two more nodes, ready
+// workers without the consensus role, to promote. A promotion or a
+// handed-over demotion finishes on the second GetNode.
+func newFakeWithWorkers() *fakeManagement {
+	f := newFakeManagement()
+	for _, n := range []struct{ id, name string }{
+		{"dddddddddddddddddddddddd", "worker-2"},
+		{"eeeeeeeeeeeeeeeeeeeeeeee", "worker-3"},
 	} {
-		_, err := runCLI(t, append([]string{"--config", path}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), "not built yet") {
-			t.Errorf("%v: error = %v, want one saying it is not built yet", args, err)
-		}
+		f.nodes = append(f.nodes, &pb.NodeView{Node: &pb.Node{
+			Id: n.id, Name: n.name, Address: "127.0.100.20:7000",
+			State: pb.NodeState_NODE_STATE_UP, Roles: []pb.Role{pb.Role_ROLE_WORKER},
+			Availability: pb.Availability_AVAILABILITY_ACTIVE, Status: pb.NodeStatus_NODE_STATUS_READY,
+			Version: "v0.1.0",
+		}})
+	}
+	f.settleAfter = 2
+	return f
+}
+
+// fastPolls makes --wait poll every few milliseconds for one test.
+func fastPolls(t *testing.T) {
+	t.Helper()
+	old := pollInterval
+	pollInterval = 5 * time.Millisecond
+	t.Cleanup(func() { pollInterval = old })
+}
+
+// changeCase is one run of a command that changes the cluster against a
+// fresh fake: what it prints, the error it ends with, and the calls and
+// requests it makes.
+type changeCase struct {
+	name  string
+	setup func(*fakeManagement)
+	args  []string
+	want  string
+	// wantErr is the whole error; "" means none. A wantErr ending in "…"
+	// is a prefix.
+	wantErr   string
+	wantCalls []string
+	// ignoreGets leaves GetNode out of the calls compared.
+	ignoreGets bool
+	wantReqs   []proto.Message
+}
+
+func runChangeCases(t *testing.T, cases []changeCase) {
+	t.Helper()
+	fastPolls(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeWithWorkers()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			path := startFakeCluster(t, f)
+			got, err := runCLI(t, append([]string{"--config", path}, tc.args...)...)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("error: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Errorf("no error, want %q", tc.wantErr)
+			case tc.wantErr != "" && strings.HasSuffix(tc.wantErr, "…"):
+				if !strings.HasPrefix(err.Error(), strings.TrimSuffix(tc.wantErr, "…")) {
+					t.Errorf("error = %q, want one starting %q", err, tc.wantErr)
+				}
+			case tc.wantErr != "" && err.Error() != tc.wantErr:
+				t.Errorf("error = %q, want %q", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			calls := f.Calls()
+			if tc.ignoreGets {
+				calls = slices.DeleteFunc(calls, func(c string) bool { return strings.HasPrefix(c, "GetNode ") })
+			}
+			if diff := cmp.Diff(tc.wantCalls, calls, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantReqs, f.Requests(), protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
-func indent(s, prefix string) string {
-	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+func refusal(code codes.Code, msg string) func(*fakeManagement) {
+	return func(f *fakeManagement) {
+		f.refuse = map[string]error{"worker-3": status.Error(code, msg)}
+	}
+}
+
+func TestNodePromote(t *testing.T) {
+	const (
+		promotedD = "promoted dddddddddddddddddddddddd (worker-2): etcd learner, voter once caught up\n"
+		promotedE = "promoted eeeeeeeeeeeeeeeeeeeeeeee (worker-3): etcd learner, voter once caught up\n"
+	)
+	nodeReq := func(id string) proto.Message { return &pb.NodeRequest{Id: id} }
+	runChangeCases(t, []changeCase{{
+		name:      "two nodes, in order, without waiting",
+		args:      []string{"node", "promote", "worker-2", "eee"},
+		want:      promotedD + promotedE,
+		wantCalls: []string{"PromoteNode worker-2", "PromoteNode eee"},
+		wantReqs:  []proto.Message{nodeReq("worker-2"), nodeReq("eee")},
+	}, {
+		name:      "a voter already",
+		args:      []string{"node", "promote", "aaa"},
+		want:      "promoted aaaaaaaaaaaaaaaaaaaaaaaa (manager-1): etcd voter\n",
+		wantCalls: []string{"PromoteNode aaa"},
+		wantReqs:  []proto.Message{nodeReq("aaa")},
+	}, {
+		name: "wait for each before the next",
+		args: []string{"node", "promote", "--wait", "worker-2", "worker-3"},
+		want: promotedD + "dddddddddddddddddddddddd (worker-2) caught up: etcd voter\n" +
+			promotedE + "eeeeeeeeeeeeeeeeeeeeeeee (worker-3) caught up: etcd voter\n",
+		wantCalls: []string{
+			"PromoteNode worker-2", "GetNode dddddddddddddddddddddddd", "GetNode dddddddddddddddddddddddd",
+			"PromoteNode worker-3", "GetNode eeeeeeeeeeeeeeeeeeeeeeee", "GetNode eeeeeeeeeeeeeeeeeeeeeeee",
+		},
+		wantReqs: []proto.Message{nodeReq("worker-2"), nodeReq("worker-3")},
+	}, {
+		name:       "a wait that runs out",
+		setup:      func(f *fakeManagement) { f.settleAfter = 0 },
+		args:       []string{"node", "promote", "--wait", "--timeout", "50ms", "worker-2", "worker-3"},
+		want:       promotedD,
+		wantErr:    "gave up after 50ms waiting for node dddddddddddddddddddddddd (worker-2) to become an etcd voter: it is up and ready, roles consensus,worker, manager status learner; it may still get there: see `curator node inspect dddddddddddddddddddddddd` and `curator events`",
+		wantCalls:  []string{"PromoteNode worker-2"},
+		ignoreGets: true, // as many as fit in 50ms
+		wantReqs:   []proto.Message{nodeReq("worker-2")},
+	}, {
+		name:      "stops at the first refusal, after the ones before it",
+		setup:     refusal(codes.FailedPrecondition, "promote: refused: node eee is not ready (down): bring it back first"),
+		args:      []string{"node", "promote", "worker-2", "worker-3", "aaa"},
+		want:      promotedD,
+		wantErr:   "promote node worker-3: promote: refused: node eee is not ready (down): bring it back first (FailedPrecondition)",
+		wantCalls: []string{"PromoteNode worker-2", "PromoteNode worker-3"},
+		wantReqs:  []proto.Message{nodeReq("worker-2"), nodeReq("worker-3")},
+	}, {
+		name:      "an unknown node",
+		args:      []string{"node", "promote", "zzz"},
+		wantErr:   `promote node zzz: no node has the ID, unique ID prefix or name "zzz" (NotFound)`,
+		wantCalls: []string{"PromoteNode zzz"},
+		wantReqs:  []proto.Message{nodeReq("zzz")},
+	}})
+}
+
+func TestNodeDemote(t *testing.T) {
+	const (
+		handedOver = "node aaaaaaaaaaaaaaaaaaaaaaaa (manager-1) leads the curators: it resigned, and the next leader finishes its demotion\n"
+		finished   = "demoted aaaaaaaaaaaaaaaaaaaaaaaa (manager-1): the next leader finished, no longer a consensus member\n"
+		getA       = "GetNode aaaaaaaaaaaaaaaaaaaaaaaa"
+	)
+	nodeReq := func(id string) proto.Message { return &pb.NodeRequest{Id: id} }
+	runChangeCases(t, []changeCase{{
+		name: "in order; a node without the role is demoted already",
+		args: []string{"node", "demote", "manager-2", "worker-2"},
+		want: "demoted bbbbbbbbbbbbbbbbbbbbbbbb (manager-2): no longer a consensus member\n" +
+			"demoted dddddddddddddddddddddddd (worker-2): no longer a consensus member\n",
+		wantCalls: []string{"DemoteNode manager-2", "DemoteNode worker-2"},
+		wantReqs:  []proto.Message{nodeReq("manager-2"), nodeReq("worker-2")},
+	}, {
+		name:      "the leader hands over, and the command waits for the next leader by default",
+		args:      []string{"node", "demote", "aaa"},
+		want:      handedOver + finished,
+		wantCalls: []string{"DemoteNode aaa", getA, getA},
+		wantReqs:  []proto.Message{nodeReq("aaa")},
+	}, {
+		name:      "the wait rides out the election",
+		setup:     func(f *fakeManagement) { f.electionGets = 1 },
+		args:      []string{"node", "demote", "aaa"},
+		want:      handedOver + finished,
+		wantCalls: []string{"DemoteNode aaa", getA, getA, getA},
+		wantReqs:  []proto.Message{nodeReq("aaa")},
+	}, {
+		name:      "--wait=false returns after the handover",
+		args:      []string{"node", "demote", "--wait=false", "aaa", "manager-2"},
+		want:      handedOver + "demoted bbbbbbbbbbbbbbbbbbbbbbbb (manager-2): no longer a consensus member\n",
+		wantCalls: []string{"DemoteNode aaa", "DemoteNode manager-2"},
+		wantReqs:  []proto.Message{nodeReq("aaa"), nodeReq("manager-2")},
+	}, {
+		name:       "a wait that runs out",
+		setup:      func(f *fakeManagement) { f.settleAfter = 0 },
+		args:       []string{"node", "demote", "--timeout", "50ms", "aaa"},
+		want:       handedOver,
+		wantErr:    "gave up after 50ms waiting for the next leader to finish demoting node aaaaaaaaaaaaaaaaaaaaaaaa (manager-1): it is up and ready, roles consensus,worker, manager status leader, demoting; it may still get there: see `curator node inspect aaaaaaaaaaaaaaaaaaaaaaaa` and `curator events`",
+		wantCalls:  []string{"DemoteNode aaa"},
+		ignoreGets: true,
+		wantReqs:   []proto.Message{nodeReq("aaa")},
+	}, {
+		name:      "stops at the first refusal, after the ones before it",
+		setup:     refusal(codes.FailedPrecondition, "demote: refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first"),
+		args:      []string{"node", "demote", "manager-2", "worker-3", "aaa"},
+		want:      "demoted bbbbbbbbbbbbbbbbbbbbbbbb (manager-2): no longer a consensus member\n",
+		wantErr:   "demote node worker-3: demote: refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first (FailedPrecondition)",
+		wantCalls: []string{"DemoteNode manager-2", "DemoteNode worker-3"},
+		wantReqs:  []proto.Message{nodeReq("manager-2"), nodeReq("worker-3")},
+	}})
+}
+
+func TestNodeUpdate(t *testing.T) {
+	runChangeCases(t, []changeCase{{
+		name: "availability and labels",
+		args: []string{"node", "update", "bbb", "--availability", "pause",
+			"--label-add", "zone=b", "--label-add", "tier=web", "--label-add", "empty=",
+			"--label-rm", "old", "--label-rm", "old"},
+		want: `ID                         NAME        ADDRESS             STATE   STATUS   AVAILABILITY   ROLES       MANAGER STATUS   VERSION
+bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   up      down     pause          consensus   unreachable      v0.1.0
+`,
+		wantCalls: []string{"UpdateNode bbb"},
+		wantReqs: []proto.Message{&pb.UpdateNodeRequest{
+			Id: "bbb", Availability: pb.Availability_AVAILABILITY_PAUSE,
+			LabelAdd: map[string]string{"zone": "b", "tier": "web", "empty": ""}, LabelRm: []string{"old"},
+		}},
+	}, {
+		name:      "drain alone",
+		args:      []string{"node", "update", "manager-2", "--availability=drain", "-o", "json"},
+		want:      wantNodeB + "\n",
+		wantCalls: []string{"UpdateNode manager-2"},
+		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "manager-2", Availability: pb.Availability_AVAILABILITY_DRAIN}},
+	}, {
+		name: "labels alone leave availability unset; a value may hold '='",
+		args: []string{"node", "update", "manager-2", "--label-add", "k=a=b", "-o", "json"},
+		want: strings.Replace(wantNodeB, `"labels": {},`, `"labels": {
+    "k": "a=b"
+  },`, 1) + "\n",
+		wantCalls: []string{"UpdateNode manager-2"},
+		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "manager-2", LabelAdd: map[string]string{"k": "a=b"}}},
+	}, {
+		name:      "the server's refusal",
+		setup:     refusal(codes.InvalidArgument, `invalid request: label key "-x": use up to 63 letters, digits, '-', '_', '.', '/', starting and ending with a letter or digit`),
+		args:      []string{"node", "update", "worker-3", "--label-add", "-x=1"},
+		wantErr:   `update node worker-3: invalid request: label key "-x": use up to 63 letters, digits, '-', '_', '.', '/', starting and ending with a letter or digit (InvalidArgument)`,
+		wantCalls: []string{"UpdateNode worker-3"},
+		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "worker-3", LabelAdd: map[string]string{"-x": "1"}}},
+	}})
+}
+
+// TestNodeUpdateRefusedLocally checks that flags that cannot make a
+// sensible update are refused before the command talks to the cluster.
+func TestNodeUpdateRefusedLocally(t *testing.T) {
+	var cases []changeCase
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "nothing to change: give --availability, --label-add or --label-rm"},
+		{[]string{"--availability", "paused"}, `--availability "paused" is not one of active, pause, drain`},
+		{[]string{"--availability", ""}, `--availability "" is not one of active, pause, drain`},
+		{[]string{"--availability", "DRAIN"}, `--availability "DRAIN" is not one of active, pause, drain`},
+		{[]string{"--label-add", "zone"}, `--label-add "zone": give a label as key=value`},
+		{[]string{"--label-add", "=a"}, `--label-add "=a": give a label as key=value`},
+		{[]string{"--label-add", "k=1", "--label-add", "k=2"}, `--label-add gives label "k" twice, as "1" and "2": give it once`},
+		{[]string{"--label-rm", ""}, "--label-rm: the label key is empty"},
+		{[]string{"--label-rm", "zone=a"}, `--label-rm "zone=a": give only the key of the label to remove`},
+		{[]string{"--label-add", "k=1", "--label-rm", "k"}, `label "k" is both added (--label-add) and removed (--label-rm): give one`},
+	} {
+		cases = append(cases, changeCase{
+			name:    strings.Join(tc.args, " "),
+			args:    append([]string{"node", "update", "bbb"}, tc.args...),
+			wantErr: tc.wantErr,
+		})
+	}
+	runChangeCases(t, cases)
+}
+
+func TestNodeApprove(t *testing.T) {
+	runChangeCases(t, []changeCase{{
+		name: "table",
+		args: []string{"node", "approve", "worker-1"},
+		want: `ID                         NAME       ADDRESS             STATE   STATUS    AVAILABILITY   ROLES    MANAGER STATUS   VERSION
+cccccccccccccccccccccccc   worker-1   127.0.100.12:7000   up      unknown   active         worker
+`,
+		wantCalls: []string{"ApproveNode worker-1"},
+		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "worker-1"}},
+	}, {
+		name: "json",
+		args: []string{"node", "approve", "ccc", "-o", "json"},
+		want: `{
+  "id": "cccccccccccccccccccccccc",
+  "name": "worker-1",
+  "address": "127.0.100.12:7000",
+  "state": "up",
+  "status": "unknown",
+  "availability": "active",
+  "roles": [
+    "worker"
+  ],
+  "manager_status": "",
+  "group": "",
+  "instance_id": "",
+  "config_sha": "",
+  "version": "",
+  "labels": {},
+  "last_heartbeat": null,
+  "status_changed": null,
+  "created": "2026-01-02T03:04:05Z",
+  "updated": "2026-01-02T03:04:05Z",
+  "joined_as": "worker",
+  "demoting": false
+}
+`,
+		wantCalls: []string{"ApproveNode ccc"},
+		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "ccc"}},
+	}, {
+		name:      "an unknown node",
+		args:      []string{"node", "approve", "zzz"},
+		wantErr:   `approve node zzz: no node has the ID, unique ID prefix or name "zzz" (NotFound)`,
+		wantCalls: []string{"ApproveNode zzz"},
+		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "zzz"}},
+	}})
+}
+
+func TestNodeRm(t *testing.T) {
+	runChangeCases(t, []changeCase{{
+		name:      "a node that is not ready",
+		args:      []string{"node", "rm", "worker-1"},
+		want:      "removed cccccccccccccccccccccccc\n",
+		wantCalls: []string{"RemoveNode worker-1"},
+		wantReqs:  []proto.Message{&pb.RemoveNodeRequest{Id: "worker-1"}},
+	}, {
+		name:      "a ready node, refused",
+		args:      []string{"node", "rm", "aaa"},
+		wantErr:   "remove node aaa: refused: node aaaaaaaaaaaaaaaaaaaaaaaa is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway (FailedPrecondition)",
+		wantCalls: []string{"RemoveNode aaa"},
+		wantReqs:  []proto.Message{&pb.RemoveNodeRequest{Id: "aaa"}},
+	}, {
+		name:      "a ready node, forced",
+		args:      []string{"node", "rm", "--force", "aaa"},
+		want:      "removed aaaaaaaaaaaaaaaaaaaaaaaa\n",
+		wantCalls: []string{"RemoveNode aaa"},
+		wantReqs:  []proto.Message{&pb.RemoveNodeRequest{Id: "aaa", Force: true}},
+	}})
+}
+
+// TestNodeJSONDemoting shows a demotion under way in node inspect.
+func TestNodeJSONDemoting(t *testing.T) {
+	f := newFakeManagement()
+	f.nodes[2].Node.Demoting = true
+	path := startFakeCluster(t, f)
+	got, err := runCLI(t, "--config", path, "node", "inspect", "bbb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(wantNodeB, `"demoting": false`, `"demoting": true`, 1) + "\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node inspect of a node being demoted (-want +got):\n%s", diff)
+	}
 }
