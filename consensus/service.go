@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	case c.Mode == ModeJoin:
 		mode = "join"
 		ec.ClusterState = embed.ClusterStateFlagExisting
-		ec.InitialCluster = c.Join.initialCluster()
+		ec.InitialCluster = s.currentJoin().initialCluster()
 	}
 	sig := &etcdSignals{}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(s.lg, c.EtcdLogLevel, sig))
@@ -391,4 +392,71 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails
 	return hex.EncodeToString(b)
+}
+
+// currentJoin returns the join parameters with the cluster's membership as
+// it is now. etcd checks a joining member's initial cluster against the
+// cluster's (the same peer URLs, the same count), and the parameters the
+// curator handed over are a snapshot from when the learner was added:
+// managers that joined since are missing from it. So ask the cluster,
+// through the voters' client URLs (peer port + 1), with this node's etcd
+// certificate. Members that have not started have no name yet; etcd does
+// not compare names, but they must be unique, so they get a placeholder.
+// If no voter answers, the handed-over parameters are used as they are.
+func (s *Service) currentJoin() JoinParams {
+	c := s.cfg
+	var endpoints []string
+	for _, p := range c.Join.Peers {
+		if p.NodeID == "" || p.NodeID == c.NodeID {
+			continue
+		}
+		if ep, ok := clientURLFromPeer(p.PeerURL); ok {
+			endpoints = append(endpoints, ep)
+		}
+	}
+	if len(endpoints) == 0 {
+		return *c.Join
+	}
+	cert, ca, err := c.loadTLS()
+	if err != nil {
+		return *c.Join
+	}
+	cli, err := newClient(endpoints, cert, ca, s.lg)
+	if err != nil {
+		return *c.Join
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	members, clusterID, err := memberList(ctx, cli)
+	if err != nil {
+		s.lg.Warn("could not read the cluster's members: joining with the handed-over list", zap.Error(err))
+		return *c.Join
+	}
+	p := JoinParams{ClusterID: clusterID, MemberID: c.Join.MemberID}
+	for _, m := range members {
+		name := m.NodeID
+		switch {
+		case m.ID == c.Join.MemberID:
+			name = c.NodeID
+		case name == "":
+			name = "unstarted-" + hexID(m.ID)
+		}
+		p.Peers = append(p.Peers, Peer{NodeID: name, PeerURL: m.PeerURL})
+	}
+	return p
+}
+
+// clientURLFromPeer derives a member's client URL from its peer URL, by the
+// port convention (peer PORT+1, client PORT+2).
+func clientURLFromPeer(peerURL string) (string, bool) {
+	u, err := url.Parse(peerURL)
+	if err != nil {
+		return "", false
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return "", false
+	}
+	return ClientURL(u.Hostname(), port-peerPortOffset), true
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// SyncInterval is the resync period of the loops that follow etcd's
 	// member list, which has no watch; node changes trigger them at once.
 	SyncInterval time.Duration
+	// PollOnly makes the loops tick on SyncInterval alone, ignoring etcd
+	// watch events: the seed's fixed poll, kept to measure against.
+	PollOnly bool
 	// MinActionGap is the least time between two actions of one loop.
 	MinActionGap time.Duration
 	// LearnerDownLimit is how long a learner's node may be down before the

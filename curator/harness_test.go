@@ -42,7 +42,7 @@ const (
 var ipCounter atomic.Int32
 
 // nextIP hands out 127.0.77.1, 127.0.77.2, ... (then 127.0.78.x).
-func nextIP(t *testing.T) string {
+func nextIP(t testing.TB) string {
 	t.Helper()
 	n := ipCounter.Add(1)
 	if n > 2*254 {
@@ -53,7 +53,7 @@ func nextIP(t *testing.T) string {
 
 // freeBasePort returns a port on ip such that it and the three after it
 // (etcd peer, etcd client, HTTP) are free right now.
-func freeBasePort(t *testing.T, ip string) int {
+func freeBasePort(t testing.TB, ip string) int {
 	t.Helper()
 	for range 100 {
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
@@ -86,7 +86,7 @@ func freeBasePort(t *testing.T, ip string) int {
 // testCluster is a one-member etcd with TLS and the cluster records of a
 // bootstrapped cluster whose first node is a manager.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	root   *pki.CA
 	etcdCA *pki.CA
 	// etcdURL is the client URL of the etcd member.
@@ -106,7 +106,7 @@ type testNode struct {
 	cert    *x509.Certificate
 }
 
-func newKey(t *testing.T) (crypto.Signer, string) {
+func newKey(t testing.TB) (crypto.Signer, string) {
 	t.Helper()
 	key, err := pki.NewKey()
 	if err != nil {
@@ -121,7 +121,7 @@ func newKey(t *testing.T) (crypto.Signer, string) {
 
 // newTestCluster starts etcd on a fresh address and bootstraps the cluster
 // records into it.
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
 	root, err := pki.NewCA("test cluster CA")
 	if err != nil {
@@ -280,7 +280,7 @@ func (c *testCluster) startLeader() *Service {
 
 // dial connects to a curator at address, presenting cert (none if nil) and
 // trusting roots.
-func dial(t *testing.T, address string, cert *tls.Certificate, roots ...*x509.Certificate) *grpc.ClientConn {
+func dial(t testing.TB, address string, cert *tls.Certificate, roots ...*x509.Certificate) *grpc.ClientConn {
 	t.Helper()
 	pool := x509.NewCertPool()
 	for _, r := range roots {
@@ -357,7 +357,7 @@ func (c *testCluster) loadNode(id string) *pb.Node {
 }
 
 // waitFor polls cond until it holds, failing the test after testTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)
 	for !cond() {

@@ -48,7 +48,7 @@ func decideLearners(learners []learnerInfo, now time.Time, downLimit time.Durati
 	for _, l := range learners {
 		if l.nodeID != "" && l.started && l.downSince.IsZero() {
 			return &learnerAction{promote: true, memberID: l.memberID, nodeID: l.nodeID,
-				reason: fmt.Sprintf("learner %x of node %s is running: promoting it once it has caught up", l.memberID, l.nodeID)}
+				reason: fmt.Sprintf("learner %x of node %s is running: promote it to voter (etcd refuses until it has caught up)", l.memberID, l.nodeID)}
 		}
 	}
 	return nil

@@ -54,6 +54,9 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 	defer cancel()
 	watchErr := make(chan error, 1)
 	var wg sync.WaitGroup
+	if s.cfg.PollOnly {
+		spec.watch = nil
+	}
 	for _, p := range spec.watch {
 		wch := s.cfg.Etcd.Watch(wctx, p, clientv3.WithPrefix())
 		wg.Go(func() {
