@@ -579,3 +579,51 @@ func TestStaleDataDir(t *testing.T) {
 		t.Errorf("Run took %v to return after its context was cancelled while starting", d)
 	}
 }
+
+// TestLearnersJoinAtOnce: two managers are added as learners before either
+// starts, so each one's join parameters (a snapshot) miss the other. Each
+// must still join: it reads the current membership before it starts.
+func TestLearnersJoinAtOnce(t *testing.T) {
+	t.Parallel()
+	p := newTestPKI(t)
+	nodes := p.newCluster(t, 1)
+	cli := p.client(t, nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	type added struct {
+		id       string
+		ip       string
+		port     int
+		params   JoinParams
+		memberID uint64
+	}
+	var learners []added
+	for _, id := range []string{"a", "b"} {
+		ip := nextIP(t)
+		port := freeBasePort(t, ip)
+		params, memberID, err := AddLearner(ctx, cli, id, PeerURL(ip, port))
+		if err != nil {
+			t.Fatalf("add learner %s: %v (etcd must accept more than one learner at once)", id, err)
+		}
+		learners = append(learners, added{id, ip, port, params, memberID})
+	}
+	if got := len(learners[0].params.Peers); got != 2 {
+		t.Fatalf("the first learner's parameters list %d peers, want 2 (the snapshot before the second was added)", got)
+	}
+	var started []*testNode
+	for _, l := range learners {
+		n := p.newNodeAt(t, l.id, l.ip, l.port, ModeJoin, &l.params)
+		n.start()
+		started = append(started, n)
+	}
+	for i, n := range started {
+		if st := n.waitState(Learner); st.MemberID != learners[i].memberID {
+			t.Errorf("learner %s runs as member %x, was added as %x", learners[i].id, st.MemberID, learners[i].memberID)
+		}
+		if err := PromoteLearner(ctx, cli, learners[i].memberID); err != nil {
+			t.Fatal(err)
+		}
+		n.waitState(Voter)
+	}
+}
