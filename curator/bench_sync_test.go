@@ -2,7 +2,6 @@ package curator
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -118,6 +117,6 @@ func BenchmarkSyncConverge(b *testing.B) {
 	}
 	ev, poll := pct(modes[0].samples, 0.99), pct(modes[1].samples, 0.99)
 	b.ReportMetric(float64(poll)/float64(ev), "poll/event-p99-ratio")
-	b.Log(fmt.Sprintf("%d changes each: event-driven p50 %v p99 %v; poll-5s p50 %v p99 %v; p99 ratio %.1fx",
-		len(modes[0].samples), pct(modes[0].samples, 0.5), ev, pct(modes[1].samples, 0.5), poll, float64(poll)/float64(ev)))
+	b.Logf("%d changes each: event-driven p50 %v p99 %v; poll-5s p50 %v p99 %v; p99 ratio %.1fx",
+		len(modes[0].samples), pct(modes[0].samples, 0.5), ev, pct(modes[1].samples, 0.5), poll, float64(poll)/float64(ev))
 }

@@ -20,6 +20,8 @@ type placementVoter struct {
 	memberID uint64
 	nodeID   string
 	healthy  bool
+	// demoting: on its way out, so never a target.
+	demoting bool
 }
 
 type placementAction struct {
@@ -41,7 +43,7 @@ func decidePlacement(curatorLeader string, etcdLeader uint64, voters []placement
 	}
 	sort.Slice(voters, func(i, j int) bool { return voters[i].nodeID < voters[j].nodeID })
 	for _, v := range voters {
-		if v.nodeID != curatorLeader && v.nodeID != "" && v.healthy {
+		if v.nodeID != curatorLeader && v.nodeID != "" && v.healthy && !v.demoting {
 			return &placementAction{toMember: v.memberID, toNode: v.nodeID,
 				reason: fmt.Sprintf("node %s is both curator and etcd leader: moving etcd leadership to %s, so that losing one node costs one failover", curatorLeader, v.nodeID)}
 		}
@@ -60,6 +62,10 @@ func (s *Service) placementLoop(st *leaderState) loopSpec {
 }
 
 func (s *Service) placementTick(ctx context.Context, st *leaderState) (loopResult, error) {
+	// Under muNodes, so that it never moves leadership onto a member that a
+	// demotion or removal is taking out.
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
 	ms, err := s.observeMembership(ctx)
 	if err != nil {
 		return loopResult{}, err
@@ -76,7 +82,8 @@ func (s *Service) placementTick(ctx context.Context, st *leaderState) (loopResul
 		id := ms.nodeOf[m.ID]
 		n := ms.byID[id]
 		voters = append(voters, placementVoter{memberID: m.ID, nodeID: id,
-			healthy: n != nil && n.Status == pb.NodeStatus_NODE_STATUS_READY && m.ClientURL != ""})
+			healthy:  n != nil && n.Status == pb.NodeStatus_NODE_STATUS_READY && m.ClientURL != "",
+			demoting: n != nil && n.Demoting})
 	}
 	a := decidePlacement(s.cfg.NodeID, etcdLeader, voters)
 	if a == nil {

@@ -21,6 +21,7 @@ func TestDecidePlacement(t *testing.T) {
 		{"single voter: nothing", "a", 1, []placementVoter{v(1, "a", true)}, nil},
 		{"together: move to a healthy voter", "a", 1, []placementVoter{v(1, "a", true), v(3, "c", true), v(2, "b", true)}, &placementAction{toMember: 2, toNode: "b"}},
 		{"together: skip unhealthy voters", "a", 1, []placementVoter{v(1, "a", true), v(2, "b", false), v(3, "c", true)}, &placementAction{toMember: 3, toNode: "c"}},
+		{"together: never onto a demoting voter", "a", 1, []placementVoter{v(1, "a", true), {memberID: 2, nodeID: "b", healthy: true, demoting: true}, v(3, "c", true)}, &placementAction{toMember: 3, toNode: "c"}},
 		{"together but no healthy voter: nothing", "a", 1, []placementVoter{v(1, "a", true), v(2, "b", false)}, nil},
 		{"etcd leader unknown: nothing", "a", 0, []placementVoter{v(1, "a", true), v(2, "b", true)}, nil},
 	}

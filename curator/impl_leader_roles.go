@@ -189,6 +189,9 @@ func (s *Service) moveEtcdLeaderOff(ctx context.Context, st *leaderState, ms *me
 		if o.IsLearner || o.ID == m.ID || !s.voterHealthy(ms, o) {
 			continue
 		}
+		if n := ms.byID[ms.nodeOf[o.ID]]; n != nil && n.Demoting {
+			continue
+		}
 		if to == 0 || ms.nodeOf[to] == s.cfg.NodeID {
 			to = o.ID
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -453,10 +454,14 @@ func assertRefuses(t *testing.T, f *syncFixture, leader *Service, member uint64,
 	}
 	// The refusal repeats every tick; let several pass (the loop ticks at
 	// least every resync), each one a refusal and none an action.
-	ticks, refusals := syncTicks(t, leader), syncRefusals(t, leader)
+	// A tick counts itself, then its refusal: read refusals first at the
+	// start and last at the end, and allow for one tick in between.
+	refusals := syncRefusals(t, leader)
+	ticks := syncTicks(t, leader)
 	waitFor(t, "four more ticks of the sync", func() bool { return syncTicks(t, leader) >= ticks+4 })
-	if got := syncRefusals(t, leader); got < refusals+4 {
-		t.Errorf("refusals went from %v to %v over four ticks, want a refusal each tick", refusals, got)
+	dTicks := syncTicks(t, leader) - ticks
+	if dRefusals := syncRefusals(t, leader) - refusals; dRefusals < dTicks-1 {
+		t.Errorf("%v refusals in %v ticks, want a refusal each tick", dRefusals, dTicks)
 	}
 	for _, action := range []string{"remove-member", "grant-role", "clear-role"} {
 		if n := syncActions(t, leader, action); n != 0 {
@@ -609,5 +614,74 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 	ev := f.waitEvent(t, "grant-role", w.id)
 	if ev.Leader != c.first.id {
 		t.Errorf("grant-role recorded by %q, want %q", ev.Leader, c.first.id)
+	}
+}
+
+// TestSyncRemovesMembersFirst plants a member no node owns and a role
+// without a member together: the member goes first, then the role, one
+// change per tick with at least MinActionGap between them.
+func TestSyncRemovesMembersFirst(t *testing.T) {
+	f := newSyncFixture(t)
+	w := f.worker("w1")
+	// The member first: it has no watch, so it waits for a tick, and the
+	// role write that follows gives it one that sees both.
+	_, ghost, err := consensus.AddLearner(callCtx(t), f.c.cli, "ghost", unusedPeerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
+		n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+		n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
+	})
+	waitFor(t, "both are repaired", func() bool {
+		return !hasMember(f.members(t), ghost) && !hasRole(f.c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+	})
+	removed := f.waitEvent(t, "remove-member", "")
+	cleared := f.waitEvent(t, "clear-role", w.id)
+	gap := cleared.Time.AsTime().Sub(removed.Time.AsTime())
+	if gap < DefaultMinActionGap {
+		t.Errorf("clear-role %v after remove-member, want it after and at least %v apart (one change per tick)", gap, DefaultMinActionGap)
+	}
+	var order []string
+	for _, ev := range f.events(t) {
+		if ev.Loop == syncLoopName {
+			order = append(order, ev.Action)
+		}
+	}
+	if diff := cmp.Diff([]string{"remove-member", "clear-role"}, order); diff != "" {
+		t.Errorf("sync events (-want +got):\n%s", diff)
+	}
+}
+
+// TestSyncRecordsRecurringRefusal: a refusal is recorded once while it
+// lasts (not every tick), but a refusal that comes back after the loop
+// recovered is news, and must be recorded again.
+func TestSyncRecordsRecurringRefusal(t *testing.T) {
+	t.Skip("known bug: leaderState.newRefusal (curator.go) remembers a loop's last refusal for the whole leadership, " +
+		"so the same refusal recurring after the loop recovered is never recorded again; remove this Skip with the fix")
+	f := newSyncFixture(t)
+	ctx := callCtx(t)
+	own, err := f.c.cli.Get(ctx, nodeKey(f.c.first.id))
+	if err != nil || len(own.Kvs) != 1 {
+		t.Fatalf("read own node: %v, %v", own, err)
+	}
+	for round := 1; round <= 2; round++ {
+		if _, err := f.c.cli.Delete(ctx, nodeKey(f.c.first.id)); err != nil {
+			t.Fatal(err)
+		}
+		refusals := syncRefusals(t, f.svc)
+		waitFor(t, "the sync refuses", func() bool { return syncRefusals(t, f.svc) > refusals })
+		if _, err := f.c.cli.Put(ctx, nodeKey(f.c.first.id), string(own.Kvs[0].Value)); err != nil {
+			t.Fatal(err)
+		}
+		// Recovered: it acts again.
+		_, ghost, err := consensus.AddLearner(ctx, f.c.cli, "ghost", unusedPeerURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the sync acts again", func() bool { return !hasMember(f.members(t), ghost) })
+		if got := findEvents(f.events(t), syncLoopName, "refuse", f.c.first.id); len(got) != round {
+			t.Errorf("after %d refusals, %d refusal events", round, len(got))
+		}
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/pki"
@@ -50,8 +52,9 @@ type Agent struct {
 	// desired is the node's own record as the leader last sent it.
 	desired *value[*pb.Node]
 	// managers is the managers' addresses, as last known.
-	mu       sync.Mutex
-	managers []string
+	mu          sync.Mutex
+	managers    []string
+	lastRefusal string
 
 	consensus consensusState
 
@@ -192,7 +195,7 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		lg.Debug("heartbeat stream ended", zap.Error(err))
+		a.logStreamError(lg, "heartbeat", err)
 		if err := retry.wait(ctx); err != nil {
 			return err
 		}
@@ -255,7 +258,7 @@ func (a *Agent) runWatch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		lg.Debug("watch ended", zap.Error(err))
+		a.logStreamError(lg, "watch", err)
 		if err := retry.wait(ctx); err != nil {
 			return err
 		}
@@ -327,4 +330,24 @@ func (v *value[T]) get() (T, bool, <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.v, v.set_, v.changed
+}
+
+// logStreamError logs why a stream to the leader ended. Most reasons pass
+// (a leader change, a manager restarting) and are debug noise; a refusal
+// means this node is no longer welcome, which an operator must see, once.
+func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.NotFound, codes.Unauthenticated:
+		msg := status.Convert(err).Message()
+		a.mu.Lock()
+		seen := a.lastRefusal == msg
+		a.lastRefusal = msg
+		a.mu.Unlock()
+		if !seen {
+			lg.Warn("the cluster refuses this node: was it removed (`curator node ls` tells)? To join again, stop this agent, wipe its data dir and run `curator agent join`",
+				zap.String("stream", stream), zap.String("reason", msg))
+		}
+	default:
+		lg.Debug(stream+" stream ended", zap.Error(err))
+	}
 }
