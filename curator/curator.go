@@ -67,6 +67,14 @@ func (st *leaderState) resign() {
 	st.resignOnce.Do(func() { close(st.resigned) })
 }
 
+// clearRefusal forgets a loop's last refusal, so that the same refusal
+// coming back is recorded again.
+func (st *leaderState) clearRefusal(loop string) {
+	st.muRefusals.Lock()
+	defer st.muRefusals.Unlock()
+	delete(st.lastRefusal, loop)
+}
+
 // waitNotDemoting blocks while this curator's own node is being demoted.
 func (s *Service) waitNotDemoting(ctx context.Context) error {
 	for {

@@ -152,7 +152,9 @@ func (s *Service) demote(ctx context.Context, st *leaderState, n *pb.Node) (demo
 // not this curator's node): etcd leadership off it, the member removed,
 // then the role and the mark cleared.
 func (s *Service) finishDemotion(ctx context.Context, st *leaderState, ms *membership, n *pb.Node) (string, error) {
+	msg := fmt.Sprintf("node %s demoted: its etcd member was gone already; consensus role cleared", n.Id)
 	if m, member := ms.memberOf[n.Id]; member {
+		msg = fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, m.ID)
 		if err := s.checkRemoval(ms, m, n.Id); err != nil {
 			return "", err
 		}
@@ -173,7 +175,7 @@ func (s *Service) finishDemotion(ctx context.Context, st *leaderState, ms *membe
 	if err := nodeSave(ctx, st.leadership, n); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, ms.memberOf[n.Id].ID), nil
+	return msg, nil
 }
 
 // moveEtcdLeaderOff moves etcd leadership away from member m if it holds

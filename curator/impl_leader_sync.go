@@ -92,6 +92,24 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 		res.refused = true
 		return res, nil
 	case syncRemoveMember:
+		// A voter of no node still votes: taking it out is held to the
+		// same quorum guard as any removal, and etcd leadership moves off
+		// it first.
+		for _, m := range ms.members {
+			if m.ID != a.memberID {
+				continue
+			}
+			if err := s.checkRemoval(ms, m, a.nodeID); err != nil {
+				res.refused = true
+				res.reason = fmt.Sprintf("%s, but removing it now is unsafe: %v", a.reason, err)
+				return res, nil
+			}
+			if !m.IsLearner {
+				if err := s.moveEtcdLeaderOff(ctx, st, ms, m); err != nil {
+					return res, err
+				}
+			}
+		}
 		if err := s.removeMemberAsLeader(ctx, st, a.memberID); err != nil {
 			return res, err
 		}
@@ -103,6 +121,7 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 		}
 		n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = join
+		n.Updated = timestampNow(s)
 		if err := nodeSave(ctx, st.leadership, n); err != nil {
 			return res, err
 		}
@@ -111,6 +130,7 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 		n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = nil
 		n.Demoting = false
+		n.Updated = timestampNow(s)
 		if err := nodeSave(ctx, st.leadership, n); err != nil {
 			return res, err
 		}

@@ -95,6 +95,7 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			s.recordEvent(ctx, st, spec.name, res)
 		case res.action != "":
+			st.clearRefusal(spec.name)
 			if divergedAt.IsZero() {
 				divergedAt = now
 			}
@@ -111,6 +112,7 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			}
 			continue
 		default:
+			st.clearRefusal(spec.name)
 			if !divergedAt.IsZero() {
 				s.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
 				divergedAt = time.Time{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -19,8 +20,12 @@ const eventPrefix = keyPrefix + "events/"
 // MaxEvents is how many events are kept.
 const MaxEvents = 1000
 
+// eventSeq tells apart events recorded in the same nanosecond (or with a
+// coarse clock); keys still sort by time first.
+var eventSeq atomic.Uint64
+
 func eventKey(ev *pb.Event) string {
-	return fmt.Sprintf("%s%020d", eventPrefix, ev.Time.AsTime().UnixNano())
+	return fmt.Sprintf("%s%020d-%012d", eventPrefix, ev.Time.AsTime().UnixNano(), eventSeq.Add(1))
 }
 
 // eventRecord writes an event, fenced, and trims the history.

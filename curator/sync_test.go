@@ -657,8 +657,6 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 // lasts (not every tick), but a refusal that comes back after the loop
 // recovered is news, and must be recorded again.
 func TestSyncRecordsRecurringRefusal(t *testing.T) {
-	t.Skip("known bug: leaderState.newRefusal (curator.go) remembers a loop's last refusal for the whole leadership, " +
-		"so the same refusal recurring after the loop recovered is never recorded again; remove this Skip with the fix")
 	f := newSyncFixture(t)
 	ctx := callCtx(t)
 	own, err := f.c.cli.Get(ctx, nodeKey(f.c.first.id))
