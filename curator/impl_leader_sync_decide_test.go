@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,5 +95,55 @@ func TestDecideSync(t *testing.T) {
 				t.Errorf("decideSync (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDecideSyncCombinations walks every combination for one node beside
+// the leader: no member, a voter or a learner; the role or not; the node
+// present or missing from the registry; and the leader itself present or
+// missing from either set.
+func TestDecideSyncCombinations(t *testing.T) {
+	const leader, node = "leader", "n"
+	const memberID = 7
+	for _, membership := range []string{"none", "voter", "learner"} {
+		for _, role := range []bool{false, true} {
+			for _, present := range []bool{false, true} {
+				for _, leaderState := range []string{"ok", "no-record", "no-member"} {
+					name := fmt.Sprintf("member=%s/role=%v/node=%v/leader=%s", membership, role, present, leaderState)
+					t.Run(name, func(t *testing.T) {
+						var snap syncSnapshot
+						snap.leaderNodeID = leader
+						if leaderState != "no-record" {
+							snap.nodes = append(snap.nodes, syncNode{id: leader, hasConsensus: true})
+						}
+						if leaderState != "no-member" {
+							snap.members = append(snap.members, syncMember{id: 1, nodeID: leader})
+						}
+						if present {
+							snap.nodes = append(snap.nodes, syncNode{id: node, hasConsensus: role})
+						}
+						if membership != "none" {
+							snap.members = append(snap.members, syncMember{id: memberID, nodeID: node, isLearner: membership == "learner"})
+						}
+						var want *syncAction
+						switch {
+						case leaderState != "ok":
+							want = &syncAction{kind: syncRefuse, nodeID: leader}
+						case membership != "none" && !present:
+							want = &syncAction{kind: syncRemoveMember, nodeID: node, memberID: memberID}
+						case membership != "none" && !role:
+							want = &syncAction{kind: syncGrantRole, nodeID: node, memberID: memberID}
+						case membership == "none" && present && role:
+							want = &syncAction{kind: syncClearRole, nodeID: node}
+						}
+						got := decideSync(snap)
+						opt := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".reason" }, cmp.Ignore())
+						if diff := cmp.Diff(want, got, cmp.AllowUnexported(syncAction{}), opt); diff != "" {
+							t.Errorf("decideSync (-want +got):\n%s", diff)
+						}
+					})
+				}
+			}
+		}
 	}
 }

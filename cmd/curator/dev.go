@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -335,19 +334,6 @@ func (dc *devCluster) start(dir, name, verb string, args ...string) (*devNode, e
 	dc.nodes = append(dc.nodes, n)
 	dc.mu.Unlock()
 	return n, nil
-}
-
-// devProcAttr puts a child in its own process group, so that a Ctrl-C in the
-// terminal reaches dev alone and dev stops the nodes in order, and on Linux
-// asks the kernel to send it SIGTERM if dev dies, so that no node outlives a
-// killed dev. Pdeathsig exists only in Linux's SysProcAttr, hence reflect:
-// this file builds on every platform.
-func devProcAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.CanSet() {
-		f.SetInt(int64(syscall.SIGTERM))
-	}
-	return attr
 }
 
 // waitFor polls check until it succeeds, n exits, ctx ends or

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetricsAndHealthz: every node serves Prometheus metrics and a health
+// check at PORT+3; the leader's show it leads and its loops tick.
+func TestMetricsAndHealthz(t *testing.T) {
+	c := newCluster(t, "127.0.206.")
+	c.init("manager-1", 10)
+	c.join("worker-1", 11, c.token("worker"), c.nodes["manager-1"])
+	c.waitReady(30*time.Second, "manager-1", "worker-1")
+
+	get := func(host int, path string) (string, error) {
+		url := fmt.Sprintf("http://%s%d:%d%s", c.subnet, host, port+3, path)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return "", err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return string(body), nil
+	}
+
+	eventually(t, 20*time.Second, "the leader's metrics", func() error {
+		body, err := get(10, "/metrics")
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{
+			"curator_is_leader 1",
+			"curator_leader_changes_total 1",
+			`curator_loop_ticks_total{loop="consensus-sync"}`,
+			`curator_loop_ticks_total{loop="health"}`,
+			`curator_loop_actions_total{action="mark-ready",loop="health"}`,
+			`curator_nodes{status="ready"} 2`,
+			"go_goroutines",
+		} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
+		}
+		return nil
+	})
+	body, err := get(11, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "curator_is_leader 0") {
+		t.Errorf("a worker's metrics do not say it does not lead")
+	}
+	for host, want := range map[int]healthzJSON{10: {Consensus: "voter", CuratorLeader: true}, 11: {Consensus: "none"}} {
+		body, err := get(host, "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got healthzJSON
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("/healthz of host %d: %v: %s", host, err, body)
+		}
+		if got.NodeID == "" || got.Consensus != want.Consensus || got.CuratorLeader != want.CuratorLeader {
+			t.Errorf("/healthz of host %d = %+v, want consensus %q, leader %v", host, got, want.Consensus, want.CuratorLeader)
+		}
+	}
+}
+
+type healthzJSON struct {
+	NodeID        string `json:"node_id"`
+	Consensus     string `json:"consensus"`
+	CuratorLeader bool   `json:"curator_leader"`
+}
