@@ -181,6 +181,15 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	// Managers that join at once are learners at once: etcd's default of
 	// one learner would make every join but the first wait.
 	ec.MaxLearners = MaxLearners
+	// etcd's strict reconfiguration check refuses every member add while
+	// any voter is unreachable, even a learner's (it counts the newcomer
+	// as a voter that is down), and any change for 5 s after a member
+	// joins. That forbids the one thing that repairs a cluster with a dead
+	// manager: adding a new one. The curator guards membership changes
+	// itself, from node health: a learner can always be added, and a
+	// promotion or removal must leave a healthy majority of voters (see
+	// checkRemoval and the learner loop).
+	ec.StrictReconfigCheck = false
 	// The curator speaks gRPC only.
 	ec.EnableGRPCGateway = false
 	// Keep an hour of history: enough for watchers to resume after a

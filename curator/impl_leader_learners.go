@@ -20,6 +20,9 @@ import (
 type learnerInfo struct {
 	memberID uint64
 	nodeID   string
+	// quorumAfter: promoting it leaves a healthy majority of voters (it
+	// counts as healthy itself: it runs).
+	quorumAfter bool
 	// started: etcd on the node has run (the member has a name).
 	started bool
 	// downSince is when the node went down; zero when it is not down.
@@ -46,7 +49,7 @@ func decideLearners(learners []learnerInfo, now time.Time, downLimit time.Durati
 		}
 	}
 	for _, l := range learners {
-		if l.nodeID != "" && l.started && l.downSince.IsZero() {
+		if l.nodeID != "" && l.started && l.downSince.IsZero() && l.quorumAfter {
 			return &learnerAction{promote: true, memberID: l.memberID, nodeID: l.nodeID,
 				reason: fmt.Sprintf("learner %x of node %s is running: promote it to voter (etcd refuses until it has caught up)", l.memberID, l.nodeID)}
 		}
@@ -71,12 +74,24 @@ func (s *Service) learnerTick(ctx context.Context, st *leaderState) (loopResult,
 	if err != nil {
 		return loopResult{}, err
 	}
+	voters, healthy := 0, 0
+	for _, m := range ms.members {
+		if !m.IsLearner {
+			voters++
+			if s.voterHealthy(ms, m) {
+				healthy++
+			}
+		}
+	}
+	// With the learner as a healthy voter, is there a healthy majority?
+	// (etcd's own check of this is off: see consensus.)
+	quorumAfter := healthy+1 >= (voters+1)/2+1
 	var learners []learnerInfo
 	for _, m := range ms.members {
 		if !m.IsLearner {
 			continue
 		}
-		l := learnerInfo{memberID: m.ID, nodeID: ms.nodeOf[m.ID], started: m.NodeID != ""}
+		l := learnerInfo{memberID: m.ID, nodeID: ms.nodeOf[m.ID], started: m.NodeID != "", quorumAfter: quorumAfter}
 		if n := ms.byID[l.nodeID]; n != nil && n.Status == pb.NodeStatus_NODE_STATUS_DOWN {
 			l.downSince = n.StatusChanged.AsTime()
 		}

@@ -19,19 +19,20 @@ func TestDecideLearners(t *testing.T) {
 	}{
 		{"none", nil, nil},
 		{"not started yet: wait", []learnerInfo{{memberID: 1, nodeID: "a"}}, nil},
-		{"started: promote", []learnerInfo{{memberID: 1, nodeID: "a", started: true}},
+		{"started: promote", []learnerInfo{{memberID: 1, nodeID: "a", started: true, quorumAfter: true}},
 			&learnerAction{promote: true, memberID: 1, nodeID: "a"}},
-		{"no node: the sync's business", []learnerInfo{{memberID: 1, started: true}}, nil},
-		{"down within the limit: wait", []learnerInfo{{memberID: 1, nodeID: "a", started: true, downSince: now.Add(-limit / 2)}}, nil},
-		{"down past the limit: remove", []learnerInfo{{memberID: 1, nodeID: "a", started: true, downSince: now.Add(-limit)}},
+		{"promotion would leave no healthy majority: wait", []learnerInfo{{memberID: 1, nodeID: "a", started: true}}, nil},
+		{"no node: the sync's business", []learnerInfo{{memberID: 1, started: true, quorumAfter: true}}, nil},
+		{"down within the limit: wait", []learnerInfo{{memberID: 1, nodeID: "a", started: true, quorumAfter: true, downSince: now.Add(-limit / 2)}}, nil},
+		{"down past the limit: remove", []learnerInfo{{memberID: 1, nodeID: "a", started: true, quorumAfter: true, downSince: now.Add(-limit)}},
 			&learnerAction{memberID: 1, nodeID: "a"}},
 		{"removal before promotion", []learnerInfo{
-			{memberID: 1, nodeID: "a", started: true},
+			{memberID: 1, nodeID: "a", started: true, quorumAfter: true},
 			{memberID: 2, nodeID: "b", downSince: now.Add(-2 * limit)},
 		}, &learnerAction{memberID: 2, nodeID: "b"}},
 		{"one at a time, by member ID", []learnerInfo{
-			{memberID: 5, nodeID: "b", started: true},
-			{memberID: 3, nodeID: "a", started: true},
+			{memberID: 5, nodeID: "b", started: true, quorumAfter: true},
+			{memberID: 3, nodeID: "a", started: true, quorumAfter: true},
 		}, &learnerAction{promote: true, memberID: 3, nodeID: "a"}},
 	}
 	opt := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".reason" }, cmp.Ignore())

@@ -644,6 +644,20 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) { mgmtRefused(t, c, tc.args, tc.want...) })
 			}
 		}},
+		{"promote and demote while a voter is down", func(t *testing.T) {
+			// manager-3 is still dead. A fourth voter leaves 3 of 4
+			// healthy, a majority; taking it out again leaves 2 of 3.
+			mgmtRun(t, c, "node", "promote", "worker-2", "--wait")
+			mgmtWaitVoters(t, c, ids, "manager-1", "manager-2", "manager-3", "worker-2")
+			mgmtRun(t, c, "node", "demote", "worker-2")
+			mgmtWaitVoters(t, c, ids, "manager-1", "manager-2", "manager-3")
+			mgmtWaitNode(t, c, "worker-2", "a ready worker again", func(n mgmtNode) error {
+				if slices.Contains(n.Roles, "consensus") || n.Status != "ready" {
+					return fmt.Errorf("roles %v, status %s", n.Roles, n.Status)
+				}
+				return nil
+			})
+		}},
 		{"rm --force of the dead manager", func(t *testing.T) {
 			mgmtRun(t, c, "node", "rm", "manager-3", "--force")
 			mgmtWaitGone(t, c, "manager-3")
