@@ -40,7 +40,8 @@ type Config struct {
 	// member list, which has no watch; node changes trigger them at once.
 	SyncInterval time.Duration
 	// PollOnly makes the loops tick on SyncInterval alone, ignoring etcd
-	// watch events: the seed's fixed poll, kept to measure against.
+	// watch events and making one change per period: the seed's fixed
+	// poll, kept to measure against.
 	PollOnly bool
 	// MinActionGap is the least time between two actions of one loop.
 	MinActionGap time.Duration

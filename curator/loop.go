@@ -102,6 +102,10 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			s.metrics.Actions.WithLabelValues(spec.name, res.action).Inc()
 			lg.Info(res.action, zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			s.recordEvent(ctx, st, spec.name, res)
+			if s.cfg.PollOnly {
+				// The seed's loop: one change per period, nothing sooner.
+				break
+			}
 			// More may be needed: tick again after the gap.
 			if spec.minGap > 0 {
 				select {
