@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +39,7 @@ type mgmtNode struct {
 	ManagerStatus string            `json:"manager_status"`
 	Labels        map[string]string `json:"labels"`
 	Demoting      bool              `json:"demoting"`
+	LastHeartbeat *time.Time        `json:"last_heartbeat"`
 }
 
 // mgmtInfo is `cluster info -o json`.
@@ -232,6 +235,9 @@ func mgmtSnap(t *testing.T, c *cluster) mgmtSnapshot {
 	info, err := mgmtClusterInfo(t, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range nodes {
+		nodes[i].LastHeartbeat = nil // changes every heartbeat
 	}
 	return mgmtSnapshot{
 		Nodes: nodes, Leader: info.Leader, Voters: info.Voters, Learners: info.Learners,
@@ -710,15 +716,6 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 			ids["manager-4"] = mgmtIDs(t, c, "manager-4")["manager-4"]
 			mgmtWaitVoters(t, c, ids, "manager-1", "manager-2", "manager-4")
 		}},
-		{"leave of a worker", func(t *testing.T) {
-			out, _, err := mgmtLeave(t, c, "worker-2", false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("agent leave worker-2: %s", strings.TrimSpace(out))
-			mgmtAssertLeft(t, c, "worker-2")
-			mgmtWaitGone(t, c, "worker-2")
-		}},
 		{"leave of a follower manager", func(t *testing.T) {
 			start := time.Now()
 			out, _, err := mgmtLeave(t, c, "manager-2", false)
@@ -745,6 +742,45 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 			if info.Leader != ids["manager-4"] {
 				t.Errorf("curator leader is %s, want manager-4", mgmtNameOf(ids, info.Leader))
 			}
+		}},
+		{"a worker outlives every manager it knew", func(t *testing.T) {
+			// worker-2 joined through manager-1; manager-1 and manager-2
+			// are gone. Its manager list on disk follows the cluster, so it
+			// restarts from disk and reaches manager-4.
+			w := c.nodes["worker-2"]
+			eventually(t, 20*time.Second, "worker-2's manager list follows the cluster", func() error {
+				data, err := os.ReadFile(filepath.Join(w.dataDir, "managers.json"))
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(string(data), c.nodes["manager-4"].listen) || strings.Contains(string(data), m1.listen) {
+					return fmt.Errorf("worker-2's managers.json is %s: want manager-4 (%s) and not manager-1 (%s)", data, c.nodes["manager-4"].listen, m1.listen)
+				}
+				return nil
+			})
+			if err := w.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.proc.wait(t, 20*time.Second); err != nil {
+				t.Fatalf("worker-2 after SIGTERM: %v", err)
+			}
+			restarted := time.Now()
+			c.agent("worker-2", "run")
+			mgmtWaitNode(t, c, "worker-2", "ready with a heartbeat after its restart", func(n mgmtNode) error {
+				if n.Status != "ready" || n.LastHeartbeat == nil || n.LastHeartbeat.Before(restarted) {
+					return fmt.Errorf("status %s, last heartbeat %v", n.Status, n.LastHeartbeat)
+				}
+				return nil
+			})
+		}},
+		{"leave of a worker", func(t *testing.T) {
+			out, _, err := mgmtLeave(t, c, "worker-2", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("agent leave worker-2: %s", strings.TrimSpace(out))
+			mgmtAssertLeft(t, c, "worker-2")
+			mgmtWaitGone(t, c, "worker-2")
 		}},
 		{"leave of the last manager", func(t *testing.T) {
 			before := mgmtSnap(t, c)
