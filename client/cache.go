@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/curatorproject/curator/pki"
 )
 
 // CacheSuffix is appended to a config file's path to name its manager cache:
@@ -52,5 +54,5 @@ func writeCache(path, clusterID string, managers []string, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
+	return pki.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }

@@ -111,7 +111,7 @@ func (c *Config) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("save client config: %w", err)
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := pki.WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("save client config: %w", err)
 	}
 	return nil
@@ -205,30 +205,4 @@ func (c *Config) tlsConfig(configPath string) (*tls.Config, error) {
 		return nil, fmt.Errorf("admin key %s does not match certificate %s", resolve(c.Key), resolve(c.Cert))
 	}
 	return pki.ClientTLS(pki.TLSCertificate(cert, key), ca), nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it
-// over path, so a crash leaves either the old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -167,7 +167,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err := pki.WriteFiles(dir, nodeCertName, nodeCert, key); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca.Cert), 0o644); err != nil {
+	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca.Cert), 0o644); err != nil {
 		return nil, err
 	}
 	if err := saveConsensus(dir, join); err != nil {

@@ -103,7 +103,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
+	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
 		return nil, err
 	}
 	mgrs := resp.Managers
@@ -220,7 +220,7 @@ func loadOrCreateKey(dir string) (crypto.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := pki.WriteFileAtomic(path, data, 0o600); err != nil {
 		return nil, err
 	}
 	return key, nil

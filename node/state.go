@@ -85,15 +85,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return pki.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 func saveManagers(dir string, managers []string) error {
@@ -120,7 +112,7 @@ func saveConsensus(dir string, join *pb.ConsensusJoin) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, consensusFile), data, 0o600)
+	return pki.WriteFileAtomic(filepath.Join(dir, consensusFile), data, 0o600)
 }
 
 // loadConsensus returns nil, nil when the node has no consensus role.

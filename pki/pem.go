@@ -100,11 +100,11 @@ func WriteFiles(dir, name string, cert *x509.Certificate, key crypto.Signer) err
 		if err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
-		if err := writeFileAtomic(KeyPath(dir, name), keyPEM, 0o600); err != nil {
+		if err := WriteFileAtomic(KeyPath(dir, name), keyPEM, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	if err := writeFileAtomic(CertPath(dir, name), EncodeCert(cert), 0o644); err != nil {
+	if err := WriteFileAtomic(CertPath(dir, name), EncodeCert(cert), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
@@ -170,7 +170,11 @@ func checkKeyPair(cert *x509.Certificate, key crypto.Signer) error {
 	return nil
 }
 
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// WriteFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path, so a crash leaves either the old file or the new
+// one, never a torn key or certificate. Other packages use it for their
+// state files too.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
