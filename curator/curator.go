@@ -53,9 +53,54 @@ type leaderState struct {
 	muRefusals  sync.Mutex
 	lastRefusal map[string]string
 
+	// streams are the nodes' open heartbeat and watch streams, so that
+	// removing a node ends them at once.
+	streams nodeStreams
+
 	// resigned is closed by resign.
 	resigned   chan struct{}
 	resignOnce sync.Once
+}
+
+// nodeStreams tracks the streams each node has open with the leader. A
+// node's certificate is checked when a stream opens; a node removed while
+// its streams are open must not keep them.
+type nodeStreams struct {
+	mu     sync.Mutex
+	next   int
+	byNode map[string]map[int]chan struct{}
+}
+
+// open registers a stream of node id; dropped is closed when the node is
+// removed, release unregisters the stream.
+func (ns *nodeStreams) open(id string) (dropped <-chan struct{}, release func()) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.byNode == nil {
+		ns.byNode = map[string]map[int]chan struct{}{}
+	}
+	if ns.byNode[id] == nil {
+		ns.byNode[id] = map[int]chan struct{}{}
+	}
+	ns.next++
+	key, ch := ns.next, make(chan struct{})
+	ns.byNode[id][key] = ch
+	return ch, func() {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		delete(ns.byNode[id], key)
+	}
+}
+
+// drop ends every open stream of node id.
+func (ns *nodeStreams) drop(id string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for key, ch := range ns.byNode[id] {
+		close(ch)
+		delete(ns.byNode[id], key)
+	}
+	delete(ns.byNode, id)
 }
 
 // errResigned ends a leadership given up on purpose.

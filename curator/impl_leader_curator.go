@@ -216,6 +216,8 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 	if err := stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond)}); err != nil {
 		return err
 	}
+	dropped, release := st.streams.open(id)
+	defer release()
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -228,6 +230,8 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 		}
 	}()
 	select {
+	case <-dropped:
+		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
 	case <-st.ctx.Done():
 		return ErrNotLeader
 	case err := <-errc:
@@ -241,8 +245,7 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 // WatchNode streams the caller's own record and the manager list each time
 // either changes.
 func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
-	s := c.s
-	st, err := s.leaderFor()
+	st, err := c.s.leaderFor()
 	if err != nil {
 		return err
 	}
@@ -251,6 +254,30 @@ func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStre
 	defer cancel()
 	stop := context.AfterFunc(st.ctx, cancel)
 	defer stop()
+	// A removed node's watch ends at once, whatever the watch was doing.
+	dropped, release := st.streams.open(id)
+	defer release()
+	go func() {
+		select {
+		case <-dropped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err = c.watchNode(ctx, st, id, stream)
+	select {
+	case <-dropped:
+		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	default:
+	}
+	if st.ctx.Err() != nil {
+		return ErrNotLeader
+	}
+	return err
+}
+
+func (c *curatorServer) watchNode(ctx context.Context, st *leaderState, id string, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
+	s := c.s
 
 	var last *pb.WatchNodeResponse
 	send := func() (int64, error) {
@@ -291,9 +318,6 @@ func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStre
 	for {
 		select {
 		case <-ctx.Done():
-			if st.ctx.Err() != nil {
-				return ErrNotLeader
-			}
 			return ctx.Err()
 		case wr, ok := <-wch:
 			if !ok {

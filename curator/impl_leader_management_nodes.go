@@ -228,6 +228,7 @@ func (m *managementServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeReq
 		return nil, err
 	}
 	st.hb.forget(n.Id)
+	st.streams.drop(n.Id)
 	s.logger(ctx).Info("removed node " + n.Id)
 	return &pb.RemoveNodeResponse{Id: n.Id}, nil
 }
@@ -316,5 +317,6 @@ func (c *curatorServer) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*p
 		return nil, err
 	}
 	st.hb.forget(id)
+	st.streams.drop(id)
 	return &pb.NodeLeaveResponse{Outcome: "left", Message: fmt.Sprintf("node %s left the cluster", id)}, nil
 }
