@@ -82,7 +82,10 @@ func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time
 		if want == n.status {
 			continue
 		}
-		reason := fmt.Sprintf("node %s sends heartbeats again", n.id)
+		reason := fmt.Sprintf("node %s sends heartbeats", n.id)
+		if n.status == pb.NodeStatus_NODE_STATUS_DOWN {
+			reason = fmt.Sprintf("node %s sends heartbeats again", n.id)
+		}
 		if want == pb.NodeStatus_NODE_STATUS_DOWN {
 			reason = fmt.Sprintf("node %s sent no heartbeat for %s", n.id, downAfter)
 			if n.seen {

@@ -115,6 +115,7 @@ Run again with the same --dir, dev restarts the nodes found there from disk.`,
 			if err != nil {
 				return err
 			}
+			devFollowParent()
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, addrs)
 		},
 	}

@@ -10,3 +10,6 @@ import "syscall"
 func devProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// devFollowParent: only Linux can tie dev's life to its parent's.
+func devFollowParent() {}
