@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
+
+// joinTokenEnv holds a join token when --token is not given.
+const joinTokenEnv = "CURATOR_JOIN_TOKEN"
 
 // agentFlags are the flags of the commands that run an agent.
 type agentFlags struct {
@@ -239,6 +243,12 @@ foreground.`,
 			if err != nil {
 				return err
 			}
+			if token == "" {
+				token = os.Getenv(joinTokenEnv)
+			}
+			if token == "" {
+				return fmt.Errorf("--token (or $%s) is required: get one with `curator token show worker|manager`", joinTokenEnv)
+			}
 			st, err := node.Join(cmd.Context(), node.JoinConfig{
 				DataDir: f.dataDir, Address: listen, Name: name, Token: token, Managers: managers,
 				Availability: av, Version: binaryVersion(), Timeout: timeout,
@@ -253,7 +263,7 @@ foreground.`,
 	f.register(c)
 	c.Flags().StringVar(&listen, "listen", "", "IP:PORT this node listens on (required)")
 	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
-	c.Flags().StringVar(&token, "token", "", "join token, from `curator token show worker|manager` (required)")
+	c.Flags().StringVar(&token, "token", "", "join token, from `curator token show worker|manager` (default $"+joinTokenEnv+", which keeps it out of `ps`)")
 	c.Flags().StringArrayVar(&managers, "manager", nil, "a manager's IP:PORT (repeatable; at least one)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain: drain makes a manager-only node that never takes work")
 	c.Flags().DurationVar(&timeout, "join-timeout", time.Minute, "how long to keep trying the managers")

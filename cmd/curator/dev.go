@@ -256,17 +256,18 @@ func (dc *devCluster) create(ctx context.Context, dir, cfgPath string, names []s
 		return err
 	}
 
-	// Managers join one at a time: etcd admits one learner at a time, so
-	// each must be a voter before the next one asks.
-	// Workers join together; waitReady waits for them.
+	// Managers join one at a time, each a voter before the next, so that
+	// the quorum grows a voter at a time. Workers join together;
+	// waitReady waits for them. Tokens go in the environment, not on the
+	// command line where `ps` shows them.
 	for i := 1; i < len(names); i++ {
 		name := names[i]
 		token := workerToken
 		if strings.HasPrefix(name, "manager-") {
 			token = managerToken
 		}
-		jn, err := dc.start(dir, name, "join", "--listen", listen(i), "--name", name,
-			"--token", token, "--manager", listen(0))
+		jn, err := dc.startEnv(dir, name, []string{joinTokenEnv + "=" + token}, "join", "--listen", listen(i), "--name", name,
+			"--manager", listen(0))
 		if err != nil {
 			return err
 		}
@@ -310,6 +311,11 @@ func (dc *devCluster) restart(ctx context.Context, dir string) ([]string, error)
 // start runs `curator agent VERB --data-dir DIR/nodes/NAME ARGS...` with its
 // output in the node's agent.log.
 func (dc *devCluster) start(dir, name, verb string, args ...string) (*devNode, error) {
+	return dc.startEnv(dir, name, nil, verb, args...)
+}
+
+// startEnv is start with env added to the child's environment.
+func (dc *devCluster) startEnv(dir, name string, env []string, verb string, args ...string) (*devNode, error) {
 	dataDir := filepath.Join(dir, devNodesDir, name)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
@@ -322,6 +328,9 @@ func (dc *devCluster) start(dir, name, verb string, args ...string) (*devNode, e
 	argv := append([]string{"agent", verb, "--data-dir", dataDir}, args...)
 	proc := exec.Command(dc.self, argv...)
 	proc.Stdout, proc.Stderr = log, log
+	if env != nil {
+		proc.Env = append(os.Environ(), env...)
+	}
 	proc.SysProcAttr = devProcAttr()
 	if err := proc.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
