@@ -129,6 +129,11 @@ type Config struct {
 	// so replacing them rotates the certificate.
 	CertPEM, KeyPEM, CAPEM    []byte
 	CertFile, KeyFile, CAFile string
+	// CRLFile, if set, is a revocation list (DER) of the etcd CA that etcd
+	// reads on every handshake, peer and client: certificates of demoted
+	// and removed nodes. It must exist when Run starts; replacing it takes
+	// effect for the next connection.
+	CRLFile string
 
 	// Logger receives this package's logs and etcd's, the latter named
 	// "etcd" and filtered to EtcdLogLevel. Nil means no logs.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -160,6 +161,11 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 		return nil, nil, fmt.Errorf("start etcd: %w", err)
 	}
 
+	if c.CRLFile != "" {
+		if _, err := os.Stat(c.CRLFile); err != nil {
+			return nil, nil, fmt.Errorf("start etcd: revocation list: %w", err)
+		}
+	}
 	peerURL, _ := url.Parse(PeerURL(c.ListenIP, c.Port))
 	clientURL, _ := url.Parse(ClientURL(c.ListenIP, c.Port))
 	ec := embed.NewConfig()
@@ -173,7 +179,7 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	// also checked by their source address (SkipClientSANVerify): members
 	// that share a host's loopback dial from 127.0.0.1 whatever address
 	// they listen on, and the etcd CA is what makes a peer a peer.
-	tlsInfo := transport.TLSInfo{CertFile: files.cert, KeyFile: files.key, TrustedCAFile: files.ca, ClientCertAuth: true}
+	tlsInfo := transport.TLSInfo{CertFile: files.cert, KeyFile: files.key, TrustedCAFile: files.ca, ClientCertAuth: true, CRLFile: c.CRLFile}
 	ec.ClientTLSInfo = tlsInfo
 	ec.PeerTLSInfo = tlsInfo
 	ec.PeerTLSInfo.SkipClientSANVerify = true

@@ -90,6 +90,15 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams) (*p
 		}
 		ops = append(ops, clientv3.OpPut(key, string(data)))
 	}
+	// The etcd CA's revocation list starts empty; the first node holds a
+	// copy in its join parameters already.
+	crl := first.GetConsensus().GetEtcdCrl()
+	if crl == nil {
+		if crl, err = p.EtcdCA.NewCRL(nil, 1); err != nil {
+			return nil, err
+		}
+	}
+	ops = append(ops, clientv3.OpPut(EtcdCRLKey, string(crl)))
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(clusterKey), "=", 0)).
 		Then(ops...).

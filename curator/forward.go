@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -40,6 +41,9 @@ func (f *forwarder) close() {
 	}
 }
 
+// leaderLookupTimeout bounds a follower's read of who leads.
+const leaderLookupTimeout = 2 * time.Second
+
 // leaderValue is what a curator puts in its election key.
 func leaderValue(nodeID, address string) string { return nodeID + " " + address }
 
@@ -51,9 +55,15 @@ func parseLeaderValue(v string) (nodeID, address string) {
 // currentLeaderInfo reads the election: the node ID and address of the
 // curator leader, or ErrNoLeader.
 func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, address string, err error) {
+	// Bounded, and refused at once by an etcd member that has no leader
+	// (cut off, or removed from the cluster): a forwarded stream has no
+	// deadline of its own, and must not hang on a member that cannot
+	// answer.
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), leaderLookupTimeout)
+	defer cancel()
 	resp, err := cli.Get(ctx, electionPrefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return "", "", fmt.Errorf("read election: %w", err)
+		return "", "", fmt.Errorf("%w: this manager cannot read the election (%v): try another manager", ErrNoLeader, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return "", "", ErrNoLeader

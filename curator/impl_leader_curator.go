@@ -191,11 +191,16 @@ func (s *Service) addConsensusMember(ctx context.Context, st *leaderState, id st
 		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
 	}
 	faultPoint(FaultPromoteAfterMemberAdd)
+	crl, err := s.currentCRL(ctx, st)
+	if err != nil {
+		return nil, err
+	}
 	join := &pb.ConsensusJoin{
 		MemberId:      memberID,
 		EtcdCert:      pki.EncodeCert(etcdCert),
 		EtcdCa:        pki.EncodeCert(st.pki.EtcdCA.Cert),
 		EtcdClusterId: params.ClusterID,
+		EtcdCrl:       crl,
 	}
 	for _, p := range params.Peers {
 		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: p.NodeID, PeerUrl: p.PeerURL})

@@ -224,6 +224,9 @@ func (m *managementServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeReq
 			return nil, err
 		}
 	}
+	if err := s.revokeEtcdCert(ctx, st, n.Consensus); err != nil {
+		return nil, err
+	}
 	if err := nodeDestroy(ctx, st.leadership, n.Id); err != nil {
 		return nil, err
 	}

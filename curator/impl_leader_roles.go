@@ -168,6 +168,9 @@ func (s *Service) finishDemotion(ctx context.Context, st *leaderState, ms *membe
 		}
 		faultPoint(FaultDemoteAfterMemberRemove)
 	}
+	if err := s.revokeEtcdCert(ctx, st, n.Consensus); err != nil {
+		return "", err
+	}
 	n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 	n.Consensus = nil
 	n.Demoting = false

@@ -127,6 +127,9 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 		}
 	case syncClearRole:
 		n := ms.byID[a.nodeID]
+		if err := s.revokeEtcdCert(ctx, st, n.Consensus); err != nil {
+			return res, err
+		}
 		n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = nil
 		n.Demoting = false
@@ -164,7 +167,11 @@ func (s *Service) consensusJoinFor(ctx context.Context, st *leaderState, n *pb.N
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate for %s: %w", n.Id, err)
 	}
-	join := &pb.ConsensusJoin{MemberId: memberID, EtcdCert: pki.EncodeCert(cert), EtcdCa: pki.EncodeCert(st.pki.EtcdCA.Cert)}
+	crl, err := s.currentCRL(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	join := &pb.ConsensusJoin{MemberId: memberID, EtcdCert: pki.EncodeCert(cert), EtcdCa: pki.EncodeCert(st.pki.EtcdCA.Cert), EtcdCrl: crl}
 	if eps := s.cfg.Etcd.Endpoints(); len(eps) > 0 {
 		if status, err := s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
 			join.EtcdClusterId = status.Header.GetClusterId()

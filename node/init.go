@@ -129,10 +129,15 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
 		availability = pb.Availability_AVAILABILITY_ACTIVE
 	}
+	crl, err := etcdCA.NewCRL(nil, 1)
+	if err != nil {
+		return nil, err
+	}
 	join := &pb.ConsensusJoin{
 		Peers:    []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
 		EtcdCert: pki.EncodeCert(etcdCert),
 		EtcdCa:   pki.EncodeCert(etcdCA.Cert),
+		EtcdCrl:  crl,
 	}
 	first := &pb.Node{
 		Id: id, Name: name, Address: cfg.Address,

@@ -70,8 +70,10 @@ func (a *Agent) runRoles(ctx context.Context) error {
 		if err := os.RemoveAll(filepath.Join(dir, etcdDir)); err != nil {
 			return err
 		}
-		if err := os.Remove(filepath.Join(dir, consensusFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		for _, f := range []string{consensusFile, etcdCRLFile} {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 		}
 		join = nil
 	}
@@ -137,12 +139,25 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	if err != nil {
 		return err
 	}
+	crlPath := filepath.Join(dir, etcdCRLFile)
+	etcdCA, err := pki.DecodeCert(join.EtcdCa)
+	if err != nil {
+		return fmt.Errorf("etcd CA: %w", err)
+	}
+	if err := updateCRL(crlPath, join.EtcdCrl, etcdCA); err != nil {
+		return err
+	}
 	ecfg := consensus.Config{
 		NodeID: a.state.NodeID, DataDir: filepath.Join(dir, etcdDir),
 		ListenIP: ip.String(), Port: port,
 		CertPEM: join.EtcdCert, KeyPEM: keyPEM, CAPEM: join.EtcdCa,
 		Logger: a.cfg.Logger.Named("consensus"),
 		TickMs: a.cfg.EtcdTickMs, ElectionMs: a.cfg.EtcdElectionMs,
+	}
+	if _, err := os.Stat(crlPath); err == nil {
+		ecfg.CRLFile = crlPath
+	} else {
+		lg.Warn("no etcd revocation list: etcd certificates of demoted nodes are not refused until the leader sends one")
 	}
 	if boot != nil {
 		ecfg.Mode = consensus.ModeBootstrap
@@ -209,10 +224,13 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	}
 	a.consensus.set(svc, cur)
 	var running tracker
-	if err := supervisor.Run(ctx, "curator", func(ctx context.Context) error {
-		running.enter()
-		defer running.exit()
-		return cur.Run(ctx)
+	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
+		"curator": func(ctx context.Context) error {
+			running.enter()
+			defer running.exit()
+			return cur.Run(ctx)
+		},
+		"crl": func(ctx context.Context) error { return followCRL(ctx, cli, crlPath, etcdCA) },
 	}); err != nil {
 		cancelEtcd()
 		<-etcdErr

@@ -28,6 +28,7 @@ import (
 //	ca.crt           the cluster CA
 //	managers.json    the managers' addresses, updated from the cluster
 //	consensus.json   the consensus role's join parameters, while it holds it
+//	etcd-crl.der     the etcd CA's revocation list etcd checks, likewise
 //	bootstrap.pb     only between `agent init` and the first records in etcd
 //	etcd/            etcd's data, while it holds the consensus role
 //	agent.sock       the local agent service
@@ -37,6 +38,7 @@ const (
 	managersFile  = "managers.json"
 	consensusFile = "consensus.json"
 	bootstrapFile = "bootstrap.pb"
+	etcdCRLFile   = "etcd-crl.der"
 	etcdDir       = "etcd"
 	socketFile    = "agent.sock"
 	nodeCertName  = "node"

@@ -311,6 +311,10 @@ type ConsensusJoin struct {
 	EtcdCa []byte `protobuf:"bytes,4,opt,name=etcd_ca,json=etcdCa,proto3" json:"etcd_ca,omitempty"`
 	// The etcd cluster's ID; a node refuses to run a data dir of another.
 	EtcdClusterId uint64 `protobuf:"varint,5,opt,name=etcd_cluster_id,json=etcdClusterId,proto3" json:"etcd_cluster_id,omitempty"`
+	// The etcd CA's revocation list (DER) when the role was given: etcd
+	// certificates of demoted and removed nodes. The node keeps it current
+	// from /curator/etcd-crl while it runs etcd.
+	EtcdCrl       []byte `protobuf:"bytes,6,opt,name=etcd_crl,json=etcdCrl,proto3" json:"etcd_crl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +382,13 @@ func (x *ConsensusJoin) GetEtcdClusterId() uint64 {
 		return x.EtcdClusterId
 	}
 	return 0
+}
+
+func (x *ConsensusJoin) GetEtcdCrl() []byte {
+	if x != nil {
+		return x.EtcdCrl
+	}
+	return nil
 }
 
 type ConsensusPeer struct {
@@ -2499,13 +2510,14 @@ var File_curator_proto protoreflect.FileDescriptor
 const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"\rcurator.proto\x12\n" +
-	"curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x01\n" +
+	"curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
 	"\rConsensusJoin\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12/\n" +
 	"\x05peers\x18\x02 \x03(\v2\x19.curator.v1.ConsensusPeerR\x05peers\x12\x1b\n" +
 	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\x12\x17\n" +
 	"\aetcd_ca\x18\x04 \x01(\fR\x06etcdCa\x12&\n" +
-	"\x0fetcd_cluster_id\x18\x05 \x01(\x04R\retcdClusterId\"C\n" +
+	"\x0fetcd_cluster_id\x18\x05 \x01(\x04R\retcdClusterId\x12\x19\n" +
+	"\betcd_crl\x18\x06 \x01(\fR\aetcdCrl\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
 	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xa8\x06\n" +

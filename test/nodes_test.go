@@ -453,9 +453,22 @@ func TestNodePromoteDemote(t *testing.T) {
 			if !mgmtPortOpen(etcdClient) {
 				t.Fatalf("%s: its etcd does not accept connections on %s before the demotion", follower, etcdClient)
 			}
+			// The follower's etcd credential reaches manager-1's etcd now...
+			cred := readEtcdCredential(t, c.nodes[follower].dataDir)
+			m1etcd := "https://" + mgmtHostPort(t, c.nodes["manager-1"], port+2)
+			if err := etcdGet(cred, m1etcd); err != nil {
+				t.Fatalf("%s's etcd certificate does not reach manager-1's etcd before the demotion: %v", follower, err)
+			}
 			start := time.Now()
 			out := mgmtRun(t, c, "node", "demote", follower)
 			t.Logf("demote %s took %s: %s", follower, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+			// ...and not once it is demoted: the leader revoked it.
+			eventually(t, 10*time.Second, follower+"'s etcd certificate refused", func() error {
+				if err := etcdGet(cred, m1etcd); err == nil {
+					return errors.New("still accepted")
+				}
+				return nil
+			})
 			mgmtWaitVoters(t, c, ids, "manager-1", etcdLeader)
 			n := mgmtWaitNode(t, c, follower, "a ready worker", func(n mgmtNode) error {
 				if !slices.Equal(n.Roles, []string{"worker"}) || n.Status != "ready" || n.Demoting {

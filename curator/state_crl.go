@@ -1,0 +1,82 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// The etcd CA's revocation list, at EtcdCRLKey (DER). Every consensus
+// member's agent keeps its etcd reading a copy (see node), so a node that
+// loses the consensus role loses etcd with it: its etcd certificate is
+// listed when it is demoted or removed.
+
+// EtcdCRLKey is where the etcd CA's revocation list is kept.
+const EtcdCRLKey = keyPrefix + "etcd-crl"
+
+// crlLoad reads the list; nil when there is none yet.
+func crlLoad(ctx context.Context, kv clientv3.KV) ([]byte, error) {
+	resp, err := kv.Get(ctx, EtcdCRLKey)
+	if err != nil {
+		return nil, fmt.Errorf("load etcd CRL: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// currentCRL returns the list in force, making an empty one if there is
+// none yet.
+func (s *Service) currentCRL(ctx context.Context, st *leaderState) ([]byte, error) {
+	der, err := crlLoad(ctx, s.cfg.Etcd)
+	if err != nil || der != nil {
+		return der, err
+	}
+	der, err = st.pki.EtcdCA.NewCRL(nil, 1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.txnAsLeader(ctx, clientv3.OpPut(EtcdCRLKey, string(der))); err != nil {
+		return nil, err
+	}
+	return der, nil
+}
+
+// revokeEtcdCert lists the etcd certificate of join in the revocation
+// list, fenced. Revoking a certificate twice changes nothing.
+func (s *Service) revokeEtcdCert(ctx context.Context, st *leaderState, join *pb.ConsensusJoin) error {
+	if join == nil || len(join.EtcdCert) == 0 {
+		return nil
+	}
+	cert, err := pki.DecodeCert(join.EtcdCert)
+	if err != nil {
+		return fmt.Errorf("revoke etcd certificate: %w", err)
+	}
+	der, err := s.currentCRL(ctx, st)
+	if err != nil {
+		return err
+	}
+	number, serials, err := pki.ParseCRL(der, st.pki.EtcdCA.Cert)
+	if err != nil {
+		return err
+	}
+	for _, sn := range serials {
+		if sn.Cmp(cert.SerialNumber) == 0 {
+			return nil
+		}
+	}
+	next, err := st.pki.EtcdCA.NewCRL(append(serials, new(big.Int).Set(cert.SerialNumber)), number+1)
+	if err != nil {
+		return err
+	}
+	if _, err := st.txnAsLeader(ctx, clientv3.OpPut(EtcdCRLKey, string(next))); err != nil {
+		return fmt.Errorf("revoke etcd certificate: %w", err)
+	}
+	return nil
+}
