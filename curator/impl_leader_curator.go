@@ -305,7 +305,7 @@ func (c *curatorServer) watchNode(ctx context.Context, st *leaderState, id strin
 			}
 		}
 		if out.Node == nil {
-			return 0, fmt.Errorf("%w: node %s was removed from the cluster", ErrNotFound, id)
+			return 0, fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
 		}
 		if last == nil || !proto.Equal(last, out) {
 			if err := stream.Send(out); err != nil {
