@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -70,38 +69,11 @@ func environWithout(key string) []string {
 // ends.
 func startFaults(t *testing.T, fault, name, logPath string, args ...string) *proc {
 	t.Helper()
-	bin := faultsBinary(t)
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = environWithout(faultEnv)
+	env := environWithout(faultEnv)
 	if fault != "" {
-		cmd.Env = append(cmd.Env, faultEnv+"="+fault)
+		env = append(env, faultEnv+"="+fault)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLog(t, p)
-		}
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return startBinary(t, faultsBinary(t), env, name, logPath, nil, args...)
 }
 
 // faultAgent is cluster.agent with the faults binary and fault (may be

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -117,6 +116,13 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 // its log are shown if the test fails.
 func start(t *testing.T, name, logPath string, stdout *syncBuffer, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, binary, nil, name, logPath, stdout, args...)
+}
+
+// startBinary is start with another binary and, if env is not nil, that
+// environment.
+func startBinary(t *testing.T, bin string, env []string, name, logPath string, stdout *syncBuffer, args ...string) *proc {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +131,16 @@ func start(t *testing.T, name, logPath string, stdout *syncBuffer, args ...strin
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if stdout != nil {
 		cmd.Stdout = stdout.tee(f)
 	}
+	cmd.Env = env
 	// Own process group: a Ctrl-C on `go test` must not stop the nodes
-	// before the test's cleanup does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// before the test's cleanup does; and on Linux, no node outlives a
+	// test binary that was killed before its cleanup ran.
+	cmd.SysProcAttr = nodeProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package e2e
+
+import "syscall"
+
+func nodeProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
