@@ -85,18 +85,7 @@ var pollInterval = time.Second
 // it can wait (--wait, bounded by --timeout) after a change. fn bounds each
 // call itself, with within.
 func (g *globalFlags) withChangeClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
-	ctx := cmd.Context()
-	path := g.configPath()
-	cfg, err := client.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	c, err := client.Dial(ctx, cfg, path, client.WithAttemptTimeout(changeAttemptTimeout))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return fn(ctx, c)
+	return g.dial(cmd.Context(), fn, client.WithAttemptTimeout(changeAttemptTimeout))
 }
 
 // within runs fn with ctx bounded by d.

@@ -41,12 +41,17 @@ func (g *globalFlags) configPath() string {
 func (g *globalFlags) withClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), callTimeout)
 	defer cancel()
+	return g.dial(ctx, fn)
+}
+
+// dial loads the client config and runs fn with a client of the cluster.
+func (g *globalFlags) dial(ctx context.Context, fn func(context.Context, *client.Client) error, opts ...client.Option) error {
 	path := g.configPath()
 	cfg, err := client.LoadConfig(path)
 	if err != nil {
 		return err
 	}
-	c, err := client.Dial(ctx, cfg, path)
+	c, err := client.Dial(ctx, cfg, path, opts...)
 	if err != nil {
 		return err
 	}
