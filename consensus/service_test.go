@@ -181,14 +181,19 @@ func TestJoinAsLearnerAndPromote(t *testing.T) {
 
 	n := p.newNodeAt(t, "n2", ip, port, ModeJoin, &decoded)
 	w := n.svc.Watch()
+	// The first Get answers at once with the state before Run.
+	first, err := w.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []State{first.State}
 	n.start()
-	var states []State
 	for {
 		st, err := w.Get(ctx)
 		if err != nil {
 			t.Fatalf("watching n2: %v (states so far %v)", err, states)
 		}
-		if len(states) == 0 || states[len(states)-1] != st.State {
+		if states[len(states)-1] != st.State {
 			states = append(states, st.State)
 		}
 		if st.State == Learner {

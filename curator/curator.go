@@ -256,12 +256,15 @@ func (s *Service) runElection(ctx context.Context) error {
 	// On a clean stop resign at once, rather than leave the others to wait
 	// out the lease: revoke it with a context of its own, as ours is done.
 	defer func() {
+		defer sess.Orphan()
+		if s.cfg.Etcd.Ctx().Err() != nil {
+			return // etcd is gone with its client: the lease expires there
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if _, err := s.cfg.Etcd.Revoke(rctx, sess.Lease()); err != nil {
 			lg.Warn("could not revoke the election lease", zap.Error(err))
 		}
-		sess.Orphan()
 	}()
 	e := concurrency.NewElection(sess, electionPrefix)
 	supervisor.Signal(ctx, supervisor.Healthy)

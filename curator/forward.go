@@ -11,8 +11,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -144,9 +146,19 @@ func (s *Service) forwardUnary(ctx context.Context, id identity, method string, 
 	}
 	out := outType.New().Interface()
 	if err := conn.Invoke(forwardContext(ctx, id), method, req, out); err != nil {
-		return nil, err
+		return nil, forwardError(ctx, err)
 	}
 	return out, nil
+}
+
+// forwardError makes a forwarded call that this follower cut short (it is
+// stopping, and closed its connection to the leader) read as what it is to
+// the caller: this manager is unavailable, try another.
+func forwardError(ctx context.Context, err error) error {
+	if status.Code(err) == codes.Canceled && ctx.Err() == nil {
+		return status.Errorf(codes.Unavailable, "the manager forwarding this call to the leader is stopping (%v): try another manager", status.Convert(err).Message())
+	}
+	return err
 }
 
 func (s *Service) forwardStream(ctx context.Context, id identity, info *grpc.StreamServerInfo, ss grpc.ServerStream) error {
@@ -163,7 +175,7 @@ func (s *Service) forwardStream(ctx context.Context, id identity, info *grpc.Str
 	desc := &grpc.StreamDesc{ServerStreams: info.IsServerStream, ClientStreams: info.IsClientStream}
 	cs, err := conn.NewStream(forwardContext(ctx, id), desc, info.FullMethod)
 	if err != nil {
-		return err
+		return forwardError(ss.Context(), err)
 	}
 	pump := func() error {
 		for {
@@ -202,7 +214,7 @@ func (s *Service) forwardStream(ctx context.Context, id identity, info *grpc.Str
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return err
+			return forwardError(ss.Context(), err)
 		}
 		if err := ss.SendMsg(m); err != nil {
 			return err

@@ -78,15 +78,26 @@ func (l *localServer) Status(context.Context, *pb.AgentStatusRequest) (*pb.Agent
 func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {
 	a := l.a
 	cli := pb.NewCuratorClient(a.conn)
+	asked := false // a call reached the leader, or may have
 	for {
 		resp, err := cli.Leave(ctx, &pb.NodeLeaveRequest{Force: req.Force})
+		code := status.Code(err)
 		switch {
 		case err == nil && resp.Outcome == "left":
 			a.requestLeave()
 			return &pb.LeaveResponse{Message: resp.Message}, nil
 		case err == nil:
+			asked = true
 			a.cfg.Logger.Info("leaving: " + resp.Message)
-		case status.Code(err) != codes.Unavailable:
+		case code == codes.PermissionDenied && asked:
+			// An earlier call went through but its answer was lost (the
+			// manager that forwarded it stopped, as a demoted one does):
+			// the cluster no longer knows this node. It has left.
+			a.requestLeave()
+			return &pb.LeaveResponse{Message: fmt.Sprintf("node %s left the cluster", a.state.NodeID)}, nil
+		case code == codes.Unavailable || (code == codes.Canceled && ctx.Err() == nil):
+			asked = true
+		default:
 			return nil, err
 		}
 		// Demoting, or a leader change under way: ask again shortly.
