@@ -141,8 +141,12 @@ func (m *managementServer) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfo
 		Learners:        []string{},
 	}
 	byID := map[string]*pb.Node{}
+	info.Names = map[string]string{}
 	for _, n := range v.nodes {
 		byID[n.Id] = n
+		if hasRole(n, pb.Role_ROLE_CONSENSUS) || v.memberOf[n.Id].ID != 0 {
+			info.Names[n.Id] = n.Name
+		}
 	}
 	healthy := 0
 	for id, mem := range v.memberOf {

@@ -878,8 +878,10 @@ type ClusterInfo struct {
 	RequireApproval bool     `protobuf:"varint,8,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
 	Warnings        []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// Managers' gRPC addresses, for clients to cache.
-	Managers      []string `protobuf:"bytes,10,rep,name=managers,proto3" json:"managers,omitempty"`
-	Version       string   `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
+	Managers []string `protobuf:"bytes,10,rep,name=managers,proto3" json:"managers,omitempty"`
+	Version  string   `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
+	// Node names by node ID, for the IDs above.
+	Names         map[string]string `protobuf:"bytes,12,rep,name=names,proto3" json:"names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -989,6 +991,13 @@ func (x *ClusterInfo) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *ClusterInfo) GetNames() map[string]string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
 }
 
 type GetTokenRequest struct {
@@ -2557,7 +2566,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x05nodes\x18\x01 \x03(\v2\x14.curator.v1.NodeViewR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12ClusterInfoRequest\"\xdc\x02\n" +
+	"\x12ClusterInfoRequest\"\xd0\x03\n" +
 	"\vClusterInfo\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -2573,7 +2582,12 @@ const file_curator_proto_rawDesc = "" +
 	"\bwarnings\x18\t \x03(\tR\bwarnings\x12\x1a\n" +
 	"\bmanagers\x18\n" +
 	" \x03(\tR\bmanagers\x12\x18\n" +
-	"\aversion\x18\v \x01(\tR\aversion\"%\n" +
+	"\aversion\x18\v \x01(\tR\aversion\x128\n" +
+	"\x05names\x18\f \x03(\v2\".curator.v1.ClusterInfo.NamesEntryR\x05names\x1a8\n" +
+	"\n" +
+	"NamesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
 	"\x0fGetTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
@@ -2740,7 +2754,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
@@ -2785,8 +2799,9 @@ var file_curator_proto_goTypes = []any{
 	(*ClusterState)(nil),          // 40: curator.v1.ClusterState
 	(*PKIState)(nil),              // 41: curator.v1.PKIState
 	nil,                           // 42: curator.v1.Node.LabelsEntry
-	nil,                           // 43: curator.v1.UpdateNodeRequest.LabelAddEntry
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	nil,                           // 43: curator.v1.ClusterInfo.NamesEntry
+	nil,                           // 44: curator.v1.UpdateNodeRequest.LabelAddEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_curator_proto_depIdxs = []int32{
 	6,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -2795,66 +2810,67 @@ var file_curator_proto_depIdxs = []int32{
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
 	42, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	44, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	44, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	44, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	45, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	45, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	45, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	5,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	7,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	44, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	45, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	8,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	44, // 14: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	17, // 15: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,  // 16: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	43, // 17: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	8,  // 18: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	1,  // 19: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	7,  // 20: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 21: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	44, // 22: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	9,  // 23: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	18, // 24: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	20, // 25: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	20, // 26: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	21, // 27: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	20, // 28: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	22, // 29: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	24, // 30: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	11, // 31: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	12, // 32: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	14, // 33: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	16, // 34: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	26, // 35: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	28, // 36: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	30, // 37: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	32, // 38: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	34, // 39: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	36, // 40: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	38, // 41: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	10, // 42: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	19, // 43: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	8,  // 44: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	25, // 45: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	8,  // 46: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	8,  // 47: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	23, // 48: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	13, // 49: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	8,  // 50: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	13, // 51: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	15, // 52: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	15, // 53: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	27, // 54: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	29, // 55: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	31, // 56: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	33, // 57: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	35, // 58: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	37, // 59: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	39, // 60: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	42, // [42:61] is the sub-list for method output_type
-	23, // [23:42] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	43, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	45, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	17, // 16: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,  // 17: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	44, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	8,  // 19: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	1,  // 20: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	7,  // 21: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 22: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	45, // 23: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	9,  // 24: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	18, // 25: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	20, // 26: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	20, // 27: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	21, // 28: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	20, // 29: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	22, // 30: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	24, // 31: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	11, // 32: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	12, // 33: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	14, // 34: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	16, // 35: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	26, // 36: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	28, // 37: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	30, // 38: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	32, // 39: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	34, // 40: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	36, // 41: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	38, // 42: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	10, // 43: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	19, // 44: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	8,  // 45: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	25, // 46: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	8,  // 47: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	8,  // 48: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	23, // 49: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	13, // 50: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	8,  // 51: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	13, // 52: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	15, // 53: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	15, // 54: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	27, // 55: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	29, // 56: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	31, // 57: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	33, // 58: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	35, // 59: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	37, // 60: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	39, // 61: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	43, // [43:62] is the sub-list for method output_type
+	24, // [24:43] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -2869,7 +2885,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

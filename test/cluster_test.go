@@ -77,6 +77,11 @@ func TestClusterThreeManagersTwoWorkers(t *testing.T) {
 	if victim == nil {
 		t.Fatalf("leader %s is not one of the nodes %v", oldLeader, nodes)
 	}
+	for _, id := range info.Voters {
+		if info.Names[id] == "" || !strings.HasPrefix(info.Names[id], "manager-") {
+			t.Errorf("cluster info names voter %s %q, want its manager name", id, info.Names[id])
+		}
+	}
 	// A config that names the dead leader first and has no manager cache:
 	// the CLI must fall through to the others.
 	var others []string

@@ -228,12 +228,13 @@ type nodeJSON struct {
 
 // clusterInfoJSON is the part of `cluster info -o json` the tests read.
 type clusterInfoJSON struct {
-	ClusterID     string   `json:"cluster_id"`
-	Leader        string   `json:"leader"`
-	Voters        []string `json:"voters"`
-	Learners      []string `json:"learners"`
-	EtcdLeader    string   `json:"etcd_leader"`
-	QuorumHealthy bool     `json:"quorum_healthy"`
+	ClusterID     string            `json:"cluster_id"`
+	Leader        string            `json:"leader"`
+	Voters        []string          `json:"voters"`
+	Learners      []string          `json:"learners"`
+	EtcdLeader    string            `json:"etcd_leader"`
+	QuorumHealthy bool              `json:"quorum_healthy"`
+	Names         map[string]string `json:"names"`
 }
 
 func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -91,22 +92,23 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 // field names are part of the CLI contract (DESIGN.md): add, never rename.
 // Lists are [] rather than null when empty.
 type clusterInfoJSON struct {
-	ClusterID       string   `json:"cluster_id"`
-	Leader          string   `json:"leader"`
-	Voters          []string `json:"voters"`
-	Learners        []string `json:"learners"`
-	EtcdLeader      string   `json:"etcd_leader"`
-	QuorumHealthy   bool     `json:"quorum_healthy"`
-	MaxVoters       uint32   `json:"max_voters"`
-	RequireApproval bool     `json:"require_approval"`
-	Warnings        []string `json:"warnings"`
-	Managers        []string `json:"managers"`
-	Version         string   `json:"version"`
+	ClusterID       string            `json:"cluster_id"`
+	Leader          string            `json:"leader"`
+	Voters          []string          `json:"voters"`
+	Learners        []string          `json:"learners"`
+	EtcdLeader      string            `json:"etcd_leader"`
+	QuorumHealthy   bool              `json:"quorum_healthy"`
+	MaxVoters       uint32            `json:"max_voters"`
+	RequireApproval bool              `json:"require_approval"`
+	Warnings        []string          `json:"warnings"`
+	Managers        []string          `json:"managers"`
+	Version         string            `json:"version"`
+	Names           map[string]string `json:"names"`
 }
 
 func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 	list := func(s []string) []string { return append([]string{}, s...) }
-	return clusterInfoJSON{
+	j := clusterInfoJSON{
 		ClusterID:       info.GetClusterId(),
 		Leader:          info.GetLeader(),
 		Voters:          list(info.GetVoters()),
@@ -118,7 +120,12 @@ func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 		Warnings:        list(info.GetWarnings()),
 		Managers:        list(info.GetManagers()),
 		Version:         info.GetVersion(),
+		Names:           maps.Clone(info.GetNames()),
 	}
+	if j.Names == nil {
+		j.Names = map[string]string{}
+	}
+	return j
 }
 
 // writeClusterInfo writes info as JSON, or as an aligned "key: value"
@@ -150,14 +157,25 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 		}
 		return no
 	}
+	// named shows a node as "name (id)" when its name is known and differs.
+	named := func(ids ...string) string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = id
+			if name := j.Names[id]; name != "" && name != id {
+				out[i] = name + " (" + id + ")"
+			}
+		}
+		return strings.Join(out, ", ")
+	}
 	rows := [][]string{
 		{"Cluster ID:", orNone(j.ClusterID)},
 		{"Version:", orNone(j.Version)},
-		{"Leader:", orNone(j.Leader)},
-		{"etcd leader:", orNone(j.EtcdLeader)},
+		{"Leader:", orNone(named(j.Leader))},
+		{"etcd leader:", orNone(named(j.EtcdLeader))},
 		{"Quorum healthy:", yesNo(j.QuorumHealthy, "NO")},
-		{fmt.Sprintf("Voters (%d):", len(j.Voters)), orNone(strings.Join(j.Voters, ", "))},
-		{fmt.Sprintf("Learners (%d):", len(j.Learners)), orNone(strings.Join(j.Learners, ", "))},
+		{fmt.Sprintf("Voters (%d):", len(j.Voters)), orNone(named(j.Voters...))},
+		{fmt.Sprintf("Learners (%d):", len(j.Learners)), orNone(named(j.Learners...))},
 		{"Max voters:", strconv.FormatUint(uint64(j.MaxVoters), 10)},
 		{"Require approval:", yesNo(j.RequireApproval, "no")},
 		{"Managers:", orNone(strings.Join(j.Managers, ", "))},

@@ -20,6 +20,7 @@ func TestClusterInfo(t *testing.T) {
 		Warnings: []string{"quorum is lost: 1 of 2 voters healthy", "curator and etcd leader on one node"},
 		// Nothing more: an empty etcd leader, no managers, no version.
 		RequireApproval: true, MaxVoters: 5,
+		Names:           map[string]string{"aaaaaaaaaaaaaaaaaaaaaaaa": "m1"},
 	}
 	for _, tc := range []struct {
 		name   string
@@ -43,10 +44,10 @@ WARNING: curator and etcd leader on one node
 
 Cluster ID:         c1
 Version:            (none)
-Leader:             aaaaaaaaaaaaaaaaaaaaaaaa
+Leader:             m1 (aaaaaaaaaaaaaaaaaaaaaaaa)
 etcd leader:        (none)
 Quorum healthy:     NO
-Voters (2):         aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb
+Voters (2):         m1 (aaaaaaaaaaaaaaaaaaaaaaaa), bbbbbbbbbbbbbbbbbbbbbbbb
 Learners (1):       cccccccccccccccccccccccc
 Max voters:         5
 Require approval:   yes
@@ -69,7 +70,8 @@ Managers:           (none)
     "127.0.100.10:7000",
     "127.0.100.11:7000"
   ],
-  "version": "v0.1.0"
+  "version": "v0.1.0",
+  "names": {}
 }
 `},
 		{"unhealthy json", unhealthy, "json", `{
@@ -91,7 +93,10 @@ Managers:           (none)
     "curator and etcd leader on one node"
   ],
   "managers": [],
-  "version": ""
+  "version": "",
+  "names": {
+    "aaaaaaaaaaaaaaaaaaaaaaaa": "m1"
+  }
 }
 `},
 	} {
