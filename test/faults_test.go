@@ -80,45 +80,26 @@ func startFaults(t *testing.T, fault, name, logPath string, args ...string) *pro
 // empty) in the environment.
 func (c *cluster) faultAgent(fault, name, verb string, args ...string) *node {
 	c.t.Helper()
-	n := c.nodes[name]
-	if n == nil {
-		n = &node{name: name, dataDir: filepath.Join(c.dir, name)}
-		c.nodes[name] = n
-	}
-	argv := append([]string{"agent", verb, "--data-dir", n.dataDir}, agentTimers...)
-	argv = append(argv, args...)
-	n.proc = startFaults(c.t, fault, name, filepath.Join(c.dir, name+".log"), argv...)
-	return n
+	return c.agentWith(func(logPath string, argv ...string) *proc {
+		return startFaults(c.t, fault, name, logPath, argv...)
+	}, name, verb, args...)
+}
+
+// faulty is an agentStarter of the faults binary with fault.
+func (c *cluster) faulty(fault string) agentStarter {
+	return func(name, verb string, args ...string) *node { return c.faultAgent(fault, name, verb, args...) }
 }
 
 // faultInit is cluster.init with the faults binary.
 func (c *cluster) faultInit(fault, name string, host int) *node {
 	c.t.Helper()
-	n := c.faultAgent(fault, name, "init", "--listen", c.addr(host), "--name", name)
-	n.listen = c.addr(host)
-	c.config = filepath.Join(n.dataDir, "admin", "config.yaml")
-	eventually(c.t, 30*time.Second, name+" serves cluster info", func() error {
-		if n.proc.exited() {
-			c.t.Fatalf("%s exited: %v", name, n.proc.err)
-		}
-		info, err := clusterInfo(c.t, c.config)
-		if err != nil {
-			return err
-		}
-		if info.Leader == "" {
-			return errors.New("no leader yet")
-		}
-		return nil
-	})
-	return n
+	return c.initWith(c.faulty(fault), name, host)
 }
 
 // faultJoin is cluster.join with the faults binary.
 func (c *cluster) faultJoin(fault, name string, host int, token string, manager *node) *node {
 	c.t.Helper()
-	n := c.faultAgent(fault, name, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
-	n.listen = c.addr(host)
-	return n
+	return c.joinWith(c.faulty(fault), name, host, token, manager)
 }
 
 // waitFault waits for p to die at its fault point.

@@ -312,8 +312,19 @@ func newCluster(t *testing.T, subnet string) *cluster {
 
 func (c *cluster) addr(host int) string { return fmt.Sprintf("%s%d:%d", c.subnet, host, port) }
 
+// agentStarter starts `curator agent VERB` for a node; args follow the data
+// dir.
+type agentStarter func(name, verb string, args ...string) *node
+
 // agent starts `curator agent VERB` for name; args follow the data dir.
 func (c *cluster) agent(name, verb string, args ...string) *node {
+	return c.agentWith(func(logPath string, argv ...string) *proc {
+		return start(c.t, name, logPath, nil, argv...)
+	}, name, verb, args...)
+}
+
+// agentWith is agent with another way to start the process.
+func (c *cluster) agentWith(startProc func(logPath string, argv ...string) *proc, name, verb string, args ...string) *node {
 	n := c.nodes[name]
 	if n == nil {
 		n = &node{name: name, dataDir: filepath.Join(c.dir, name)}
@@ -321,7 +332,7 @@ func (c *cluster) agent(name, verb string, args ...string) *node {
 	}
 	argv := append([]string{"agent", verb, "--data-dir", n.dataDir}, agentTimers...)
 	argv = append(argv, args...)
-	n.proc = start(c.t, name, filepath.Join(c.dir, name+".log"), nil, argv...)
+	n.proc = startProc(filepath.Join(c.dir, name+".log"), argv...)
 	return n
 }
 
@@ -329,7 +340,13 @@ func (c *cluster) agent(name, verb string, args ...string) *node {
 // leader.
 func (c *cluster) init(name string, host int) *node {
 	c.t.Helper()
-	n := c.agent(name, "init", "--listen", c.addr(host), "--name", name)
+	return c.initWith(c.agent, name, host)
+}
+
+// initWith is init with another agent starter.
+func (c *cluster) initWith(agent agentStarter, name string, host int) *node {
+	c.t.Helper()
+	n := agent(name, "init", "--listen", c.addr(host), "--name", name)
 	n.listen = c.addr(host)
 	c.config = filepath.Join(n.dataDir, "admin", "config.yaml")
 	eventually(c.t, 30*time.Second, name+" serves cluster info", func() error {
@@ -359,7 +376,12 @@ func (c *cluster) token(role string) string {
 
 // join starts a node that joins with token through manager.
 func (c *cluster) join(name string, host int, token string, manager *node) *node {
-	n := c.agent(name, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
+	return c.joinWith(c.agent, name, host, token, manager)
+}
+
+// joinWith is join with another agent starter.
+func (c *cluster) joinWith(agent agentStarter, name string, host int, token string, manager *node) *node {
+	n := agent(name, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
 	n.listen = c.addr(host)
 	return n
 }

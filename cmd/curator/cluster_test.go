@@ -20,7 +20,7 @@ func TestClusterInfo(t *testing.T) {
 		Warnings: []string{"quorum is lost: 1 of 2 voters healthy", "curator and etcd leader on one node"},
 		// Nothing more: an empty etcd leader, no managers, no version.
 		RequireApproval: true, MaxVoters: 5,
-		Names:           map[string]string{"aaaaaaaaaaaaaaaaaaaaaaaa": "m1"},
+		Names: map[string]string{"aaaaaaaaaaaaaaaaaaaaaaaa": "m1"},
 	}
 	for _, tc := range []struct {
 		name   string
