@@ -314,6 +314,9 @@ func (c *Client) attempt(ctx context.Context, addr string, fn func(context.Conte
 	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
 	defer cancel()
 	err = fn(actx, pb.NewManagementClient(conn))
+	if isUnreachable(err) {
+		c.retire(addr, conn)
+	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		// The attempt ran out of time, whatever fn made of that.
 		return status.Errorf(codes.DeadlineExceeded, "no answer within %v", c.o.attemptTimeout)
@@ -354,10 +357,10 @@ func (c *Client) giveUp(ctxErr error, order []string, failed map[string]error) e
 //
 // A connection that failed stays in TRANSIENT_FAILURE until gRPC's reconnect
 // backoff (seconds, growing to minutes) runs out, and every call on it fails
-// at once with the old error. So a failed connection is replaced by a fresh
-// one, which connects on the call, and a manager that came back is found in
-// the next round. The old one is closed with the client, not now: another
-// goroutine may still be using it.
+// at once with the old error. So a connection on which a manager could not
+// be reached is retired (see retire) and replaced by a fresh one, which
+// connects on the next call, and a manager that came back is found in the
+// next round.
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -374,6 +377,18 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	c.conns[addr] = conn
 	return conn, nil
+}
+
+// retire drops conn, on which addr could not be reached, so that the next
+// call to addr dials afresh. It is closed with the client, not now: another
+// goroutine may still be using it.
+func (c *Client) retire(addr string, conn *grpc.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns[addr] == conn {
+		delete(c.conns, addr)
+		c.retired = append(c.retired, conn)
+	}
 }
 
 // answered moves addr to the front, so the next call goes there first.

@@ -382,7 +382,9 @@ func TestNoManagerAnswers(t *testing.T) {
 func TestAManagerThatComesBackIsFound(t *testing.T) {
 	ca := newCA(t)
 	// The port is taken back by a server after the first round failed on it.
-	lis := listen(t, "127.0.0.2")
+	// An address of its own, so that nothing else takes the port between
+	// closing it and listening on it again.
+	lis := listen(t, "127.0.3.77")
 	addr := lis.Addr().String()
 	lis.Close()
 	path := writeConfig(t, ca, addr)
@@ -392,7 +394,7 @@ func TestAManagerThatComesBackIsFound(t *testing.T) {
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("port %s was taken meanwhile: %v", addr, err)
+		t.Fatalf("listen again on %s: %v", addr, err)
 	}
 	serve(t, lis, ca, ca, &fakeManagement{name: "back"})
 	// The same client, whose connection to addr failed before, must
