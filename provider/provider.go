@@ -1,0 +1,60 @@
+// Package provider puts the machines behind nodes behind one small
+// interface, so that the curator can create, destroy and find them without
+// knowing what they are. Implementations (DESIGN.md: `process`, local
+// processes; `docker`, containers) come with groups and rollouts; this file
+// is the contract they will meet.
+//
+// Every machine carries labels: the cluster, the group and the config SHA
+// it was made from, so that any leader can find the machines of a group
+// and tell the ones that are due for a roll, with nothing kept in memory.
+package provider
+
+import "context"
+
+// The labels every provider sets on what it provisions.
+const (
+	LabelCluster   = "curator.cluster"
+	LabelGroup     = "curator.group"
+	LabelConfigSHA = "curator.config-sha"
+)
+
+// Spec is what to provision: the labels to carry and how to start the node
+// agent on the new machine.
+type Spec struct {
+	Labels map[string]string
+	// Args are the `curator agent ...` arguments; Env its environment
+	// (the join token goes there, not in Args).
+	Args []string
+	Env  map[string]string
+}
+
+// Instance is one machine a provider made.
+type Instance struct {
+	// ID is the provider's own name for it, stable for its life.
+	ID     string
+	Labels map[string]string
+	// Address is the node's gRPC address, IP:PORT, once known.
+	Address string
+}
+
+// Provider makes, lists and destroys machines. Every method is safe to call
+// again after a crash in the middle of it: Provision of a spec whose
+// machine exists returns it, Destroy of a machine that is gone succeeds.
+type Provider interface {
+	Provision(ctx context.Context, spec Spec) (Instance, error)
+	Destroy(ctx context.Context, id string) error
+	// List returns the machines whose labels include every one in
+	// selector.
+	List(ctx context.Context, selector map[string]string) ([]Instance, error)
+}
+
+// Matches says whether labels include every label in selector: the rule
+// List follows, in one place for every provider.
+func Matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
