@@ -1,0 +1,108 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package process
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config is the provider's configuration. Zero fields take the defaults of
+// withDefaults.
+type Config struct {
+	// Dir holds the bookkeeping and the instances' data dirs. Required.
+	Dir string
+	// Binary is the curator binary to run; default the running executable.
+	Binary string
+	// Addresses is the pool of IP:PORT addresses to hand out, one per live
+	// instance. A node also uses PORT+1..PORT+3 (DESIGN.md), so addresses
+	// that share an IP must be at least 4 ports apart; distinct loopback
+	// IPs with one port are the usual pool.
+	Addresses []string
+	// StopTimeout is how long Destroy waits after SIGTERM before it sends
+	// SIGKILL; default 10s.
+	StopTimeout time.Duration
+	// Logger records what the provider does; default a no-op logger.
+	Logger *zap.Logger
+}
+
+// DefaultStopTimeout is Config.StopTimeout's default.
+const DefaultStopTimeout = 10 * time.Second
+
+// withDefaults returns c with its zero fields filled in and Dir made
+// absolute, as the data dirs handed to the processes must not depend on
+// their working directory.
+func (c Config) withDefaults() (Config, error) {
+	if c.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("default binary: %w", err)
+		}
+		c.Binary = exe
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Dir != "" {
+		abs, err := filepath.Abs(c.Dir)
+		if err != nil {
+			return c, fmt.Errorf("dir %q: %w", c.Dir, err)
+		}
+		c.Dir = abs
+	}
+	return c, nil
+}
+
+// Validate says what is wrong with c, if anything.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir is required"))
+	}
+	if len(c.Addresses) == 0 {
+		errs = append(errs, errors.New("addresses: the pool is empty; give at least one IP:PORT"))
+	}
+	seen := make(map[string]bool, len(c.Addresses))
+	for _, a := range c.Addresses {
+		if err := validateAddress(a); err != nil {
+			errs = append(errs, fmt.Errorf("addresses: %w", err))
+			continue
+		}
+		if seen[a] {
+			errs = append(errs, fmt.Errorf("addresses: %q is in the pool twice", a))
+		}
+		seen[a] = true
+	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, fmt.Errorf("stop timeout %v is negative", c.StopTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// validateAddress checks that a is a literal IP:PORT with a port a node can
+// listen on (PORT+3 included).
+func validateAddress(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q is not IP:PORT: %w", a, err)
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("%q: %q is not an IP address", a, host)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535-3 {
+		return fmt.Errorf("%q: port %q is not in 1..%d", a, port, 65535-3)
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+// Package process is the provider.Provider that runs nodes as local
+// processes: each instance is one `curator agent ...` process on this host,
+// with an address of its own from a pool (distinct loopback addresses let
+// several nodes share the host, DESIGN.md "CLI contract") and a data dir of
+// its own.
+//
+// The bookkeeping is on disk, not in memory, so that any leader on the host
+// (a new one after a failover, or one in another process) finds the same
+// instances:
+//
+//	DIR/lock                         flock(2) serialising Provision and Prune
+//	DIR/instances/<id>/instance.json the record: id, labels, address, pid, ...
+//	DIR/instances/<id>/data/         the node's data dir ({{data-dir}})
+//	DIR/instances/<id>/agent.log     the node's stdout and stderr
+//
+// The record is the truth; the process is judged alive by its pid, checked
+// against the start time recorded with it so that a recycled pid is not
+// mistaken for the node (on Linux; elsewhere a signal 0 is all there is).
+// Processes run in a session of their own, so they outlive the leader that
+// started them, and the provider starts no goroutine to wait for them: a
+// process this one started is reaped when the provider next looks at it
+// (List, Destroy, Prune); until then an exited child stays a zombie, which
+// counts as dead.
+//
+// Provision is not idempotent with respect to its spec. The machines of one
+// group have identical specs, so a spec names no machine to find again; the
+// caller, a level-triggered loop, counts the machines with List before it
+// provisions. What a crash in the middle of Provision can leave behind is a
+// record with no process (pid 0, or a dir with no record at all), which List
+// ignores and Prune removes.
+//
+// Two leaders on one host cannot hand out one address twice: Provision and
+// Prune hold an flock on DIR/lock. The address pool is the only check that
+// an address is free: the provider does not probe the ports, so the pool
+// must not hold addresses that something else on the host uses.
+//
+// The package builds on Linux and the BSDs (macOS included): it needs
+// sessions, flock(2) and signals.
+package process

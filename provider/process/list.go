@@ -1,0 +1,47 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/provider"
+)
+
+// List returns the live instances whose labels match selector, sorted by
+// ID. An instance whose process has died is not listed (the Instance type
+// has no status to show it with): to the caller it is gone, and Prune
+// removes what it left. It takes no lock: records are written atomically,
+// and a record half made by a running Provision has no pid yet, so it is
+// not live.
+func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	childReapAll()
+	ids, err := p.recordIDs()
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	var out []provider.Instance
+	for _, id := range ids {
+		r, err := p.recordLoad(id)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // being made, or being destroyed
+		}
+		if err != nil {
+			// One bad record must not blind the caller to the rest.
+			p.cfg.Logger.Warn("skipping unreadable instance record", zap.String("id", id), zap.Error(err))
+			continue
+		}
+		if r.alive() && provider.Matches(r.Labels, selector) {
+			out = append(out, r.instance())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,366 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/curatorproject/curator/provider"
+)
+
+// testDeadline bounds every wait for a condition.
+const testDeadline = 10 * time.Second
+
+var testAddrs = []string{"127.0.100.10:7000", "127.0.100.11:7000", "127.0.100.12:7000"}
+
+// newTestProvider returns a Provider on dir running the sleeper, and
+// destroys whatever is left of its instances when the test ends.
+func newTestProvider(t *testing.T, dir string, addrs []string, stopTimeout time.Duration) *Provider {
+	t.Helper()
+	p, err := New(Config{Dir: dir, Binary: sleeperBin, Addresses: addrs, StopTimeout: stopTimeout, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		insts, _ := p.List(context.Background(), nil)
+		for _, in := range insts {
+			p.Destroy(context.Background(), in.ID)
+		}
+	})
+	return p
+}
+
+func sleeperSpec(group string, extraArgs ...string) provider.Spec {
+	return provider.Spec{
+		Labels: map[string]string{provider.LabelCluster: "c1", provider.LabelGroup: group, provider.LabelConfigSHA: "sha1"},
+		Args:   append([]string{"-out", "{{data-dir}}/out.json", "-listen", "{{address}}"}, extraArgs...),
+		Env:    map[string]string{"SLEEPER_ENV": "token-" + group},
+	}
+}
+
+func provision(t *testing.T, p *Provider, spec provider.Spec) provider.Instance {
+	t.Helper()
+	in, err := p.Provision(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	return in
+}
+
+func list(t *testing.T, p *Provider, selector map[string]string) []provider.Instance {
+	t.Helper()
+	insts, err := p.List(context.Background(), selector)
+	if err != nil {
+		t.Fatalf("List(%v): %v", selector, err)
+	}
+	return insts
+}
+
+// waitFor polls cond until it holds, failing the test past the deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testDeadline)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type report struct {
+	Args []string `json:"args"`
+	Env  string   `json:"env"`
+}
+
+// readReport waits for the sleeper of instance id to say how it was
+// started.
+func readReport(t *testing.T, p *Provider, id string) report {
+	t.Helper()
+	path := filepath.Join(p.dataDir(id), "out.json")
+	var b []byte
+	waitFor(t, "the sleeper's report "+path, func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil
+	})
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report %s: %v", path, err)
+	}
+	return r
+}
+
+func pidOf(t *testing.T, p *Provider, id string) int {
+	t.Helper()
+	r, err := p.recordLoad(id)
+	if err != nil {
+		t.Fatalf("record of %s: %v", id, err)
+	}
+	if r.PID <= 0 {
+		t.Fatalf("record of %s has pid %d", id, r.PID)
+	}
+	return r.PID
+}
+
+// processGone says whether pid no longer exists (it has exited and been
+// reaped).
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestProvisionListDestroy(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestProvider(t, dir, testAddrs, 0)
+	ctx := context.Background()
+
+	in := provision(t, p, sleeperSpec("workers"))
+	if !strings.HasPrefix(in.ID, "proc-") {
+		t.Errorf("ID = %q, want proc-...", in.ID)
+	}
+	wantInst := provider.Instance{ID: in.ID, Labels: sleeperSpec("workers").Labels, Address: testAddrs[0]}
+	if diff := cmp.Diff(wantInst, in); diff != "" {
+		t.Errorf("Provision (-want +got):\n%s", diff)
+	}
+
+	// The placeholders are replaced and the env is passed.
+	dataDir := filepath.Join(dir, "instances", in.ID, "data")
+	wantReport := report{Args: []string{"-out", dataDir + "/out.json", "-listen", testAddrs[0]}, Env: "token-workers"}
+	if diff := cmp.Diff(wantReport, readReport(t, p, in.ID)); diff != "" {
+		t.Errorf("the process was started with (-want +got):\n%s", diff)
+	}
+
+	for _, tc := range []struct {
+		name     string
+		selector map[string]string
+		want     []provider.Instance
+	}{
+		{"all", nil, []provider.Instance{wantInst}},
+		{"its group", map[string]string{provider.LabelGroup: "workers"}, []provider.Instance{wantInst}},
+		{"other group", map[string]string{provider.LabelGroup: "managers"}, nil},
+		{"other sha", map[string]string{provider.LabelGroup: "workers", provider.LabelConfigSHA: "sha2"}, nil},
+	} {
+		if diff := cmp.Diff(tc.want, list(t, p, tc.selector)); diff != "" {
+			t.Errorf("List %s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+
+	// A new leader, with a Provider of its own on the same dir, finds it,
+	// and can destroy it.
+	p2 := newTestProvider(t, dir, testAddrs, 0)
+	if diff := cmp.Diff([]provider.Instance{wantInst}, list(t, p2, nil)); diff != "" {
+		t.Errorf("List by a new provider (-want +got):\n%s", diff)
+	}
+	pid := pidOf(t, p, in.ID)
+	if err := p2.Destroy(ctx, in.ID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	waitFor(t, "the destroyed process to be gone", func() bool { return processGone(pid) })
+	if _, err := os.Stat(filepath.Join(dir, "instances", in.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("instance dir after Destroy: %v, want it gone", err)
+	}
+	if got := list(t, p, nil); len(got) != 0 {
+		t.Errorf("List after Destroy = %v, want none", got)
+	}
+
+	// Destroy is idempotent, and unknown IDs are already destroyed.
+	for _, id := range []string{in.ID, "proc-00000000"} {
+		if err := p.Destroy(ctx, id); err != nil {
+			t.Errorf("Destroy(%q) again: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", "..", "../x", "a/b", ".hidden"} {
+		if err := p.Destroy(ctx, id); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("Destroy(%q) = %v, want ErrInvalidID", id, err)
+		}
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	p := newTestProvider(t, t.TempDir(), testAddrs[:2], 0)
+	ctx := context.Background()
+
+	a := provision(t, p, sleeperSpec("workers"))
+	b := provision(t, p, sleeperSpec("workers"))
+	if a.Address == b.Address {
+		t.Fatalf("two live instances share address %s", a.Address)
+	}
+	if a.ID == b.ID {
+		t.Fatalf("two instances share ID %s", a.ID)
+	}
+	_, err := p.Provision(ctx, sleeperSpec("workers"))
+	if !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("Provision with the pool used up = %v, want ErrPoolExhausted", err)
+	}
+	if !strings.Contains(err.Error(), "all 2 addresses in use") {
+		t.Errorf("exhaustion error %q does not say how many addresses are in use", err)
+	}
+
+	if err := p.Destroy(ctx, a.ID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	c := provision(t, p, sleeperSpec("workers"))
+	if c.Address != a.Address {
+		t.Errorf("after Destroy, Provision got %s, want the freed %s", c.Address, a.Address)
+	}
+	readReport(t, p, c.ID) // it did start
+}
+
+// Leaders racing on one host (two Providers on one dir) never hand out one
+// address twice.
+func TestConcurrentProvision(t *testing.T) {
+	dir := t.TempDir()
+	ps := []*Provider{newTestProvider(t, dir, testAddrs, 0), newTestProvider(t, dir, testAddrs, 0)}
+	var wg sync.WaitGroup
+	got := make([]provider.Instance, len(testAddrs))
+	errs := make([]error, len(testAddrs))
+	for i := range testAddrs {
+		wg.Go(func() {
+			got[i], errs[i] = ps[i%2].Provision(context.Background(), sleeperSpec("workers"))
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, in := range got {
+		if errs[i] != nil {
+			t.Fatalf("Provision %d: %v", i, errs[i])
+		}
+		if seen[in.Address] {
+			t.Errorf("address %s handed out twice", in.Address)
+		}
+		seen[in.Address] = true
+	}
+	if n := len(list(t, ps[0], nil)); n != len(testAddrs) {
+		t.Errorf("List = %d instances, want %d", n, len(testAddrs))
+	}
+}
+
+func TestProvisionBadBinary(t *testing.T) {
+	dir := t.TempDir()
+	p, err := New(Config{Dir: dir, Binary: filepath.Join(dir, "no-such-binary"), Addresses: testAddrs[:1]})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := p.Provision(context.Background(), sleeperSpec("workers")); err == nil {
+		t.Fatal("Provision of a missing binary succeeded")
+	}
+	ids, err := p.recordIDs()
+	if err != nil || len(ids) != 0 {
+		t.Errorf("instance dirs after a failed Provision = %v, %v; want none", ids, err)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestProvider(t, dir, testAddrs, 0)
+	ctx := context.Background()
+
+	dead := provision(t, p, sleeperSpec("workers"))
+	live := provision(t, p, sleeperSpec("workers"))
+	readReport(t, p, dead.ID)
+	// Left by Provisions that crashed: a dir with no record, and a record
+	// with no pid.
+	if err := os.MkdirAll(filepath.Join(dir, "instances", "proc-00000001", "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "instances", "proc-00000002"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.recordSave(record{ID: "proc-00000002", Address: testAddrs[2]}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Killed behind the provider's back.
+	pid := pidOf(t, p, dead.ID)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "List to drop the killed instance", func() bool {
+		insts := list(t, p, nil)
+		return len(insts) == 1 && insts[0].ID == live.ID
+	})
+
+	pruned, err := p.Prune(ctx)
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	want := []string{"proc-00000001", "proc-00000002", dead.ID}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, pruned); diff != "" {
+		t.Errorf("Prune (-want +got):\n%s", diff)
+	}
+	ids, err := p.recordIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{live.ID}, ids); diff != "" {
+		t.Errorf("instance dirs after Prune (-want +got):\n%s", diff)
+	}
+	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
+		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
+	}
+}
+
+func TestDestroyKillsAfterStopTimeout(t *testing.T) {
+	p := newTestProvider(t, t.TempDir(), testAddrs, 200*time.Millisecond)
+	in := provision(t, p, sleeperSpec("workers", "-ignore-term"))
+	readReport(t, p, in.ID) // SIGTERM is ignored from here on
+	pid := pidOf(t, p, in.ID)
+
+	start := time.Now()
+	if err := p.Destroy(context.Background(), in.ID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Destroy took %v, want the 200ms stop timeout and a little", d)
+	}
+	waitFor(t, "the killed process to be gone", func() bool { return processGone(pid) })
+}
+
+func TestConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"valid", Config{Dir: dir, Addresses: testAddrs}, ""},
+		{"no dir", Config{Addresses: testAddrs}, "dir is required"},
+		{"no addresses", Config{Dir: dir}, "the pool is empty"},
+		{"no port", Config{Dir: dir, Addresses: []string{"127.0.0.1"}}, "not IP:PORT"},
+		{"host name", Config{Dir: dir, Addresses: []string{"localhost:7000"}}, "not an IP address"},
+		{"port 0", Config{Dir: dir, Addresses: []string{"127.0.0.1:0"}}, "not in 1..65532"},
+		{"port too high for PORT+3", Config{Dir: dir, Addresses: []string{"127.0.0.1:65534"}}, "not in 1..65532"},
+		{"duplicate", Config{Dir: dir, Addresses: []string{"127.0.0.1:7000", "127.0.0.1:7000"}}, "in the pool twice"},
+		{"negative stop timeout", Config{Dir: dir, Addresses: testAddrs, StopTimeout: -time.Second}, "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for what, err := range map[string]error{"Validate": tc.cfg.Validate(), "New": newErr(tc.cfg)} {
+				switch {
+				case tc.wantErr == "" && err != nil:
+					t.Errorf("%s: %v", what, err)
+				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+					t.Errorf("%s = %v, want an error containing %q", what, err, tc.wantErr)
+				}
+			}
+		})
+	}
+}
+
+func newErr(cfg Config) error {
+	_, err := New(cfg)
+	return err
+}

@@ -1,0 +1,52 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package process
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/curatorproject/curator/provider"
+)
+
+var (
+	// ErrPoolExhausted is returned by Provision when every address of the
+	// pool belongs to a live instance.
+	ErrPoolExhausted = errors.New("address pool exhausted")
+	// ErrInvalidID is returned for an instance ID that cannot be one of
+	// ours (empty, or not a plain name).
+	ErrInvalidID = errors.New("invalid instance id")
+)
+
+// Provider runs instances as local processes. Its methods may be called
+// concurrently, and by several Providers on one Dir, in one process or
+// several.
+type Provider struct {
+	cfg Config
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a Provider on cfg.Dir, creating the dir if need be. The
+// instances already recorded there are its own from the start.
+func New(cfg Config) (*Provider, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("process provider: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("process provider: %w", err)
+	}
+	p := &Provider{cfg: cfg}
+	if err := os.MkdirAll(p.instancesDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("process provider: %w", err)
+	}
+	return p, nil
+}
+
+// instance is what the provider.Provider interface shows of r.
+func (r record) instance() provider.Instance {
+	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address}
+}

@@ -1,0 +1,167 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/provider"
+)
+
+// The placeholders Provision replaces in Spec.Args.
+const (
+	PlaceholderAddress = "{{address}}"
+	PlaceholderDataDir = "{{data-dir}}"
+)
+
+// Provision starts one new instance of spec: it takes a free address from
+// the pool, records the instance, and starts Binary with spec.Args (the
+// placeholders replaced) and spec.Env added to this process's environment.
+// The process runs in a session of its own and outlives the caller; its
+// output goes to agent.log beside its record.
+//
+// Every call makes a new instance (see the package comment for why a spec
+// cannot name one). The host-wide lock is held from the choice of address
+// until the record holds the pid, so that no two Provisions hand out one
+// address and Prune never takes a half-made instance for a dead one.
+func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
+	unlock, err := p.lock(ctx)
+	if err != nil {
+		return provider.Instance{}, fmt.Errorf("provision: %w", err)
+	}
+	defer unlock()
+
+	addr, err := p.freeAddress()
+	if err != nil {
+		return provider.Instance{}, fmt.Errorf("provision: %w", err)
+	}
+	id, err := p.newInstanceDir()
+	if err != nil {
+		return provider.Instance{}, fmt.Errorf("provision: %w", err)
+	}
+	r := record{
+		ID:      id,
+		Labels:  maps.Clone(spec.Labels),
+		Address: addr,
+		Args:    expandArgs(spec.Args, addr, p.dataDir(id)),
+		Started: time.Now().UTC(),
+	}
+	pid, err := p.start(r, spec.Env)
+	if err != nil {
+		p.recordDestroy(id)
+		return provider.Instance{}, fmt.Errorf("provision %s: %w", id, err)
+	}
+	r.PID, r.StartTime = pid, startTime(pid)
+	if err := p.recordSave(r); err != nil {
+		// Without a record nobody could find the process again: stop it.
+		syscall.Kill(-pid, syscall.SIGKILL)
+		childReap(pid)
+		p.recordDestroy(id)
+		return provider.Instance{}, fmt.Errorf("provision %s: %w", id, err)
+	}
+	p.cfg.Logger.Info("provisioned instance",
+		zap.String("id", id), zap.String("address", addr), zap.Int("pid", pid),
+		zap.Any("labels", r.Labels))
+	return r.instance(), nil
+}
+
+// freeAddress returns the first address of the pool that no live instance
+// holds. Dead instances' addresses are free, recorded or not.
+func (p *Provider) freeAddress() (string, error) {
+	ids, err := p.recordIDs()
+	if err != nil {
+		return "", err
+	}
+	used := make(map[string]bool)
+	for _, id := range ids {
+		r, err := p.recordLoad(id)
+		if err != nil {
+			continue // no record: no process either (see Provision)
+		}
+		if r.alive() {
+			used[r.Address] = true
+		}
+	}
+	for _, a := range p.cfg.Addresses {
+		if !used[a] {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("all %d addresses in use: %w", len(p.cfg.Addresses), ErrPoolExhausted)
+}
+
+// newInstanceDir creates the dir of a new instance, and its data dir, under
+// a fresh random ID.
+func (p *Provider) newInstanceDir() (string, error) {
+	for range 10 {
+		b := make([]byte, 4)
+		rand.Read(b)
+		id := "proc-" + hex.EncodeToString(b)
+		err := os.Mkdir(p.instanceDir(id), 0o700)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if err := os.Mkdir(p.dataDir(id), 0o700); err != nil {
+			p.recordDestroy(id)
+			return "", err
+		}
+		return id, nil
+	}
+	return "", errors.New("no free instance id after 10 tries")
+}
+
+// start writes r as a record with no pid yet (so that a crash from here on
+// leaves a trace Prune can clean), then starts the process and returns its
+// pid. Nothing waits for the process: the Go handle is released at once,
+// and the pid is reaped by childReap when someone next looks at it.
+func (p *Provider) start(r record, env map[string]string) (int, error) {
+	if err := p.recordSave(r); err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(p.logFile(r.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close() // the child has its own copy
+	// Not CommandContext: the process must outlive ctx, and the caller.
+	cmd := exec.Command(p.cfg.Binary, r.Args...)
+	cmd.Env = os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cmd.Env = append(cmd.Env, k+"="+env[k]) // later entries win
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	childAdd(pid)
+	cmd.Process.Release()
+	return pid, nil
+}
+
+// expandArgs replaces the placeholders in args.
+func expandArgs(args []string, addr, dataDir string) []string {
+	rep := strings.NewReplacer(PlaceholderAddress, addr, PlaceholderDataDir, dataDir)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = rep.Replace(a)
+	}
+	return out
+}
