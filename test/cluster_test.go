@@ -19,16 +19,7 @@ import (
 // elect another.
 func TestClusterThreeManagersTwoWorkers(t *testing.T) {
 	c := newCluster(t, "127.0.201.")
-	m1 := c.init("manager-1", 10)
-	managerToken, workerToken := c.token("manager"), c.token("worker")
-	// etcd admits one learner at a time: each manager must be a voter
-	// before the next one joins.
-	c.join("manager-2", 11, managerToken, m1)
-	c.waitVoter("manager-2")
-	c.join("manager-3", 12, managerToken, m1)
-	c.waitVoter("manager-3")
-	c.join("worker-1", 13, workerToken, m1)
-	c.join("worker-2", 14, workerToken, m1)
+	c.build(3, 2)
 
 	names := []string{"manager-1", "manager-2", "manager-3", "worker-1", "worker-2"}
 	var nodes []nodeJSON

@@ -362,7 +362,7 @@ func TestFaultDemoteAfterMemberRemove(t *testing.T) {
 			token := c.token("manager")
 			for i := 2; i <= tc.managers; i++ {
 				name := fmt.Sprintf("manager-%d", i)
-				// etcd admits one learner at a time.
+				// A voter at a time, so the quorum grows a voter at a time.
 				c.faultJoin(point, name, 9+i, token, m1)
 				c.waitVoter(name)
 				names = append(names, name)

@@ -374,6 +374,33 @@ func (c *cluster) token(role string) string {
 	return strings.TrimSpace(out)
 }
 
+// build starts manager-1 with init, then manager-2.. one at a time (each a
+// voter before the next, so the quorum grows a voter at a time), then
+// worker-1.. together, on hosts 10, 11, ... in that order. It returns
+// manager-1.
+func (c *cluster) build(managers, workers int) *node {
+	c.t.Helper()
+	m1 := c.init("manager-1", 10)
+	host := 11
+	if managers > 1 {
+		tok := c.token("manager")
+		for i := 2; i <= managers; i++ {
+			name := fmt.Sprintf("manager-%d", i)
+			c.join(name, host, tok, m1)
+			c.waitVoter(name)
+			host++
+		}
+	}
+	if workers > 0 {
+		tok := c.token("worker")
+		for i := 1; i <= workers; i++ {
+			c.join(fmt.Sprintf("worker-%d", i), host, tok, m1)
+			host++
+		}
+	}
+	return m1
+}
+
 // join starts a node that joins with token through manager.
 func (c *cluster) join(name string, host int, token string, manager *node) *node {
 	return c.joinWith(c.agent, name, host, token, manager)

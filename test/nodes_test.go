@@ -589,14 +589,8 @@ func TestNodePromoteDemote(t *testing.T) {
 func TestNodeGuardsRemoveLeave(t *testing.T) {
 	began := time.Now()
 	c := newCluster(t, "127.0.211.")
-	m1 := c.init("manager-1", 10)
-	managerToken, workerToken := c.token("manager"), c.token("worker")
-	c.join("manager-2", 11, managerToken, m1)
-	c.waitVoter("manager-2")
-	c.join("manager-3", 12, managerToken, m1)
-	c.waitVoter("manager-3")
-	c.join("worker-1", 13, workerToken, m1)
-	c.join("worker-2", 14, workerToken, m1)
+	m1 := c.build(3, 2)
+	managerToken := c.token("manager")
 	all := []string{"manager-1", "manager-2", "manager-3", "worker-1", "worker-2"}
 	c.waitReady(30*time.Second, all...)
 	ids := mgmtIDs(t, c, all...)

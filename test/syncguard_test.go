@@ -26,12 +26,7 @@ import (
 // manager-3 is back it removes the member.
 func TestSyncRemovalKeepsQuorum(t *testing.T) {
 	c := newCluster(t, "127.0.207.")
-	m1 := c.init("manager-1", 10)
-	tok := c.token("manager")
-	c.join("manager-2", 11, tok, m1)
-	c.waitVoter("manager-2")
-	c.join("manager-3", 12, tok, m1)
-	c.waitVoter("manager-3")
+	m1 := c.build(3, 0)
 	nodes := c.waitReady(30*time.Second, "manager-1", "manager-2", "manager-3")
 	ids := map[string]string{}
 	for _, n := range nodes {

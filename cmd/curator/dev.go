@@ -4,7 +4,8 @@ package main
 // processes of this same binary. Until groups and the process provider exist
 // (DESIGN.md), dev starts the processes itself: the first node with `agent
 // init`, the other managers one at a time with `agent join` and the manager
-// token (etcd takes one learner at a time), then the workers together.
+// token (each a voter before the next, so the quorum grows a voter at a
+// time), then the workers together.
 
 import (
 	"context"
