@@ -218,7 +218,10 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	if err := stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond)}); err != nil {
+	answer := func(seq uint64) error {
+		return stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), Seq: seq, Leader: s.cfg.NodeID})
+	}
+	if err := answer(0); err != nil {
 		return err
 	}
 	dropped, release := st.streams.open(id)
@@ -226,12 +229,17 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 	errc := make(chan error, 1)
 	go func() {
 		for {
-			if _, err := stream.Recv(); err != nil {
+			req, err := stream.Recv()
+			if err != nil {
 				errc <- err
 				return
 			}
 			st.hb.beat(id, s.cfg.Now())
 			kick(st.kickHealth)
+			if err := answer(req.Seq); err != nil {
+				errc <- err
+				return
+			}
 		}
 	}()
 	select {

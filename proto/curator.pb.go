@@ -703,8 +703,15 @@ func (x *NodeView) GetLastHeartbeat() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListNodes pages through the nodes in ID order, so that no fleet size meets
+// a message limit. A request without page_size gets every node; clients
+// follow next_page_token until it is empty.
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many nodes in one answer; 0 means all of them.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to start: the next_page_token of the previous answer.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,9 +746,25 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 	return file_curator_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *ListNodesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeView            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeView            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -781,6 +804,13 @@ func (x *ListNodesResponse) GetNodes() []*NodeView {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type GetNodeRequest struct {
@@ -1794,8 +1824,11 @@ func (x *RegisterResponse) GetManagers() []string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// A number the node picks for each heartbeat; the leader's answer
+	// carries it back, so the node can tell a live stream from a dead one.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1837,10 +1870,23 @@ func (x *HeartbeatRequest) GetVersion() string {
 	return ""
 }
 
+func (x *HeartbeatRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// The leader answers every heartbeat. The first answer (seq 0) comes as the
+// stream opens.
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The interval at which the leader wants heartbeats, in milliseconds.
-	IntervalMs    uint32 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	IntervalMs uint32 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// The seq of the heartbeat this answers.
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The node ID of the curator leader that answered.
+	Leader        string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1880,6 +1926,20 @@ func (x *HeartbeatResponse) GetIntervalMs() uint32 {
 		return x.IntervalMs
 	}
 	return 0
+}
+
+func (x *HeartbeatResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
 }
 
 type WatchNodeRequest struct {
@@ -2560,10 +2620,14 @@ const file_curator_proto_rawDesc = "" +
 	"\bNodeView\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12@\n" +
 	"\x0emanager_status\x18\x02 \x01(\x0e2\x19.curator.v1.ManagerStatusR\rmanagerStatus\x12A\n" +
-	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\x12\n" +
-	"\x10ListNodesRequest\"?\n" +
+	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"N\n" +
+	"\x10ListNodesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"g\n" +
 	"\x11ListNodesResponse\x12*\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x14.curator.v1.NodeViewR\x05nodes\" \n" +
+	"\x05nodes\x18\x01 \x03(\v2\x14.curator.v1.NodeViewR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
 	"\x12ClusterInfoRequest\"\xd0\x03\n" +
@@ -2643,12 +2707,15 @@ const file_curator_proto_rawDesc = "" +
 	"\aca_cert\x18\x03 \x01(\fR\x06caCert\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12\x1a\n" +
-	"\bmanagers\x18\x05 \x03(\tR\bmanagers\",\n" +
+	"\bmanagers\x18\x05 \x03(\tR\bmanagers\">\n" +
 	"\x10HeartbeatRequest\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"4\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"^\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
-	"intervalMs\"\x12\n" +
+	"intervalMs\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\"\x12\n" +
 	"\x10WatchNodeRequest\"U\n" +
 	"\x11WatchNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12\x1a\n" +

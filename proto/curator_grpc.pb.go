@@ -570,8 +570,8 @@ type CuratorClient interface {
 	// the only call made without a node certificate. Calling it again with
 	// the same key is idempotent.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
-	// Heartbeat: the node sends one message per interval; the stream staying
-	// open is not itself a heartbeat.
+	// Heartbeat: the node sends one message per interval and the leader
+	// answers each; the stream staying open is not itself a heartbeat.
 	Heartbeat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error)
 	// WatchNode streams the calling node's own record each time it changes.
 	WatchNode(ctx context.Context, in *WatchNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodeResponse], error)
@@ -659,8 +659,8 @@ type CuratorServer interface {
 	// the only call made without a node certificate. Calling it again with
 	// the same key is idempotent.
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
-	// Heartbeat: the node sends one message per interval; the stream staying
-	// open is not itself a heartbeat.
+	// Heartbeat: the node sends one message per interval and the leader
+	// answers each; the stream staying open is not itself a heartbeat.
 	Heartbeat(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error
 	// WatchNode streams the calling node's own record each time it changes.
 	WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[WatchNodeResponse]) error
