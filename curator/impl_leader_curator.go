@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
@@ -97,10 +96,7 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
-	if err != nil {
-		return nil, err
-	}
+	nodes := st.reg.nodes()
 	issueNodeCert := func() ([]byte, error) {
 		cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
 		if err != nil {
@@ -108,14 +104,14 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		}
 		return pki.EncodeCert(cert), nil
 	}
-	response := func(nodes []*pb.Node) (*pb.RegisterResponse, error) {
+	response := func() (*pb.RegisterResponse, error) {
 		certPEM, err := issueNodeCert()
 		if err != nil {
 			return nil, err
 		}
 		return &pb.RegisterResponse{
 			NodeId: id, NodeCert: certPEM, CaCert: pki.EncodeCert(st.pki.CA.Cert),
-			ClusterId: cs.ClusterId, Managers: managers(nodes),
+			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.managerList()),
 		}, nil
 	}
 	for _, n := range nodes {
@@ -127,7 +123,7 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
 			return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
 		}
-		return response(nodes)
+		return response()
 	}
 	for _, n := range nodes {
 		if n.Name == name {
@@ -176,7 +172,7 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		return nil, err
 	}
 	lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
-	return response(append(nodes, node))
+	return response()
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
@@ -235,7 +231,9 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 				return
 			}
 			st.hb.beat(id, s.cfg.Now())
-			kick(st.kickHealth)
+			if n := st.reg.node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+				kick(st.kickHealth)
+			}
 			if err := answer(req.Seq); err != nil {
 				errc <- err
 				return
@@ -256,98 +254,49 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 }
 
 // WatchNode streams the caller's own record and the manager list each time
-// either changes.
+// either changes, from the leader's registry view: a stream wakes only for
+// changes that concern it.
 func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
 	st, err := c.s.leaderFor()
 	if err != nil {
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	stop := context.AfterFunc(st.ctx, cancel)
-	defer stop()
 	// A removed node's watch ends at once, whatever the watch was doing.
 	dropped, release := st.streams.open(id)
 	defer release()
-	go func() {
-		select {
-		case <-dropped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err = c.watchNode(ctx, st, id, stream)
-	select {
-	case <-dropped:
-		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
-	default:
-	}
-	if st.ctx.Err() != nil {
-		return ErrNotLeader
-	}
-	return err
-}
-
-func (c *curatorServer) watchNode(ctx context.Context, st *leaderState, id string, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
-	s := c.s
-
-	var last *pb.WatchNodeResponse
-	send := func() (int64, error) {
-		resp, err := s.cfg.Etcd.Get(ctx, nodePrefix, clientv3.WithPrefix())
-		if err != nil {
-			return 0, err
-		}
-		var nodes []*pb.Node
-		for _, kv := range resp.Kvs {
-			n, err := nodeUnmarshal(string(kv.Key), kv.Value)
-			if err != nil {
-				return 0, err
-			}
-			nodes = append(nodes, n)
-		}
-		out := &pb.WatchNodeResponse{Managers: managers(nodes)}
-		for _, n := range nodes {
-			if n.Id == id {
-				out.Node = n
-			}
-		}
-		if out.Node == nil {
-			return 0, fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
-		}
-		if last == nil || !proto.Equal(last, out) {
-			if err := stream.Send(out); err != nil {
-				return 0, err
-			}
-			last = out
-		}
-		return resp.Header.Revision, nil
-	}
-	rev, err := send()
-	if err != nil {
-		return err
-	}
-	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(ctx), nodePrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	removed := fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	var lastNode *pb.Node
+	var lastManagers []string
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case wr, ok := <-wch:
-			if !ok {
-				return fmt.Errorf("%w: node watch ended", ErrNotLeader)
-			}
-			if err := wr.Err(); err != nil {
-				return fmt.Errorf("watch nodes: %w", err)
-			}
-			if _, err := send(); err != nil {
+		n, mgrs, nodeChanged, managersChanged := st.reg.watchNode(id)
+		if n == nil {
+			return removed
+		}
+		if n != lastNode || !slices.Equal(mgrs, lastManagers) {
+			if err := stream.Send(&pb.WatchNodeResponse{Node: n, Managers: mgrs}); err != nil {
 				return err
 			}
+			lastNode, lastManagers = n, mgrs
+		}
+		select {
+		case <-nodeChanged:
+		case <-managersChanged:
+		case <-dropped:
+			return removed
+		case <-st.ctx.Done():
+			return ErrNotLeader
+		case <-stream.Context().Done():
+			return stream.Context().Err()
 		}
 	}
 }
 
 // GetManagers lists the managers and the leader.
 func (c *curatorServer) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
+	if st := c.s.currentLeader(); st != nil {
+		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.managerList()), Leader: c.s.cfg.NodeID}, nil
+	}
 	nodes, err := nodeList(ctx, c.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
