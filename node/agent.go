@@ -36,6 +36,8 @@ type Config struct {
 	ElectionTTL       time.Duration
 	HeartbeatInterval time.Duration
 	DownAfter         time.Duration
+	// Pprof serves Go's profiles on the HTTP port.
+	Pprof bool
 	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.
 	EtcdTickMs, EtcdElectionMs uint
 	// Logger is the base logger for etcd and the API handlers.
