@@ -94,30 +94,22 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		return nil, fmt.Errorf("%w: unknown availability %d", ErrInvalid, availability)
 	}
 
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	nodes := st.reg.nodes()
-	issueNodeCert := func() ([]byte, error) {
-		cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
-		if err != nil {
-			return nil, fmt.Errorf("issue node certificate: %w", err)
-		}
-		return pki.EncodeCert(cert), nil
+	// The certificate depends on the key and address alone: sign it
+	// outside the lock, which every join takes in turn.
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	if err != nil {
+		return nil, fmt.Errorf("issue node certificate: %w", err)
 	}
 	response := func() (*pb.RegisterResponse, error) {
-		certPEM, err := issueNodeCert()
-		if err != nil {
-			return nil, err
-		}
 		return &pb.RegisterResponse{
-			NodeId: id, NodeCert: certPEM, CaCert: pki.EncodeCert(st.pki.CA.Cert),
+			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert),
 			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.managerList()),
 		}, nil
 	}
-	for _, n := range nodes {
-		if n.Id != id {
-			continue
-		}
+
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	if n := st.reg.node(id); n != nil {
 		// A retry of a registration that went through: same key, same
 		// node. Hand out its certificate again.
 		if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
@@ -125,13 +117,11 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		}
 		return response()
 	}
-	for _, n := range nodes {
-		if n.Name == name {
-			return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
-		}
-		if n.Address == req.Address {
-			return nil, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, req.Address, n.Id, n.Name)
-		}
+	if n := st.reg.nodeNamed(name); n != nil {
+		return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
+	}
+	if n := st.reg.nodeAt(req.Address); n != nil {
+		return nil, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, req.Address, n.Id, n.Name)
 	}
 
 	now := timestamppb.New(s.cfg.Now())

@@ -40,8 +40,11 @@ type registry struct {
 	byID   map[string]*pb.Node
 	// sorted caches the nodes by ID; nil when a change made it stale.
 	sorted []*pb.Node
-	// byPeerURL maps etcd peer URLs to node IDs.
+	// byPeerURL, byName and byAddress map etcd peer URLs, names and gRPC
+	// addresses to node IDs.
 	byPeerURL map[string]string
+	byName    map[string]string
+	byAddress map[string]string
 	// managers is the managers' gRPC addresses, sorted.
 	managers []string
 	// nodeChanged[id] is closed when node id changes (or goes); made on
@@ -66,6 +69,8 @@ func newRegistry(cli *clientv3.Client) *registry {
 		loaded:          make(chan struct{}),
 		byID:            map[string]*pb.Node{},
 		byPeerURL:       map[string]string{},
+		byName:          map[string]string{},
+		byAddress:       map[string]string{},
 		nodeChanged:     map[string]chan struct{}{},
 		managersChanged: make(chan struct{}),
 		advanced:        make(chan struct{}),
@@ -190,11 +195,19 @@ func (r *registry) applyLocked(id string, n *pb.Node) {
 		if u, ok := nodePeerURL(old); ok && r.byPeerURL[u] == id {
 			delete(r.byPeerURL, u)
 		}
+		if r.byName[old.Name] == id {
+			delete(r.byName, old.Name)
+		}
+		if r.byAddress[old.Address] == id {
+			delete(r.byAddress, old.Address)
+		}
 	}
 	if n != nil {
 		if u, ok := nodePeerURL(n); ok {
 			r.byPeerURL[u] = id
 		}
+		r.byName[n.Name] = id
+		r.byAddress[n.Address] = id
 	}
 	if managerAddress(old) != managerAddress(n) {
 		r.managers = nil
@@ -309,6 +322,20 @@ func (r *registry) nodeByPeerURL(u string) string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byPeerURL[u]
+}
+
+// nodeNamed returns the node called name (shared: read only) or nil.
+func (r *registry) nodeNamed(name string) *pb.Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[r.byName[name]]
+}
+
+// nodeAt returns the node with gRPC address addr (shared: read only) or nil.
+func (r *registry) nodeAt(addr string) *pb.Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[r.byAddress[addr]]
 }
 
 // peerURLs returns a copy of the peer URL → node ID map.

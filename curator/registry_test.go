@@ -76,6 +76,12 @@ func assertRegistryIsEtcd(t *testing.T, c *testCluster, reg *registry) {
 		if got := reg.node(n.Id); !proto.Equal(got, n) {
 			t.Errorf("node(%s) = %v, want %v", n.Id, got, n)
 		}
+		if got := reg.nodeNamed(n.Name); got.GetId() != n.Id {
+			t.Errorf("nodeNamed(%s) = %s, want %s", n.Name, got.GetId(), n.Id)
+		}
+		if got := reg.nodeAt(n.Address); got.GetId() != n.Id {
+			t.Errorf("nodeAt(%s) = %s, want %s", n.Address, got.GetId(), n.Id)
+		}
 	}
 }
 
