@@ -9,9 +9,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -103,6 +105,7 @@ type cluster struct {
 	workerToken string
 
 	etcdOnce sync.Once
+	etcdTLS  *tls.Config
 	etcd     *clientv3.Client
 	etcdErr  error
 }
@@ -401,13 +404,30 @@ func (c *cluster) listNodes(ctx context.Context, pageSize uint32) (nodes []*pb.N
 // trusts nothing else).
 func (c *cluster) etcdClient() (*clientv3.Client, error) {
 	c.etcdOnce.Do(func() {
-		c.etcd, c.etcdErr = c.dialEtcd()
+		if c.etcdTLS, c.etcdErr = etcdCredential(c.managers[0].dataDir); c.etcdErr != nil {
+			return
+		}
+		var endpoints []string
+		for _, m := range c.managers {
+			endpoints = append(endpoints, etcdEndpoint(m))
+		}
+		c.etcd, c.etcdErr = clientv3.New(clientv3.Config{
+			Endpoints:   endpoints,
+			DialTimeout: 5 * time.Second,
+			TLS:         c.etcdTLS,
+			Logger:      zap.NewNop(),
+		})
 	})
 	return c.etcd, c.etcdErr
 }
 
-func (c *cluster) dialEtcd() (*clientv3.Client, error) {
-	dir := c.managers[0].dataDir
+func etcdEndpoint(m *managerProc) string {
+	return netip.AddrPortFrom(m.listen.Addr(), m.listen.Port()+etcdClientOffset).String()
+}
+
+// etcdCredential is the TLS client configuration of the consensus member
+// whose data dir is dir.
+func etcdCredential(dir string) (*tls.Config, error) {
 	data, err := os.ReadFile(filepath.Join(dir, consensusFile))
 	if err != nil {
 		return nil, fmt.Errorf("etcd credential: %w", err)
@@ -432,16 +452,56 @@ func (c *cluster) dialEtcd() (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd credential: %w", err)
 	}
-	var endpoints []string
-	for _, m := range c.managers {
-		endpoints = append(endpoints, netip.AddrPortFrom(m.listen.Addr(), m.listen.Port()+etcdClientOffset).String())
+	return pki.ClientTLS(pki.TLSCertificate(cert, key), ca), nil
+}
+
+// etcdKeysWritten is how many keys member m's etcd has put and deleted
+// since it started, from the Prometheus metrics etcd serves on its client
+// port (etcd_mvcc_put_total, etcd_mvcc_delete_total). Every member applies
+// every write, so one member's count is the cluster's. Unlike the
+// revision, a transaction that writes many keys counts each.
+func (c *cluster) etcdKeysWritten(ctx context.Context, m *managerProc) (uint64, error) {
+	if _, err := c.etcdClient(); err != nil {
+		return 0, err
 	}
-	return clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		TLS:         pki.ClientTLS(pki.TLSCertificate(cert, key), ca),
-		Logger:      zap.NewNop(),
-	})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+etcdEndpoint(m)+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c.etcdTLS}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("etcd metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("etcd metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("etcd metrics: %w", err)
+	}
+	var total uint64
+	found := 0
+	for line := range strings.Lines(string(body)) {
+		for _, name := range []string{"etcd_mvcc_put_total ", "etcd_mvcc_delete_total "} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return 0, fmt.Errorf("etcd metrics: %s: %w", strings.TrimSpace(name), err)
+				}
+				total += uint64(f)
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, errors.New("etcd metrics: no etcd_mvcc_put_total or etcd_mvcc_delete_total")
+	}
+	return total, nil
 }
 
 // etcdRevision is etcd's current revision, from the header of a

@@ -137,6 +137,9 @@ type restFigures struct {
 	// transaction counts one, reads, watches and lease keep-alives none.
 	EtcdWritesPerS float64 `json:"etcd_writes_per_s"`
 	EtcdRevisions  int64   `json:"etcd_revisions"`
+	// EtcdKeysPerS are the keys etcd put or deleted per second, from its
+	// own metrics (a batched write of many records counts each).
+	EtcdKeysPerS float64 `json:"etcd_keys_written_per_s"`
 	// WatchMsgsPerS are WatchNode messages the simulated nodes received.
 	WatchMsgsPerS float64 `json:"watch_msgs_per_s"`
 	// CPU in percent of one core over the window, from /proc/PID/stat.
@@ -271,6 +274,10 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	if err != nil {
 		return nil, err
 	}
+	keys0, err := c.etcdKeysWritten(ctx, lm)
+	if err != nil {
+		return nil, err
+	}
 	p.printf("at rest: measuring for %s (leader %s, %s)", d, leader, lm.name)
 	sent0, answered0, late0, watch0 := f.sent.Load(), f.answered.Load(), f.late.Load(), f.watchMsgs.Load()
 	h := &latencyHist{}
@@ -319,6 +326,11 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	}
 	r.EtcdRevisions = rev1 - rev0
 	r.EtcdWritesPerS = round3(float64(r.EtcdRevisions) / window.Seconds())
+	keys1, err := c.etcdKeysWritten(ctx, lm)
+	if err != nil {
+		return r, err
+	}
+	r.EtcdKeysPerS = round3(float64(keys1-keys0) / window.Seconds())
 	if now, _, err := c.leader(ctx); err == nil && now != leader {
 		r.LeaderChanged = true
 	}
