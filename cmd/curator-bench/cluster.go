@@ -375,27 +375,38 @@ func (c *cluster) waitLeader(ctx context.Context, not string) (string, *managerP
 // pages until the last, with pageSize (0: the server's choice). It returns
 // the nodes, the pages it took and their size in bytes on the wire.
 func (c *cluster) listNodes(ctx context.Context, pageSize uint32) (nodes []*pb.NodeView, pages, size int, err error) {
-	token := ""
-	for {
+	return listPages(ctx, pageSize, func(ctx context.Context, req *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
 		var resp *pb.ListNodesResponse
 		err := c.admin.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
 			var err error
-			resp, err = m.ListNodes(ctx, &pb.ListNodesRequest{PageSize: pageSize, PageToken: token})
+			resp, err = m.ListNodes(ctx, req)
 			return err
 		})
+		return resp, err
+	})
+}
+
+// listPages calls list for one page after another until next_page_token
+// is empty. A server that does not page answers everything at once with
+// no token, which is one page.
+func listPages(ctx context.Context, pageSize uint32, list func(context.Context, *pb.ListNodesRequest) (*pb.ListNodesResponse, error)) (nodes []*pb.NodeView, pages, size int, err error) {
+	token := ""
+	for {
+		resp, err := list(ctx, &pb.ListNodesRequest{PageSize: pageSize, PageToken: token})
 		if err != nil {
 			return nil, pages, size, fmt.Errorf("list nodes (page %d): %w", pages+1, err)
 		}
 		pages++
 		size += proto.Size(resp)
 		nodes = append(nodes, resp.GetNodes()...)
-		if resp.GetNextPageToken() == "" {
+		next := resp.GetNextPageToken()
+		if next == "" {
 			return nodes, pages, size, nil
 		}
-		if resp.GetNextPageToken() == token {
+		if next == token {
 			return nil, pages, size, fmt.Errorf("list nodes: page %d gives the same next_page_token %q again", pages, token)
 		}
-		token = resp.GetNextPageToken()
+		token = next
 	}
 }
 
