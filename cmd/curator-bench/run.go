@@ -36,12 +36,13 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 	}
 	mem0 := goMemory()
 	start := time.Now()
-	if err := f.join(ctx, fig); err != nil {
-		return c, f, err
-	}
+	err = f.join(ctx, fig)
 	fig.SimGoroutines = runtime.NumGoroutine()
 	if fig.Joined > 0 {
 		fig.SimKiBPerNode = round3(float64(goMemory()-mem0) / 1024 / float64(fig.Joined))
+	}
+	if err != nil {
+		return c, f, err
 	}
 	err = f.waitReady(ctx, c, start, fig)
 	return c, f, err

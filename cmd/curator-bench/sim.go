@@ -147,12 +147,12 @@ type joinFigures struct {
 	// Ready is how many simulated nodes were ready when the bench stopped
 	// waiting; ReadyS the time from the first join to the last of them.
 	Ready  int     `json:"ready"`
-	ReadyS float64 `json:"ready_s"`
+	ReadyS float64 `json:"ready_s,omitempty"`
 	// SimKiBPerNode is the growth of the bench's RSS over the join wave,
 	// per node.
-	SimKiBPerNode float64 `json:"sim_kib_per_node"`
+	SimKiBPerNode float64 `json:"sim_kib_per_node,omitempty"`
 	// SimGoroutines is the bench's goroutines once every node joined.
-	SimGoroutines int `json:"sim_goroutines"`
+	SimGoroutines int `json:"sim_goroutines,omitempty"`
 }
 
 // join registers cfg.nodes nodes, cfg.joinConcurrency at a time, and starts
