@@ -148,10 +148,10 @@ type joinFigures struct {
 	// waiting; ReadyS the time from the first join to the last of them.
 	Ready  int     `json:"ready"`
 	ReadyS float64 `json:"ready_s,omitempty"`
-	// SimKiBPerNode is the growth of the bench's RSS over the join wave,
-	// per node.
+	// SimKiBPerNode is the growth of the bench's Go heap and stacks over
+	// the join wave (after a collection), per joined node.
 	SimKiBPerNode float64 `json:"sim_kib_per_node,omitempty"`
-	// SimGoroutines is the bench's goroutines once every node joined.
+	// SimGoroutines is the bench's goroutines after the join wave.
 	SimGoroutines int `json:"sim_goroutines,omitempty"`
 }
 
@@ -173,7 +173,9 @@ func (f *fleet) join(ctx context.Context, fig *joinFigures) error {
 	)
 	start := time.Now()
 	done := make(chan struct{})
-	go func() {
+	var progressWG sync.WaitGroup
+	defer progressWG.Wait()
+	progressWG.Go(func() {
 		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
 		for {
@@ -185,7 +187,7 @@ func (f *fleet) join(ctx context.Context, fig *joinFigures) error {
 				f.progress.printf("joined %d of %d (%.1f/s)", j, f.cfg.nodes, float64(j)/time.Since(start).Seconds())
 			}
 		}
-	}()
+	})
 	for range f.cfg.joinConcurrency {
 		wg.Go(func() {
 			for {
@@ -475,6 +477,9 @@ func (n *simNode) stop() {
 
 // tick sends a heartbeat every interval, from the timer's goroutine.
 func (n *simNode) tick() {
+	if n.ctx.Err() != nil {
+		return // stopped while the timer fired
+	}
 	n.send()
 	if n.ctx.Err() == nil {
 		n.timer.Reset(n.f.interval)
