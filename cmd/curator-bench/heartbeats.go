@@ -196,6 +196,11 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.profile != "" {
+		// Fine-grained heap samples, from the start, so the heap profile
+		// shows what a node costs.
+		runtime.MemProfileRate = 4096
+	}
 	p := newProgress(stderr)
 	res := &heartbeatsResult{
 		Cmd: "heartbeats", Nodes: cfg.fleet.nodes, Managers: cfg.cluster.managers,

@@ -446,14 +446,15 @@ func (f *fleet) newNode(i int, id string, cert *x509.Certificate, key crypto.Sig
 		RootCAs:      f.roots,
 	}
 	// pick_first: one connection per node, to its own manager while that
-	// one is up, to the next when it is not. No read or write buffers: a
-	// node's messages are tiny, and 32 KiB each way per connection would
-	// be most of a node's memory.
+	// one is up, to the next when it is not. No read buffer: a node's
+	// messages are tiny, and 32 KiB per connection would be a third of a
+	// node's memory. The write buffer stays: gRPC takes it from a pool
+	// only while writing, and without it every HTTP/2 frame would be a TLS
+	// record and a syscall of its own.
 	conn, err := grpc.NewClient(r.Scheme()+":///managers",
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithReadBufferSize(0),
-		grpc.WithWriteBufferSize(0),
 	)
 	if err != nil {
 		return nil, err
