@@ -57,6 +57,9 @@ func (c *heartbeatsConfig) Validate() error {
 	if c.duration <= 0 {
 		return fmt.Errorf("--duration %s: want more than 0", c.duration)
 	}
+	if c.killLeader && c.cluster.managers < 3 {
+		return fmt.Errorf("--kill-leader with --managers %d: a leader kill leaves no quorum; want 3 or more", c.cluster.managers)
+	}
 	if c.massFailure < 0 || c.massFailure > c.fleet.nodes {
 		return fmt.Errorf("--mass-failure %d: want 0 to --nodes (%d)", c.massFailure, c.fleet.nodes)
 	}
