@@ -49,6 +49,8 @@ type leaderState struct {
 	hb    *heartbeats
 	// reg is the leader's watch-fed view of the node records.
 	reg *registry
+	// joins queues the registrations that are written in batches.
+	joins *joinQueue
 	// guard says whether the election lease is surely still ours.
 	guard *leaseGuard
 	// healthHoldSince is when the health loop first held nodes back from
@@ -307,6 +309,7 @@ func (s *Service) runElection(ctx context.Context) error {
 		pki:        cp,
 		hb:         newHeartbeats(),
 		reg:        reg,
+		joins:      newJoinQueue(),
 		kickHealth: make(chan struct{}, 1),
 		resigned:   make(chan struct{}),
 	}
@@ -418,7 +421,9 @@ func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
 
 // runLeader runs the leader-only loops.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	loops := map[string]supervisor.Runnable{}
+	loops := map[string]supervisor.Runnable{
+		"joins": func(ctx context.Context) error { return s.runJoins(ctx, st) },
+	}
 	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st)} {
 		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
 	}

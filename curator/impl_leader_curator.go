@@ -107,23 +107,6 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		}, nil
 	}
 
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	if n := st.reg.node(id); n != nil {
-		// A retry of a registration that went through: same key, same
-		// node. Hand out its certificate again.
-		if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-			return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
-		}
-		return response()
-	}
-	if n := st.reg.nodeNamed(name); n != nil {
-		return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
-	}
-	if n := st.reg.nodeAt(req.Address); n != nil {
-		return nil, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, req.Address, n.Id, n.Name)
-	}
-
 	now := timestamppb.New(s.cfg.Now())
 	node := &pb.Node{
 		Id: id, Name: name, Address: req.Address,
@@ -142,27 +125,66 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		// Pending: no role and no etcd access until an operator approves.
 		node.State = pb.NodeState_NODE_STATE_PENDING
 		node.Roles = nil
-	} else if role == "manager" {
-		members, err := consensus.Members(ctx, s.cfg.Etcd)
-		if err != nil {
-			return nil, err
-		}
-		if uint32(len(members)) >= cs.MaxVoters {
-			lg.Warn("voter limit reached: node joins as a worker", zap.String("node", id), zap.Uint32("max_voters", cs.MaxVoters))
-		} else {
-			join, err := s.addConsensusMember(ctx, st, id, pub, ip, port)
-			if err != nil {
-				return nil, err
-			}
-			node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
-			node.Consensus = join
-		}
 	}
-	if err := nodeCreate(ctx, st.leadership, node); err != nil {
+	var again bool
+	if role == "manager" && !cs.RequireApproval {
+		again, err = s.registerManager(ctx, st, cs, node, pub, ip, port)
+	} else {
+		again, err = st.joins.submit(ctx, st, node)
+	}
+	if err != nil {
 		return nil, err
 	}
-	lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
+	if !again {
+		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
+	}
 	return response()
+}
+
+// checkJoin checks node, about to join, against the registry: again is
+// true for a retry of a registration that went through (same key, same
+// node: its certificate is handed out again). Call with muNodes.
+func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
+	if n := st.reg.node(node.Id); n != nil {
+		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, node.Id)
+		}
+		return true, nil
+	}
+	if n := st.reg.nodeNamed(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)
+	}
+	if n := st.reg.nodeAt(node.Address); n != nil {
+		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, node.Address, n.Id, n.Name)
+	}
+	return false, nil
+}
+
+// registerManager joins a node with the manager token: within the voter
+// limit it becomes an etcd learner first, then its record is written with
+// the role and the join parameters (if we die in between, the consensus
+// sync finishes or undoes it).
+func (s *Service) registerManager(ctx context.Context, st *leaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	if again, err := checkJoin(st, node); again || err != nil {
+		return again, err
+	}
+	members, err := consensus.Members(ctx, s.cfg.Etcd)
+	if err != nil {
+		return false, err
+	}
+	if uint32(len(members)) >= cs.MaxVoters {
+		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
+	} else {
+		join, err := s.addConsensusMember(ctx, st, node.Id, pub, ip, port)
+		if err != nil {
+			return false, err
+		}
+		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
+		node.Consensus = join
+	}
+	return false, nodeCreate(ctx, st.leadership, node)
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
