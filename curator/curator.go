@@ -318,7 +318,8 @@ func (s *Service) runElection(ctx context.Context) error {
 	defer cancel()
 	// The lease guard: a leader that cannot renew its lease stops acting
 	// and answering before etcd can give the lease up, so there is no
-	// moment with two leaders answering (see leaseGuard).
+	// moment with two leaders answering, and serves again if a renewal
+	// succeeds in time (see leaseGuard).
 	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now)
 	st.guard = guard
 	wg.Go(func() { guard.run(lctx) })
@@ -337,7 +338,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	case err := <-regErr:
 		return fmt.Errorf("leader: %w", err)
 	case <-guard.lost():
-		return errors.New("lost leadership before serving: could not renew the election lease")
+		return fmt.Errorf("lost leadership before serving: %v", guard.why())
 	case <-keyGone:
 		return errors.New("lost leadership before serving: the election key is gone")
 	case <-ctx.Done():
@@ -362,7 +363,7 @@ func (s *Service) runElection(ctx context.Context) error {
 		return errors.New("lost leadership: the election lease expired")
 	case <-guard.lost():
 		s.leader.Store(nil)
-		return fmt.Errorf("stepping down: the election lease was not renewed in time (%v); it may expire at any moment", guard.why())
+		return fmt.Errorf("lost leadership: %v", guard.why())
 	case <-st.resigned:
 		s.leader.Store(nil)
 		lg.Info("resigned to hand over the demotion of this node")

@@ -234,6 +234,9 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 	}
 	dropped, release := st.streams.open(id)
 	defer release()
+	// A leader in doubt about its lease ends the stream: the node moves
+	// to whoever can serve it.
+	doubt := st.guard.servingDone()
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -257,6 +260,8 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
 	case <-st.ctx.Done():
 		return ErrNotLeader
+	case <-doubt:
+		return ErrNotLeader
 	case err := <-errc:
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -278,6 +283,7 @@ func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStre
 	dropped, release := st.streams.open(id)
 	defer release()
 	removed := fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	doubt := st.guard.servingDone()
 	var lastNode *pb.Node
 	var lastManagers []string
 	for {
@@ -297,6 +303,8 @@ func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStre
 		case <-dropped:
 			return removed
 		case <-st.ctx.Done():
+			return ErrNotLeader
+		case <-doubt:
 			return ErrNotLeader
 		case <-stream.Context().Done():
 			return stream.Context().Err()

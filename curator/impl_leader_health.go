@@ -161,7 +161,14 @@ func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, 
 		s.metrics.Nodes.WithLabelValues(statusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
 	}
 	now := s.cfg.Now()
-	d := decideHealth(hn, st.since, now, s.cfg.DownAfter, st.healthHoldSince)
+	// A leader that stopped serving for a while (in doubt about its
+	// lease) heard nothing meanwhile: count from when it came back, as a
+	// new leader counts from its election.
+	since := st.since
+	if r := st.guard.resumedAt(); r.After(since) {
+		since = r
+	}
+	d := decideHealth(hn, since, now, s.cfg.DownAfter, st.healthHoldSince)
 	var res loopResult
 	switch {
 	case d.held != "":

@@ -15,9 +15,10 @@ import (
 	"github.com/curatorproject/curator/pki"
 )
 
-// silentBridge forwards TCP connections to target until blackholed; then
-// it reads and drops every byte both ways, as a network that loses packets
-// does: no connection is closed, nothing is refused.
+// silentBridge forwards TCP connections to target; while blackholed it
+// holds every byte both ways, as a network that loses packets does (TCP
+// retransmits them once it heals): no connection is closed, nothing is
+// refused, nothing arrives.
 type silentBridge struct {
 	ln        net.Listener
 	target    string
@@ -64,7 +65,10 @@ func (b *silentBridge) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !b.blackhole.Load() {
+		for b.blackhole.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -148,15 +152,20 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 
 	bridge.blackhole.Store(true)
 	silent := time.Now()
-	var gaveUp time.Time
+	var stopped time.Time
 	select {
-	case <-g.lost():
-		gaveUp = time.Now()
+	case <-g.servingDone():
+		stopped = time.Now()
 	case <-time.After(2 * ttl):
-		t.Fatalf("lease guard still holds %s after etcd went silent", 2*ttl)
+		t.Fatalf("lease guard still serves %s after etcd went silent", 2*ttl)
 	}
 	if g.held() {
-		t.Error("held() after lost()")
+		t.Error("held() after the guard stopped serving")
+	}
+	select {
+	case <-g.lost():
+		t.Fatalf("silence alone lost the lease: %v", g.why())
+	default:
 	}
 	var expiredAt time.Time
 	select {
@@ -166,14 +175,70 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 	}
 	// etcd looks for expired leases every 500 ms, so it expired the lease
 	// at most that long before it deleted the key. The guard must have
-	// given up before that.
+	// stopped serving before that.
 	const etcdRevokeEvery = 500 * time.Millisecond
-	if !gaveUp.Before(expiredAt.Add(-etcdRevokeEvery)) {
-		t.Errorf("the guard gave up %v after the silence, etcd expired the lease %v after it (± %v): two leaders could have answered",
-			gaveUp.Sub(silent), expiredAt.Sub(silent), etcdRevokeEvery)
+	if !stopped.Before(expiredAt.Add(-etcdRevokeEvery)) {
+		t.Errorf("the guard stopped serving %v after the silence, etcd expired the lease %v after it (± %v): two leaders could have answered",
+			stopped.Sub(silent), expiredAt.Sub(silent), etcdRevokeEvery)
 	}
-	t.Logf("gave up %v after etcd went silent; etcd expired the lease %v after it; reason: %v",
-		gaveUp.Sub(silent).Round(time.Millisecond), expiredAt.Sub(silent).Round(time.Millisecond), g.why())
+	t.Logf("stopped serving %v after etcd went silent; etcd expired the lease %v after it",
+		stopped.Sub(silent).Round(time.Millisecond), expiredAt.Sub(silent).Round(time.Millisecond))
+	// The network heals: etcd says the lease is gone, and the leadership
+	// ends for good.
+	bridge.blackhole.Store(false)
+	select {
+	case <-g.lost():
+	case <-time.After(2 * ttl):
+		t.Fatal("the guard did not learn that its lease expired")
+	}
+	if g.held() {
+		t.Error("held() after the lease was lost")
+	}
+}
+
+// TestLeaseGuardServesAgainAfterAShortSilence: a silence long enough to
+// put the leader in doubt but shorter than the lease (etcd electing a
+// leader of its own, say) ends the doubt, not the leadership.
+func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
+	c := newTestCluster(t)
+	host, _, _ := net.SplitHostPort(c.first.address)
+	bridge := newSilentBridge(t, host, c.etcdURL[len("https://"):])
+	cli, err := consensus.NewClient([]string{"https://" + bridge.addr()}, c.tlsCert(c.etcdCA, "client", pki.RoleConsensus), c.etcdCA.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	const ttl = 4 * time.Second
+	lease, err := cli.Grant(callCtx(t), int64(ttl/time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newLeaseGuard(cli, lease.ID, ttl, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the guard serves", g.held)
+	time.Sleep(ttl / 2)
+
+	bridge.blackhole.Store(true)
+	select {
+	case <-g.servingDone():
+	case <-time.After(2 * ttl):
+		t.Fatal("lease guard still serves after etcd went silent")
+	}
+	bridge.blackhole.Store(false)
+	healed := time.Now()
+	waitFor(t, "the guard serves again", g.held)
+	if r := g.resumedAt(); r.Before(healed) {
+		t.Errorf("resumedAt = %v, before the network healed (%v)", r, healed)
+	}
+	select {
+	case <-g.lost():
+		t.Fatalf("a short silence lost the lease: %v", g.why())
+	default:
+	}
+	t.Logf("served again %v after the network healed", time.Since(healed).Round(time.Millisecond))
 }
 
 // TestLeaseGuardLosesARevokedLease: a lease revoked (an operator, or

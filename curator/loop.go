@@ -60,6 +60,16 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 	defer resync.Stop()
 	var divergedAt time.Time
 	for {
+		if !st.guard.held() {
+			// In doubt about the lease: act on nothing until it is
+			// renewed (or lost, which ends the leadership).
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-resync.C:
+				continue
+			}
+		}
 		res, err := spec.tick(ctx)
 		s.metrics.Ticks.WithLabelValues(spec.name).Inc()
 		if err != nil {
