@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Partitions between node processes on one host, as a real network makes
@@ -66,7 +67,11 @@ func newNetFault(t *testing.T, subnet string) *netFault {
 	removeStaleNetFaultTables(t)
 	name := netFaultTablePrefix + strconv.Itoa(os.Getpid()) + "_" + strings.ReplaceAll(strings.Trim(subnet, "."), ".", "_")
 	f := &netFault{t: t, table: "inet " + name}
-	script := fmt.Sprintf("table %s {\n\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n\t}\n}\n", f.table)
+	// output holds the drops; probe only counts (see count).
+	script := fmt.Sprintf("table %s {\n"+
+		"\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n\t}\n"+
+		"\tchain probe {\n\t\ttype filter hook output priority filter - 1; policy accept;\n\t}\n"+
+		"}\n", f.table)
 	if out, err := nftInput(script, "-f", "-"); err != nil {
 		t.Skipf("partition tests need nft to create a table: %v: %s", err, out)
 	}
@@ -176,6 +181,41 @@ func (f *netFault) heal() map[string]int {
 	return dropped
 }
 
+// count counts, for d, the packets each of from sends to each of to (to
+// its gRPC port), and returns the counts by from's name and to's name.
+// Nothing is dropped.
+func (f *netFault) count(from, to []endpoint, d time.Duration) map[string]map[string]int {
+	f.t.Helper()
+	var script strings.Builder
+	for _, a := range from {
+		for _, b := range to {
+			fmt.Fprintf(&script, "add rule %s probe meta skuid %d ip daddr %s tcp dport %d counter comment %q\n",
+				f.table, a.uid, b.ip, port, a.name+" -> "+b.name)
+		}
+	}
+	if out, err := nftInput(script.String(), "-f", "-"); err != nil {
+		f.t.Fatalf("nft: add counters: %v: %s", err, out)
+	}
+	time.Sleep(d)
+	out, err := nft("list", "chain", f.table, "probe")
+	if err != nil {
+		f.t.Fatalf("nft: list %s probe: %v: %s", f.table, err, out)
+	}
+	if out, err := nft("flush", "chain", f.table, "probe"); err != nil {
+		f.t.Fatalf("nft: flush %s probe: %v: %s", f.table, err, out)
+	}
+	counts := map[string]map[string]int{}
+	re := regexp.MustCompile(`counter packets (\d+) bytes \d+ comment "([^"]*) -> ([^"]*)"`)
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[1])
+		if counts[m[2]] == nil {
+			counts[m[2]] = map[string]int{}
+		}
+		counts[m[2]][m[3]] += n
+	}
+	return counts
+}
+
 // ruleset is the table as nft lists it, with its counters.
 func (f *netFault) ruleset() string {
 	out, err := nft("list", "table", f.table)
@@ -273,6 +313,24 @@ func (c *netCluster) dropFrom(from string, to ...string) {
 		c.net.drop(c.endpoint(from), c.endpoint(b))
 	}
 	c.t.Logf("partition: everything %s sends to %s is lost (one way)", from, strings.Join(to, ", "))
+}
+
+// heartbeatCounts counts, for two seconds, the packets each of nodes
+// sends to each of managers' gRPC port. An agent's heartbeat stream
+// carries a heartbeat every interval, while its other streams (its watch)
+// are quiet, so the busiest manager is where its heartbeats go.
+func (c *netCluster) heartbeatCounts(nodes, managers []string) map[string]map[string]int {
+	c.t.Helper()
+	var from, to []endpoint
+	for _, n := range nodes {
+		from = append(from, c.endpoint(n))
+	}
+	for _, m := range managers {
+		to = append(to, c.endpoint(m))
+	}
+	counts := c.net.count(from, to, 2*time.Second)
+	c.t.Logf("packets sent to each manager in 2s: %v", counts)
+	return counts
 }
 
 // heal ends every partition and logs what each rule dropped.

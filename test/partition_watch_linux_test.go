@@ -362,10 +362,10 @@ func (w *watch) report() {
 	}
 	for _, o := range w.overlaps {
 		if d := o.to.Sub(o.from); d > maxLeaderOverlap {
-			w.t.Errorf("%s all said they lead for %s (from %s; limit %s): reads answered then may be stale",
+			w.t.Errorf("%s said at once that they lead, for %s (from %s; limit %s): reads answered then may be stale",
 				strings.Join(o.names, " and "), d.Round(time.Millisecond), w.rel(o.from), maxLeaderOverlap)
 		} else {
-			w.t.Logf("%s both said they lead for at most %s (from %s), within %s",
+			w.t.Logf("%s said at once that they lead, for at most %s (from %s), within %s",
 				strings.Join(o.names, " and "), d.Round(time.Millisecond), w.rel(o.from), maxLeaderOverlap)
 		}
 	}
