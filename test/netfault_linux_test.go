@@ -76,8 +76,11 @@ func newNetFault(t *testing.T, subnet string) *netFault {
 		t.Skipf("partition tests need nft to create a table: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("nft ruleset of %s at the end:\n%s", f.table, f.ruleset())
+		f.mu.Lock()
+		partitioned := len(f.rules) > 0
+		f.mu.Unlock()
+		if t.Failed() && partitioned {
+			t.Logf("nft ruleset of %s when the test ended:\n%s", f.table, f.ruleset())
 		}
 		if out, err := nft("delete", "table", f.table); err != nil {
 			t.Errorf("delete nft table %s: %v: %s", f.table, err, out)

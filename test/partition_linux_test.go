@@ -162,8 +162,12 @@ func (c *netCluster) converge(w *watch, b *baseline, ended time.Time) {
 		return nil
 	})
 	took := time.Since(ended).Round(time.Millisecond)
-	if err != nil {
+	switch {
+	case err != nil:
 		c.t.Errorf("not converged %s after the fault ended (limit %s): %v", took, healTimeout, err)
+		return
+	case took > healTimeout:
+		c.t.Errorf("converged only %s after the fault ended (limit %s)", took, healTimeout)
 		return
 	}
 	c.t.Logf("converged: everything ready %s after the fault ended", took)

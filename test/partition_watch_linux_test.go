@@ -69,7 +69,6 @@ type overlap struct {
 // watch polls a cluster from start until report.
 type watch struct {
 	t      *testing.T
-	c      *netCluster
 	config string
 	names  []string          // every node, to be ready unless exempt
 	byID   map[string]string // node names by ID
@@ -121,7 +120,6 @@ func (c *netCluster) watch(b *baseline, exempt ...string) *watch {
 	}
 	w := &watch{
 		t:        c.t,
-		c:        c,
 		config:   c.writeConfig(append(first, last...)...),
 		names:    b.all,
 		byID:     b.byID,
@@ -344,7 +342,8 @@ func (w *watch) report() {
 		end.Sub(w.started).Round(time.Millisecond), w.nodeAnswers, w.nodePolls, w.infoAnswers, w.infoPolls, w.healthzRounds,
 		w.blind.Round(time.Millisecond), w.rel(w.blindFrom))
 	w.t.Logf("curator leader per cluster info: %s", w.leaderLog())
-	w.t.Logf("who said it leads per /healthz: %s", strings.Join(w.claimChanges, ", "))
+	w.t.Logf("who said it leads per /healthz: %s; rounds without an answer in %s: %v",
+		strings.Join(w.claimChanges, ", "), healthzTimeout, w.silent)
 
 	var names []string
 	for name := range w.notReady {
