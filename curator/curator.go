@@ -358,10 +358,11 @@ func (s *Service) runElection(ctx context.Context) error {
 		s.leader.Store(nil)
 		lg.Info("stepping down")
 		return ctx.Err()
-	case <-sess.Done():
-		s.leader.Store(nil)
-		return errors.New("lost leadership: the election lease expired")
 	case <-guard.lost():
+		// Not the session's own keepalive giving up: it counts the TTL
+		// from its last answer, and gives up while etcd elects a leader,
+		// when no lease can expire. The guard renews the lease too, and
+		// only etcd saying it is gone ends the leadership.
 		s.leader.Store(nil)
 		return fmt.Errorf("lost leadership: %v", guard.why())
 	case <-st.resigned:
