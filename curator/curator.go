@@ -190,8 +190,12 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, metrics: m}, nil
 }
 
-// IsLeader says whether this curator leads right now.
-func (s *Service) IsLeader() bool { return s.currentLeader() != nil }
+// IsLeader says whether this curator leads and serves right now (not while
+// it is in doubt about its lease).
+func (s *Service) IsLeader() bool {
+	st := s.currentLeader()
+	return st != nil && st.guard.held()
+}
 
 func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
 
