@@ -324,7 +324,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
-	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now)
+	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
 	st.guard = guard
 	wg.Go(func() { guard.run(lctx) })
 	// Leadership ends when our key goes, whoever deletes it (the lease
