@@ -2,110 +2,33 @@ package curator
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap/zaptest"
-
-	"github.com/curatorproject/curator/consensus"
-	"github.com/curatorproject/curator/pki"
 )
 
-// silentBridge forwards TCP connections to target; while blackholed it
-// holds every byte both ways, as a network that loses packets does (TCP
-// retransmits them once it heals): no connection is closed, nothing is
+// guardCluster is a three-member etcd cluster from etcd's integration
+// framework whose clients reach their members through bridges that can
+// blackhole every byte, as a silent network does: nothing is closed or
 // refused, nothing arrives.
-type silentBridge struct {
-	ln        net.Listener
-	target    string
-	blackhole atomic.Bool
-	wg        sync.WaitGroup
-	mu        sync.Mutex
-	conns     []net.Conn
-}
-
-func newSilentBridge(t *testing.T, ip, target string) *silentBridge {
+func guardCluster(t *testing.T) *integration.Cluster {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &silentBridge{ln: ln, target: target}
-	b.wg.Go(b.serve)
-	t.Cleanup(b.close)
-	return b
-}
-
-func (b *silentBridge) addr() string { return b.ln.Addr().String() }
-
-func (b *silentBridge) serve() {
-	for {
-		in, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", b.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		b.mu.Lock()
-		b.conns = append(b.conns, in, out)
-		b.mu.Unlock()
-		b.wg.Go(func() { b.pipe(out, in) })
-		b.wg.Go(func() { b.pipe(in, out) })
-	}
-}
-
-func (b *silentBridge) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		for b.blackhole.Load() {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
-func (b *silentBridge) close() {
-	b.ln.Close()
-	b.mu.Lock()
-	for _, c := range b.conns {
-		c.Close()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
+	integration.BeforeTest(t, integration.WithoutGoLeakDetection())
+	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 3, UseBridge: true})
+	t.Cleanup(func() { clus.Terminate(t) })
+	return clus
 }
 
 // TestLeaseGuardStopsBeforeTheLeaseExpires: a leader whose etcd goes
 // silent gives up its leadership while etcd still holds its lease, so no
 // other curator can have been elected while it still answers.
 func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
-	c := newTestCluster(t)
-	host, _, _ := net.SplitHostPort(c.first.address)
-	target := c.etcdURL[len("https://"):]
-	bridge := newSilentBridge(t, host, target)
-	cli, err := consensus.NewClient([]string{"https://" + bridge.addr()}, c.tlsCert(c.etcdCA, "client", pki.RoleConsensus), c.etcdCA.Cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	clus := guardCluster(t)
+	cli, probe := clus.Client(0), clus.Client(1)
+	bridge := clus.Members[0].Bridge()
 
 	const ttl = 4 * time.Second
 	lease, err := cli.Grant(callCtx(t), int64(ttl/time.Second))
@@ -120,13 +43,13 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 	expired := make(chan time.Time, 1)
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	for wr := range c.cli.Watch(wctx, "lease-probe", clientv3.WithCreatedNotify()) {
+	for wr := range probe.Watch(wctx, "lease-probe", clientv3.WithCreatedNotify()) {
 		if wr.Created {
 			break
 		}
 	}
 	go func() {
-		for wr := range c.cli.Watch(wctx, "lease-probe") {
+		for wr := range probe.Watch(wctx, "lease-probe") {
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
 					expired <- time.Now()
@@ -152,7 +75,7 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 	}
 
 	streams := g.servingDone()
-	bridge.blackhole.Store(true)
+	bridge.Blackhole()
 	silent := time.Now()
 	var stopped, streamsEnded time.Time
 	for deadline := time.Now().Add(2 * ttl); stopped.IsZero(); {
@@ -199,7 +122,7 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		stopped.Sub(silent).Round(time.Millisecond), streamsEnded.Sub(silent).Round(time.Millisecond), expiredAt.Sub(silent).Round(time.Millisecond))
 	// The network heals: etcd says the lease is gone, and the leadership
 	// ends for good.
-	bridge.blackhole.Store(false)
+	bridge.Unblackhole()
 	select {
 	case <-g.lost():
 	case <-time.After(2 * ttl):
@@ -214,14 +137,9 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 // put the leader in doubt but shorter than the lease (etcd electing a
 // leader of its own, say) ends the doubt, not the leadership.
 func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
-	c := newTestCluster(t)
-	host, _, _ := net.SplitHostPort(c.first.address)
-	bridge := newSilentBridge(t, host, c.etcdURL[len("https://"):])
-	cli, err := consensus.NewClient([]string{"https://" + bridge.addr()}, c.tlsCert(c.etcdCA, "client", pki.RoleConsensus), c.etcdCA.Cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	clus := guardCluster(t)
+	cli := clus.Client(0)
+	bridge := clus.Members[0].Bridge()
 	const ttl = 4 * time.Second
 	lease, err := cli.Grant(callCtx(t), int64(ttl/time.Second))
 	if err != nil {
@@ -236,9 +154,9 @@ func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
 	time.Sleep(ttl / 2)
 
 	streams := g.servingDone()
-	bridge.blackhole.Store(true)
+	bridge.Blackhole()
 	waitFor(t, "the guard is in doubt", func() bool { return !g.held() })
-	bridge.blackhole.Store(false)
+	bridge.Unblackhole()
 	healed := time.Now()
 	waitFor(t, "the guard serves again", g.held)
 	if r := g.resumedAt(); r.Before(healed) {
