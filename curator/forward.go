@@ -76,6 +76,12 @@ func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, addre
 
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
+	// Without an etcd leader the election cannot be read (etcd's client
+	// retries until the lookup times out): ask this member first, which
+	// answers at once, and say why when the reason is a lost quorum.
+	if err := s.CheckQuorum(ctx); err != nil {
+		return nil, err
+	}
 	id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -83,9 +82,11 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	name := strings.TrimSpace(req.Name)
+	name := req.Name
 	if name == "" {
 		name = id[:12]
+	} else if err := ValidateNodeName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	availability := req.Availability
 	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
@@ -129,7 +130,15 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		}
 		return response(nodes)
 	}
+	// Commands take a name wherever they take an ID: one must never read
+	// as the other.
+	if name == id {
+		return nil, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(name))
+	}
 	for _, n := range nodes {
+		if n.Id == name {
+			return nil, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(name), n.Id)
+		}
 		if n.Name == name {
 			return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
 		}

@@ -19,12 +19,20 @@ import (
 // HTTPPortOffset: the agent serves /metrics and /healthz at PORT+3.
 const HTTPPortOffset = 3
 
-// healthz is what /healthz says about the node.
+// healthz is what /healthz says about the node. A manager also says
+// whether the cluster has a quorum, as its etcd sees it: "ok", "lost" (the
+// answer is 503, and message says which managers answer and what to do)
+// or "unknown" (message says why).
 type healthz struct {
 	NodeID        string `json:"node_id"`
 	Consensus     string `json:"consensus"`
 	CuratorLeader bool   `json:"curator_leader"`
+	Quorum        string `json:"quorum,omitempty"`
+	Message       string `json:"message,omitempty"`
 }
+
+// quorumCheckTimeout bounds /healthz's quorum check.
+const quorumCheckTimeout = 2 * time.Second
 
 // runHTTP serves Prometheus metrics and a health check. Plain HTTP: it
 // tells nothing secret, and scrapers expect it.
@@ -40,13 +48,28 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		h := healthz{NodeID: a.state.NodeID, Consensus: "none"}
+		code := http.StatusOK
 		if e, cur := a.consensus.get(); e != nil {
 			h.Consensus = e.Status().State.String()
 			h.CuratorLeader = cur != nil && cur.IsLeader()
+			if cur != nil {
+				ctx, cancel := context.WithTimeout(r.Context(), quorumCheckTimeout)
+				err := cur.CheckQuorum(ctx)
+				cancel()
+				switch {
+				case err == nil:
+					h.Quorum = "ok"
+				case errors.Is(err, curator.ErrQuorum):
+					h.Quorum, h.Message, code = "lost", err.Error(), http.StatusServiceUnavailable
+				default:
+					h.Quorum, h.Message = "unknown", err.Error()
+				}
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
