@@ -338,10 +338,10 @@ func TestNodePromote(t *testing.T) {
 		wantReqs:   []proto.Message{nodeReq("worker-2")},
 	}, {
 		name:      "stops at the first refusal, after the ones before it",
-		setup:     refusal(codes.FailedPrecondition, "promote: refused: node eee is not ready (down): bring it back first"),
+		setup:     refusal(codes.FailedPrecondition, "refused: node eee is not ready (down): bring it back first"),
 		args:      []string{"node", "promote", "worker-2", "worker-3", "aaa"},
 		want:      promotedD,
-		wantErr:   "promote node worker-3: promote: refused: node eee is not ready (down): bring it back first (FailedPrecondition)",
+		wantErr:   "promote node worker-3: refused: node eee is not ready (down): bring it back first (FailedPrecondition)",
 		wantCalls: []string{"PromoteNode worker-2", "PromoteNode worker-3"},
 		wantReqs:  []proto.Message{nodeReq("worker-2"), nodeReq("worker-3")},
 	}, {
