@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/transport"
 )
 
 // Defaults of the Dial options.
@@ -231,13 +232,26 @@ func (c *Client) Management(ctx context.Context, fn func(context.Context, pb.Man
 	return nil
 }
 
-// ListNodes returns every node the cluster knows.
+// ListPageSize is how many nodes ListNodes asks for at a time.
+const ListPageSize = 1000
+
+// ListNodes returns every node the cluster knows, following the pages.
 func (c *Client) ListNodes(ctx context.Context) ([]*pb.NodeView, error) {
 	var nodes []*pb.NodeView
 	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
-		resp, err := m.ListNodes(ctx, &pb.ListNodesRequest{})
-		nodes = resp.GetNodes()
-		return err
+		nodes = nil
+		req := &pb.ListNodesRequest{PageSize: ListPageSize}
+		for {
+			resp, err := m.ListNodes(ctx, req)
+			if err != nil {
+				return err
+			}
+			nodes = append(nodes, resp.Nodes...)
+			if resp.NextPageToken == "" {
+				return nil
+			}
+			req.PageToken = resp.NextPageToken
+		}
 	})
 	return nodes, err
 }
@@ -411,7 +425,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if ok {
 		c.retired = append(c.retired, conn)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds))
+	conn, err := grpc.NewClient(addr, transport.DialOptions(c.creds)...)
 	if err != nil {
 		return nil, fmt.Errorf("manager %q: %w", addr, err)
 	}

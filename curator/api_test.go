@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -624,5 +625,56 @@ func TestFailover(t *testing.T) {
 	}
 	if info.Leader != m2.id {
 		t.Errorf("cluster info leader %s, want %s", info.Leader, m2.id)
+	}
+}
+
+// TestListNodesPages: following the pages returns every node once, in ID
+// order, whatever the page size; a page past the end is empty.
+func TestListNodesPages(t *testing.T) {
+	c := newTestCluster(t)
+	c.startLeader()
+	adminCert := c.adminCert()
+	admin := pb.NewManagementClient(dial(t, c.first.address, &adminCert, c.root.Cert))
+	anon := dial(t, c.first.address, nil, c.root.Cert)
+	token := c.token(dial(t, c.first.address, &adminCert, c.root.Cert), "worker")
+	want := []string{c.first.id}
+	for i := range 20 {
+		n, _ := c.register(anon, token, "w"+strconv.Itoa(i))
+		want = append(want, n.id)
+	}
+	slices.Sort(want)
+	for _, size := range []uint32{0, 1, 6, 7, 21, 22, 5000, 100000} {
+		var got []string
+		pages := 0
+		req := &pb.ListNodesRequest{PageSize: size}
+		for {
+			resp, err := admin.ListNodes(callCtx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if size > 0 && len(resp.Nodes) > int(size) {
+				t.Errorf("page size %d: a page of %d nodes", size, len(resp.Nodes))
+			}
+			for _, nv := range resp.Nodes {
+				got = append(got, nv.Node.Id)
+			}
+			if resp.NextPageToken == "" {
+				break
+			}
+			req.PageToken = resp.NextPageToken
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("page size %d: nodes (-want +got):\n%s", size, diff)
+		}
+		if size > 0 && size < 21 {
+			if wantPages := (len(want) + int(size) - 1) / int(size); pages != wantPages {
+				t.Errorf("page size %d: %d pages, want %d", size, pages, wantPages)
+			}
+		}
+	}
+	resp, err := admin.ListNodes(callCtx(t), &pb.ListNodesRequest{PageToken: want[len(want)-1]})
+	if err != nil || len(resp.Nodes) != 0 || resp.NextPageToken != "" {
+		t.Errorf("page after the last node: %v, %v; want empty", resp, err)
 	}
 }

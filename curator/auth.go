@@ -122,7 +122,7 @@ func (s *Service) authenticate(ctx context.Context) (identity, error) {
 	if id.role != pki.RoleNode {
 		return identity{}, fmt.Errorf("%w: only a manager may forward calls", ErrDenied)
 	}
-	n, err := nodeLoad(ctx, s.cfg.Etcd, id.nodeID)
+	n, err := s.lookupNode(ctx, id.nodeID)
 	if err != nil || !hasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return identity{}, fmt.Errorf("%w: node %s is not a manager and may not forward calls", ErrDenied, id.nodeID)
 	}
@@ -147,13 +147,25 @@ func authorize(id identity, method string) error {
 	return nil
 }
 
+// lookupNode reads one node (read only): from the registry view while we
+// lead, from etcd otherwise.
+func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
+	if st := s.currentLeader(); st != nil {
+		if n := st.reg.node(id); n != nil {
+			return n, nil
+		}
+		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	return nodeLoad(ctx, s.cfg.Etcd, id)
+}
+
 // checkNodeMember refuses a node that is no longer in the registry. Only the
 // leader checks, as it serves every node call.
 func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
 	if id.role != pki.RoleNode {
 		return nil
 	}
-	n, err := nodeLoad(ctx, s.cfg.Etcd, id.nodeID)
+	n, err := s.lookupNode(ctx, id.nodeID)
 	if err != nil {
 		return fmt.Errorf("%w: node %s is not a member of this cluster (was it removed?)", ErrDenied, id.nodeID)
 	}

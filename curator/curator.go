@@ -25,6 +25,7 @@ import (
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
+	"github.com/curatorproject/curator/transport"
 )
 
 // Service is one curator.
@@ -35,6 +36,8 @@ type Service struct {
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
 	metrics *Metrics
+	// quorum caches what CheckQuorum last found, for forwarded calls.
+	quorum quorumCache
 }
 
 // leaderState is what a leading curator keeps: the fence, and what only the
@@ -46,6 +49,15 @@ type leaderState struct {
 	since time.Time
 	pki   *clusterPKI
 	hb    *heartbeats
+	// reg is the leader's watch-fed view of the node records.
+	reg *registry
+	// joins queues the registrations that are written in batches.
+	joins *joinQueue
+	// guard says whether the election lease is surely still ours.
+	guard *leaseGuard
+	// healthHoldSince is when the health loop first held nodes back from
+	// down (see decideHealth); only the health loop uses it.
+	healthHoldSince time.Time
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}
@@ -195,6 +207,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := supervisor.Run(ctx, "follow-election", s.runFollowElection); err != nil {
+		return err
+	}
 	supervisor.Signal(ctx, supervisor.Healthy)
 	<-ctx.Done()
 	// Forwarded streams end with the connection to the leader, so the
@@ -225,11 +240,11 @@ func (s *Service) runGRPC(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
 	}
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append(transport.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(s.serverTLS())),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.StreamInterceptor(s.streamInterceptor),
-	)
+	)...)
 	pb.RegisterManagementServer(srv, &managementServer{s: s})
 	pb.RegisterCuratorServer(srv, &curatorServer{s: s})
 	errc := make(chan error, 1)
@@ -294,7 +309,8 @@ func (s *Service) runElection(ctx context.Context) error {
 
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := &leadership{cli: s.cfg.Etcd, nodeID: s.cfg.NodeID, key: e.Key(), rev: e.Rev()}
+	reg := newRegistry(s.cfg.Etcd)
+	l := &leadership{cli: s.cfg.Etcd, nodeID: s.cfg.NodeID, key: e.Key(), rev: e.Rev(), reg: reg}
 	cp, err := pkiLoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
@@ -305,30 +321,42 @@ func (s *Service) runElection(ctx context.Context) error {
 		since:      s.cfg.Now(),
 		pki:        cp,
 		hb:         newHeartbeats(),
+		reg:        reg,
+		joins:      newJoinQueue(),
 		kickHealth: make(chan struct{}, 1),
 		resigned:   make(chan struct{}),
 	}
-	// Leadership ends when our key goes, whoever deletes it (the lease
-	// expiring, an operator): watch it, rather than wait for the session to
-	// notice, so the loops stop at once.
-	keyGone := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(lctx), l.key, clientv3.WithRev(l.rev))
-	wg.Go(func() {
-		defer close(keyGone)
-		for wr := range wch {
-			if wr.Err() != nil {
-				return
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					return
-				}
-			}
-		}
-	})
+	// The lease guard: a leader that cannot renew its lease stops acting
+	// and answering before etcd can give the lease up, so there is no
+	// moment with two leaders answering, and serves again if a renewal
+	// succeeds in time (see leaseGuard).
+	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now)
+	st.guard = guard
+	wg.Go(func() { guard.run(lctx) })
+	// Leadership ends when our key goes, whoever deletes it (the lease
+	// expiring, an operator): watch it, rather than wait for the session to
+	// notice, so the loops stop at once. Only the key's deletion ends it:
+	// an etcd election, or our member losing its leader for a moment, is
+	// not a reason to give up (the lease guard covers a member that stays
+	// cut off).
+	keyGone := make(chan struct{})
+	wg.Go(func() { defer close(keyGone); s.watchOwnKey(lctx, l) })
+	regErr := make(chan error, 1)
+	wg.Go(func() { regErr <- reg.run(lctx) })
+	select {
+	case <-reg.ready():
+	case err := <-regErr:
+		return fmt.Errorf("leader: %w", err)
+	case <-guard.lost():
+		return fmt.Errorf("lost leadership before serving: %v", guard.why())
+	case <-keyGone:
+		return errors.New("lost leadership before serving: the election key is gone")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	s.leader.Store(st)
 	defer s.leader.Store(nil)
 	s.metrics.LeaderChanges.Inc()
@@ -343,9 +371,13 @@ func (s *Service) runElection(ctx context.Context) error {
 		s.leader.Store(nil)
 		lg.Info("stepping down")
 		return ctx.Err()
-	case <-sess.Done():
+	case <-guard.lost():
+		// Not the session's own keepalive giving up: it counts the TTL
+		// from its last answer, and gives up while etcd elects a leader,
+		// when no lease can expire. The guard renews the lease too, and
+		// only etcd saying it is gone ends the leadership.
 		s.leader.Store(nil)
-		return errors.New("lost leadership: the election lease expired")
+		return fmt.Errorf("lost leadership: %v", guard.why())
 	case <-st.resigned:
 		s.leader.Store(nil)
 		lg.Info("resigned to hand over the demotion of this node")
@@ -355,13 +387,58 @@ func (s *Service) runElection(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return errors.New("lost leadership: the election key is gone (lease expired, or etcd unreachable)")
+		return errors.New("lost leadership: the election key is gone")
+	case err := <-regErr:
+		s.leader.Store(nil)
+		return fmt.Errorf("lost leadership: the registry view failed: %w", err)
+	}
+}
+
+// watchOwnKey returns when the election key l.key is deleted (or ctx
+// ends). A watch that fails is opened again from where it stopped.
+func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
+	rev := l.rev
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.cfg.Etcd.Watch(wctx, l.key, clientv3.WithRev(rev))
+		for wr := range wch {
+			if wr.Err() != nil {
+				// Compacted past rev, or the watch failed: read the key
+				// itself before watching again.
+				resp, err := s.cfg.Etcd.Get(wctx, l.key)
+				if err == nil {
+					if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
+						cancel()
+						return
+					}
+					rev = resp.Header.Revision + 1
+				}
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					cancel()
+					return
+				}
+				rev = ev.Kv.ModRevision + 1
+			}
+			if wr.Header.Revision >= rev {
+				rev = wr.Header.Revision + 1
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
 // runLeader runs the leader-only loops.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	loops := map[string]supervisor.Runnable{}
+	loops := map[string]supervisor.Runnable{
+		"joins": func(ctx context.Context) error { return s.runJoins(ctx, st) },
+	}
 	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st), s.approvalLoop(st)} {
 		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
 	}
@@ -375,7 +452,7 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 
 // leaderFor returns the leadership a handler acts under, or ErrNotLeader.
 func (s *Service) leaderFor() (*leaderState, error) {
-	if st := s.currentLeader(); st != nil {
+	if st := s.currentLeader(); st != nil && st.guard.held() {
 		return st, nil
 	}
 	return nil, ErrNotLeader

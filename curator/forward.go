@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/supervisor"
+	"github.com/curatorproject/curator/transport"
 )
 
 // Followers forward every call to the leader, so a client may talk to any
@@ -41,6 +43,45 @@ func (f *forwarder) close() {
 		f.conn.Close()
 		f.conn, f.addr = nil, ""
 	}
+}
+
+// leaderMoved closes the connection to the old leader when the election
+// names another one (or none): the streams forwarded over it end at once,
+// and their callers reconnect to whoever leads now, rather than wait on a
+// leader that may be frozen or cut off.
+func (f *forwarder) leaderMoved(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conn != nil && f.addr != addr {
+		f.conn.Close()
+		f.conn, f.addr = nil, ""
+	}
+}
+
+// runFollowElection follows the election so that forwarded streams never
+// outlive the leadership they were forwarded to.
+func (s *Service) runFollowElection(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.cfg.Etcd.Watch(wctx, electionPrefix+"/", clientv3.WithPrefix())
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			_, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
+			if err != nil && !errors.Is(err, ErrNoLeader) {
+				continue
+			}
+			s.fwd.leaderMoved(addr)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return ctx.Err()
 }
 
 // leaderLookupTimeout bounds a follower's read of who leads.
@@ -76,10 +117,9 @@ func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, addre
 
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	// Without an etcd leader the election cannot be read (etcd's client
-	// retries until the lookup times out): ask this member first, which
-	// answers at once, and say why when the reason is a lost quorum.
-	if err := s.CheckQuorum(ctx); err != nil {
+	// Without a quorum the election cannot be read (etcd's client retries
+	// until the lookup times out): say so, and why, at once.
+	if err := s.quorumLostRecently(); err != nil {
 		return nil, err
 	}
 	id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
@@ -101,7 +141,7 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 		f.conn.Close()
 	}
 	tlsCfg := pki.ClientTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey), s.cfg.CA)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	conn, err := grpc.NewClient(addr, transport.DialOptions(credentials.NewTLS(tlsCfg))...)
 	if err != nil {
 		return nil, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
 	}

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -107,12 +108,34 @@ func decideApprovals(s approvalSnapshot) *approvalAction {
 }
 
 func (s *Service) approvalLoop(st *leaderState) loopSpec {
+	// What the candidates looked like when the last tick found nothing to
+	// do; "" before the first tick of the leadership.
+	idle := ""
 	return loopSpec{
-		name:   approvalsLoopName,
-		tick:   func(ctx context.Context) (loopResult, error) { return s.approvalTick(ctx, st) },
-		watch:  []string{nodePrefix, promotionPrefix},
-		resync: s.cfg.SyncInterval,
-		minGap: s.cfg.MinActionGap,
+		name: approvalsLoopName,
+		tick: func(ctx context.Context) (loopResult, error) {
+			// A pending promotion is only ever for a candidate (see
+			// approvalCandidates), and approving one changes its record:
+			// while the candidates are as they were when there was
+			// nothing to do, there is nothing to read from etcd.
+			fp := approvalCandidates(st.reg.nodes())
+			if idle != "" && fp == idle {
+				return loopResult{}, nil
+			}
+			res, err := s.approvalTick(ctx, st)
+			if err == nil && res.action == "" && !res.refused {
+				idle = fp
+			} else {
+				idle = ""
+			}
+			return res, err
+		},
+		// An approval changes the node's state in the transaction that
+		// records its promotion; then its status, role or existence
+		// decide.
+		nodeChanges: approvalChange,
+		resync:      s.cfg.SyncInterval,
+		minGap:      s.cfg.MinActionGap,
 	}
 }
 
@@ -123,7 +146,7 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 	if err != nil || len(pending) == 0 {
 		return loopResult{}, err
 	}
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -147,7 +170,7 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 	}
 	res := loopResult{action: a.kind.String(), nodeID: a.nodeID, reason: a.reason}
 	if a.kind == approvalPromote {
-		if err := s.promote(ctx, st, ms.byID[a.nodeID]); err != nil {
+		if err := s.promote(ctx, st, cloneNode(ms.byID[a.nodeID])); err != nil {
 			if isPrecondition(err) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.
@@ -160,6 +183,33 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 		return loopResult{}, err
 	}
 	return res, nil
+}
+
+// approvalCandidates sums up the nodes that could have a pending
+// promotion (joined with the manager token, no role in consensus): their
+// IDs, states, statuses and update times. It is never "".
+func approvalCandidates(nodes []*pb.Node) string {
+	var b strings.Builder
+	b.WriteString("candidates:")
+	for _, n := range nodes {
+		if n.JoinedAs == "manager" && !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+			fmt.Fprintf(&b, " %s/%d/%d/%t/%d", n.Id, n.State, n.Status, n.Demoting, n.GetUpdated().AsTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+// approvalChange picks the node changes the manager-approvals loop acts
+// on: of a node that joined with the manager token, its departure and a
+// change of its state, status, roles or demotion mark.
+func approvalChange(old, new *pb.Node) bool {
+	switch {
+	case old == nil || old.JoinedAs != "manager":
+		return false // a pending promotion is for a node that exists
+	case new == nil:
+		return true
+	}
+	return old.State != new.State || old.Status != new.Status || old.Demoting != new.Demoting || !slices.Equal(old.Roles, new.Roles)
 }
 
 // stateWord is NODE_STATE_UP → up.

@@ -103,7 +103,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 	}
 	isMember := func(id string) bool {
 		t.Helper()
-		ms, err := svc.observeMembership(callCtx(t))
+		ms, err := svc.observeMembership(callCtx(t), svc.currentLeader())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
@@ -96,55 +95,17 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		return nil, fmt.Errorf("%w: unknown availability %d", ErrInvalid, availability)
 	}
 
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
+	// The certificate depends on the key and address alone: sign it
+	// outside the lock, which every join takes in turn.
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("issue node certificate: %w", err)
 	}
-	issueNodeCert := func() ([]byte, error) {
-		cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
-		if err != nil {
-			return nil, fmt.Errorf("issue node certificate: %w", err)
-		}
-		return pki.EncodeCert(cert), nil
-	}
-	response := func(nodes []*pb.Node) (*pb.RegisterResponse, error) {
-		certPEM, err := issueNodeCert()
-		if err != nil {
-			return nil, err
-		}
+	response := func() (*pb.RegisterResponse, error) {
 		return &pb.RegisterResponse{
-			NodeId: id, NodeCert: certPEM, CaCert: pki.EncodeCert(st.pki.CA.Cert),
-			ClusterId: cs.ClusterId, Managers: managers(nodes),
+			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert),
+			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.managerList()),
 		}, nil
-	}
-	for _, n := range nodes {
-		if n.Id != id {
-			continue
-		}
-		// A retry of a registration that went through: same key, same
-		// node. Hand out its certificate again.
-		if !bytes.Equal(n.PublicKey, req.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-			return nil, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, id)
-		}
-		return response(nodes)
-	}
-	// Commands take a name wherever they take an ID: one must never read
-	// as the other.
-	if name == id {
-		return nil, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(name))
-	}
-	for _, n := range nodes {
-		if n.Id == name {
-			return nil, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(name), n.Id)
-		}
-		if n.Name == name {
-			return nil, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, name, n.Id)
-		}
-		if n.Address == req.Address {
-			return nil, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, req.Address, n.Id, n.Name)
-		}
 	}
 
 	now := timestamppb.New(s.cfg.Now())
@@ -165,27 +126,74 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 		// Pending: no role and no etcd access until an operator approves.
 		node.State = pb.NodeState_NODE_STATE_PENDING
 		node.Roles = nil
-	} else if role == "manager" {
-		members, err := consensus.Members(ctx, s.cfg.Etcd)
-		if err != nil {
-			return nil, err
-		}
-		if uint32(len(members)) >= cs.MaxVoters {
-			lg.Warn("voter limit reached: node joins as a worker", zap.String("node", id), zap.Uint32("max_voters", cs.MaxVoters))
-		} else {
-			join, err := s.addConsensusMember(ctx, st, id, pub, ip, port)
-			if err != nil {
-				return nil, err
-			}
-			node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
-			node.Consensus = join
-		}
 	}
-	if err := nodeCreate(ctx, st.leadership, node); err != nil {
+	var again bool
+	if role == "manager" && !cs.RequireApproval {
+		again, err = s.registerManager(ctx, st, cs, node, pub, ip, port)
+	} else {
+		again, err = st.joins.submit(ctx, st, node)
+	}
+	if err != nil {
 		return nil, err
 	}
-	lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
-	return response(append(nodes, node))
+	if !again {
+		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.String("token", role))
+	}
+	return response()
+}
+
+// checkJoin checks node, about to join, against the registry: again is
+// true for a retry of a registration that went through (same key, same
+// node: its certificate is handed out again). Call with muNodes.
+func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
+	if n := st.reg.node(node.Id); n != nil {
+		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, node.Id)
+		}
+		return true, nil
+	}
+	// Commands take a name wherever they take an ID: one must never read
+	// as the other.
+	if node.Name == node.Id {
+		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(node.Name))
+	}
+	if n := st.reg.node(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(node.Name), n.Id)
+	}
+	if n := st.reg.nodeNamed(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)
+	}
+	if n := st.reg.nodeAt(node.Address); n != nil {
+		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, node.Address, n.Id, n.Name)
+	}
+	return false, nil
+}
+
+// registerManager joins a node with the manager token: within the voter
+// limit it becomes an etcd learner first, then its record is written with
+// the role and the join parameters (if we die in between, the consensus
+// sync finishes or undoes it).
+func (s *Service) registerManager(ctx context.Context, st *leaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	if again, err := checkJoin(st, node); again || err != nil {
+		return again, err
+	}
+	members, err := consensus.Members(ctx, s.cfg.Etcd)
+	if err != nil {
+		return false, err
+	}
+	if uint32(len(members)) >= cs.MaxVoters {
+		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
+	} else {
+		join, err := s.addConsensusMember(ctx, st, node.Id, pub, ip, port)
+		if err != nil {
+			return false, err
+		}
+		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
+		node.Consensus = join
+	}
+	return false, nodeCreate(ctx, st.leadership, node)
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
@@ -235,6 +243,9 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 	}
 	dropped, release := st.streams.open(id)
 	defer release()
+	// A leader in doubt about its lease ends the stream: the node moves
+	// to whoever can serve it.
+	doubt := st.guard.servingDone()
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -244,7 +255,9 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 				return
 			}
 			st.hb.beat(id, s.cfg.Now())
-			kick(st.kickHealth)
+			if n := st.reg.node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+				kick(st.kickHealth)
+			}
 			if err := answer(req.Seq); err != nil {
 				errc <- err
 				return
@@ -256,6 +269,8 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
 	case <-st.ctx.Done():
 		return ErrNotLeader
+	case <-doubt:
+		return ErrNotLeader
 	case err := <-errc:
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -265,98 +280,52 @@ func (c *curatorServer) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 }
 
 // WatchNode streams the caller's own record and the manager list each time
-// either changes.
+// either changes, from the leader's registry view: a stream wakes only for
+// changes that concern it.
 func (c *curatorServer) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
 	st, err := c.s.leaderFor()
 	if err != nil {
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	stop := context.AfterFunc(st.ctx, cancel)
-	defer stop()
 	// A removed node's watch ends at once, whatever the watch was doing.
 	dropped, release := st.streams.open(id)
 	defer release()
-	go func() {
-		select {
-		case <-dropped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err = c.watchNode(ctx, st, id, stream)
-	select {
-	case <-dropped:
-		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
-	default:
-	}
-	if st.ctx.Err() != nil {
-		return ErrNotLeader
-	}
-	return err
-}
-
-func (c *curatorServer) watchNode(ctx context.Context, st *leaderState, id string, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
-	s := c.s
-
-	var last *pb.WatchNodeResponse
-	send := func() (int64, error) {
-		resp, err := s.cfg.Etcd.Get(ctx, nodePrefix, clientv3.WithPrefix())
-		if err != nil {
-			return 0, err
-		}
-		var nodes []*pb.Node
-		for _, kv := range resp.Kvs {
-			n, err := nodeUnmarshal(string(kv.Key), kv.Value)
-			if err != nil {
-				return 0, err
-			}
-			nodes = append(nodes, n)
-		}
-		out := &pb.WatchNodeResponse{Managers: managers(nodes)}
-		for _, n := range nodes {
-			if n.Id == id {
-				out.Node = n
-			}
-		}
-		if out.Node == nil {
-			return 0, fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
-		}
-		if last == nil || !proto.Equal(last, out) {
-			if err := stream.Send(out); err != nil {
-				return 0, err
-			}
-			last = out
-		}
-		return resp.Header.Revision, nil
-	}
-	rev, err := send()
-	if err != nil {
-		return err
-	}
-	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(ctx), nodePrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	removed := fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	doubt := st.guard.servingDone()
+	var lastNode *pb.Node
+	var lastManagers []string
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case wr, ok := <-wch:
-			if !ok {
-				return fmt.Errorf("%w: node watch ended", ErrNotLeader)
-			}
-			if err := wr.Err(); err != nil {
-				return fmt.Errorf("watch nodes: %w", err)
-			}
-			if _, err := send(); err != nil {
+		n, mgrs, nodeChanged, managersChanged := st.reg.watchNode(id)
+		if n == nil {
+			return removed
+		}
+		if n != lastNode || !slices.Equal(mgrs, lastManagers) {
+			if err := stream.Send(&pb.WatchNodeResponse{Node: n, Managers: mgrs}); err != nil {
 				return err
 			}
+			lastNode, lastManagers = n, mgrs
+		}
+		select {
+		case <-nodeChanged:
+		case <-managersChanged:
+		case <-dropped:
+			return removed
+		case <-st.ctx.Done():
+			return ErrNotLeader
+		case <-doubt:
+			return ErrNotLeader
+		case <-stream.Context().Done():
+			return stream.Context().Err()
 		}
 	}
 }
 
 // GetManagers lists the managers and the leader.
 func (c *curatorServer) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
+	if st := c.s.currentLeader(); st != nil {
+		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.managerList()), Leader: c.s.cfg.NodeID}, nil
+	}
 	nodes, err := nodeList(ctx, c.s.cfg.Etcd)
 	if err != nil {
 		return nil, err

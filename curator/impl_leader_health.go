@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,9 +76,29 @@ type healthAction struct {
 	reason string
 }
 
-// decideHealth returns the one status change to make, or nil.
-func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time.Duration) *healthAction {
+// healthDecision is what one health tick changes.
+type healthDecision struct {
+	// changes are every status change to make, written together.
+	changes []healthAction
+	// held, when set, says why the changes to down were held back.
+	held string
+}
+
+// decideHealth returns every status change to make. It is the health rule
+// of decideStatus applied to each node, with one guard: a leader that
+// hears from no more than half of the nodes does not mark several of them
+// down at once, for one more downAfter from holdSince (when it first held;
+// zero if it has not). A fleet-wide failure is rare; a leader that cannot
+// hear the fleet (it is new, and the streams are still moving to it, or
+// its own network is failing) is not. Past the extra wait the nodes are
+// marked down: they really are silent.
+func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time.Duration, holdSince time.Time) healthDecision {
+	var d healthDecision
+	heard, downs := 0, 0
 	for _, n := range nodes {
+		if n.seen && now.Sub(n.last) < downAfter {
+			heard++
+		}
 		want := decideStatus(n.status, n.last, n.seen, leaderSince, now, downAfter)
 		if want == n.status {
 			continue
@@ -87,19 +108,29 @@ func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time
 			reason = fmt.Sprintf("node %s sends heartbeats again", n.id)
 		}
 		if want == pb.NodeStatus_NODE_STATUS_DOWN {
+			downs++
 			reason = fmt.Sprintf("node %s sent no heartbeat for %s", n.id, downAfter)
 			if n.seen {
 				reason = fmt.Sprintf("node %s sent no heartbeat since %s (limit %s)", n.id, n.last.Format(time.RFC3339Nano), downAfter)
 			}
 		}
-		return &healthAction{nodeID: n.id, to: want, reason: reason}
+		d.changes = append(d.changes, healthAction{nodeID: n.id, to: want, reason: reason})
 	}
-	return nil
+	if downs < 2 || 2*heard > len(nodes) {
+		return d
+	}
+	if !holdSince.IsZero() && now.Sub(holdSince) >= downAfter {
+		return d
+	}
+	d.held = fmt.Sprintf("holding %d nodes back from down: this leader hears from only %d of %d nodes, which is more likely its own view than a fleet-wide failure; they are marked down if still silent after another %s", downs, heard, len(nodes), downAfter)
+	d.changes = slices.DeleteFunc(d.changes, func(a healthAction) bool { return a.to == pb.NodeStatus_NODE_STATUS_DOWN })
+	return d
 }
 
 // healthLoop keeps node status consistent with heartbeats. It ticks at half
 // the heartbeat interval, and at once when a heartbeat comes from a node
-// that is not ready.
+// that is not ready. Heartbeats live in the leader's memory: at rest, with
+// every node ready, a tick writes nothing.
 func (s *Service) healthLoop(st *leaderState) loopSpec {
 	return loopSpec{
 		name:   "health",
@@ -113,12 +144,9 @@ func (s *Service) healthLoop(st *leaderState) loopSpec {
 func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
-	if err != nil {
-		return loopResult{}, err
-	}
-	var hn []healthNode
-	byID := map[string]*pb.Node{}
+	nodes := st.reg.nodes()
+	hn := make([]healthNode, 0, len(nodes))
+	byID := make(map[string]*pb.Node, len(nodes))
 	counts := map[pb.NodeStatus]int{}
 	for _, n := range nodes {
 		counts[n.Status]++
@@ -133,17 +161,80 @@ func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, 
 		s.metrics.Nodes.WithLabelValues(statusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
 	}
 	now := s.cfg.Now()
-	a := decideHealth(hn, st.since, now, s.cfg.DownAfter)
-	if a == nil {
-		return loopResult{}, nil
+	// A leader that stopped serving for a while (in doubt about its
+	// lease) heard nothing meanwhile: count from when it came back, as a
+	// new leader counts from its election.
+	since := st.since
+	if r := st.guard.resumedAt(); r.After(since) {
+		since = r
 	}
-	n := byID[a.nodeID]
-	n.Status = a.to
-	n.StatusChanged = timestamppb.New(now)
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	d := decideHealth(hn, since, now, s.cfg.DownAfter, st.healthHoldSince)
+	var res loopResult
+	switch {
+	case d.held != "":
+		if st.healthHoldSince.IsZero() {
+			st.healthHoldSince = now
+			res = loopResult{refused: true, reason: d.held}
+		}
+	default:
+		st.healthHoldSince = time.Time{}
+	}
+	if len(d.changes) == 0 {
+		return res, nil
+	}
+	changed := make([]*pb.Node, 0, len(d.changes))
+	for _, a := range d.changes {
+		n := cloneNode(byID[a.nodeID])
+		n.Status = a.to
+		n.StatusChanged = timestamppb.New(now)
+		changed = append(changed, n)
+	}
+	if err := nodeSaveAll(ctx, st.leadership, changed); err != nil {
 		return loopResult{}, err
 	}
-	return loopResult{action: "mark-" + statusWord(a.to.String()), nodeID: a.nodeID, reason: a.reason}, nil
+	held := res.reason
+	res = summarizeHealth(d.changes)
+	if held != "" {
+		res.reason += "; " + held
+	}
+	return res, nil
+}
+
+// summarizeHealth is the loop result (one event) of a tick's changes:
+// the node and reason of a single change, a count and the first IDs of
+// many.
+func summarizeHealth(changes []healthAction) loopResult {
+	if len(changes) == 1 {
+		a := changes[0]
+		return loopResult{action: "mark-" + statusWord(a.to.String()), nodeID: a.nodeID, reason: a.reason}
+	}
+	byStatus := map[pb.NodeStatus][]string{}
+	for _, a := range changes {
+		byStatus[a.to] = append(byStatus[a.to], a.nodeID)
+	}
+	var parts, actions []string
+	for _, to := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_DOWN, pb.NodeStatus_NODE_STATUS_READY} {
+		ids := byStatus[to]
+		if len(ids) == 0 {
+			continue
+		}
+		word := statusWord(to.String())
+		actions = append(actions, "mark-"+word)
+		shown := ids[:min(len(ids), 10)]
+		more := ""
+		if len(ids) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(ids)-len(shown))
+		}
+		parts = append(parts, fmt.Sprintf("%d nodes %s: %s%s", len(ids), word, strings.Join(shown, ", "), more))
+	}
+	return loopResult{action: strings.Join(actions, "+"), reason: strings.Join(parts, "; ")}
+}
+
+// beatingNow says whether node id has sent a heartbeat to this leader
+// within two intervals.
+func (s *Service) beatingNow(st *leaderState, id string) bool {
+	last, ok := st.hb.get(id)
+	return ok && s.cfg.Now().Sub(last) <= 2*s.cfg.HeartbeatInterval
 }
 
 // statusWord is NODE_STATUS_READY → ready.

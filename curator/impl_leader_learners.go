@@ -59,18 +59,18 @@ func decideLearners(learners []learnerInfo, now time.Time, downLimit time.Durati
 
 func (s *Service) learnerLoop(st *leaderState) loopSpec {
 	return loopSpec{
-		name:   "learners",
-		tick:   func(ctx context.Context) (loopResult, error) { return s.learnerTick(ctx, st) },
-		watch:  []string{nodePrefix},
-		resync: s.cfg.SyncInterval,
-		minGap: s.cfg.MinActionGap,
+		name:        "learners",
+		tick:        func(ctx context.Context) (loopResult, error) { return s.learnerTick(ctx, st) },
+		nodeChanges: membershipChange,
+		resync:      s.cfg.SyncInterval,
+		minGap:      s.cfg.MinActionGap,
 	}
 }
 
 func (s *Service) learnerTick(ctx context.Context, st *leaderState) (loopResult, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return loopResult{}, err
 	}

@@ -1,10 +1,12 @@
 package curator
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -53,34 +55,68 @@ func TestDecideHealth(t *testing.T) {
 	since := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	const downAfter = 5 * time.Second
 	ready, down, unknown := pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN, pb.NodeStatus_NODE_STATUS_UNKNOWN
+	fresh := func(id string, at time.Time) healthNode {
+		return healthNode{id: id, status: ready, last: at, seen: true}
+	}
+	// Ten nodes that beat at `at`, for the bulk guard.
+	fleet := func(at time.Time, silent int) []healthNode {
+		var out []healthNode
+		for i := range 10 {
+			n := fresh(fmt.Sprintf("n%d", i), at)
+			if i < silent {
+				n.last = since
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	later := since.Add(3 * downAfter)
 	tests := []struct {
-		name  string
-		nodes []healthNode
-		now   time.Time
-		want  *healthAction
+		name      string
+		nodes     []healthNode
+		now       time.Time
+		holdSince time.Time
+		want      []healthAction
+		held      bool
 	}{
-		{"all fresh", []healthNode{{id: "a", status: ready, last: since, seen: true}}, since.Add(time.Second), nil},
-		{"heartbeat makes ready", []healthNode{{id: "a", status: unknown, last: since, seen: true}}, since.Add(time.Second),
-			&healthAction{nodeID: "a", to: ready}},
-		{"stale heartbeat makes down", []healthNode{{id: "a", status: ready, last: since, seen: true}}, since.Add(downAfter),
-			&healthAction{nodeID: "a", to: down}},
-		{"new leader's grace: unseen node keeps its status", []healthNode{{id: "a", status: ready}}, since.Add(downAfter - time.Millisecond), nil},
-		{"grace over: unseen node is down", []healthNode{{id: "a", status: ready}}, since.Add(downAfter),
-			&healthAction{nodeID: "a", to: down}},
-		{"one change per tick", []healthNode{{id: "a", status: ready}, {id: "b", status: ready}}, since.Add(downAfter),
-			&healthAction{nodeID: "a", to: down}},
-		{"down node that beats is ready", []healthNode{{id: "a", status: down, last: since.Add(9 * time.Second), seen: true}}, since.Add(10 * time.Second),
-			&healthAction{nodeID: "a", to: ready}},
+		{"all fresh", []healthNode{fresh("a", since)}, since.Add(time.Second), time.Time{}, nil, false},
+		{"heartbeat makes ready", []healthNode{{id: "a", status: unknown, last: since, seen: true}}, since.Add(time.Second), time.Time{},
+			[]healthAction{{nodeID: "a", to: ready}}, false},
+		{"stale heartbeat makes down", []healthNode{fresh("a", since)}, since.Add(downAfter), time.Time{},
+			[]healthAction{{nodeID: "a", to: down}}, false},
+		{"new leader's grace: unseen node keeps its status", []healthNode{{id: "a", status: ready}}, since.Add(downAfter - time.Millisecond), time.Time{}, nil, false},
+		{"grace over: unseen node is down", []healthNode{{id: "a", status: ready}, fresh("b", since.Add(downAfter)), fresh("c", since.Add(downAfter))}, since.Add(downAfter), time.Time{},
+			[]healthAction{{nodeID: "a", to: down}}, false},
+		{"every change in one tick", []healthNode{fresh("a", since), fresh("b", since), {id: "c", status: down, last: since.Add(9 * time.Second), seen: true}, fresh("d", since.Add(9*time.Second)), fresh("e", since.Add(9*time.Second)), fresh("f", since.Add(9*time.Second))}, since.Add(10 * time.Second), time.Time{},
+			[]healthAction{{nodeID: "a", to: down}, {nodeID: "b", to: down}, {nodeID: "c", to: ready}}, false},
+		{"down node that beats is ready", []healthNode{{id: "a", status: down, last: since.Add(9 * time.Second), seen: true}}, since.Add(10 * time.Second), time.Time{},
+			[]healthAction{{nodeID: "a", to: ready}}, false},
+		{"a minority silent is marked down", fleet(later, 4), later, time.Time{},
+			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}, {nodeID: "n2", to: down}, {nodeID: "n3", to: down}}, false},
+		{"a majority silent is held back", fleet(later, 5), later, time.Time{}, nil, true},
+		{"new leader hearing from few holds them all", []healthNode{{id: "a", status: ready}, {id: "b", status: ready}, fresh("c", since.Add(time.Second))}, since.Add(downAfter), time.Time{}, nil, true},
+		{"held back, still within the extra wait", fleet(later, 6), later, later.Add(-downAfter + time.Millisecond), nil, true},
+		{"held back long enough: marked down", fleet(later, 6), later, later.Add(-downAfter),
+			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}, {nodeID: "n2", to: down}, {nodeID: "n3", to: down}, {nodeID: "n4", to: down}, {nodeID: "n5", to: down}}, false},
+		{"held back, readies still go through", append(fleet(later, 6), healthNode{id: "x", status: down, last: later, seen: true}), later, time.Time{},
+			[]healthAction{{nodeID: "x", to: ready}}, true},
+		{"one silent node is never held", []healthNode{fresh("a", since), {id: "b", status: down}}, since.Add(downAfter), time.Time{},
+			[]healthAction{{nodeID: "a", to: down}}, false},
 	}
 	opt := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".reason" }, cmp.Ignore())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decideHealth(tt.nodes, since, tt.now, downAfter)
-			if got != nil && got.reason == "" {
-				t.Error("no reason")
+			got := decideHealth(tt.nodes, since, tt.now, downAfter, tt.holdSince)
+			for _, a := range got.changes {
+				if a.reason == "" {
+					t.Errorf("change of %s has no reason", a.nodeID)
+				}
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(healthAction{}), opt); diff != "" {
+			if diff := cmp.Diff(tt.want, got.changes, cmp.AllowUnexported(healthAction{}), opt, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decideHealth (-want +got):\n%s", diff)
+			}
+			if (got.held != "") != tt.held {
+				t.Errorf("held = %q, want held %v", got.held, tt.held)
 			}
 		})
 	}

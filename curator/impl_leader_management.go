@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
@@ -29,27 +31,14 @@ type clusterView struct {
 	etcdLeader uint64
 }
 
-func (s *Service) observe(ctx context.Context) (*clusterView, error) {
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
-	if err != nil {
-		return nil, err
-	}
-	members, err := consensus.Members(ctx, s.cfg.Etcd)
+// observe reads the registry view and etcd's members. The nodes are the
+// view's, shared: read only.
+func (s *Service) observe(ctx context.Context, st *leaderState) (*clusterView, error) {
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
-	byPeerURL := map[string]string{}
-	for _, n := range nodes {
-		if ip, port, err := SplitAddress(n.Address); err == nil {
-			byPeerURL[consensus.PeerURL(ip.String(), port)] = n.Id
-		}
-	}
-	v := &clusterView{nodes: nodes, members: members, memberOf: map[string]consensus.Member{}}
-	for _, m := range members {
-		if id := consensus.NodeIDFromMember(m, byPeerURL); id != "" {
-			v.memberOf[id] = m
-		}
-	}
+	v := &clusterView{nodes: ms.nodes, members: ms.members, memberOf: ms.memberOf}
 	if len(s.cfg.Etcd.Endpoints()) > 0 {
 		if st, err := s.cfg.Etcd.Status(ctx, s.cfg.Etcd.Endpoints()[0]); err == nil {
 			v.etcdLeader = st.Leader
@@ -79,24 +68,49 @@ func (s *Service) nodeView(v *clusterView, st *leaderState, n *pb.Node) *pb.Node
 	if last, ok := st.hb.get(n.Id); ok {
 		nv.LastHeartbeat = timestamppb.New(last)
 	}
-	// Join parameters carry certificates: not for listing.
+	// Join parameters carry certificates: not for listing. The record is
+	// the registry's: change a copy.
 	if n.Consensus != nil {
-		n.Consensus = &pb.ConsensusJoin{MemberId: n.Consensus.MemberId, EtcdClusterId: n.Consensus.EtcdClusterId}
+		c := proto.Clone(n).(*pb.Node)
+		c.Consensus = &pb.ConsensusJoin{MemberId: n.Consensus.MemberId, EtcdClusterId: n.Consensus.EtcdClusterId}
+		nv.Node = c
 	}
 	return nv
 }
 
-func (m *managementServer) ListNodes(ctx context.Context, _ *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+// Pages of ListNodes.
+const (
+	DefaultListPageSize = 500
+	MaxListPageSize     = 5000
+)
+
+// ListNodes answers one page of nodes in ID order; the page token is the
+// last ID of the page before.
+func (m *managementServer) ListNodes(ctx context.Context, req *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
 	}
-	v, err := m.s.observe(ctx)
+	v, err := m.s.observe(ctx, st)
 	if err != nil {
 		return nil, err
 	}
+	size := int(req.PageSize)
+	if size == 0 {
+		size = DefaultListPageSize
+	}
+	size = min(size, MaxListPageSize)
+	nodes := v.nodes
+	if req.PageToken != "" {
+		nodes = nodes[sort.Search(len(nodes), func(i int) bool { return nodes[i].Id > req.PageToken }):]
+	}
 	resp := &pb.ListNodesResponse{}
-	for _, n := range v.nodes {
+	if len(nodes) > size {
+		nodes = nodes[:size]
+		resp.NextPageToken = nodes[size-1].Id
+	}
+	resp.Nodes = make([]*pb.NodeView, 0, len(nodes))
+	for _, n := range nodes {
 		resp.Nodes = append(resp.Nodes, m.s.nodeView(v, st, n))
 	}
 	return resp, nil
@@ -107,7 +121,7 @@ func (m *managementServer) GetNode(ctx context.Context, req *pb.GetNodeRequest) 
 	if err != nil {
 		return nil, err
 	}
-	v, err := m.s.observe(ctx)
+	v, err := m.s.observe(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -119,14 +133,15 @@ func (m *managementServer) GetNode(ctx context.Context, req *pb.GetNodeRequest) 
 }
 
 func (m *managementServer) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoRequest) (*pb.ClusterInfo, error) {
-	if _, err := m.s.leaderFor(); err != nil {
+	st, err := m.s.leaderFor()
+	if err != nil {
 		return nil, err
 	}
 	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	v, err := m.s.observe(ctx)
+	v, err := m.s.observe(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +150,7 @@ func (m *managementServer) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfo
 		Leader:          m.s.cfg.NodeID,
 		MaxVoters:       cs.MaxVoters,
 		RequireApproval: cs.RequireApproval,
-		Managers:        managers(v.nodes),
+		Managers:        slices.Clone(st.reg.managerList()),
 		Version:         m.s.cfg.Version,
 		Voters:          []string{},
 		Learners:        []string{},

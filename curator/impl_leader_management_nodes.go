@@ -18,18 +18,19 @@ func timestampNow(s *Service) *timestamppb.Timestamp { return timestamppb.New(s.
 
 func isPrecondition(err error) bool { return errors.Is(err, ErrPrecondition) }
 
-// resolveLocked loads every node and resolves query; call with muNodes.
-func (s *Service) resolveLocked(ctx context.Context, query string) (*pb.Node, error) {
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
+// resolveLocked resolves query in the registry view and returns a copy of
+// the node to change; call with muNodes.
+func (s *Service) resolveLocked(st *leaderState, query string) (*pb.Node, error) {
+	n, err := nodeResolve(st.reg.nodes(), query)
 	if err != nil {
 		return nil, err
 	}
-	return nodeResolve(nodes, query)
+	return cloneNode(n), nil
 }
 
 // view renders a node for a reply.
 func (s *Service) view(ctx context.Context, st *leaderState, id string) (*pb.NodeView, error) {
-	v, err := s.observe(ctx)
+	v, err := s.observe(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func (m *managementServer) PromoteNode(ctx context.Context, req *pb.NodeRequest)
 		return nil, err
 	}
 	st.muNodes.Lock()
-	n, err := s.resolveLocked(ctx, req.Id)
+	n, err := s.resolveLocked(st, req.Id)
 	if err == nil {
 		err = s.promote(ctx, st, n)
 	}
@@ -66,7 +67,7 @@ func (m *managementServer) DemoteNode(ctx context.Context, req *pb.NodeRequest) 
 		return nil, err
 	}
 	st.muNodes.Lock()
-	n, err := s.resolveLocked(ctx, req.Id)
+	n, err := s.resolveLocked(st, req.Id)
 	var outcome demoteOutcome
 	if err == nil {
 		outcome, err = s.demote(ctx, st, n)
@@ -110,7 +111,7 @@ func (m *managementServer) UpdateNode(ctx context.Context, req *pb.UpdateNodeReq
 	}
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	n, err := s.resolveLocked(ctx, req.Id)
+	n, err := s.resolveLocked(st, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (m *managementServer) ApproveNode(ctx context.Context, req *pb.NodeRequest)
 	}
 	st.muNodes.Lock()
 	err = func() error {
-		n, err := s.resolveLocked(ctx, req.Id)
+		n, err := s.resolveLocked(st, req.Id)
 		if err != nil {
 			return err
 		}
@@ -172,11 +173,11 @@ func (m *managementServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeReq
 	}
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	n, err := s.resolveLocked(ctx, req.Id)
+	n, err := s.resolveLocked(st, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +238,7 @@ func (m *managementServer) UpdateCluster(ctx context.Context, req *pb.UpdateClus
 			return err
 		}
 		if req.MaxVoters != nil {
-			ms, err := s.observeMembership(ctx)
+			ms, err := s.observeMembership(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -268,11 +269,12 @@ func (c *curatorServer) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*p
 	id := identityFrom(ctx).nodeID
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	n, err := nodeLoad(ctx, s.cfg.Etcd, id)
-	if err != nil {
-		return nil, err
+	shared := st.reg.node(id)
+	if shared == nil {
+		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
 	}
-	ms, err := s.observeMembership(ctx)
+	n := cloneNode(shared)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (s *Service) placementTick(ctx context.Context, st *leaderState) (loopResul
 	// demotion or removal is taking out.
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -81,8 +81,11 @@ func (s *Service) placementTick(ctx context.Context, st *leaderState) (loopResul
 		}
 		id := ms.nodeOf[m.ID]
 		n := ms.byID[id]
+		// A target must be heard from right now, not merely marked
+		// ready: a node cut off a moment ago is still ready for a while,
+		// and etcd leadership moved onto it would be lost at once.
 		voters = append(voters, placementVoter{memberID: m.ID, nodeID: id,
-			healthy:  n != nil && n.Status == pb.NodeStatus_NODE_STATUS_READY && m.ClientURL != "",
+			healthy:  n != nil && n.Status == pb.NodeStatus_NODE_STATUS_READY && m.ClientURL != "" && s.beatingNow(st, id),
 			demoting: n != nil && n.Demoting})
 	}
 	a := decidePlacement(s.cfg.NodeID, etcdLeader, voters)

@@ -78,7 +78,7 @@ func (s *Service) promote(ctx context.Context, st *leaderState, n *pb.Node) erro
 	if err != nil {
 		return err
 	}
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ const (
 // demoting its own node marks it and resigns; the next leader finishes.
 // Called with muNodes held.
 func (s *Service) demote(ctx context.Context, st *leaderState, n *pb.Node) (demoteOutcome, error) {
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return "", err
 	}
@@ -171,6 +171,7 @@ func (s *Service) demote(ctx context.Context, st *leaderState, n *pb.Node) (demo
 // not this curator's node): etcd leadership off it, the member removed,
 // then the role and the mark cleared.
 func (s *Service) finishDemotion(ctx context.Context, st *leaderState, ms *membership, n *pb.Node) (string, error) {
+	n = cloneNode(n)
 	msg := fmt.Sprintf("node %s demoted: its etcd member was gone already; consensus role cleared", n.Id)
 	if m, member := ms.memberOf[n.Id]; member {
 		msg = fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, m.ID)
@@ -235,18 +236,18 @@ func (s *Service) moveEtcdLeaderOff(ctx context.Context, st *leaderState, ms *me
 // its own (it resigned), or one cut short by a crash.
 func (s *Service) demotionLoop(st *leaderState) loopSpec {
 	return loopSpec{
-		name:   "demotions",
-		tick:   func(ctx context.Context) (loopResult, error) { return s.demotionTick(ctx, st) },
-		watch:  []string{nodePrefix},
-		resync: s.cfg.SyncInterval,
-		minGap: s.cfg.MinActionGap,
+		name:        "demotions",
+		tick:        func(ctx context.Context) (loopResult, error) { return s.demotionTick(ctx, st) },
+		nodeChanges: membershipChange,
+		resync:      s.cfg.SyncInterval,
+		minGap:      s.cfg.MinActionGap,
 	}
 }
 
 func (s *Service) demotionTick(ctx context.Context, st *leaderState) (loopResult, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return loopResult{}, err
 	}

@@ -15,11 +15,11 @@ import (
 
 func (s *Service) syncLoop(st *leaderState) loopSpec {
 	return loopSpec{
-		name:   "consensus-sync",
-		tick:   func(ctx context.Context) (loopResult, error) { return s.syncTick(ctx, st) },
-		watch:  []string{nodePrefix},
-		resync: s.cfg.SyncInterval,
-		minGap: s.cfg.MinActionGap,
+		name:        "consensus-sync",
+		tick:        func(ctx context.Context) (loopResult, error) { return s.syncTick(ctx, st) },
+		nodeChanges: membershipChange,
+		resync:      s.cfg.SyncInterval,
+		minGap:      s.cfg.MinActionGap,
 	}
 }
 
@@ -36,26 +36,24 @@ type membership struct {
 	nodeOf map[uint64]string
 }
 
-func (s *Service) observeMembership(ctx context.Context) (*membership, error) {
-	nodes, err := nodeList(ctx, s.cfg.Etcd)
-	if err != nil {
-		return nil, err
-	}
+// observeMembership reads the registry view and etcd's members. The nodes
+// are the view's, shared: clone one before changing it.
+func (s *Service) observeMembership(ctx context.Context, st *leaderState) (*membership, error) {
 	members, err := consensus.Members(ctx, s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	ms := &membership{nodes: nodes, byID: map[string]*pb.Node{}, members: members,
+	nodes := st.reg.nodes()
+	ms := &membership{nodes: nodes, byID: make(map[string]*pb.Node, len(nodes)), members: members,
 		memberOf: map[string]consensus.Member{}, nodeOf: map[uint64]string{}}
-	byPeerURL := map[string]string{}
 	for _, n := range nodes {
 		ms.byID[n.Id] = n
-		if ip, port, err := SplitAddress(n.Address); err == nil {
-			byPeerURL[consensus.PeerURL(ip.String(), port)] = n.Id
-		}
 	}
 	for _, m := range members {
-		id := consensus.NodeIDFromMember(m, byPeerURL)
+		id := m.NodeID
+		if id == "" {
+			id = st.reg.nodeByPeerURL(m.PeerURL)
+		}
 		ms.nodeOf[m.ID] = id
 		if id != "" {
 			ms.memberOf[id] = m
@@ -78,7 +76,7 @@ func (ms *membership) syncSnapshot(leader string) syncSnapshot {
 func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	ms, err := s.observeMembership(ctx)
+	ms, err := s.observeMembership(ctx, st)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -114,7 +112,7 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 			return res, err
 		}
 	case syncGrantRole:
-		n := ms.byID[a.nodeID]
+		n := cloneNode(ms.byID[a.nodeID])
 		join, err := s.consensusJoinFor(ctx, st, n, ms, a.memberID)
 		if err != nil {
 			return res, err
@@ -126,7 +124,7 @@ func (s *Service) syncTick(ctx context.Context, st *leaderState) (loopResult, er
 			return res, err
 		}
 	case syncClearRole:
-		n := ms.byID[a.nodeID]
+		n := cloneNode(ms.byID[a.nodeID])
 		if err := s.revokeEtcdCert(ctx, st, n.Consensus); err != nil {
 			return res, err
 		}

@@ -21,6 +21,10 @@ type leadership struct {
 	key string
 	rev int64
 
+	// reg is the leader's view of the node records; node writes wait until
+	// it has seen them. Nil outside a leadership (tests of the fence).
+	reg *registry
+
 	// muNodes serialises read-modify-write sequences on node records, so a
 	// status change and a role change on the same node do not lose each
 	// other's write.
@@ -43,15 +47,4 @@ func (l *leadership) txnAsLeader(ctx context.Context, ops ...clientv3.Op) (*clie
 		return nil, ErrNotLeader
 	}
 	return resp, nil
-}
-
-// condTxnAsLeader applies ops if we still lead and every cmp holds. It
-// reports whether cmps held; ErrNotLeader when the fence fails.
-func (l *leadership) condTxnAsLeader(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
-	inner := clientv3.OpTxn(cmps, ops, nil)
-	resp, err := l.txnAsLeader(ctx, inner)
-	if err != nil {
-		return false, err
-	}
-	return resp.Responses[0].GetResponseTxn().Succeeded, nil
 }

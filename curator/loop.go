@@ -3,10 +3,8 @@ package curator
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -37,8 +35,9 @@ type loopSpec struct {
 	name string
 	// tick observes, decides and acts once.
 	tick func(ctx context.Context) (loopResult, error)
-	// watch lists key prefixes whose changes trigger a tick.
-	watch []string
+	// nodeChanges, if set, picks the changes of node records (old nil for
+	// a new node, new nil for a deleted one) that trigger a tick.
+	nodeChanges func(old, new *pb.Node) bool
 	// kick, if set, also triggers a tick.
 	kick <-chan struct{}
 	// resync is the period of ticks without events.
@@ -49,36 +48,28 @@ type loopSpec struct {
 
 func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) error {
 	lg := supervisor.Logger(ctx)
-	trigger := make(chan struct{}, 1)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	watchErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	if s.cfg.PollOnly {
-		spec.watch = nil
+	var trigger <-chan struct{}
+	if spec.nodeChanges != nil && !s.cfg.PollOnly {
+		ch, unsubscribe := st.reg.subscribe(spec.nodeChanges)
+		defer unsubscribe()
+		trigger = ch
 	}
-	for _, p := range spec.watch {
-		wch := s.cfg.Etcd.Watch(wctx, p, clientv3.WithPrefix())
-		wg.Go(func() {
-			for wr := range wch {
-				if err := wr.Err(); err != nil {
-					select {
-					case watchErr <- err:
-					default:
-					}
-					return
-				}
-				kick(trigger)
-			}
-		})
-	}
-	defer func() { cancel(); wg.Wait() }()
 
 	supervisor.Signal(ctx, supervisor.Healthy)
 	resync := time.NewTicker(spec.resync)
 	defer resync.Stop()
 	var divergedAt time.Time
 	for {
+		if !st.guard.held() {
+			// In doubt about the lease: act on nothing until it is
+			// renewed (or lost, which ends the leadership).
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-resync.C:
+				continue
+			}
+		}
 		res, err := spec.tick(ctx)
 		s.metrics.Ticks.WithLabelValues(spec.name).Inc()
 		if err != nil {
@@ -125,8 +116,6 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-watchErr:
-			return err
 		case <-trigger:
 		case <-spec.kick:
 		case <-resync.C:

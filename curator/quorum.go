@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -94,6 +95,39 @@ func listOrNone(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
+}
+
+// quorumCacheFor is how long a forwarding manager trusts what CheckQuorum
+// found: forwarded calls come in waves (every node's streams after a leader
+// change), and must not each ask etcd.
+const quorumCacheFor = time.Second
+
+// quorumCache is what CheckQuorum last found, and when.
+type quorumCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// quorumLostRecently returns an error wrapping ErrQuorum if the quorum is
+// lost, as CheckQuorum found within quorumCacheFor (asking again if not),
+// and nil otherwise, also when it cannot tell: then the call goes on, and
+// fails or not on its own. One caller asks at a time; the others wait for
+// its answer.
+func (s *Service) quorumLostRecently() error {
+	c := &s.quorum
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || s.cfg.Now().Sub(c.at) >= quorumCacheFor {
+		// Bounded by CheckQuorum's own timeouts, and not by one caller's
+		// context: its answer serves every caller.
+		c.err = s.CheckQuorum(context.Background())
+		c.at = s.cfg.Now()
+	}
+	if errors.Is(c.err, ErrQuorum) {
+		return c.err
+	}
+	return nil
 }
 
 // CheckQuorum asks this manager's etcd member whether the cluster has a

@@ -90,14 +90,40 @@ func nodeResolve(nodes []*pb.Node, query string) (*pb.Node, error) {
 	return nil, fmt.Errorf("no node with ID, ID prefix or name %s: %w (list nodes with `curator node ls`)", QuoteShort(query), ErrNotFound)
 }
 
+// maxNodesPerTxn bounds the records written in one transaction, well
+// inside etcd's limit on operations per transaction (128 by default).
+const maxNodesPerTxn = 100
+
 // nodeSave writes a node record, fenced.
 func nodeSave(ctx context.Context, l *leadership, n *pb.Node) error {
-	data, err := proto.Marshal(n)
-	if err != nil {
+	if err := nodeSaveAll(ctx, l, []*pb.Node{n}); err != nil {
 		return fmt.Errorf("save node %s: %w", n.Id, err)
 	}
-	if _, err := l.txnAsLeader(ctx, clientv3.OpPut(nodeKey(n.Id), string(data))); err != nil {
-		return fmt.Errorf("save node %s: %w", n.Id, err)
+	return nil
+}
+
+// nodeSaveAll writes many node records, fenced, in as few transactions as
+// etcd allows. A failure part way leaves the earlier batches written: each
+// record is whole, and the loops that write many are level-triggered.
+func nodeSaveAll(ctx context.Context, l *leadership, nodes []*pb.Node) error {
+	for len(nodes) > 0 {
+		batch := nodes[:min(len(nodes), maxNodesPerTxn)]
+		nodes = nodes[len(batch):]
+		ops := make([]clientv3.Op, 0, len(batch))
+		for _, n := range batch {
+			data, err := proto.Marshal(n)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Id, err)
+			}
+			ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
+		}
+		resp, err := l.txnAsLeader(ctx, ops...)
+		if err != nil {
+			return err
+		}
+		if err := l.seen(ctx, resp.Header.Revision); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -108,25 +134,39 @@ func nodeCreate(ctx context.Context, l *leadership, n *pb.Node) error {
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", n.Id, err)
 	}
-	ok, err := l.condTxnAsLeader(ctx,
+	resp, err := l.txnAsLeader(ctx, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), "=", 0)},
-		clientv3.OpPut(nodeKey(n.Id), string(data)))
+		[]clientv3.Op{clientv3.OpPut(nodeKey(n.Id), string(data))}, nil))
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", n.Id, err)
 	}
-	if !ok {
+	if !resp.Responses[0].GetResponseTxn().Succeeded {
 		return fmt.Errorf("node %s: %w", n.Id, ErrExists)
 	}
-	return nil
+	return l.seen(ctx, resp.Header.Revision)
 }
 
 // nodeDestroy deletes a node record, fenced.
 func nodeDestroy(ctx context.Context, l *leadership, id string) error {
-	if _, err := l.txnAsLeader(ctx, clientv3.OpDelete(nodeKey(id))); err != nil {
+	resp, err := l.txnAsLeader(ctx, clientv3.OpDelete(nodeKey(id)))
+	if err != nil {
 		return fmt.Errorf("destroy node %s: %w", id, err)
 	}
-	return nil
+	return l.seen(ctx, resp.Header.Revision)
 }
+
+// seen waits until the leader's registry view holds revision rev, so that
+// what a caller reads after its write includes the write.
+func (l *leadership) seen(ctx context.Context, rev int64) error {
+	if l.reg == nil {
+		return nil
+	}
+	return l.reg.caughtUp(ctx, rev)
+}
+
+// cloneNode returns a copy of a node to change: records in the registry
+// view are shared.
+func cloneNode(n *pb.Node) *pb.Node { return proto.Clone(n).(*pb.Node) }
 
 // hasRole says whether n holds role r.
 func hasRole(n *pb.Node, r pb.Role) bool {

@@ -34,10 +34,13 @@ func nodeApprove(ctx context.Context, l *leadership, n *pb.Node, promote bool) e
 		}
 		ops = append(ops, clientv3.OpPut(promotionKey(n.Id), string(at)))
 	}
-	if _, err := l.txnAsLeader(ctx, ops...); err != nil {
+	resp, err := l.txnAsLeader(ctx, ops...)
+	if err != nil {
 		return fmt.Errorf("approve node %s: %w", n.Id, err)
 	}
-	return nil
+	// As every write of a node record: return once the leader's view of
+	// the registry has it.
+	return l.seen(ctx, resp.Header.Revision)
 }
 
 // promotionList reads the pending promotions: node ID → time of approval.

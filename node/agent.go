@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
+	"github.com/curatorproject/curator/transport"
 )
 
 // Config is the agent's configuration; defaults in withDefaults.
@@ -34,6 +36,8 @@ type Config struct {
 	ElectionTTL       time.Duration
 	HeartbeatInterval time.Duration
 	DownAfter         time.Duration
+	// Pprof serves Go's profiles on the HTTP port.
+	Pprof bool
 	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.
 	EtcdTickMs, EtcdElectionMs uint
 	// Logger is the base logger for etcd and the API handlers.
@@ -57,6 +61,11 @@ type Agent struct {
 	lastRefusal string
 
 	consensus consensusState
+
+	// sessions are the connections the heartbeat and watch streams use,
+	// one per manager; leaderID is the curator leader that last answered.
+	sessions *managerConns
+	leaderID atomic.Value
 
 	registry *prometheus.Registry
 	metrics  *curator.Metrics
@@ -114,18 +123,17 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{})}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), sessions: newManagerConns(id)}
 	a.registry = prometheus.NewRegistry()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = curator.NewMetrics(a.registry)
 	a.resolver = manual.NewBuilderWithScheme("curator-managers")
 	a.resolver.InitialState(resolverState(mgrs))
 	tlsCfg := pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)
-	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers",
+	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
 		grpc.WithResolvers(a.resolver),
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -170,11 +178,10 @@ func (a *Agent) setManagers(ctx context.Context, mgrs []string) {
 // Run is the agent's runnable.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
-		"heartbeat": a.runHeartbeat,
-		"watch":     a.runWatch,
-		"roles":     a.runRoles,
-		"local":     a.runLocal,
-		"http":      a.runHTTP,
+		"session": a.runSession,
+		"roles":   a.runRoles,
+		"local":   a.runLocal,
+		"http":    a.runHTTP,
 	}); err != nil {
 		return err
 	}
@@ -185,107 +192,9 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Close releases the connection to the managers.
-func (a *Agent) Close() error { return a.conn.Close() }
-
-// runHeartbeat keeps a heartbeat stream to the leader (through any
-// manager), reconnecting quickly when it breaks: a new leader is elected
-// within seconds and must hear from us before its grace period ends.
-func (a *Agent) runHeartbeat(ctx context.Context) error {
-	supervisor.Signal(ctx, supervisor.Healthy)
-	lg := supervisor.Logger(ctx)
-	cli := pb.NewCuratorClient(a.conn)
-	retry := newRetry(100*time.Millisecond, time.Second)
-	for {
-		err := a.heartbeatOnce(ctx, cli, retry)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		a.logStreamError(lg, "heartbeat", err)
-		if err := retry.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-func (a *Agent) heartbeatOnce(ctx context.Context, cli pb.CuratorClient, retry *retry) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := cli.Heartbeat(ctx)
-	if err != nil {
-		return err
-	}
-	if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version}); err != nil {
-		return err
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	retry.reset()
-	interval := time.Duration(first.IntervalMs) * time.Millisecond
-	if interval <= 0 {
-		interval = time.Second
-	}
-	// Drain responses so that a broken stream is noticed at once.
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := stream.Recv(); err != nil {
-				errc <- err
-				return
-			}
-		}
-	}()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-errc:
-			return err
-		case <-tick.C:
-			if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version}); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// runWatch follows the node's own record and the manager list.
-func (a *Agent) runWatch(ctx context.Context) error {
-	supervisor.Signal(ctx, supervisor.Healthy)
-	lg := supervisor.Logger(ctx)
-	cli := pb.NewCuratorClient(a.conn)
-	retry := newRetry(100*time.Millisecond, 2*time.Second)
-	for {
-		err := a.watchOnce(ctx, cli, retry)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		a.logStreamError(lg, "watch", err)
-		if err := retry.wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-func (a *Agent) watchOnce(ctx context.Context, cli pb.CuratorClient, retry *retry) error {
-	stream, err := cli.WatchNode(ctx, &pb.WatchNodeRequest{})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		retry.reset()
-		a.setManagers(ctx, resp.Managers)
-		if resp.Node != nil {
-			a.desired.set(resp.Node)
-		}
-	}
+func (a *Agent) Close() error {
+	a.sessions.close()
+	return a.conn.Close()
 }
 
 // retry is a small capped exponential backoff for reconnect loops.

@@ -704,11 +704,11 @@ func (x *NodeView) GetLastHeartbeat() *timestamppb.Timestamp {
 }
 
 // ListNodes pages through the nodes in ID order, so that no fleet size meets
-// a message limit. A request without page_size gets every node; clients
-// follow next_page_token until it is empty.
+// a message limit: clients follow next_page_token until it is empty.
 type ListNodesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most this many nodes in one answer; 0 means all of them.
+	// At most this many nodes in one answer; 0 means the server's default
+	// (500), and it never sends more than 5000.
 	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Where to start: the next_page_token of the previous answer.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -123,6 +124,13 @@ func start(t *testing.T, name, logPath string, stdout *syncBuffer, args ...strin
 // environment.
 func startBinary(t *testing.T, bin string, env []string, name, logPath string, stdout *syncBuffer, args ...string) *proc {
 	t.Helper()
+	return startProcess(t, bin, env, nodeProcAttr(), name, logPath, stdout, args...)
+}
+
+// startProcess is startBinary with attr as the process's attributes (which
+// should include what nodeProcAttr sets).
+func startProcess(t *testing.T, bin string, env []string, attr *syscall.SysProcAttr, name, logPath string, stdout *syncBuffer, args ...string) *proc {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +148,7 @@ func startBinary(t *testing.T, bin string, env []string, name, logPath string, s
 	// Own process group: a Ctrl-C on `go test` must not stop the nodes
 	// before the test's cleanup does; and on Linux, no node outlives a
 	// test binary that was killed before its cleanup ran.
-	cmd.SysProcAttr = nodeProcAttr()
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -297,6 +305,10 @@ type cluster struct {
 	nodes  map[string]*node
 	// config is the admin config written by `agent init`.
 	config string
+	// agentAttr, if set, prepares n's data dir for its agent process and
+	// returns that process's attributes: the partition tests run every
+	// node under a uid of its own.
+	agentAttr func(n *node) *syscall.SysProcAttr
 }
 
 type node struct {
@@ -319,7 +331,11 @@ type agentStarter func(name, verb string, args ...string) *node
 // agent starts `curator agent VERB` for name; args follow the data dir.
 func (c *cluster) agent(name, verb string, args ...string) *node {
 	return c.agentWith(func(logPath string, argv ...string) *proc {
-		return start(c.t, name, logPath, nil, argv...)
+		attr := nodeProcAttr()
+		if c.agentAttr != nil {
+			attr = c.agentAttr(c.nodes[name])
+		}
+		return startProcess(c.t, binary, nil, attr, name, logPath, nil, argv...)
 	}, name, verb, args...)
 }
 

@@ -15,7 +15,10 @@ import (
 func TestMetricsAndHealthz(t *testing.T) {
 	c := newCluster(t, "127.0.206.")
 	c.init("manager-1", 10)
-	c.join("worker-1", 11, c.token("worker"), c.nodes["manager-1"])
+	// The worker serves Go's profiles too (--pprof); the manager does not.
+	c.joinWith(func(name, verb string, args ...string) *node {
+		return c.agent(name, verb, append(args, "--pprof")...)
+	}, "worker-1", 11, c.token("worker"), c.nodes["manager-1"])
 	c.waitReady(30*time.Second, "manager-1", "worker-1")
 
 	get := func(host int, path string) (string, error) {
@@ -61,6 +64,12 @@ func TestMetricsAndHealthz(t *testing.T) {
 	}
 	if !strings.Contains(body, "curator_is_leader 0") {
 		t.Errorf("a worker's metrics do not say it does not lead")
+	}
+	if body, err := get(11, "/debug/pprof/"); err != nil || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ of the node started with --pprof: %v", err)
+	}
+	if _, err := get(10, "/debug/pprof/"); err == nil {
+		t.Error("/debug/pprof/ is served by a node started without --pprof")
 	}
 	for host, want := range map[int]healthzJSON{10: {Consensus: "voter", CuratorLeader: true}, 11: {Consensus: "none"}} {
 		body, err := get(host, "/healthz")

@@ -29,6 +29,7 @@ type agentFlags struct {
 	electionTTL       time.Duration
 	heartbeatInterval time.Duration
 	downAfter         time.Duration
+	pprof             bool
 }
 
 func (f *agentFlags) register(c *cobra.Command) {
@@ -37,6 +38,7 @@ func (f *agentFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.electionTTL, "election-ttl", curator.DefaultElectionTTL, "lease TTL of the curator leader election (whole seconds)")
 	c.Flags().DurationVar(&f.heartbeatInterval, "heartbeat-interval", curator.DefaultHeartbeatInterval, "how often nodes send heartbeats")
 	c.Flags().DurationVar(&f.downAfter, "down-after", curator.DefaultDownAfter, "how long without a heartbeat before a node is marked down")
+	c.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go's profiles at http://IP:PORT+3/debug/pprof/ (no authentication: for a trusted network)")
 }
 
 func (f *agentFlags) validate() error {
@@ -95,6 +97,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	a, err := node.New(node.Config{
 		DataDir: f.dataDir, Version: binaryVersion(),
 		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
+		Pprof:  f.pprof,
 		Logger: lg,
 	})
 	if err != nil {

@@ -1,0 +1,496 @@
+package main
+
+// `curator-bench heartbeats`: a fleet at rest, then optionally a leader
+// kill and a mass failure.
+//
+// The order is: cluster up; N nodes join (join rate); wait until every one
+// is ready; a settle of two intervals; the at-rest window of --duration
+// (heartbeat round trips, CPU and RSS, etcd writes, watch messages); then
+// --kill-leader; then --mass-failure.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+const (
+	// failoverExtra is how long, beyond the election TTL and down-after,
+	// the bench waits for every node to be answered by a new leader.
+	failoverExtra = time.Minute
+	// massFailureExtra is how long, beyond down-after, the bench waits for
+	// the stopped nodes to be marked down.
+	massFailureExtra = 30 * time.Second
+	// massFailureBound is the goal: every stopped node down within
+	// down-after plus this.
+	massFailureBound = 2 * time.Second
+	massFailurePoll  = 250 * time.Millisecond
+	// eventsLimit is how many events the bench reads back; the cluster
+	// keeps the last 1000.
+	eventsLimit = 1000
+)
+
+type heartbeatsConfig struct {
+	cluster     clusterConfig
+	fleet       fleetConfig
+	duration    time.Duration
+	killLeader  bool
+	massFailure int
+	// profile is a dir for the bench's own CPU profile over the at-rest
+	// window and its heap profile at the end of it ("": none).
+	profile string
+}
+
+func (c *heartbeatsConfig) Validate() error {
+	if err := c.fleet.Validate(); err != nil {
+		return err
+	}
+	if c.duration <= 0 {
+		return fmt.Errorf("--duration %s: want more than 0", c.duration)
+	}
+	if c.killLeader && c.cluster.managers < 3 {
+		return fmt.Errorf("--kill-leader with --managers %d: a leader kill leaves no quorum; want 3 or more", c.cluster.managers)
+	}
+	if c.massFailure < 0 || c.massFailure > c.fleet.nodes {
+		return fmt.Errorf("--mass-failure %d: want 0 to --nodes (%d)", c.massFailure, c.fleet.nodes)
+	}
+	return nil
+}
+
+func newHeartbeatsCommand() *cobra.Command {
+	c := &heartbeatsConfig{}
+	cmd := &cobra.Command{
+		Use:   "heartbeats",
+		Short: "A fleet at rest: join rate, heartbeat round trips, leader CPU and RSS, etcd writes; a leader kill; a mass failure",
+		Long: `Start a cluster of --managers real curator processes, join --nodes simulated
+nodes through the real Register RPC (--join-concurrency at a time), each keeping
+a Heartbeat stream (one heartbeat per --interval) and a WatchNode stream over
+TLS with its own certificate, through one of the managers. Once every node is
+ready, measure for --duration: heartbeat round trips, the leader's CPU and RSS,
+etcd writes per second, watch messages, the bench's own CPU.
+
+--kill-leader: then kill -9 the curator leader's process; report the time
+until every node's heartbeat is answered by a new leader, and how many nodes
+were marked down meanwhile (goal: 0).
+
+--mass-failure M: then stop M nodes at once (their connections close, as in
+a crash); report the time until all are down, against --down-after.
+
+The last line on stdout is one JSON object with the figures; it holds an
+"error" field, and the exit status is 1, if the run fell short.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHeartbeats(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	c.cluster.register(cmd)
+	c.fleet.register(cmd)
+	cmd.Flags().DurationVar(&c.duration, "duration", DefaultDuration, "the at-rest measuring window")
+	cmd.Flags().BoolVar(&c.killLeader, "kill-leader", false, "after the window, kill -9 the curator leader and time the failover")
+	cmd.Flags().IntVar(&c.massFailure, "mass-failure", 0, "after the window (and the kill), stop this many nodes at once and time their marking down")
+	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof) into this dir")
+	return cmd
+}
+
+// heartbeatsResult is the JSON line of `heartbeats`.
+type heartbeatsResult struct {
+	Cmd          string  `json:"cmd"`
+	Nodes        int     `json:"nodes"`
+	Managers     int     `json:"managers"`
+	IntervalS    float64 `json:"interval_s"`
+	DownAfterS   float64 `json:"down_after_s"`
+	ElectionTTLS float64 `json:"election_ttl_s"`
+	joinFigures
+	Rest        *restFigures        `json:"rest,omitempty"`
+	KillLeader  *killLeaderFigures  `json:"kill_leader,omitempty"`
+	MassFailure *massFailureFigures `json:"mass_failure,omitempty"`
+	// StreamErrors counts why simulated nodes' streams ended, over the
+	// whole run ("heartbeat: Unavailable": 3).
+	StreamErrors map[string]int `json:"stream_errors,omitempty"`
+	Error        string         `json:"error,omitempty"`
+}
+
+// restFigures are measured over the at-rest window.
+type restFigures struct {
+	WindowS float64 `json:"window_s"`
+	Leader  string  `json:"leader"`
+	// LeaderChanged: another curator led at the end of the window.
+	LeaderChanged bool    `json:"leader_changed,omitempty"`
+	RTTP50Ms      float64 `json:"rtt_p50_ms"`
+	RTTP99Ms      float64 `json:"rtt_p99_ms"`
+	RTTMaxMs      float64 `json:"rtt_max_ms"`
+	RTTSamples    uint64  `json:"rtt_samples"`
+	// HeartbeatsPerS are the heartbeats answered per second; Unanswered
+	// is sent minus answered over the window (in flight at its edges
+	// included); Late are answers that came more than sentRing
+	// heartbeats after their send.
+	HeartbeatsPerS float64 `json:"heartbeats_per_s"`
+	Unanswered     int64   `json:"unanswered"`
+	Late           uint64  `json:"late,omitempty"`
+	// EtcdWritesPerS is etcd's revision growth per second: every write
+	// transaction counts one, reads, watches and lease keep-alives none.
+	EtcdWritesPerS float64 `json:"etcd_writes_per_s"`
+	EtcdRevisions  int64   `json:"etcd_revisions"`
+	// EtcdKeysPerS are the keys etcd put or deleted per second, from its
+	// own metrics (a batched write of many records counts each).
+	EtcdKeysPerS float64 `json:"etcd_keys_written_per_s"`
+	// WatchMsgsPerS are WatchNode messages the simulated nodes received.
+	WatchMsgsPerS float64 `json:"watch_msgs_per_s"`
+	// CPU in percent of one core over the window, from /proc/PID/stat.
+	LeaderCPUPct    float64   `json:"leader_cpu_pct"`
+	LeaderRSSMiB    float64   `json:"leader_rss_mib"`
+	FollowersCPUPct []float64 `json:"followers_cpu_pct"`
+	SimCPUPct       float64   `json:"sim_cpu_pct"`
+	SimRSSMiB       float64   `json:"sim_rss_mib"`
+	// HostBusyPct is how busy the whole host was, in percent of all its
+	// cores (other work on the machine included).
+	HostBusyPct float64 `json:"host_busy_pct"`
+	HostCores   int     `json:"host_cores"`
+}
+
+// killLeaderFigures: kill -9 of the curator leader.
+type killLeaderFigures struct {
+	OldLeader string `json:"old_leader"`
+	NewLeader string `json:"new_leader"`
+	// AllAnsweredS is the time from the kill until the last node had a
+	// heartbeat answered by another leader; AnsweredP50S the median.
+	AllAnsweredS float64 `json:"all_answered_s"`
+	AnsweredP50S float64 `json:"answered_p50_s"`
+	Unanswered   int     `json:"unanswered"`
+	// MarkedDown are simulated nodes whose status changed after the kill
+	// (all were ready before: any change was a mark down); MarkDownEvents
+	// the mark-down events for them the cluster lists.
+	MarkedDown     int `json:"marked_down"`
+	MarkDownEvents int `json:"mark_down_events"`
+}
+
+// massFailureFigures: M nodes stop at once.
+type massFailureFigures struct {
+	Stopped int `json:"stopped"`
+	// AllDownS is the time from the stop to the last node marked down,
+	// from the nodes' status_changed; DownP50S the median; ObservedS when
+	// the bench's polling saw them all down.
+	AllDownS  float64 `json:"all_down_s"`
+	DownP50S  float64 `json:"down_p50_s"`
+	ObservedS float64 `json:"observed_s"`
+	NotDown   int     `json:"not_down"`
+	// OthersNotReady are simulated nodes that were not stopped and are not
+	// ready at the end (goal: 0).
+	OthersNotReady int     `json:"others_not_ready"`
+	DownAfterS     float64 `json:"down_after_s"`
+	BoundS         float64 `json:"bound_s"`
+	WithinBound    bool    `json:"within_bound"`
+}
+
+func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io.Writer) error {
+	managers, simBase, err := cfg.cluster.Validate()
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.profile != "" {
+		// Fine-grained heap samples, from the start, so the heap profile
+		// shows what a node costs.
+		runtime.MemProfileRate = 4096
+	}
+	p := newProgress(stderr)
+	res := &heartbeatsResult{
+		Cmd: "heartbeats", Nodes: cfg.fleet.nodes, Managers: cfg.cluster.managers,
+		IntervalS: secs(cfg.cluster.interval), DownAfterS: secs(cfg.cluster.downAfter),
+		ElectionTTLS: secs(cfg.cluster.electionTTL),
+	}
+	c, f, err := bringUp(ctx, cfg.cluster, managers, simBase, cfg.fleet, p, &res.joinFigures)
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	// A run whose nodes did not all become ready goes on: the figures
+	// at rest say where the time went.
+	if f != nil && (err == nil || res.Joined == cfg.fleet.nodes) {
+		problems = append(problems, heartbeatsMeasure(ctx, cfg, c, f, p, res)...)
+	}
+	if f != nil {
+		f.close()
+		res.StreamErrors = f.streamErrors()
+	}
+	if c != nil {
+		c.close()
+	}
+	if err := errors.Join(problems...); err != nil {
+		res.Error = err.Error()
+	}
+	if werr := writeResult(stdout, res); werr != nil {
+		return werr
+	}
+	return errors.Join(problems...)
+}
+
+func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet, p *progress, res *heartbeatsResult) []error {
+	var problems []error
+	// Let the last joiners' first heartbeats and the ready marks settle.
+	if !sleepCtx(ctx, 2*cfg.cluster.interval) {
+		return []error{ctx.Err()}
+	}
+	rest, err := measureRest(ctx, c, f, cfg.duration, cfg.profile, p)
+	res.Rest = rest
+	if err != nil {
+		return append(problems, fmt.Errorf("at rest: %w", err))
+	}
+	if cfg.killLeader {
+		kl, err := killLeader(ctx, cfg, c, f, p)
+		res.KillLeader = kl
+		if err != nil {
+			problems = append(problems, fmt.Errorf("kill leader: %w", err))
+		}
+	}
+	if cfg.massFailure > 0 {
+		mf, err := massFailure(ctx, cfg, c, f, p)
+		res.MassFailure = mf
+		if err != nil {
+			problems = append(problems, fmt.Errorf("mass failure: %w", err))
+		}
+	}
+	return problems
+}
+
+// measureRest measures the fleet at rest for d.
+func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, profileDir string, p *progress) (*restFigures, error) {
+	leader, lm, err := c.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var followers []*managerProc
+	pids := []int{lm.pid(), os.Getpid()}
+	for _, m := range c.managers {
+		if m != lm && m.alive() {
+			followers = append(followers, m)
+			pids = append(pids, m.pid())
+		}
+	}
+	rev0, err := c.etcdRevision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys0, err := c.etcdKeysWritten(ctx, lm)
+	if err != nil {
+		return nil, err
+	}
+	p.printf("at rest: measuring for %s (leader %s, %s)", d, leader, lm.name)
+	sent0, answered0, late0, watch0 := f.sent.Load(), f.answered.Load(), f.late.Load(), f.watchMsgs.Load()
+	h := &latencyHist{}
+	f.rtt.Store(h)
+	stopProfile, err := startProfile(profileDir)
+	if err != nil {
+		return nil, err
+	}
+	w := startCPUWindow(pids...)
+	slept := sleepCtx(ctx, d)
+	f.rtt.Store(nil)
+	if err := stopProfile(); err != nil {
+		return nil, err
+	}
+	if !slept {
+		return nil, ctx.Err()
+	}
+	r := &restFigures{
+		Leader:       leader,
+		LeaderCPUPct: round3(w.pct(lm.pid())),
+		SimCPUPct:    round3(w.pct(os.Getpid())),
+		HostBusyPct:  round3(w.hostPct()),
+		HostCores:    runtime.NumCPU(),
+	}
+	for _, m := range followers {
+		r.FollowersCPUPct = append(r.FollowersCPUPct, round3(w.pct(m.pid())))
+	}
+	window := time.Since(w.start)
+	r.WindowS = secs(window)
+	sent, answered := f.sent.Load()-sent0, f.answered.Load()-answered0
+	r.HeartbeatsPerS = round3(float64(answered) / window.Seconds())
+	r.Unanswered = int64(sent) - int64(answered)
+	r.Late = f.late.Load() - late0
+	r.WatchMsgsPerS = round3(float64(f.watchMsgs.Load()-watch0) / window.Seconds())
+	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = ms(h.quantile(0.5)), ms(h.quantile(0.99)), ms(h.maximum())
+	r.RTTSamples = h.total.Load()
+	if rss, err := procRSS(lm.pid()); err == nil {
+		r.LeaderRSSMiB = mib(rss)
+	}
+	if rss, err := procRSS(os.Getpid()); err == nil {
+		r.SimRSSMiB = mib(rss)
+	}
+	rev1, err := c.etcdRevision(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.EtcdRevisions = rev1 - rev0
+	r.EtcdWritesPerS = round3(float64(r.EtcdRevisions) / window.Seconds())
+	keys1, err := c.etcdKeysWritten(ctx, lm)
+	if err != nil {
+		return r, err
+	}
+	r.EtcdKeysPerS = round3(float64(keys1-keys0) / window.Seconds())
+	if now, _, err := c.leader(ctx); err == nil && now != leader {
+		r.LeaderChanged = true
+	}
+	p.printf("at rest: rtt p50 %.2fms p99 %.2fms, leader cpu %.1f%% rss %.0fMiB, etcd %.2f writes/s, sim cpu %.1f%%",
+		r.RTTP50Ms, r.RTTP99Ms, r.LeaderCPUPct, r.LeaderRSSMiB, r.EtcdWritesPerS, r.SimCPUPct)
+	return r, nil
+}
+
+// killLeader kills the curator leader's process and times the failover as
+// the nodes see it.
+func killLeader(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet, p *progress) (*killLeaderFigures, error) {
+	old, m, err := c.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fm, nodes := f.startFailover(old)
+	defer f.failover.Store(nil)
+	t0 := time.Now()
+	c.kill(m)
+	p.printf("killed the leader %s (%s, pid %d)", old, m.name, m.pid())
+	kl := &killLeaderFigures{OldLeader: old}
+	wait := cfg.cluster.electionTTL + cfg.cluster.downAfter + failoverExtra
+	var problems []error
+	select {
+	case <-fm.done:
+	case <-time.After(wait):
+		problems = append(problems, fmt.Errorf("%d of %d nodes not answered by a new leader %s after the kill", fm.pending.Load(), len(nodes), wait))
+	case <-ctx.Done():
+		return kl, ctx.Err()
+	}
+	var delays []time.Duration
+	for _, n := range nodes {
+		if at := n.newLeaderAt.Load(); at != 0 {
+			delays = append(delays, time.Unix(0, at).Sub(t0))
+		} else {
+			kl.Unanswered++
+		}
+	}
+	if len(delays) > 0 {
+		kl.AllAnsweredS, kl.AnsweredP50S = secs(slices.Max(delays)), secs(quantile(delays, 0.5))
+	}
+	p.printf("every node answered by a new leader %.2fs after the kill (median %.2fs)", kl.AllAnsweredS, kl.AnsweredP50S)
+	if kl.NewLeader, _, err = c.waitLeader(ctx, old); err != nil {
+		return kl, errors.Join(append(problems, err)...)
+	}
+	// The new leader marks down only nodes it has not heard from within
+	// its grace period; give a late mark time to land before reading.
+	if !sleepCtx(ctx, 2*cfg.cluster.interval) {
+		return kl, ctx.Err()
+	}
+	views, _, _, err := c.listNodes(ctx, 0)
+	if err != nil {
+		return kl, errors.Join(append(problems, err)...)
+	}
+	for _, v := range views {
+		n := v.GetNode()
+		if f.node(n.GetId()) == nil {
+			continue
+		}
+		if n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY || n.GetStatusChanged().AsTime().After(t0) {
+			kl.MarkedDown++
+		}
+	}
+	events, err := listEvents(ctx, c)
+	if err != nil {
+		return kl, errors.Join(append(problems, err)...)
+	}
+	for _, e := range events {
+		if e.GetAction() == "mark-down" && e.GetTime().AsTime().After(t0) && f.node(e.GetNodeId()) != nil {
+			kl.MarkDownEvents++
+		}
+	}
+	p.printf("new leader %s; %d nodes marked down meanwhile (%d mark-down events)", kl.NewLeader, kl.MarkedDown, kl.MarkDownEvents)
+	return kl, errors.Join(problems...)
+}
+
+func listEvents(ctx context.Context, c *cluster) ([]*pb.Event, error) {
+	var events []*pb.Event
+	err := c.admin.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.ListEvents(ctx, &pb.ListEventsRequest{Limit: eventsLimit})
+		events = resp.GetEvents()
+		return err
+	})
+	return events, err
+}
+
+// massFailure stops cfg.massFailure nodes at once, spread over the fleet,
+// and times their marking down.
+func massFailure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet, p *progress) (*massFailureFigures, error) {
+	alive := f.alive()
+	m := min(cfg.massFailure, len(alive))
+	victims := map[string]*simNode{}
+	for k := range m {
+		n := alive[k*len(alive)/m]
+		victims[n.id] = n
+	}
+	mf := &massFailureFigures{
+		Stopped: m, DownAfterS: secs(cfg.cluster.downAfter),
+		BoundS: secs(cfg.cluster.downAfter + massFailureBound),
+	}
+	t0 := time.Now()
+	for _, n := range victims {
+		n.stop()
+	}
+	for _, n := range victims {
+		n.wg.Wait()
+	}
+	p.printf("stopped %d nodes at once", m)
+	deadline := t0.Add(cfg.cluster.downAfter + massFailureExtra)
+	var views []*pb.NodeView
+	for {
+		var err error
+		views, _, _, err = c.listNodes(ctx, 0)
+		if err != nil {
+			return mf, err
+		}
+		down := 0
+		for _, v := range views {
+			if victims[v.GetNode().GetId()] != nil && v.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN {
+				down++
+			}
+		}
+		if down == m {
+			mf.ObservedS = secs(time.Since(t0))
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		if !sleepCtx(ctx, massFailurePoll) {
+			return mf, ctx.Err()
+		}
+	}
+	var delays []time.Duration
+	for _, v := range views {
+		n := v.GetNode()
+		switch {
+		case victims[n.GetId()] != nil && n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:
+			delays = append(delays, n.GetStatusChanged().AsTime().Sub(t0))
+		case victims[n.GetId()] == nil && f.node(n.GetId()) != nil && n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY:
+			mf.OthersNotReady++
+		}
+	}
+	mf.NotDown = m - len(delays)
+	if len(delays) > 0 {
+		mf.AllDownS, mf.DownP50S = secs(slices.Max(delays)), secs(quantile(delays, 0.5))
+	}
+	mf.WithinBound = mf.NotDown == 0 && mf.AllDownS <= mf.BoundS
+	p.printf("%d of %d stopped nodes down, the last %.2fs after the stop (down-after %s; bound %.1fs)",
+		len(delays), m, mf.AllDownS, cfg.cluster.downAfter, mf.BoundS)
+	if mf.NotDown > 0 {
+		return mf, fmt.Errorf("%d of %d stopped nodes not down %s after they stopped", mf.NotDown, m, time.Since(t0).Round(time.Second))
+	}
+	return mf, nil
+}

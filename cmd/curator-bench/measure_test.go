@@ -1,0 +1,146 @@
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestHistIndexMid(t *testing.T) {
+	for _, us := range []uint64{0, 1, 63, 64, 65, 127, 128, 1000, 12345, 1e6, 1e8, 1 << 40} {
+		i := histIndex(us)
+		if i < 0 || i >= histBuckets {
+			t.Fatalf("histIndex(%d) = %d, out of [0, %d)", us, i, histBuckets)
+		}
+		mid := histMid(i)
+		if diff := (mid - float64(us)) / max(float64(us), 1); diff > 0.035 || diff < -0.035 {
+			t.Errorf("histMid(histIndex(%d)) = %.1f, off by %.1f%%", us, mid, 100*diff)
+		}
+	}
+	for us := uint64(1); us < 1<<20; us = us*2 + 1 {
+		if histIndex(us+1) < histIndex(us) {
+			t.Fatalf("histIndex not monotonic at %d", us)
+		}
+	}
+}
+
+func TestLatencyHistQuantile(t *testing.T) {
+	h := &latencyHist{}
+	if got := h.quantile(0.5); got != 0 {
+		t.Errorf("empty: quantile(0.5) = %s, want 0", got)
+	}
+	for i := 1; i <= 100; i++ {
+		h.record(time.Duration(i) * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		got := h.quantile(tc.q)
+		if d := got - tc.want; d > tc.want/30 || d < -tc.want/30 {
+			t.Errorf("quantile(%v) = %s, want %s within 3%%", tc.q, got, tc.want)
+		}
+	}
+	if got := h.maximum(); got != 100*time.Millisecond {
+		t.Errorf("maximum = %s, want 100ms", got)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	ds := func(ms ...int) []time.Duration {
+		var out []time.Duration
+		for _, m := range ms {
+			out = append(out, time.Duration(m)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		d    []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one", ds(7), 0.99, 7 * time.Millisecond},
+		{"median of odd", ds(3, 1, 2), 0.5, 2 * time.Millisecond},
+		{"median of even: the lower", ds(4, 1, 3, 2), 0.5, 2 * time.Millisecond},
+		{"p99 of 20: the largest", ds(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20), 0.99, 20 * time.Millisecond},
+	} {
+		if got := quantile(tc.d, tc.q); got != tc.want {
+			t.Errorf("%s: quantile(%v) = %s, want %s", tc.name, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestProcReaders(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// Burn a little CPU so the figure moves.
+	c0, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+		x++
+	}
+	c1, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1 < c0 {
+		t.Errorf("CPU time went back: %s then %s", c0, c1)
+	}
+	rss, err := procRSS(os.Getpid())
+	if err != nil || rss == 0 {
+		t.Errorf("procRSS = %d, %v; want a size", rss, err)
+	}
+	if busy, total, err := hostCPU(); err != nil || total == 0 || busy > total {
+		t.Errorf("hostCPU = %d, %d, %v", busy, total, err)
+	}
+	_ = x
+}
+
+func TestParseAddressRange(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		n       int
+		want    []string
+		wantErr bool
+	}{
+		{"127.0.150.10-127.0.150.12", 3, []string{"127.0.150.10", "127.0.150.11", "127.0.150.12"}, false},
+		{"127.0.150.255-127.0.151.1", 2, []string{"127.0.150.255", "127.0.151.0"}, false},
+		{"127.0.150.10-127.0.150.11", 3, nil, true},
+		{"127.0.150.10", 1, nil, true},
+		{"127.0.150.12-127.0.150.10", 1, nil, true},
+		{"::1-::2", 1, nil, true},
+	} {
+		got, err := parseAddressRange(tc.in, tc.n)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("parseAddressRange(%q, %d): err %v, want error %v", tc.in, tc.n, err, tc.wantErr)
+			continue
+		}
+		var gotS []string
+		for _, a := range got {
+			gotS = append(gotS, a.String())
+		}
+		if diff := cmp.Diff(tc.want, gotS); diff != "" {
+			t.Errorf("parseAddressRange(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
+		}
+	}
+}
+
+func TestSimAddress(t *testing.T) {
+	addrs, err := parseAddressRange("127.0.150.13-127.0.150.20", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{simAddress(addrs[0], 0), simAddress(addrs[0], 1), simAddress(addrs[0], simPortsPerIP)}
+	want := []string{"127.0.150.13:10000", "127.0.150.13:10001", "127.0.150.14:10000"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("simAddress (-want +got):\n%s", diff)
+	}
+}

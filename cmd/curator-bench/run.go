@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// readyPoll is how often the bench lists the nodes while it waits for them.
+const readyPoll = time.Second
+
+// bringUp starts the cluster and joins the fleet, then waits for every
+// simulated node to be ready. It returns what it started even with an
+// error: the caller reports the figures so far, then closes the fleet and
+// then the cluster.
+func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, simBase netip.Addr, fc fleetConfig, p *progress, fig *joinFigures) (*cluster, *fleet, error) {
+	if err := checkFileLimit(fc.nodes); err != nil {
+		return nil, nil, err
+	}
+	c, err := startCluster(ctx, cc, managers, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := newFleet(fc, cc.interval, c, simBase, p)
+	if err != nil {
+		return c, nil, err
+	}
+	mem0 := goMemory()
+	start := time.Now()
+	err = f.join(ctx, fig)
+	fig.SimGoroutines = runtime.NumGoroutine()
+	if fig.Joined > 0 {
+		fig.SimKiBPerNode = round3(float64(goMemory()-mem0) / 1024 / float64(fig.Joined))
+	}
+	if err != nil {
+		return c, f, err
+	}
+	err = f.waitReady(ctx, c, start, fig)
+	return c, f, err
+}
+
+// goMemory is the bench's heap and stacks in use after a collection: what
+// the simulated nodes hold, unlike RSS, which the runtime gives back to the
+// kernel only lazily.
+func goMemory() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// checkFileLimit fails early when the bench cannot hold a connection per
+// node (Go raises the soft limit to the hard one at start).
+func checkFileLimit(nodes int) error {
+	limit, err := openFileLimit()
+	if err != nil || limit == 0 {
+		return nil //nolint:nilerr // no limit to check against
+	}
+	if need := uint64(nodes) + 256; need > limit {
+		return fmt.Errorf("--nodes %d needs about %d open files, the limit is %d (ulimit -n)", nodes, need, limit)
+	}
+	return nil
+}
+
+// waitReady polls the node list until every simulated node is ready, or
+// readyTimeout passes. ReadyS is taken from the nodes' own status_changed,
+// so it does not depend on the polling.
+func (f *fleet) waitReady(ctx context.Context, c *cluster, start time.Time, fig *joinFigures) error {
+	deadline := time.Now().Add(f.cfg.readyTimeout)
+	lastPrint := time.Now()
+	total := len(f.alive())
+	for {
+		nodes, _, _, err := c.listNodes(ctx, 0)
+		if err == nil {
+			ready := 0
+			var last time.Time
+			for _, v := range nodes {
+				n := v.GetNode()
+				if f.node(n.GetId()) == nil || n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
+					continue
+				}
+				ready++
+				if t := n.GetStatusChanged().AsTime(); t.After(last) {
+					last = t
+				}
+			}
+			fig.Ready = ready
+			if !last.IsZero() {
+				fig.ReadyS = secs(last.Sub(start))
+			}
+			if ready == total {
+				p := f.progress
+				p.printf("all %d nodes ready, %.1fs after the first join", ready, fig.ReadyS)
+				return nil
+			}
+			if time.Since(lastPrint) >= 5*time.Second {
+				f.progress.printf("%d of %d nodes ready", ready, total)
+				lastPrint = time.Now()
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("waiting for the nodes to be ready: %w", err)
+			}
+			return fmt.Errorf("only %d of %d nodes ready %s after they all joined", fig.Ready, total, f.cfg.readyTimeout)
+		}
+		if !sleepCtx(ctx, readyPoll) {
+			return ctx.Err()
+		}
+	}
+}
+
+// writeResult writes v as the one JSON line of a subcommand.
+func writeResult(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+// startProfile starts the bench's CPU profile into dir/sim-cpu.pprof; the
+// function it returns stops it and writes the heap profile to
+// dir/sim-heap.pprof. With dir "", it does nothing.
+func startProfile(dir string) (stop func() error, err error) {
+	if dir == "" {
+		return func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cpu, err := os.Create(filepath.Join(dir, "sim-cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			return err
+		}
+		heap, err := os.Create(filepath.Join(dir, "sim-heap.pprof"))
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		if err := pprof.WriteHeapProfile(heap); err != nil {
+			heap.Close()
+			return err
+		}
+		return heap.Close()
+	}, nil
+}

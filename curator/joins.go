@@ -1,0 +1,115 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// joinQueue batches the joins of nodes that take no role in consensus
+// (workers, and nodes waiting for approval). A wave of machines joining at
+// once then costs one etcd transaction per hundred nodes instead of one
+// each: the transactions, not the checks, are what a join waits for. A
+// manager joins on its own, as it changes etcd's membership first.
+type joinQueue struct {
+	ch chan *pendingJoin
+}
+
+type pendingJoin struct {
+	node *pb.Node
+	// done receives whether the node had joined already, and the error.
+	done chan joinOutcome
+}
+
+type joinOutcome struct {
+	again bool
+	err   error
+}
+
+func newJoinQueue() *joinQueue { return &joinQueue{ch: make(chan *pendingJoin, 4*maxNodesPerTxn)} }
+
+// submit queues node and waits until it is written (or refused).
+func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) (again bool, err error) {
+	p := &pendingJoin{node: node, done: make(chan joinOutcome, 1)}
+	select {
+	case q.ch <- p:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-st.ctx.Done():
+		return false, ErrNotLeader
+	}
+	select {
+	case out := <-p.done:
+		return out.again, out.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-st.ctx.Done():
+		return false, ErrNotLeader
+	}
+}
+
+// runJoins writes queued joins, as many as are waiting (up to one
+// transaction's worth) at a time.
+func (s *Service) runJoins(ctx context.Context, st *leaderState) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	for {
+		var batch []*pendingJoin
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case p := <-st.joins.ch:
+			batch = append(batch, p)
+		}
+	more:
+		for len(batch) < maxNodesPerTxn {
+			select {
+			case p := <-st.joins.ch:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		if err := s.writeJoins(ctx, st, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// writeJoins checks each join against the registry and the rest of the
+// batch, writes those that pass in one transaction, and answers each.
+func (s *Service) writeJoins(ctx context.Context, st *leaderState, batch []*pendingJoin) error {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	names, addrs, ids := map[string]string{}, map[string]string{}, map[string]bool{}
+	var write []*pb.Node
+	var written []*pendingJoin
+	for _, p := range batch {
+		n := p.node
+		again, err := checkJoin(st, n)
+		switch {
+		case err == nil && !again && ids[n.Id]:
+			// The same node twice in one batch (a retry): once is enough.
+			again = true
+		case err == nil && !again && ids[n.Name]:
+			err = fmt.Errorf("%w: the name %s is the ID of a node joining now: pick another --name", ErrInvalid, QuoteShort(n.Name))
+		case err == nil && !again && names[n.Name] != "":
+			err = fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, n.Name, names[n.Name])
+		case err == nil && !again && addrs[n.Address] != "":
+			err = fmt.Errorf("%w: the address %s is taken by node %s: pick another --listen, or remove that node", ErrExists, n.Address, addrs[n.Address])
+		}
+		if err != nil || again {
+			p.done <- joinOutcome{again: again, err: err}
+			continue
+		}
+		names[n.Name], addrs[n.Address], ids[n.Id] = n.Id, n.Id, true
+		write = append(write, n)
+		written = append(written, p)
+	}
+	err := nodeSaveAll(ctx, st.leadership, write)
+	for _, p := range written {
+		p.done <- joinOutcome{err: err}
+	}
+	return err
+}

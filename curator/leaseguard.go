@@ -1,0 +1,207 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leaseGuard keeps the leader honest about its lease. etcd expires the
+// election lease TTL after the last renewal it received; a leader cut off
+// from etcd's quorum (or frozen) cannot tell when that happens, and another
+// curator takes over once it has. So the leader renews the lease itself,
+// often, and counts from the moment it *sent* each renewal that succeeded:
+// the lease surely lives until then + TTL. Until a margin before that
+// moment the leader serves; past it the leader is in doubt: it stops
+// answering, ends its nodes' streams (so they move to whoever can serve
+// them) and its loops stop acting, before any other curator can have been
+// elected.
+//
+// Doubt is not loss. While etcd elects a leader of its own no renewal
+// succeeds, but no lease can expire either (a new etcd leader extends every
+// lease by a full TTL): once a renewal succeeds again the leadership is
+// exactly what it was (same key, same fence) and the leader serves again.
+// Only etcd saying the lease is gone, or the election key's deletion, ends
+// a leadership. The fence on every write stays the safety net.
+type leaseGuard struct {
+	cli   *clientv3.Client
+	lease clientv3.LeaseID
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu sync.Mutex
+	// until is when the lease may next be in doubt.
+	until time.Time
+	// serving is closed when a period of serving ends (doubt begins); a
+	// new one is made when serving resumes.
+	serving  chan struct{}
+	inDoubt  bool
+	resumed  time.Time
+	doubtErr error
+
+	once   sync.Once
+	lostCh chan struct{}
+	reason error
+}
+
+func newLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, now func() time.Time) *leaseGuard {
+	// The campaign has just written with this lease, and the session
+	// renews it every third of the TTL: it lives at least a while yet.
+	// The first renewal comes at once and sets the real deadline.
+	return &leaseGuard{cli: cli, lease: lease, ttl: ttl, now: now, until: now().Add(ttl / 4),
+		serving: make(chan struct{}), lostCh: make(chan struct{})}
+}
+
+// leaseMargin is how long before the lease can expire the leader stops
+// serving. It covers the time a renewal spends on the way, and clock rates.
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 4 }
+
+// held says whether the lease is surely ours right now: the leader may
+// answer and act.
+func (g *leaseGuard) held() bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case <-g.lostCh:
+		return false
+	default:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.inDoubt && g.now().Before(g.until)
+}
+
+// servingDone returns a channel closed when the current period of serving
+// ends (at once if the leader is in doubt now).
+func (g *leaseGuard) servingDone() <-chan struct{} {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inDoubt {
+		return closedChan
+	}
+	return g.serving
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// resumedAt is when the leader last came back from doubt (zero if never):
+// heartbeats sent while it did not serve went elsewhere, so it counts
+// silence from then, as a new leader counts from its election.
+func (g *leaseGuard) resumedAt() time.Time {
+	if g == nil {
+		return time.Time{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.resumed
+}
+
+// lost is closed once the lease is gone for good.
+func (g *leaseGuard) lost() <-chan struct{} { return g.lostCh }
+
+// why says why the lease was given up.
+func (g *leaseGuard) why() error { return g.reason }
+
+func (g *leaseGuard) lose(err error) {
+	g.once.Do(func() {
+		g.reason = err
+		close(g.lostCh)
+	})
+}
+
+// renewed records a renewal sent at sent that etcd granted for ttl.
+func (g *leaseGuard) renewed(sent time.Time, ttl time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if until := sent.Add(ttl - leaseMargin(g.ttl)); until.After(g.until) {
+		g.until = until
+	}
+	if g.inDoubt && g.now().Before(g.until) {
+		g.inDoubt = false
+		g.resumed = g.now()
+		g.serving = make(chan struct{})
+	}
+}
+
+// checkDeadline enters doubt once the deadline has passed, and returns it.
+func (g *leaseGuard) checkDeadline(lastErr error) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.inDoubt && !g.now().Before(g.until) {
+		g.inDoubt = true
+		g.doubtErr = fmt.Errorf("no renewal of the election lease succeeded in time (last error: %v)", lastErr)
+		close(g.serving)
+	}
+	return g.until
+}
+
+// doubt says why the leader is in doubt, or nil.
+func (g *leaseGuard) doubt() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.inDoubt {
+		return nil
+	}
+	return g.doubtErr
+}
+
+// run renews the lease every quarter TTL until ctx ends or the lease is
+// gone.
+func (g *leaseGuard) run(ctx context.Context) {
+	every := g.ttl / 4
+	for {
+		sent := g.now()
+		// Never wait for an answer past the deadline: a leader cut off
+		// must stop serving in time.
+		g.mu.Lock()
+		left := g.until.Sub(sent)
+		g.mu.Unlock()
+		timeout := g.ttl / 3
+		if left > 0 && left < timeout {
+			timeout = max(left, 10*time.Millisecond)
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := g.cli.KeepAliveOnce(rctx, g.lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			g.lose(errors.New("the election lease is gone"))
+			return
+		case err == nil && resp.TTL <= 0:
+			g.lose(errors.New("the election lease expired"))
+			return
+		case err == nil:
+			g.renewed(sent, time.Duration(resp.TTL)*time.Second)
+		}
+		until := g.checkDeadline(err)
+		// Renew again after a quarter TTL, or look at the deadline if
+		// that comes first.
+		wait := every - g.now().Sub(sent)
+		if g.doubt() != nil {
+			// In doubt: try often, to serve again the moment etcd
+			// answers (after its own election, say).
+			wait = min(wait, every/5)
+		}
+		if d := until.Sub(g.now()); d > 0 && d < wait {
+			wait = d
+		}
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

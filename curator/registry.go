@@ -1,0 +1,397 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/consensus"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// registry is the leader's view of the node records: loaded once, then kept
+// current by a single etcd watch on the node prefix (reloaded when the watch
+// falls behind a compaction). Every loop, handler and node stream of the
+// leader reads it instead of etcd, so the cost of a read does not grow with
+// the number of readers, and a node stream is woken only by changes that
+// concern it.
+//
+// Records in the view are shared and must never be modified: a caller that
+// changes a node works on clone(). Only the leader writes node records, and
+// every write it makes waits (caughtUp) until the view has seen it, so a
+// read after a write always sees the write.
+type registry struct {
+	cli *clientv3.Client
+
+	mu sync.RWMutex
+	// rev is the etcd revision the view reflects.
+	rev int64
+	// loaded is closed once the first load is done.
+	loaded chan struct{}
+	byID   map[string]*pb.Node
+	// sorted caches the nodes by ID; nil when a change made it stale.
+	sorted []*pb.Node
+	// byPeerURL, byName and byAddress map etcd peer URLs, names and gRPC
+	// addresses to node IDs.
+	byPeerURL map[string]string
+	byName    map[string]string
+	byAddress map[string]string
+	// managers is the managers' gRPC addresses, sorted.
+	managers []string
+	// nodeChanged[id] is closed when node id changes (or goes); made on
+	// demand by watchers.
+	nodeChanged map[string]chan struct{}
+	// managersChanged is closed when the manager list changes.
+	managersChanged chan struct{}
+	// advanced is closed whenever rev moves.
+	advanced chan struct{}
+	// subs are woken by changes their filter accepts.
+	subs []*registrySub
+}
+
+type registrySub struct {
+	filter func(old, new *pb.Node) bool
+	ch     chan struct{}
+}
+
+func newRegistry(cli *clientv3.Client) *registry {
+	return &registry{
+		cli:             cli,
+		loaded:          make(chan struct{}),
+		byID:            map[string]*pb.Node{},
+		byPeerURL:       map[string]string{},
+		byName:          map[string]string{},
+		byAddress:       map[string]string{},
+		nodeChanged:     map[string]chan struct{}{},
+		managersChanged: make(chan struct{}),
+		advanced:        make(chan struct{}),
+	}
+}
+
+// run loads the view and follows etcd until ctx ends.
+func (r *registry) run(ctx context.Context) error {
+	lg := supervisor.Logger(ctx)
+	for {
+		rev, err := r.load(ctx)
+		if err != nil {
+			return err
+		}
+		err = r.follow(ctx, rev)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		lg.Warn("registry watch ended: reloading", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// load replaces the view with what etcd holds and returns the revision.
+func (r *registry) load(ctx context.Context) (int64, error) {
+	resp, err := r.cli.Get(ctx, nodePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("load the registry: %w", err)
+	}
+	nodes := map[string]*pb.Node{}
+	for _, kv := range resp.Kvs {
+		n, err := nodeUnmarshal(string(kv.Key), kv.Value)
+		if err != nil {
+			return 0, err
+		}
+		nodes[n.Id] = n
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.byID {
+		if _, ok := nodes[id]; !ok {
+			r.applyLocked(id, nil)
+		}
+	}
+	for id, n := range nodes {
+		r.applyLocked(id, n)
+	}
+	r.advanceLocked(resp.Header.Revision)
+	select {
+	case <-r.loaded:
+	default:
+		close(r.loaded)
+	}
+	return resp.Header.Revision, nil
+}
+
+// follow applies the watch from rev+1 until it fails. A compaction past
+// our revision ends it with an error, and run reloads.
+func (r *registry) follow(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := r.cli.Watch(wctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	for wr := range wch {
+		if wr.CompactRevision != 0 {
+			return fmt.Errorf("the registry watch fell behind a compaction at revision %d", wr.CompactRevision)
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		for _, ev := range wr.Events {
+			id := strings.TrimPrefix(string(ev.Kv.Key), nodePrefix)
+			if ev.Type == clientv3.EventTypeDelete {
+				r.applyLocked(id, nil)
+				continue
+			}
+			n, err := nodeUnmarshal(string(ev.Kv.Key), ev.Kv.Value)
+			if err != nil {
+				r.mu.Unlock()
+				return err
+			}
+			r.applyLocked(id, n)
+		}
+		last := wr.Header.Revision
+		if k := len(wr.Events); k > 0 {
+			last = max(last, wr.Events[k-1].Kv.ModRevision)
+		}
+		r.advanceLocked(last)
+		r.mu.Unlock()
+	}
+	return errors.New("the registry watch closed")
+}
+
+func (r *registry) advanceLocked(rev int64) {
+	if rev <= r.rev {
+		return
+	}
+	r.rev = rev
+	close(r.advanced)
+	r.advanced = make(chan struct{})
+}
+
+// applyLocked makes n (nil: deleted) the record of node id and wakes who
+// cares.
+func (r *registry) applyLocked(id string, n *pb.Node) {
+	old := r.byID[id]
+	if old == nil && n == nil {
+		return
+	}
+	if n == nil {
+		delete(r.byID, id)
+	} else {
+		r.byID[id] = n
+	}
+	// Readers may hold the old slice: drop it, never change it.
+	r.sorted = nil
+	if old != nil {
+		if u, ok := nodePeerURL(old); ok && r.byPeerURL[u] == id {
+			delete(r.byPeerURL, u)
+		}
+		if r.byName[old.Name] == id {
+			delete(r.byName, old.Name)
+		}
+		if r.byAddress[old.Address] == id {
+			delete(r.byAddress, old.Address)
+		}
+	}
+	if n != nil {
+		if u, ok := nodePeerURL(n); ok {
+			r.byPeerURL[u] = id
+		}
+		r.byName[n.Name] = id
+		r.byAddress[n.Address] = id
+	}
+	if managerAddress(old) != managerAddress(n) {
+		r.managers = nil
+		for _, m := range r.byID {
+			if a := managerAddress(m); a != "" {
+				r.managers = append(r.managers, a)
+			}
+		}
+		sort.Strings(r.managers)
+		close(r.managersChanged)
+		r.managersChanged = make(chan struct{})
+	}
+	if ch, ok := r.nodeChanged[id]; ok {
+		close(ch)
+		delete(r.nodeChanged, id)
+	}
+	for _, s := range r.subs {
+		if s.filter(old, n) {
+			kick(s.ch)
+		}
+	}
+}
+
+// managerAddress is a node's gRPC address if it is a manager, else "".
+func managerAddress(n *pb.Node) string {
+	if n == nil || !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+		return ""
+	}
+	return n.Address
+}
+
+func nodePeerURL(n *pb.Node) (string, bool) {
+	ip, port, err := SplitAddress(n.Address)
+	if err != nil {
+		return "", false
+	}
+	return consensus.PeerURL(ip.String(), port), true
+}
+
+// ready is closed once the view has been loaded.
+func (r *registry) ready() <-chan struct{} { return r.loaded }
+
+// waitLoaded blocks until the view has been loaded.
+func (r *registry) waitLoaded(ctx context.Context) error {
+	select {
+	case <-r.loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the leader's registry is not loaded yet: %w", ctx.Err())
+	}
+}
+
+// caughtUp blocks until the view reflects revision rev. A revision that
+// changed no node key arrives by a progress notification, asked for when
+// the watch has nothing else to say.
+func (r *registry) caughtUp(ctx context.Context, rev int64) error {
+	if err := r.waitLoaded(ctx); err != nil {
+		return err
+	}
+	for {
+		r.mu.RLock()
+		cur, advanced := r.rev, r.advanced
+		r.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the leader's registry did not reach revision %d (at %d): %w", rev, cur, ctx.Err())
+		case <-advanced:
+			t.Stop()
+		case <-t.C:
+			if err := r.cli.RequestProgress(ctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("registry progress: %w", err)
+			}
+		}
+	}
+}
+
+// nodes returns every node, sorted by ID. The slice and records are shared:
+// read only.
+func (r *registry) nodes() []*pb.Node {
+	r.mu.RLock()
+	sorted := r.sorted
+	r.mu.RUnlock()
+	if sorted != nil {
+		return sorted
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sorted == nil {
+		r.sorted = make([]*pb.Node, 0, len(r.byID))
+		for _, n := range r.byID {
+			r.sorted = append(r.sorted, n)
+		}
+		sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i].Id < r.sorted[j].Id })
+	}
+	return r.sorted
+}
+
+// node returns node id (shared: read only) or nil.
+func (r *registry) node(id string) *pb.Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[id]
+}
+
+// nodeByPeerURL returns the ID of the node whose etcd peer URL is u, or "".
+func (r *registry) nodeByPeerURL(u string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byPeerURL[u]
+}
+
+// nodeNamed returns the node called name (shared: read only) or nil.
+func (r *registry) nodeNamed(name string) *pb.Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[r.byName[name]]
+}
+
+// nodeAt returns the node with gRPC address addr (shared: read only) or nil.
+func (r *registry) nodeAt(addr string) *pb.Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[r.byAddress[addr]]
+}
+
+// peerURLs returns a copy of the peer URL → node ID map.
+func (r *registry) peerURLs() map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]string, len(r.byPeerURL))
+	for u, id := range r.byPeerURL {
+		out[u] = id
+	}
+	return out
+}
+
+// managerList returns the managers' gRPC addresses (shared: read only).
+func (r *registry) managerList() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.managers
+}
+
+// watchNode returns node id (nil if there is none), the manager list, and
+// a channel closed at the next change of either.
+func (r *registry) watchNode(id string) (*pb.Node, []string, <-chan struct{}, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.nodeChanged[id]
+	if !ok {
+		ch = make(chan struct{})
+		r.nodeChanged[id] = ch
+	}
+	return r.byID[id], r.managers, ch, r.managersChanged
+}
+
+// subscribe returns a channel kicked (without blocking) by every change the
+// filter accepts (old is nil for a new node, new nil for a deleted one),
+// and the function that ends the subscription.
+func (r *registry) subscribe(filter func(old, new *pb.Node) bool) (<-chan struct{}, func()) {
+	sub := &registrySub{filter: filter, ch: make(chan struct{}, 1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subs = append(r.subs, sub)
+	return sub.ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.subs = slices.DeleteFunc(r.subs, func(s *registrySub) bool { return s == sub })
+	}
+}
+
+// membershipChange says whether a node change can matter to etcd
+// membership: it concerns a node that holds, held or is handing back the
+// consensus role. A worker joining, beating or leaving cannot.
+func membershipChange(old, new *pb.Node) bool {
+	for _, n := range []*pb.Node{old, new} {
+		if n != nil && (hasRole(n, pb.Role_ROLE_CONSENSUS) || n.Demoting || n.Consensus != nil) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+// Package transport holds how curator processes talk gRPC to each other:
+// keepalives on both sides, and reconnects that never back off for long.
+//
+// A silent network (packets dropped, a peer frozen) does not close a TCP
+// connection; without keepalives a stream on it waits for ever. gRPC's
+// default reconnect backoff grows to two minutes, so a partition of a few
+// seconds would cost a node its connection for minutes after it heals. The
+// application's own deadlines (a heartbeat's answer) notice a dead stream
+// within a second or two; these settings make the connection underneath
+// follow within seconds too.
+package transport
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Keepalive settings. gRPC refuses client pings more often than every 10 s;
+// a server may ping as often as it likes.
+const (
+	ClientPingEvery = 10 * time.Second
+	ServerPingEvery = 2 * time.Second
+	PingTimeout     = 3 * time.Second
+	// MaxReconnectDelay caps the wait between two attempts to connect.
+	MaxReconnectDelay = time.Second
+)
+
+// DialOptions are the options of every connection between curator
+// processes (agents, followers forwarding, the CLI), with creds.
+func DialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ClientPingEvery, Timeout: PingTimeout, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+	}
+}
+
+// ServerOptions are the keepalive options of the curator's gRPC server: it
+// pings idle connections, drops one whose peer does not answer, and lets
+// clients ping as often as DialOptions does.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: ServerPingEvery, Timeout: PingTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: ClientPingEvery / 2, PermitWithoutStream: true}),
+	}
+}
