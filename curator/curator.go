@@ -450,10 +450,17 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	return ctx.Err()
 }
 
-// leaderFor returns the leadership a handler acts under, or ErrNotLeader.
+// leaderFor returns the leadership a handler acts under, or ErrNotLeader
+// (ErrQuorum when a leader in doubt about its lease finds the quorum lost).
 func (s *Service) leaderFor() (*leaderState, error) {
-	if st := s.currentLeader(); st != nil && st.guard.held() {
+	st := s.currentLeader()
+	if st != nil && st.guard.held() {
 		return st, nil
+	}
+	if st != nil {
+		if err := s.quorumLostRecently(); err != nil {
+			return nil, err
+		}
 	}
 	return nil, ErrNotLeader
 }
