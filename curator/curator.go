@@ -192,8 +192,12 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, metrics: m}, nil
 }
 
-// IsLeader says whether this curator leads right now.
-func (s *Service) IsLeader() bool { return s.currentLeader() != nil }
+// IsLeader says whether this curator leads and serves right now (not while
+// it is in doubt about its lease).
+func (s *Service) IsLeader() bool {
+	st := s.currentLeader()
+	return st != nil && st.guard.held()
+}
 
 func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
 
@@ -333,7 +337,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
-	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now)
+	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
 	st.guard = guard
 	wg.Go(func() { guard.run(lctx) })
 	// Leadership ends when our key goes, whoever deletes it (the lease

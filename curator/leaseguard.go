@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // leaseGuard keeps the leader honest about its lease. etcd expires the
@@ -33,6 +34,7 @@ type leaseGuard struct {
 	lease clientv3.LeaseID
 	ttl   time.Duration
 	now   func() time.Time
+	lg    *zap.Logger
 
 	mu sync.Mutex
 	// until is when the lease may next be in doubt.
@@ -49,11 +51,11 @@ type leaseGuard struct {
 	reason error
 }
 
-func newLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, now func() time.Time) *leaseGuard {
+func newLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, now func() time.Time, lg *zap.Logger) *leaseGuard {
 	// The campaign has just written with this lease, and the session
 	// renews it every third of the TTL: it lives at least a while yet.
 	// The first renewal comes at once and sets the real deadline.
-	return &leaseGuard{cli: cli, lease: lease, ttl: ttl, now: now, until: now().Add(ttl / 4),
+	return &leaseGuard{cli: cli, lease: lease, ttl: ttl, now: now, lg: lg, until: now().Add(ttl / 4),
 		serving: make(chan struct{}), lostCh: make(chan struct{})}
 }
 
@@ -129,6 +131,7 @@ func (g *leaseGuard) renewed(sent time.Time, ttl time.Duration) {
 		g.inDoubt = false
 		g.resumed = g.now()
 		g.serving = make(chan struct{})
+		g.lg.Warn("the election lease is renewed again: serving as leader again")
 	}
 }
 
@@ -140,6 +143,7 @@ func (g *leaseGuard) checkDeadline(lastErr error) time.Time {
 		g.inDoubt = true
 		g.doubtErr = fmt.Errorf("no renewal of the election lease succeeded in time (last error: %v)", lastErr)
 		close(g.serving)
+		g.lg.Warn("in doubt about the election lease: not serving until it is renewed", zap.Error(g.doubtErr))
 	}
 	return g.until
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/pki"
@@ -135,7 +136,7 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		}
 	}()
 
-	g := newLeaseGuard(cli, lease.ID, ttl, time.Now)
+	g := newLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.run(ctx) }()
@@ -213,7 +214,7 @@ func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newLeaseGuard(cli, lease.ID, ttl, time.Now)
+	g := newLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.run(ctx) }()
@@ -250,7 +251,7 @@ func TestLeaseGuardLosesARevokedLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newLeaseGuard(c.cli, lease.ID, ttl, time.Now)
+	g := newLeaseGuard(c.cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.run(ctx) }()

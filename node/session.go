@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -33,6 +34,27 @@ var errNoAnswer = errors.New("no answer to a heartbeat in time")
 // answerTimeout is how long a heartbeat's answer may take.
 func answerTimeout(interval time.Duration) time.Duration {
 	return max(2*interval, 400*time.Millisecond)
+}
+
+// interval is the heartbeat interval the agent starts with (the leader's
+// first answer may set another).
+func (a *Agent) interval() time.Duration {
+	if a.cfg.HeartbeatInterval > 0 {
+		return a.cfg.HeartbeatInterval
+	}
+	return time.Second
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // managerConns keeps one connection per manager address, so a session
@@ -138,10 +160,18 @@ func (a *Agent) runSession(ctx context.Context) error {
 			}
 			a.sessions.noteFailure(m, time.Now())
 			a.logStreamError(lg, "session with "+m, err)
-			if time.Since(started) > 5*time.Second {
+			if lived := time.Since(started); lived > 5*time.Second {
 				// It lived a while: this is a fresh failure, not a
 				// round of refusals.
 				retry.reset()
+			}
+			if time.Since(started) > answerTimeout(a.interval()) {
+				// A session that was up ended: when a manager goes, all
+				// its nodes notice at once. Spread them over half an
+				// interval rather than have them all knock together.
+				if err := sleepCtx(ctx, rand.N(a.interval()/2+1)); err != nil {
+					return err
+				}
 			}
 		}
 		if err := retry.wait(ctx); err != nil {
@@ -174,10 +204,7 @@ func (a *Agent) session(ctx context.Context, addr string) error {
 func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	interval := a.cfg.HeartbeatInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
+	interval := a.interval()
 	// The stream must open and answer within the bound too.
 	opened := time.AfterFunc(answerTimeout(interval), cancel)
 	stream, err := cli.Heartbeat(ctx)

@@ -6,8 +6,9 @@
 // default reconnect backoff grows to two minutes, so a partition of a few
 // seconds would cost a node its connection for minutes after it heals. The
 // application's own deadlines (a heartbeat's answer) notice a dead stream
-// within a second or two; these settings make the connection underneath
-// follow within seconds too.
+// within a second or two; these settings close the connection underneath
+// within half a minute, and reconnect within a second of the network
+// healing.
 package transport
 
 import (
@@ -19,12 +20,15 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// Keepalive settings. gRPC refuses client pings more often than every 10 s;
-// a server may ping as often as it likes.
+// Keepalive settings. gRPC refuses client pings more often than every 10 s.
+// They only clean up connections that are dead: the heartbeat's deadline
+// is what moves a node off a dead manager, within seconds. A short ping
+// timeout would do harm: a manager slow under load would see its nodes'
+// connections cut, and every reconnect costs it a handshake.
 const (
 	ClientPingEvery = 10 * time.Second
-	ServerPingEvery = 2 * time.Second
-	PingTimeout     = 3 * time.Second
+	ServerPingEvery = 10 * time.Second
+	PingTimeout     = 10 * time.Second
 	// MaxReconnectDelay caps the wait between two attempts to connect.
 	MaxReconnectDelay = time.Second
 )

@@ -268,6 +268,9 @@ func (c *cluster) start(name string, addr netip.AddrPort, env []string, verb str
 	argv := []string{"agent", verb, "--data-dir", dataDir, "--listen", addr.String(), "--name", name,
 		"--heartbeat-interval", c.cfg.interval.String(), "--down-after", c.cfg.downAfter.String(),
 		"--election-ttl", c.cfg.electionTTL.String()}
+	if c.cfg.pprof {
+		argv = append(argv, "--pprof")
+	}
 	return c.run(name, addr, dataDir, env, append(argv, args...))
 }
 

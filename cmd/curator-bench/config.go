@@ -48,6 +48,9 @@ type clusterConfig struct {
 	interval    time.Duration
 	downAfter   time.Duration
 	electionTTL time.Duration
+	// pprof starts the managers with --pprof, so the leader can be
+	// profiled.
+	pprof bool
 }
 
 func (c *clusterConfig) register(cmd *cobra.Command) {
@@ -60,6 +63,7 @@ func (c *clusterConfig) register(cmd *cobra.Command) {
 	fs.DurationVar(&c.interval, "interval", DefaultInterval, "heartbeat interval of the cluster and of every simulated node")
 	fs.DurationVar(&c.downAfter, "down-after", DefaultDownAfter, "the cluster's --down-after")
 	fs.DurationVar(&c.electionTTL, "election-ttl", DefaultElectionTTL, "the cluster's --election-ttl")
+	fs.BoolVar(&c.pprof, "pprof", false, "start the managers with --pprof (heartbeats --profile then also writes the leader's CPU profile)")
 }
 
 // Validate checks the flags and returns the managers' addresses and the

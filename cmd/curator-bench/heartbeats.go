@@ -13,7 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -294,6 +297,12 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	if err != nil {
 		return nil, err
 	}
+	leaderProfile := make(chan error, 1)
+	if profileDir != "" && c.cfg.pprof {
+		go func() { leaderProfile <- fetchCPUProfile(ctx, lm, d, filepath.Join(profileDir, "leader-cpu.pprof")) }()
+	} else {
+		leaderProfile <- nil
+	}
 	w := startCPUWindow(pids...)
 	slept := sleepCtx(ctx, d)
 	f.rtt.Store(nil)
@@ -302,6 +311,9 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	}
 	if !slept {
 		return nil, ctx.Err()
+	}
+	if err := <-leaderProfile; err != nil {
+		p.printf("could not profile the leader: %v", err)
 	}
 	r := &restFigures{
 		Leader:       leader,
@@ -493,4 +505,31 @@ func massFailure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *flee
 		return mf, fmt.Errorf("%d of %d stopped nodes not down %s after they stopped", mf.NotDown, m, time.Since(t0).Round(time.Second))
 	}
 	return mf, nil
+}
+
+// fetchCPUProfile writes m's CPU profile over d (its agent must run with
+// --pprof) to path.
+func fetchCPUProfile(ctx context.Context, m *managerProc, d time.Duration, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", netip.AddrPortFrom(m.listen.Addr(), m.listen.Port()+3), int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

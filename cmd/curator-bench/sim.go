@@ -38,6 +38,7 @@ import (
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/transport"
 )
 
 const (
@@ -444,6 +445,8 @@ func (f *fleet) newNode(i int, id string, cert *x509.Certificate, key crypto.Sig
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{pki.TLSCertificate(cert, key)},
 		RootCAs:      f.roots,
+		// As the agent's (pki.ClientTLS): a reconnect resumes the session.
+		ClientSessionCache: tls.NewLRUClientSessionCache(4),
 	}
 	// pick_first: one connection per node, to its own manager while that
 	// one is up, to the next when it is not. No read buffer: a node's
@@ -451,11 +454,11 @@ func (f *fleet) newNode(i int, id string, cert *x509.Certificate, key crypto.Sig
 	// node's memory. The write buffer stays: gRPC takes it from a pool
 	// only while writing, and without it every HTTP/2 frame would be a TLS
 	// record and a syscall of its own.
-	conn, err := grpc.NewClient(r.Scheme()+":///managers",
+	// The agent's keepalives and reconnect backoff.
+	conn, err := grpc.NewClient(r.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
 		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithReadBufferSize(0),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
