@@ -36,7 +36,7 @@ type Service struct {
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
 	metrics *Metrics
-	// quorum caches what CheckQuorum last found, for forwarded calls.
+	// quorum is what the last quorum check found (runQuorumCheck).
 	quorum quorumCache
 }
 
@@ -208,6 +208,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
 		"grpc":     running.wrap(s.runGRPC),
 		"election": running.wrap(s.runElection),
+		"quorum":   s.runQuorumCheck,
 	}); err != nil {
 		return err
 	}
@@ -462,7 +463,7 @@ func (s *Service) leaderFor() (*leaderState, error) {
 		return st, nil
 	}
 	if st != nil {
-		if err := s.quorumLostRecently(); err != nil {
+		if err := s.quorumLost(); err != nil {
 			return nil, err
 		}
 	}

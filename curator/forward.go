@@ -119,7 +119,7 @@ func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, addre
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	// Without a quorum the election cannot be read (etcd's client retries
 	// until the lookup times out): say so, and why, at once.
-	if err := s.quorumLostRecently(); err != nil {
+	if err := s.quorumLost(); err != nil {
 		return nil, err
 	}
 	id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // Quorum loss, stated. When a majority of the etcd voters is gone, etcd has
@@ -97,10 +99,16 @@ func listOrNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// quorumCacheFor is how long a forwarding manager trusts what CheckQuorum
-// found: forwarded calls come in waves (every node's streams after a leader
-// change), and must not each ask etcd.
-const quorumCacheFor = time.Second
+// quorumCheckEvery is how often a manager asks its etcd member about the
+// quorum (runQuorumCheck). When etcd has a leader that is one local Status
+// call; only without a leader does it ask the other voters.
+const quorumCheckEvery = time.Second
+
+// quorumStale is how old a quorum check may be and still be believed.
+const quorumStale = 5 * quorumCheckEvery
+
+// errQuorumUnknown: no recent quorum check to go by.
+var errQuorumUnknown = errors.New("the quorum has not been checked yet")
 
 // quorumCache is what CheckQuorum last found, and when.
 type quorumCache struct {
@@ -109,23 +117,47 @@ type quorumCache struct {
 	err error
 }
 
-// quorumLostRecently returns an error wrapping ErrQuorum if the quorum is
-// lost, as CheckQuorum found within quorumCacheFor (asking again if not),
-// and nil otherwise, also when it cannot tell: then the call goes on, and
-// fails or not on its own. One caller asks at a time; the others wait for
-// its answer.
-func (s *Service) quorumLostRecently() error {
-	c := &s.quorum
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.at.IsZero() || s.cfg.Now().Sub(c.at) >= quorumCacheFor {
-		// Bounded by CheckQuorum's own timeouts, and not by one caller's
-		// context: its answer serves every caller.
-		c.err = s.CheckQuorum(context.Background())
-		c.at = s.cfg.Now()
+// runQuorumCheck keeps the quorum cache current, so that a call this
+// curator cannot serve, and /healthz, say at once whether the quorum is
+// lost, without asking etcd each time (forwarded calls come in waves:
+// every node's streams after a leader change).
+func (s *Service) runQuorumCheck(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	t := time.NewTicker(quorumCheckEvery)
+	defer t.Stop()
+	for {
+		err := s.CheckQuorum(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.quorum.mu.Lock()
+		s.quorum.at, s.quorum.err = s.cfg.Now(), err
+		s.quorum.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
-	if errors.Is(c.err, ErrQuorum) {
-		return c.err
+}
+
+// Quorum says what the last quorum check found, at once: nil when etcd has
+// a leader, an error wrapping ErrQuorum when too few voters answer, and
+// another error when the check could not tell or is not recent.
+func (s *Service) Quorum() error {
+	s.quorum.mu.Lock()
+	defer s.quorum.mu.Unlock()
+	if s.quorum.at.IsZero() || s.cfg.Now().Sub(s.quorum.at) > quorumStale {
+		return errQuorumUnknown
+	}
+	return s.quorum.err
+}
+
+// quorumLost is the last check's error if it found the quorum lost, else
+// nil.
+func (s *Service) quorumLost() error {
+	if err := s.Quorum(); errors.Is(err, ErrQuorum) {
+		return err
 	}
 	return nil
 }

@@ -32,9 +32,6 @@ type healthz struct {
 	Message       string `json:"message,omitempty"`
 }
 
-// quorumCheckTimeout bounds /healthz's quorum check.
-const quorumCheckTimeout = 2 * time.Second
-
 // runHTTP serves Prometheus metrics and a health check. Plain HTTP: it
 // tells nothing secret, and scrapers expect it.
 func (a *Agent) runHTTP(ctx context.Context) error {
@@ -49,17 +46,14 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := healthz{NodeID: a.state.NodeID, Consensus: "none"}
 		code := http.StatusOK
 		if e, cur := a.consensus.get(); e != nil {
 			h.Consensus = e.Status().State.String()
 			h.CuratorLeader = cur != nil && cur.IsLeader()
 			if cur != nil {
-				ctx, cancel := context.WithTimeout(r.Context(), quorumCheckTimeout)
-				err := cur.CheckQuorum(ctx)
-				cancel()
-				switch {
+				switch err := cur.Quorum(); {
 				case err == nil:
 					h.Quorum = "ok"
 				case errors.Is(err, curator.ErrQuorum):
