@@ -146,17 +146,19 @@ func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, 
 	defer st.muNodes.Unlock()
 	nodes := st.reg.nodes()
 	hn := make([]healthNode, 0, len(nodes))
-	byID := make(map[string]*pb.Node, len(nodes))
-	counts := map[pb.NodeStatus]int{}
+	counts := make([]int, len(pb.NodeStatus_name))
+	st.hb.mu.Lock()
 	for _, n := range nodes {
-		counts[n.Status]++
+		if int(n.Status) >= 0 && int(n.Status) < len(counts) {
+			counts[n.Status]++
+		}
 		if n.State != pb.NodeState_NODE_STATE_UP {
 			continue
 		}
-		byID[n.Id] = n
-		last, seen := st.hb.get(n.Id)
+		last, seen := st.hb.last[n.Id]
 		hn = append(hn, healthNode{id: n.Id, status: n.Status, last: last, seen: seen})
 	}
+	st.hb.mu.Unlock()
 	for v, name := range pb.NodeStatus_name {
 		s.metrics.Nodes.WithLabelValues(statusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
 	}
@@ -184,7 +186,9 @@ func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, 
 	}
 	changed := make([]*pb.Node, 0, len(d.changes))
 	for _, a := range d.changes {
-		n := cloneNode(byID[a.nodeID])
+		// Under muNodes only this loop changes status: the record is
+		// the one decided on.
+		n := cloneNode(st.reg.node(a.nodeID))
 		n.Status = a.to
 		n.StatusChanged = timestamppb.New(now)
 		changed = append(changed, n)

@@ -24,8 +24,11 @@ type managementServer struct {
 
 // clusterView is one consistent look at the cluster for the read calls.
 type clusterView struct {
-	nodes   []*pb.Node
-	members []consensus.Member
+	// nodes is every node; membership the nodes that matter to etcd's
+	// membership (see observeMembership).
+	nodes      []*pb.Node
+	membership []*pb.Node
+	members    []consensus.Member
 	// memberOf maps node IDs to their etcd member.
 	memberOf   map[string]consensus.Member
 	etcdLeader uint64
@@ -38,7 +41,7 @@ func (s *Service) observe(ctx context.Context, st *leaderState) (*clusterView, e
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
-	v := &clusterView{nodes: ms.nodes, members: ms.members, memberOf: ms.memberOf}
+	v := &clusterView{nodes: st.reg.nodes(), membership: ms.nodes, members: ms.members, memberOf: ms.memberOf}
 	if len(s.cfg.Etcd.Endpoints()) > 0 {
 		if st, err := s.cfg.Etcd.Status(ctx, s.cfg.Etcd.Endpoints()[0]); err == nil {
 			v.etcdLeader = st.Leader
@@ -157,7 +160,7 @@ func (m *managementServer) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfo
 	}
 	byID := map[string]*pb.Node{}
 	info.Names = map[string]string{}
-	for _, n := range v.nodes {
+	for _, n := range v.membership {
 		byID[n.Id] = n
 		if hasRole(n, pb.Role_ROLE_CONSENSUS) || v.memberOf[n.Id].ID != 0 {
 			info.Names[n.Id] = n.Name

@@ -34,10 +34,8 @@ func (s *Service) view(ctx context.Context, st *leaderState, id string) (*pb.Nod
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range v.nodes {
-		if n.Id == id {
-			return s.nodeView(v, st, n), nil
-		}
+	if n := st.reg.node(id); n != nil {
+		return s.nodeView(v, st, n), nil
 	}
 	return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
 }
@@ -288,7 +286,7 @@ func (c *curatorServer) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*p
 		}
 		if member && !mem.IsLearner && voters == 1 {
 			if !req.Force {
-				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", ErrPrecondition, id, len(ms.nodes))
+				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", ErrPrecondition, id, st.reg.count())
 			}
 			// The last manager leaves with --force: the cluster goes with
 			// it. Nothing to hand over; the node wipes itself.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sort"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/pki"
@@ -23,8 +24,8 @@ func (s *Service) syncLoop(st *leaderState) loopSpec {
 	}
 }
 
-// membership is the registry and etcd's members, read together under
-// muNodes.
+// membership is etcd's members and the nodes that matter to them, read
+// together under muNodes.
 type membership struct {
 	nodes   []*pb.Node
 	byID    map[string]*pb.Node
@@ -36,14 +37,17 @@ type membership struct {
 	nodeOf map[uint64]string
 }
 
-// observeMembership reads the registry view and etcd's members. The nodes
-// are the view's, shared: clone one before changing it.
+// observeMembership reads etcd's members and, from the registry view,
+// the nodes that matter to membership: those that hold, held or hand back
+// the consensus role, and those the members belong to. A fleet's workers
+// are not read at all. The nodes are the view's, shared: clone one before
+// changing it.
 func (s *Service) observeMembership(ctx context.Context, st *leaderState) (*membership, error) {
 	members, err := consensus.Members(ctx, s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	nodes := st.reg.nodes()
+	nodes := st.reg.membershipNodes()
 	ms := &membership{nodes: nodes, byID: make(map[string]*pb.Node, len(nodes)), members: members,
 		memberOf: map[string]consensus.Member{}, nodeOf: map[uint64]string{}}
 	for _, n := range nodes {
@@ -55,10 +59,20 @@ func (s *Service) observeMembership(ctx context.Context, st *leaderState) (*memb
 			id = st.reg.nodeByPeerURL(m.PeerURL)
 		}
 		ms.nodeOf[m.ID] = id
-		if id != "" {
-			ms.memberOf[id] = m
+		if id == "" {
+			continue
+		}
+		ms.memberOf[id] = m
+		if _, ok := ms.byID[id]; !ok {
+			if n := st.reg.node(id); n != nil {
+				// A member whose node lacks the role: a promote cut
+				// short.
+				ms.byID[id] = n
+				ms.nodes = append(ms.nodes, n)
+			}
 		}
 	}
+	sort.Slice(ms.nodes, func(i, j int) bool { return ms.nodes[i].Id < ms.nodes[j].Id })
 	return ms, nil
 }
 

@@ -38,8 +38,12 @@ type registry struct {
 	// loaded is closed once the first load is done.
 	loaded chan struct{}
 	byID   map[string]*pb.Node
-	// sorted caches the nodes by ID; nil when a change made it stale.
-	sorted []*pb.Node
+	// ids caches the node IDs, sorted; nil when a node came or went.
+	ids []string
+	// consensusNodes are the nodes that hold, held or are handing back
+	// the consensus role (membershipChange): what the membership loops
+	// look at, a handful in a fleet of thousands.
+	consensusNodes map[string]*pb.Node
 	// byPeerURL, byName and byAddress map etcd peer URLs, names and gRPC
 	// addresses to node IDs.
 	byPeerURL map[string]string
@@ -68,6 +72,7 @@ func newRegistry(cli *clientv3.Client) *registry {
 		cli:             cli,
 		loaded:          make(chan struct{}),
 		byID:            map[string]*pb.Node{},
+		consensusNodes:  map[string]*pb.Node{},
 		byPeerURL:       map[string]string{},
 		byName:          map[string]string{},
 		byAddress:       map[string]string{},
@@ -189,8 +194,15 @@ func (r *registry) applyLocked(id string, n *pb.Node) {
 	} else {
 		r.byID[id] = n
 	}
-	// Readers may hold the old slice: drop it, never change it.
-	r.sorted = nil
+	if old == nil || n == nil {
+		// Readers may hold the old slice: drop it, never change it.
+		r.ids = nil
+	}
+	if membershipChange(nil, n) {
+		r.consensusNodes[id] = n
+	} else {
+		delete(r.consensusNodes, id)
+	}
 	if old != nil {
 		if u, ok := nodePeerURL(old); ok && r.byPeerURL[u] == id {
 			delete(r.byPeerURL, u)
@@ -289,25 +301,54 @@ func (r *registry) caughtUp(ctx context.Context, rev int64) error {
 	}
 }
 
-// nodes returns every node, sorted by ID. The slice and records are shared:
-// read only.
+// nodes returns every node, sorted by ID. The records are shared: read
+// only.
 func (r *registry) nodes() []*pb.Node {
 	r.mu.RLock()
-	sorted := r.sorted
+	ids := r.ids
 	r.mu.RUnlock()
-	if sorted != nil {
-		return sorted
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sorted == nil {
-		r.sorted = make([]*pb.Node, 0, len(r.byID))
-		for _, n := range r.byID {
-			r.sorted = append(r.sorted, n)
+	if ids == nil {
+		r.mu.Lock()
+		if r.ids == nil {
+			r.ids = make([]string, 0, len(r.byID))
+			for id := range r.byID {
+				r.ids = append(r.ids, id)
+			}
+			sort.Strings(r.ids)
 		}
-		sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i].Id < r.sorted[j].Id })
+		ids = r.ids
+		r.mu.Unlock()
 	}
-	return r.sorted
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*pb.Node, 0, len(ids))
+	for _, id := range ids {
+		// A node deleted since the IDs were read is left out.
+		if n := r.byID[id]; n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// count is how many nodes there are.
+func (r *registry) count() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.byID)
+}
+
+// membershipNodes returns the nodes that hold, held or are handing back
+// the consensus role, sorted by ID (shared: read only).
+func (r *registry) membershipNodes() []*pb.Node {
+	r.mu.RLock()
+	out := make([]*pb.Node, 0, len(r.consensusNodes))
+	for _, n := range r.consensusNodes {
+		out = append(out, n)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
 }
 
 // node returns node id (shared: read only) or nil.

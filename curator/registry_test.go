@@ -63,6 +63,18 @@ func assertRegistryIsEtcd(t *testing.T, c *testCluster, reg *registry) {
 	if diff := cmp.Diff(wantManagers, reg.managerList(), cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })); diff != "" && !(len(wantManagers) == 0 && len(reg.managerList()) == 0) {
 		t.Errorf("managers (-etcd +view):\n%s", diff)
 	}
+	var wantMembership []*pb.Node
+	for _, n := range want {
+		if membershipChange(nil, n) {
+			wantMembership = append(wantMembership, n)
+		}
+	}
+	if diff := cmp.Diff(wantMembership, reg.membershipNodes(), protocmp.Transform()); diff != "" {
+		t.Errorf("membership nodes (-etcd +view):\n%s", diff)
+	}
+	if reg.count() != len(want) {
+		t.Errorf("count() = %d, want %d", reg.count(), len(want))
+	}
 	wantPeers := map[string]string{}
 	for _, n := range want {
 		if u, ok := nodePeerURL(n); ok {
