@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -107,34 +108,20 @@ func decideApprovals(s approvalSnapshot) *approvalAction {
 	return nil
 }
 
+// approvalResync is the period of the loop's ticks without node changes: a
+// pending promotion is only ever for a node that joined with the manager
+// token, whose changes (its approval first) wake the loop at once.
+const approvalResync = 5 * time.Second
+
 func (s *Service) approvalLoop(st *leaderState) loopSpec {
-	// What the candidates looked like when the last tick found nothing to
-	// do; "" before the first tick of the leadership.
-	idle := ""
 	return loopSpec{
 		name: approvalsLoopName,
-		tick: func(ctx context.Context) (loopResult, error) {
-			// A pending promotion is only ever for a candidate (see
-			// approvalCandidates), and approving one changes its record:
-			// while the candidates are as they were when there was
-			// nothing to do, there is nothing to read from etcd.
-			fp := approvalCandidates(st.reg.nodes())
-			if idle != "" && fp == idle {
-				return loopResult{}, nil
-			}
-			res, err := s.approvalTick(ctx, st)
-			if err == nil && res.action == "" && !res.refused {
-				idle = fp
-			} else {
-				idle = ""
-			}
-			return res, err
-		},
+		tick: func(ctx context.Context) (loopResult, error) { return s.approvalTick(ctx, st) },
 		// An approval changes the node's state in the transaction that
 		// records its promotion; then its status, role or existence
 		// decide.
 		nodeChanges: approvalChange,
-		resync:      s.cfg.SyncInterval,
+		resync:      max(approvalResync, s.cfg.SyncInterval),
 		minGap:      s.cfg.MinActionGap,
 	}
 }
@@ -154,10 +141,12 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 	if err != nil {
 		return loopResult{}, err
 	}
+	// The pending nodes are looked up by ID: a fleet's other nodes are not
+	// read at all.
 	snap := approvalSnapshot{members: len(ms.members), maxVoters: cs.MaxVoters}
 	for id := range pending {
 		an := approvalNode{id: id}
-		if n := ms.byID[id]; n != nil {
+		if n := st.reg.node(id); n != nil {
 			_, member := ms.memberOf[id]
 			an = approvalNode{id: id, exists: true, state: n.State, status: n.Status,
 				consensus: member || hasRole(n, pb.Role_ROLE_CONSENSUS), demoting: n.Demoting}
@@ -170,7 +159,7 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 	}
 	res := loopResult{action: a.kind.String(), nodeID: a.nodeID, reason: a.reason}
 	if a.kind == approvalPromote {
-		if err := s.promote(ctx, st, cloneNode(ms.byID[a.nodeID])); err != nil {
+		if err := s.promote(ctx, st, cloneNode(st.reg.node(a.nodeID))); err != nil {
 			if isPrecondition(err) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.
@@ -183,20 +172,6 @@ func (s *Service) approvalTick(ctx context.Context, st *leaderState) (loopResult
 		return loopResult{}, err
 	}
 	return res, nil
-}
-
-// approvalCandidates sums up the nodes that could have a pending
-// promotion (joined with the manager token, no role in consensus): their
-// IDs, states, statuses and update times. It is never "".
-func approvalCandidates(nodes []*pb.Node) string {
-	var b strings.Builder
-	b.WriteString("candidates:")
-	for _, n := range nodes {
-		if n.JoinedAs == "manager" && !hasRole(n, pb.Role_ROLE_CONSENSUS) {
-			fmt.Fprintf(&b, " %s/%d/%d/%t/%d", n.Id, n.State, n.Status, n.Demoting, n.GetUpdated().AsTime().UnixNano())
-		}
-	}
-	return b.String()
 }
 
 // approvalChange picks the node changes the manager-approvals loop acts
