@@ -17,18 +17,20 @@ import (
 // from etcd's quorum (or frozen) cannot tell when that happens, and another
 // curator takes over once it has. So the leader renews the lease itself,
 // often, and counts from the moment it *sent* each renewal that succeeded:
-// the lease surely lives until then + TTL. Until a margin before that
-// moment the leader serves; past it the leader is in doubt: it stops
-// answering, ends its nodes' streams (so they move to whoever can serve
-// them) and its loops stop acting, before any other curator can have been
-// elected.
+// the lease surely lives until then + TTL. A margin before that moment the
+// leader is in doubt: it stops acting and answering (calls are refused,
+// loops idle, IsLeader says no), before any other curator can have been
+// elected. At that moment itself (the lease may now be gone) it ends its
+// nodes' streams, so that they move to whoever leads next.
 //
-// Doubt is not loss. While etcd elects a leader of its own no renewal
-// succeeds, but no lease can expire either (a new etcd leader extends every
+// Doubt is not loss. While etcd elects a leader of its own, or while the
+// machine is too busy for a renewal to come back in time, no renewal
+// succeeds, but no lease has expired (a new etcd leader even extends every
 // lease by a full TTL): once a renewal succeeds again the leadership is
-// exactly what it was (same key, same fence) and the leader serves again.
-// Only etcd saying the lease is gone, or the election key's deletion, ends
-// a leadership. The fence on every write stays the safety net.
+// exactly what it was (same key, same fence) and the leader serves again,
+// with its nodes' streams still open if the doubt was short. Only etcd
+// saying the lease is gone, or the election key's deletion, ends a
+// leadership. The fence on every write stays the safety net.
 type leaseGuard struct {
 	cli   *clientv3.Client
 	lease clientv3.LeaseID
@@ -39,9 +41,11 @@ type leaseGuard struct {
 	mu sync.Mutex
 	// until is when the lease may next be in doubt.
 	until time.Time
-	// serving is closed when a period of serving ends (doubt begins); a
-	// new one is made when serving resumes.
-	serving  chan struct{}
+	// streams is closed when the lease may have expired (until +
+	// margin, no renewal since): node streams end. A new one is made when
+	// a renewal succeeds.
+	streams  chan struct{}
+	stale    bool
 	inDoubt  bool
 	resumed  time.Time
 	doubtErr error
@@ -56,7 +60,7 @@ func newLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Durati
 	// renews it every third of the TTL: it lives at least a while yet.
 	// The first renewal comes at once and sets the real deadline.
 	return &leaseGuard{cli: cli, lease: lease, ttl: ttl, now: now, lg: lg, until: now().Add(ttl / 4),
-		serving: make(chan struct{}), lostCh: make(chan struct{})}
+		streams: make(chan struct{}), lostCh: make(chan struct{})}
 }
 
 // leaseMargin is how long before the lease can expire the leader stops
@@ -79,18 +83,19 @@ func (g *leaseGuard) held() bool {
 	return !g.inDoubt && g.now().Before(g.until)
 }
 
-// servingDone returns a channel closed when the current period of serving
-// ends (at once if the leader is in doubt now).
+// servingDone returns a channel closed when the lease may have expired:
+// the leader's node streams must end then (at once if that time has
+// passed).
 func (g *leaseGuard) servingDone() <-chan struct{} {
 	if g == nil {
 		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.inDoubt {
+	if g.stale {
 		return closedChan
 	}
-	return g.serving
+	return g.streams
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -130,22 +135,35 @@ func (g *leaseGuard) renewed(sent time.Time, ttl time.Duration) {
 	if g.inDoubt && g.now().Before(g.until) {
 		g.inDoubt = false
 		g.resumed = g.now()
-		g.serving = make(chan struct{})
+		if g.stale {
+			g.stale = false
+			g.streams = make(chan struct{})
+		}
 		g.lg.Warn("the election lease is renewed again: serving as leader again")
 	}
 }
 
-// checkDeadline enters doubt once the deadline has passed, and returns it.
+// checkDeadline enters doubt once the deadline has passed, and ends the
+// streams once the lease may have expired; it returns when to look again.
 func (g *leaseGuard) checkDeadline(lastErr error) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.inDoubt && !g.now().Before(g.until) {
+	now := g.now()
+	if !g.inDoubt && !now.Before(g.until) {
 		g.inDoubt = true
 		g.doubtErr = fmt.Errorf("no renewal of the election lease succeeded in time (last error: %v)", lastErr)
-		close(g.serving)
-		g.lg.Warn("in doubt about the election lease: not serving until it is renewed", zap.Error(g.doubtErr))
+		g.lg.Warn("in doubt about the election lease: not acting until it is renewed", zap.Error(g.doubtErr))
 	}
-	return g.until
+	expiry := g.until.Add(leaseMargin(g.ttl))
+	if g.inDoubt && !g.stale && !now.Before(expiry) {
+		g.stale = true
+		close(g.streams)
+		g.lg.Warn("the election lease may have expired: ending the nodes' streams so they move to the next leader")
+	}
+	if now.Before(g.until) {
+		return g.until
+	}
+	return expiry
 }
 
 // doubt says why the leader is in doubt, or nil.
@@ -164,10 +182,14 @@ func (g *leaseGuard) run(ctx context.Context) {
 	every := g.ttl / 4
 	for {
 		sent := g.now()
-		// Never wait for an answer past the deadline: a leader cut off
-		// must stop serving in time.
+		// Never wait for an answer past the next deadline (doubt, then
+		// expiry): a leader cut off must stop in time.
 		g.mu.Lock()
-		left := g.until.Sub(sent)
+		next := g.until
+		if !sent.Before(next) {
+			next = next.Add(leaseMargin(g.ttl))
+		}
+		left := next.Sub(sent)
 		g.mu.Unlock()
 		timeout := g.ttl / 3
 		if left > 0 && left < timeout {

@@ -151,17 +151,24 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	streams := g.servingDone()
 	bridge.blackhole.Store(true)
 	silent := time.Now()
-	var stopped time.Time
-	select {
-	case <-g.servingDone():
-		stopped = time.Now()
-	case <-time.After(2 * ttl):
-		t.Fatalf("lease guard still serves %s after etcd went silent", 2*ttl)
+	var stopped, streamsEnded time.Time
+	for deadline := time.Now().Add(2 * ttl); stopped.IsZero(); {
+		if !g.held() {
+			stopped = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease guard still serves %s after etcd went silent", 2*ttl)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if g.held() {
-		t.Error("held() after the guard stopped serving")
+	select {
+	case <-streams:
+		streamsEnded = time.Now()
+	case <-time.After(2 * ttl):
+		t.Fatalf("the nodes' streams still open %s after etcd went silent", 2*ttl)
 	}
 	select {
 	case <-g.lost():
@@ -182,8 +189,14 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		t.Errorf("the guard stopped serving %v after the silence, etcd expired the lease %v after it (± %v): two leaders could have answered",
 			stopped.Sub(silent), expiredAt.Sub(silent), etcdRevokeEvery)
 	}
-	t.Logf("stopped serving %v after etcd went silent; etcd expired the lease %v after it",
-		stopped.Sub(silent).Round(time.Millisecond), expiredAt.Sub(silent).Round(time.Millisecond))
+	// The streams end once the lease may have gone, and no later than
+	// etcd actually let it go.
+	if streamsEnded.Before(stopped) || streamsEnded.After(expiredAt) {
+		t.Errorf("streams ended %v after the silence: want after the guard stopped serving (%v) and by the lease's expiry (%v)",
+			streamsEnded.Sub(silent), stopped.Sub(silent), expiredAt.Sub(silent))
+	}
+	t.Logf("stopped serving %v after etcd went silent, ended the streams %v after it; etcd expired the lease %v after it",
+		stopped.Sub(silent).Round(time.Millisecond), streamsEnded.Sub(silent).Round(time.Millisecond), expiredAt.Sub(silent).Round(time.Millisecond))
 	// The network heals: etcd says the lease is gone, and the leadership
 	// ends for good.
 	bridge.blackhole.Store(false)
@@ -222,12 +235,9 @@ func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
 	waitFor(t, "the guard serves", g.held)
 	time.Sleep(ttl / 2)
 
+	streams := g.servingDone()
 	bridge.blackhole.Store(true)
-	select {
-	case <-g.servingDone():
-	case <-time.After(2 * ttl):
-		t.Fatal("lease guard still serves after etcd went silent")
-	}
+	waitFor(t, "the guard is in doubt", func() bool { return !g.held() })
 	bridge.blackhole.Store(false)
 	healed := time.Now()
 	waitFor(t, "the guard serves again", g.held)
@@ -237,6 +247,8 @@ func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
 	select {
 	case <-g.lost():
 		t.Fatalf("a short silence lost the lease: %v", g.why())
+	case <-streams:
+		t.Error("a doubt shorter than the margin ended the nodes' streams")
 	default:
 	}
 	t.Logf("served again %v after the network healed", time.Since(healed).Round(time.Millisecond))
