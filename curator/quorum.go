@@ -58,7 +58,7 @@ func quorumLost(voters []quorumVoter) (bool, string) {
 	if len(up) >= need {
 		return false, ""
 	}
-	msg := fmt.Sprintf("etcd has no leader: %d of its %d voters answer, and a majority needs %d. Answering: %s. Not answering: %s. To recover, %s",
+	msg := fmt.Sprintf("etcd has no leader: %d of its %d voters answer, and a majority needs %d. Answering: %s. Not answering (stopped, or cut off from this manager): %s. To recover, %s",
 		len(up), len(voters), need, listOrNone(up), listOrNone(down), QuorumAdvice)
 	return true, msg
 }

@@ -20,7 +20,7 @@ func TestQuorumLost(t *testing.T) {
 		{"1 of 3", []quorumVoter{m("c", false, false), m("a", true, true), m("b", false, false)}, true, []string{
 			"1 of its 3 voters answer, and a majority needs 2",
 			"Answering: a (127.0.0.1:7000, this manager).",
-			"Not answering: b (127.0.0.1:7000), c (127.0.0.1:7000).",
+			"Not answering (stopped, or cut off from this manager): b (127.0.0.1:7000), c (127.0.0.1:7000).",
 			"restart the stopped managers; if they are gone for good, recover from a surviving manager (forced new cluster; not built yet)",
 		}},
 		{"2 of 4", []quorumVoter{m("a", true, true), m("b", true, false), m("c", false, false), m("d", false, false)}, true, []string{
@@ -28,7 +28,7 @@ func TestQuorumLost(t *testing.T) {
 		}},
 		{"3 of 5", []quorumVoter{m("a", true, true), m("b", true, false), m("c", true, false), m("d", false, false), m("e", false, false)}, false, nil},
 		{"a member with no record", []quorumVoter{m("a", true, true), {nodeID: "id-x"}, {}}, true, []string{
-			"Not answering: an unnamed member, id-x.",
+			"Not answering (stopped, or cut off from this manager): an unnamed member, id-x.",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
