@@ -55,9 +55,9 @@ type leaderState struct {
 	joins *joinQueue
 	// guard says whether the election lease is surely still ours.
 	guard *leaseGuard
-	// healthHoldSince is when the health loop first held nodes back from
-	// down (see decideHealth); only the health loop uses it.
-	healthHoldSince time.Time
+	// health is what the health loop remembers between ticks (see
+	// decideHealth); only the health loop uses it.
+	health healthMemory
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}

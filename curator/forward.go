@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,6 +32,10 @@ import (
 
 // forwarder keeps one connection to the current leader.
 type forwarder struct {
+	// known is the leader as the election watch last saw it; nil when
+	// the watch is not running or there is no leader.
+	known atomic.Pointer[leaderInfo]
+
 	mu   sync.Mutex
 	addr string
 	conn *grpc.ClientConn
@@ -44,6 +49,8 @@ func (f *forwarder) close() {
 		f.conn, f.addr = nil, ""
 	}
 }
+
+type leaderInfo struct{ id, addr string }
 
 // leaderMoved closes the connection to the old leader when the election
 // names another one (or none): the streams forwarded over it end at once,
@@ -64,17 +71,30 @@ func (s *Service) runFollowElection(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
-		wch := s.cfg.Etcd.Watch(wctx, electionPrefix+"/", clientv3.WithPrefix())
+		// Read who leads, then follow every change: forwarded calls use
+		// what this learns instead of reading the election each time (a
+		// failover moves thousands of streams at once).
+		note := func() {
+			id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
+			switch {
+			case err == nil:
+				s.fwd.known.Store(&leaderInfo{id: id, addr: addr})
+			case errors.Is(err, ErrNoLeader):
+				s.fwd.known.Store(nil)
+			default:
+				return
+			}
+			s.fwd.leaderMoved(addr)
+		}
+		wch := s.cfg.Etcd.Watch(wctx, electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 		for wr := range wch {
 			if wr.Err() != nil {
 				break
 			}
-			_, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
-			if err != nil && !errors.Is(err, ErrNoLeader) {
-				continue
-			}
-			s.fwd.leaderMoved(addr)
+			note()
 		}
+		// Not following any more: look it up per call until we are.
+		s.fwd.known.Store(nil)
 		cancel()
 		select {
 		case <-ctx.Done():
@@ -117,14 +137,19 @@ func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, addre
 
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	// Without a quorum the election cannot be read (etcd's client retries
-	// until the lookup times out): say so, and why, at once.
+	// Without a quorum there is no leader to forward to, whatever the
+	// election watch last said: say so, and why, at once.
 	if err := s.quorumLost(); err != nil {
 		return nil, err
 	}
-	id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
-	if err != nil {
-		return nil, err
+	var id, addr string
+	if li := s.fwd.known.Load(); li != nil {
+		id, addr = li.id, li.addr
+	} else {
+		var err error
+		if id, addr, err = currentLeaderInfo(ctx, s.cfg.Etcd); err != nil {
+			return nil, err
+		}
 	}
 	if id == s.cfg.NodeID {
 		// We won the election but are not serving as leader (yet, or any

@@ -82,22 +82,45 @@ type healthDecision struct {
 	changes []healthAction
 	// held, when set, says why the changes to down were held back.
 	held string
+	// heard is how many nodes were heard from within downAfter.
+	heard int
 }
 
+// healthMemory is what the health loop carries from one tick to the next.
+type healthMemory struct {
+	// holdSince is when the loop first held nodes back from down for
+	// hearing too few (zero when it does not).
+	holdSince time.Time
+	// heard is the last tick's count of nodes heard from, and grewAt when
+	// that count last grew.
+	heard  int
+	grewAt time.Time
+}
+
+// settleLimit is how long after it takes over (or comes back from doubt)
+// a leader may wait for its nodes' streams to settle.
+func settleLimit(downAfter time.Duration) time.Duration { return 6 * downAfter }
+
 // decideHealth returns every status change to make. It is the health rule
-// of decideStatus applied to each node, with one guard: a leader that
-// hears from no more than half of the nodes does not mark several of them
-// down at once, for one more downAfter from holdSince (when it first held;
-// zero if it has not). A fleet-wide failure is rare; a leader that cannot
-// hear the fleet (it is new, and the streams are still moving to it, or
-// its own network is failing) is not. Past the extra wait the nodes are
-// marked down: they really are silent.
-func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time.Duration, holdSince time.Time) healthDecision {
+// of decideStatus applied to each node, with two guards against a leader
+// mistaking its own view for the fleet's:
+//
+//   - settling: a leader that took over less than settleLimit ago, and is
+//     still hearing from more nodes by the tick (grown within half a
+//     downAfter), marks none down: after a failover the streams move to it
+//     as fast as the machines allow, which under load can take longer than
+//     the grace period;
+//   - hearing few: a leader that hears from no more than half of the nodes
+//     does not mark several of them down at once, for one more downAfter
+//     from mem.holdSince. A fleet-wide failure is rare; a leader that cannot
+//     hear the fleet (its own network failing) is not. Past the extra wait
+//     the nodes are marked down: they really are silent.
+func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time.Duration, mem healthMemory) healthDecision {
 	var d healthDecision
-	heard, downs := 0, 0
+	downs := 0
 	for _, n := range nodes {
 		if n.seen && now.Sub(n.last) < downAfter {
-			heard++
+			d.heard++
 		}
 		want := decideStatus(n.status, n.last, n.seen, leaderSince, now, downAfter)
 		if want == n.status {
@@ -116,13 +139,18 @@ func decideHealth(nodes []healthNode, leaderSince, now time.Time, downAfter time
 		}
 		d.changes = append(d.changes, healthAction{nodeID: n.id, to: want, reason: reason})
 	}
-	if downs < 2 || 2*heard > len(nodes) {
+	if downs == 0 {
 		return d
 	}
-	if !holdSince.IsZero() && now.Sub(holdSince) >= downAfter {
+	growing := d.heard > mem.heard || (!mem.grewAt.IsZero() && now.Sub(mem.grewAt) < downAfter/2)
+	switch {
+	case now.Sub(leaderSince) < settleLimit(downAfter) && growing:
+		d.held = fmt.Sprintf("holding %d nodes back from down: streams are still moving to this leader (it hears from %d of %d nodes, more than a moment ago)", downs, d.heard, len(nodes))
+	case downs >= 2 && 2*d.heard <= len(nodes) && (mem.holdSince.IsZero() || now.Sub(mem.holdSince) < downAfter):
+		d.held = fmt.Sprintf("holding %d nodes back from down: this leader hears from only %d of %d nodes, which is more likely its own view than a fleet-wide failure; they are marked down if still silent after another %s", downs, d.heard, len(nodes), downAfter)
+	default:
 		return d
 	}
-	d.held = fmt.Sprintf("holding %d nodes back from down: this leader hears from only %d of %d nodes, which is more likely its own view than a fleet-wide failure; they are marked down if still silent after another %s", downs, heard, len(nodes), downAfter)
 	d.changes = slices.DeleteFunc(d.changes, func(a healthAction) bool { return a.to == pb.NodeStatus_NODE_STATUS_DOWN })
 	return d
 }
@@ -170,16 +198,21 @@ func (s *Service) healthTick(ctx context.Context, st *leaderState) (loopResult, 
 	if r := st.guard.resumedAt(); r.After(since) {
 		since = r
 	}
-	d := decideHealth(hn, since, now, s.cfg.DownAfter, st.healthHoldSince)
+	mem := &st.health
+	d := decideHealth(hn, since, now, s.cfg.DownAfter, *mem)
+	if d.heard > mem.heard {
+		mem.grewAt = now
+	}
+	mem.heard = d.heard
 	var res loopResult
 	switch {
 	case d.held != "":
-		if st.healthHoldSince.IsZero() {
-			st.healthHoldSince = now
+		if mem.holdSince.IsZero() {
+			mem.holdSince = now
 			res = loopResult{refused: true, reason: d.held}
 		}
 	default:
-		st.healthHoldSince = time.Time{}
+		mem.holdSince = time.Time{}
 	}
 	if len(d.changes) == 0 {
 		return res, nil

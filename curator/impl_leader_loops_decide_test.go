@@ -103,10 +103,51 @@ func TestDecideHealth(t *testing.T) {
 		{"one silent node is never held", []healthNode{fresh("a", since), {id: "b", status: down}}, since.Add(downAfter), time.Time{},
 			[]healthAction{{nodeID: "a", to: down}}, false},
 	}
+	// Settling: a new leader still hearing from more nodes by the tick.
+	settling := []struct {
+		name    string
+		nodes   []healthNode
+		now     time.Time
+		mem     healthMemory
+		want    []healthAction
+		heldFor bool
+	}{
+		{"new leader, more nodes heard than last tick: hold", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 5},
+			nil, true},
+		{"new leader, grew a moment ago: hold", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 8, grewAt: since.Add(downAfter - downAfter/4)},
+			nil, true},
+		{"new leader, settled: mark down", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 8, grewAt: since.Add(downAfter / 4)},
+			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}}, false},
+		{"old leader, growing: mark down", fleet(since.Add(settleLimit(downAfter)), 2), since.Add(settleLimit(downAfter)), healthMemory{heard: 5},
+			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}}, false},
+	}
+	for _, tt := range settling {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decideHealth(tt.nodes, since, tt.now, downAfter, tt.mem)
+			if diff := cmp.Diff(tt.want, got.changes, cmp.AllowUnexported(healthAction{}), cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".reason" }, cmp.Ignore()), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("decideHealth (-want +got):\n%s", diff)
+			}
+			if (got.held != "") != tt.heldFor {
+				t.Errorf("held = %q, want held %v", got.held, tt.heldFor)
+			}
+		})
+	}
+	// steady is a memory in which nothing grew: the count heard now.
+	steady := func(nodes []healthNode, now time.Time) healthMemory {
+		m := healthMemory{}
+		for _, n := range nodes {
+			if n.seen && now.Sub(n.last) < downAfter {
+				m.heard++
+			}
+		}
+		return m
+	}
 	opt := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".reason" }, cmp.Ignore())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decideHealth(tt.nodes, since, tt.now, downAfter, tt.holdSince)
+			mem := steady(tt.nodes, tt.now)
+			mem.holdSince = tt.holdSince
+			got := decideHealth(tt.nodes, since, tt.now, downAfter, mem)
 			for _, a := range got.changes {
 				if a.reason == "" {
 					t.Errorf("change of %s has no reason", a.nodeID)
