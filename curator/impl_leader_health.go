@@ -44,19 +44,22 @@ func (h *heartbeats) get(id string) (time.Time, bool) {
 
 // decideStatus is the health rule, a pure function. A node is ready while
 // its last heartbeat is younger than downAfter, and down once it is older.
-// A leader that has not heard from a node since it took over counts from
-// the moment it took over: every node gets a grace period of downAfter
-// before a new leader marks it down, as heartbeats sent to the old leader
-// are lost with it.
+// A leader that has not heard from a node since it took over (or came back
+// from doubt) gives it twice downAfter from that moment, as Swarm doubles
+// its grace after a leader change: heartbeats sent to the old leader are
+// lost with it, and every node has to find the new one first.
 func decideStatus(cur pb.NodeStatus, last time.Time, seen bool, leaderSince, now time.Time, downAfter time.Duration) pb.NodeStatus {
 	if seen && now.Sub(last) < downAfter {
 		return pb.NodeStatus_NODE_STATUS_READY
 	}
-	ref := leaderSince
-	if seen && last.After(ref) {
-		ref = last
+	if seen && last.After(leaderSince) {
+		// Heard by this leader, then silent.
+		if now.Sub(last) >= downAfter {
+			return pb.NodeStatus_NODE_STATUS_DOWN
+		}
+		return cur
 	}
-	if now.Sub(ref) >= downAfter {
+	if now.Sub(leaderSince) >= 2*downAfter {
 		return pb.NodeStatus_NODE_STATUS_DOWN
 	}
 	return cur

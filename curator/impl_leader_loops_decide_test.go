@@ -2,6 +2,7 @@ package curator
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,8 +85,8 @@ func TestDecideHealth(t *testing.T) {
 			[]healthAction{{nodeID: "a", to: ready}}, false},
 		{"stale heartbeat makes down", []healthNode{fresh("a", since)}, since.Add(downAfter), time.Time{},
 			[]healthAction{{nodeID: "a", to: down}}, false},
-		{"new leader's grace: unseen node keeps its status", []healthNode{{id: "a", status: ready}}, since.Add(downAfter - time.Millisecond), time.Time{}, nil, false},
-		{"grace over: unseen node is down", []healthNode{{id: "a", status: ready}, fresh("b", since.Add(downAfter)), fresh("c", since.Add(downAfter))}, since.Add(downAfter), time.Time{},
+		{"new leader's grace: unseen node keeps its status", []healthNode{{id: "a", status: ready}}, since.Add(2*downAfter - time.Millisecond), time.Time{}, nil, false},
+		{"grace over: unseen node is down", []healthNode{{id: "a", status: ready}, fresh("b", since.Add(2*downAfter)), fresh("c", since.Add(2*downAfter))}, since.Add(2 * downAfter), time.Time{},
 			[]healthAction{{nodeID: "a", to: down}}, false},
 		{"every change in one tick", []healthNode{fresh("a", since), fresh("b", since), {id: "c", status: down, last: since.Add(9 * time.Second), seen: true}, fresh("d", since.Add(9*time.Second)), fresh("e", since.Add(9*time.Second)), fresh("f", since.Add(9*time.Second))}, since.Add(10 * time.Second), time.Time{},
 			[]healthAction{{nodeID: "a", to: down}, {nodeID: "b", to: down}, {nodeID: "c", to: ready}}, false},
@@ -94,7 +95,7 @@ func TestDecideHealth(t *testing.T) {
 		{"a minority silent is marked down", fleet(later, 4), later, time.Time{},
 			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}, {nodeID: "n2", to: down}, {nodeID: "n3", to: down}}, false},
 		{"a majority silent is held back", fleet(later, 5), later, time.Time{}, nil, true},
-		{"new leader hearing from few holds them all", []healthNode{{id: "a", status: ready}, {id: "b", status: ready}, fresh("c", since.Add(time.Second))}, since.Add(downAfter), time.Time{}, nil, true},
+		{"new leader hearing from few holds them all", []healthNode{{id: "a", status: ready}, {id: "b", status: ready}, fresh("c", since.Add(2*downAfter))}, since.Add(2 * downAfter), time.Time{}, nil, true},
 		{"held back, still within the extra wait", fleet(later, 6), later, later.Add(-downAfter + time.Millisecond), nil, true},
 		{"held back long enough: marked down", fleet(later, 6), later, later.Add(-downAfter),
 			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}, {nodeID: "n2", to: down}, {nodeID: "n3", to: down}, {nodeID: "n4", to: down}, {nodeID: "n5", to: down}}, false},
@@ -112,11 +113,11 @@ func TestDecideHealth(t *testing.T) {
 		want    []healthAction
 		heldFor bool
 	}{
-		{"new leader, more nodes heard than last tick: hold", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 5},
+		{"new leader, more nodes heard than last tick: hold", fleet(since.Add(2*downAfter), 2), since.Add(2 * downAfter), healthMemory{heard: 5},
 			nil, true},
-		{"new leader, grew a moment ago: hold", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 8, grewAt: since.Add(downAfter - downAfter/4)},
+		{"new leader, grew a moment ago: hold", fleet(since.Add(2*downAfter), 2), since.Add(2 * downAfter), healthMemory{heard: 8, grewAt: since.Add(2*downAfter - downAfter/4)},
 			nil, true},
-		{"new leader, settled: mark down", fleet(since.Add(downAfter), 2), since.Add(downAfter), healthMemory{heard: 8, grewAt: since.Add(downAfter / 4)},
+		{"new leader, settled: mark down", fleet(since.Add(2*downAfter), 2), since.Add(2 * downAfter), healthMemory{heard: 8, grewAt: since.Add(downAfter)},
 			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}}, false},
 		{"old leader, growing: mark down", fleet(since.Add(settleLimit(downAfter)), 2), since.Add(settleLimit(downAfter)), healthMemory{heard: 5},
 			[]healthAction{{nodeID: "n0", to: down}, {nodeID: "n1", to: down}}, false},
@@ -147,7 +148,11 @@ func TestDecideHealth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := steady(tt.nodes, tt.now)
 			mem.holdSince = tt.holdSince
-			got := decideHealth(tt.nodes, since, tt.now, downAfter, mem)
+			leaderAt := since.Add(-time.Hour) // long in office
+			if strings.Contains(tt.name, "new leader") || strings.Contains(tt.name, "grace") {
+				leaderAt = since
+			}
+			got := decideHealth(tt.nodes, leaderAt, tt.now, downAfter, mem)
 			for _, a := range got.changes {
 				if a.reason == "" {
 					t.Errorf("change of %s has no reason", a.nodeID)

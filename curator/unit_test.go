@@ -41,12 +41,14 @@ func TestDecideStatus(t *testing.T) {
 		{"new leader, unseen, in grace: unknown kept", unknown, time.Time{}, false, t0, at(4 * time.Second), unknown},
 		{"new leader, unseen, in grace: ready kept", ready, time.Time{}, false, t0, at(4 * time.Second), ready},
 		{"new leader, unseen, in grace: down kept", down, time.Time{}, false, t0, at(time.Second), down},
-		{"new leader, unseen, grace over", ready, time.Time{}, false, t0, at(5 * time.Second), down},
+		{"new leader, unseen, past one down-after: ready kept", ready, time.Time{}, false, t0, at(9 * time.Second), ready},
+		{"new leader, unseen, grace (twice down-after) over", ready, time.Time{}, false, t0, at(10 * time.Second), down},
 		{"new leader, unseen, long after", unknown, time.Time{}, false, t0, at(time.Hour), down},
 		// A heartbeat older than the leadership (a clock oddity) counts
 		// from the leadership.
 		{"heartbeat before leadership, in grace", ready, at(-time.Minute), true, t0, at(2 * time.Second), ready},
-		{"heartbeat before leadership, grace over", ready, at(-time.Minute), true, t0, at(6 * time.Second), down},
+		{"heartbeat before leadership, grace over", ready, at(-time.Minute), true, t0, at(10 * time.Second), down},
+		{"seen by this leader, then silent", ready, at(time.Second), true, t0, at(6 * time.Second), down},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decideStatus(tc.cur, tc.last, tc.seen, tc.leaderSince, tc.now, downAfter)

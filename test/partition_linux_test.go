@@ -261,8 +261,14 @@ func TestPartitionEtcdLeaderCut(t *testing.T) {
 			t.Errorf("%s said it leads in %d /healthz rounds: losing the etcd leader cost a curator failover", m, claims[m])
 		}
 	}
-	if denials[b.leader] > 0 {
-		t.Errorf("curator leader %s said it does not lead in %d /healthz rounds", b.leader, denials[b.leader])
+	// While etcd elects a leader no lease renewal succeeds, and the curator
+	// leader is in doubt for a moment: it answers nothing, and says it does
+	// not lead, but keeps its leadership (no one else leads, above). That
+	// moment must stay short: within one election TTL.
+	if maxDoubt := int(electionTTL / healthzPollEvery); denials[b.leader] > maxDoubt {
+		t.Errorf("curator leader %s said it does not lead in %d /healthz rounds (more than %s)", b.leader, denials[b.leader], electionTTL)
+	} else if denials[b.leader] > 0 {
+		t.Logf("curator leader %s was in doubt for %d /healthz rounds during etcd's election, and kept its leadership", b.leader, denials[b.leader])
 	}
 	evs, err := partitionEvents(t, w.config)
 	if err != nil {
