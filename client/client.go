@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -48,6 +49,34 @@ const (
 // ErrNoManager is returned (wrapped, with what each manager said) when no
 // manager could be reached.
 var ErrNoManager = errors.New("no manager answered")
+
+// ErrQuorumLost is returned, with ErrNoManager, when no manager could serve
+// the call and at least one said why: the cluster has lost its quorum (too
+// few etcd voters answer). The message says which managers answer and what
+// to do.
+var ErrQuorumLost = errors.New("quorum lost")
+
+// The details by which a manager marks a status as a lost quorum (see
+// curator's toStatus).
+const (
+	errorDomain      = "curator.v1"
+	quorumLostReason = "QUORUM_LOST"
+)
+
+// isQuorumLost says whether err is a manager's answer that the quorum is
+// lost.
+func isQuorumLost(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == quorumLostReason && info.GetDomain() == errorDomain {
+			return true
+		}
+	}
+	return false
+}
 
 // Option changes a default of Dial.
 type Option func(*options)
@@ -350,11 +379,22 @@ func isUnreachable(err error) bool {
 
 func (c *Client) giveUp(ctxErr error, order []string, failed map[string]error) error {
 	var b strings.Builder
+	quorum := ""
 	for i, addr := range order {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s: %s", addr, status.Convert(failed[addr]).Message())
+		msg := status.Convert(failed[addr]).Message()
+		if isQuorumLost(failed[addr]) {
+			quorum = msg
+			msg = "answers, but without a quorum"
+		}
+		fmt.Fprintf(&b, "%s: %s", addr, msg)
+	}
+	if quorum != "" {
+		// What a manager that answers said is the news: lead with it.
+		quorum = strings.TrimPrefix(quorum, ErrQuorumLost.Error()+": ")
+		return fmt.Errorf("%w: %s (%w with a quorum; tried %s)", ErrQuorumLost, quorum, ErrNoManager, b.String())
 	}
 	switch {
 	case ctxErr != nil && len(order) == 0:

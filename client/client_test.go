@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -439,5 +440,46 @@ func TestDialFailsOnBadCredentials(t *testing.T) {
 				t.Errorf("Dial error = %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestQuorumLossIsStated: when the managers that answer say the quorum is
+// lost (Unavailable, marked QUORUM_LOST), the client's error leads with
+// what they said and lists what every manager tried answered.
+func TestQuorumLossIsStated(t *testing.T) {
+	ca := newCA(t)
+	const said = "quorum lost: etcd has no leader: 1 of its 3 voters answer, and a majority needs 2. To recover, restart the stopped managers"
+	st, err := status.New(codes.Unavailable, said).WithDetails(&errdetails.ErrorInfo{Reason: quorumLostReason, Domain: errorDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	survivor := startManager(t, ca, "127.0.0.2", &fakeManagement{name: "a", err: st.Err()})
+	dead := closedPort(t, "127.0.0.3")
+	c := dial(t, writeConfig(t, ca, dead, survivor), WithRounds(2))
+	_, err = listNodeIDs(t, c)
+	if !errors.Is(err, ErrQuorumLost) || !errors.Is(err, ErrNoManager) {
+		t.Fatalf("error = %v, want ErrQuorumLost and ErrNoManager", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"quorum lost: etcd has no leader: 1 of its 3 voters answer",
+		"restart the stopped managers",
+		survivor + ": answers, but without a quorum",
+		dead + ": ",
+		"connection refused",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Count(msg, "quorum lost") != 1 {
+		t.Errorf("error %q says quorum lost more than once", msg)
+	}
+
+	// A plain Unavailable (an election under way) is no quorum loss.
+	plain := startManager(t, ca, "127.0.0.4", &fakeManagement{name: "b", err: status.Error(codes.Unavailable, "no curator leader is elected right now")})
+	c = dial(t, writeConfig(t, ca, plain), WithRounds(1))
+	if _, err := listNodeIDs(t, c); !errors.Is(err, ErrNoManager) || errors.Is(err, ErrQuorumLost) {
+		t.Errorf("error = %v, want ErrNoManager and not ErrQuorumLost", err)
 	}
 }

@@ -353,6 +353,7 @@ func (s *Service) stop(r *run) {
 	}
 	select {
 	case <-r.etcd.Server.ReadyNotify():
+		s.handOff(r)
 	default:
 		// embed's Close waits for its client servers, which wait until the
 		// server is ready or stopping: a server that never got ready must

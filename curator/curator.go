@@ -36,6 +36,8 @@ type Service struct {
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
 	metrics *Metrics
+	// quorum is what the last quorum check found (runQuorumCheck).
+	quorum quorumCache
 }
 
 // leaderState is what a leading curator keeps: the fence, and what only the
@@ -199,12 +201,15 @@ func (s *Service) IsLeader() bool {
 
 func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
 
-// Run is the curator's runnable: the gRPC server and the election.
+// Run is the curator's runnable: the gRPC server and the election. Once ctx
+// ends it returns when they have (see runningSet), within stopTimeout.
 func (s *Service) Run(ctx context.Context) error {
-	if err := supervisor.Run(ctx, "grpc", s.runGRPC); err != nil {
-		return err
-	}
-	if err := supervisor.Run(ctx, "election", s.runElection); err != nil {
+	var running runningSet
+	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
+		"grpc":     running.wrap(s.runGRPC),
+		"election": running.wrap(s.runElection),
+		"quorum":   s.runQuorumCheck,
+	}); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "follow-election", s.runFollowElection); err != nil {
@@ -212,9 +217,18 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	supervisor.Signal(ctx, supervisor.Healthy)
 	<-ctx.Done()
+	// Forwarded streams end with the connection to the leader, so the
+	// gRPC server need not wait for them; close it again after the wait,
+	// in case a call dialled the leader meanwhile.
+	s.fwd.close()
+	running.wait(stopTimeout)
 	s.fwd.close()
 	return ctx.Err()
 }
+
+// stopTimeout bounds how long Run waits for its runnables once stopped:
+// the gRPC server gives calls a second, the lease revocation has one.
+const stopTimeout = 2 * time.Second
 
 // serverTLS: the node certificate with the CA in its chain, so that a
 // joining node can pin the CA by the fingerprint in its token; client
@@ -430,7 +444,7 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	loops := map[string]supervisor.Runnable{
 		"joins": func(ctx context.Context) error { return s.runJoins(ctx, st) },
 	}
-	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st)} {
+	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st), s.approvalLoop(st)} {
 		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
 	}
 	if err := supervisor.RunGroup(ctx, loops); err != nil {
@@ -441,10 +455,17 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	return ctx.Err()
 }
 
-// leaderFor returns the leadership a handler acts under, or ErrNotLeader.
+// leaderFor returns the leadership a handler acts under, or ErrNotLeader
+// (ErrQuorum when a leader in doubt about its lease finds the quorum lost).
 func (s *Service) leaderFor() (*leaderState, error) {
-	if st := s.currentLeader(); st != nil && st.guard.held() {
+	st := s.currentLeader()
+	if st != nil && st.guard.held() {
 		return st, nil
+	}
+	if st != nil {
+		if err := s.quorumLost(); err != nil {
+			return nil, err
+		}
 	}
 	return nil, ErrNotLeader
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -16,6 +17,10 @@ var (
 	ErrNotLeader = errors.New("this curator is not the leader")
 	// ErrNoLeader: no leader is elected right now.
 	ErrNoLeader = errors.New("no curator leader is elected right now: retry in a few seconds")
+	// ErrQuorum: too few etcd voters answer for etcd to elect a leader;
+	// nothing can be read or written until enough come back (see
+	// CheckQuorum).
+	ErrQuorum   = errors.New("quorum lost")
 	ErrNotFound = errors.New("not found")
 	// ErrInvalid: the request is malformed.
 	ErrInvalid = errors.New("invalid request")
@@ -27,6 +32,13 @@ var (
 	ErrPrecondition = errors.New("refused")
 )
 
+// The details of a gRPC status that says the quorum is lost: an
+// errdetails.ErrorInfo with this reason and domain.
+const (
+	ErrorDomain      = "curator.v1"
+	QuorumLostReason = "QUORUM_LOST"
+)
+
 // toStatus turns an error from the curator into a gRPC status error.
 func toStatus(err error) error {
 	if err == nil {
@@ -34,6 +46,16 @@ func toStatus(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if errors.Is(err, ErrQuorum) {
+		// Unavailable, as the client should try another manager (one
+		// across a partition may have the quorum), marked so that a client
+		// that finds no better answer can say what happened.
+		st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: QuorumLostReason, Domain: ErrorDomain})
+		if derr != nil {
+			return status.Error(codes.Unavailable, err.Error())
+		}
+		return st.Err()
 	}
 	code := codes.Internal
 	switch {

@@ -137,6 +137,11 @@ func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, addre
 
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
+	// Without a quorum there is no leader to forward to, whatever the
+	// election watch last said: say so, and why, at once.
+	if err := s.quorumLost(); err != nil {
+		return nil, err
+	}
 	var id, addr string
 	if li := s.fwd.known.Load(); li != nil {
 		id, addr = li.id, li.addr

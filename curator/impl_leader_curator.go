@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -82,9 +81,11 @@ func (c *curatorServer) Register(ctx context.Context, req *pb.RegisterRequest) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	name := strings.TrimSpace(req.Name)
+	name := req.Name
 	if name == "" {
 		name = id[:12]
+	} else if err := ValidateNodeName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	availability := req.Availability
 	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
@@ -150,6 +151,14 @@ func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
 			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, node.Id)
 		}
 		return true, nil
+	}
+	// Commands take a name wherever they take an ID: one must never read
+	// as the other.
+	if node.Name == node.Id {
+		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(node.Name))
+	}
+	if n := st.reg.node(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(node.Name), n.Id)
 	}
 	if n := st.reg.nodeNamed(node.Name); n != nil {
 		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)

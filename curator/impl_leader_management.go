@@ -189,6 +189,9 @@ func (m *managementServer) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfo
 	if n := len(info.Voters); n > 1 && n%2 == 0 {
 		info.Warnings = append(info.Warnings, fmt.Sprintf("%d voters: an even number tolerates no more failures than %d; promote or demote one manager", n, n-1))
 	}
+	if w := maxVotersWarning(cs.MaxVoters); w != "" {
+		info.Warnings = append(info.Warnings, w)
+	}
 	if !info.QuorumHealthy {
 		info.Warnings = append(info.Warnings, fmt.Sprintf("only %d of %d voters are healthy: one more failure may lose quorum", healthy, len(info.Voters)))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -54,7 +53,7 @@ func (m *managementServer) PromoteNode(ctx context.Context, req *pb.NodeRequest)
 	}
 	st.muNodes.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("promote: %w", err)
+		return nil, err
 	}
 	return s.view(ctx, st, n.Id)
 }
@@ -73,7 +72,7 @@ func (m *managementServer) DemoteNode(ctx context.Context, req *pb.NodeRequest) 
 	}
 	st.muNodes.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("demote: %w", err)
+		return nil, err
 	}
 	resp := &pb.DemoteResponse{Outcome: string(outcome)}
 	if outcome == demoted {
@@ -86,13 +85,6 @@ func (m *managementServer) DemoteNode(ctx context.Context, req *pb.NodeRequest) 
 	return resp, nil
 }
 
-// Labels: like Kubernetes', keys of letters, digits, '-', '_', '.', '/';
-// values of the same without '/', possibly empty.
-var (
-	labelKey   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
-	labelValue = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
-)
-
 func (m *managementServer) UpdateNode(ctx context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
 	s := m.s
 	st, err := s.leaderFor()
@@ -103,16 +95,13 @@ func (m *managementServer) UpdateNode(ctx context.Context, req *pb.UpdateNodeReq
 		return nil, fmt.Errorf("%w: unknown availability %d: want active, pause or drain", ErrInvalid, req.Availability)
 	}
 	for k, v := range req.LabelAdd {
-		if !labelKey.MatchString(k) {
-			return nil, fmt.Errorf("%w: label key %q: use up to 63 letters, digits, '-', '_', '.', '/', starting and ending with a letter or digit", ErrInvalid, k)
-		}
-		if !labelValue.MatchString(v) {
-			return nil, fmt.Errorf("%w: label %s=%q: values use up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit", ErrInvalid, k, v)
+		if err := ValidateLabel(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	for _, k := range req.LabelRm {
-		if !labelKey.MatchString(k) {
-			return nil, fmt.Errorf("%w: label key %q is not a valid key", ErrInvalid, k)
+		if err := ValidateLabelKey(k); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if _, both := req.LabelAdd[k]; both {
 			return nil, fmt.Errorf("%w: label %q is both added and removed", ErrInvalid, k)
@@ -157,26 +146,19 @@ func (m *managementServer) ApproveNode(ctx context.Context, req *pb.NodeRequest)
 		}
 		req.Id = n.Id
 		if n.State != pb.NodeState_NODE_STATE_PENDING {
-			return nil // approved already
+			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", ErrExists, n.Id, stateWord(n.State))
 		}
 		n.State = pb.NodeState_NODE_STATE_UP
 		n.Roles = []pb.Role{pb.Role_ROLE_WORKER}
 		n.Updated = timestampNow(s)
-		if err := nodeSave(ctx, st.leadership, n); err != nil {
-			return err
-		}
-		if n.JoinedAs == "manager" {
-			// It joined with the manager token: it becomes a consensus
-			// member once it is ready, as if it had joined now.
-			if err := s.promote(ctx, st, n); err != nil {
-				s.logger(ctx).Warn("approved manager not promoted yet: " + err.Error())
-			}
-		}
-		return nil
+		// A node that joined with the manager token becomes a consensus
+		// member, as if it had joined now: the approval records that, and
+		// the manager-approvals loop promotes it once it is ready.
+		return nodeApprove(ctx, st.leadership, n, n.JoinedAs == "manager")
 	}()
 	st.muNodes.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("approve: %w", err)
+		return nil, err
 	}
 	return s.view(ctx, st, req.Id)
 }
@@ -241,8 +223,10 @@ func (m *managementServer) UpdateCluster(ctx context.Context, req *pb.UpdateClus
 	if err != nil {
 		return nil, err
 	}
-	if req.MaxVoters != nil && (*req.MaxVoters < 1 || *req.MaxVoters > 15) {
-		return nil, fmt.Errorf("%w: max voters must be from 1 to 15 (3, 5 or 7 is usual), not %d", ErrInvalid, *req.MaxVoters)
+	if req.MaxVoters != nil {
+		if err := checkMaxVoters(*req.MaxVoters); err != nil {
+			return nil, err
+		}
 	}
 	err = func() error {
 		st.muNodes.Lock()
@@ -267,7 +251,7 @@ func (m *managementServer) UpdateCluster(ctx context.Context, req *pb.UpdateClus
 		return clusterSave(ctx, st.leadership, cs)
 	}()
 	if err != nil {
-		return nil, fmt.Errorf("update cluster: %w", err)
+		return nil, err
 	}
 	return m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
 }
@@ -310,7 +294,7 @@ func (c *curatorServer) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*p
 		}
 		outcome, err := s.demote(ctx, st, n)
 		if err != nil {
-			return nil, fmt.Errorf("leave: %w", err)
+			return nil, err
 		}
 		if outcome == handedOver {
 			return &pb.NodeLeaveResponse{Outcome: "demoting", Message: "this node led the curators: it resigned, and the next leader finishes its demotion"}, nil

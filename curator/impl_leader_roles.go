@@ -112,6 +112,12 @@ type demoteOutcome string
 const (
 	demoted    demoteOutcome = "demoted"
 	handedOver demoteOutcome = "handed-over"
+	// notManager: the node holds no consensus role and is no etcd member;
+	// nothing changed.
+	notManager demoteOutcome = "not-a-manager"
+	// promotionCalledOff: the node was approved as a manager but not yet
+	// promoted; it stays a worker.
+	promotionCalledOff demoteOutcome = "promotion-called-off"
 )
 
 // demote takes the consensus role from node n, with the guards. A leader
@@ -124,7 +130,20 @@ func (s *Service) demote(ctx context.Context, st *leaderState, n *pb.Node) (demo
 	}
 	m, member := ms.memberOf[n.Id]
 	if !member && !hasRole(n, pb.Role_ROLE_CONSENSUS) {
-		return demoted, nil
+		if n.State == pb.NodeState_NODE_STATE_PENDING {
+			return "", fmt.Errorf("%w: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`",
+				ErrPrecondition, n.Id, n.Id, n.Id)
+		}
+		// An approved manager the manager-approvals loop has not promoted
+		// yet: the operator's word wins.
+		calledOff, err := promotionDrop(ctx, st.leadership, n.Id)
+		if err != nil {
+			return "", err
+		}
+		if calledOff {
+			return promotionCalledOff, nil
+		}
+		return notManager, nil
 	}
 	if member {
 		if err := s.checkRemoval(ms, m, n.Id); err != nil {

@@ -92,6 +92,8 @@ func (s *Service) writeJoins(ctx context.Context, st *leaderState, batch []*pend
 		case err == nil && !again && ids[n.Id]:
 			// The same node twice in one batch (a retry): once is enough.
 			again = true
+		case err == nil && !again && ids[n.Name]:
+			err = fmt.Errorf("%w: the name %s is the ID of a node joining now: pick another --name", ErrInvalid, QuoteShort(n.Name))
 		case err == nil && !again && names[n.Name] != "":
 			err = fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, n.Name, names[n.Name])
 		case err == nil && !again && addrs[n.Address] != "":

@@ -7,6 +7,11 @@ const (
 	clusterKey     = keyPrefix + "cluster"
 	pkiKey         = keyPrefix + "pki"
 	electionPrefix = keyPrefix + "election"
+	// promotionPrefix holds the promotions an approval owes: one key per
+	// approved node that joined with the manager token.
+	promotionPrefix = keyPrefix + "promotions/"
 )
 
 func nodeKey(id string) string { return nodePrefix + id }
+
+func promotionKey(id string) string { return promotionPrefix + id }

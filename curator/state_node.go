@@ -84,10 +84,10 @@ func nodeResolve(nodes []*pb.Node, query string) (*pb.Node, error) {
 			for i, n := range matches {
 				ids[i] = n.Id
 			}
-			return nil, fmt.Errorf("%w: %q matches %d nodes (%s): give more of the ID", ErrInvalid, query, len(matches), strings.Join(ids, ", "))
+			return nil, fmt.Errorf("%w: %s matches %d nodes (%s): give more of the ID", ErrInvalid, QuoteShort(query), len(matches), strings.Join(ids, ", "))
 		}
 	}
-	return nil, fmt.Errorf("no node with ID, ID prefix or name %q: %w (list nodes with `curator node ls`)", query, ErrNotFound)
+	return nil, fmt.Errorf("no node with ID, ID prefix or name %s: %w (list nodes with `curator node ls`)", QuoteShort(query), ErrNotFound)
 }
 
 // maxNodesPerTxn bounds the records written in one transaction, well

@@ -101,7 +101,9 @@ func (a *Agent) Wipe() error {
 	return nil
 }
 
-// New loads the node in cfg.DataDir.
+// New loads the node in cfg.DataDir, and checks that its four ports are
+// free, so that a node that cannot run says so at once instead of
+// restarting its servers with backoff for ever.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -109,6 +111,9 @@ func New(cfg Config) (*Agent, error) {
 	st, err := loadState(cfg.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	if err := CheckPorts(st.Address); err != nil {
+		return nil, fmt.Errorf("%w: is this node running already? Stop the other process first (the node's address, %s, is fixed in %s)", err, st.Address, cfg.DataDir)
 	}
 	id, err := loadIdentity(cfg.DataDir)
 	if err != nil {

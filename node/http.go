@@ -20,11 +20,16 @@ import (
 // HTTPPortOffset: the agent serves /metrics and /healthz at PORT+3.
 const HTTPPortOffset = 3
 
-// healthz is what /healthz says about the node.
+// healthz is what /healthz says about the node. A manager also says
+// whether the cluster has a quorum, as its etcd sees it: "ok", "lost" (the
+// answer is 503, and message says which managers answer and what to do)
+// or "unknown" (message says why).
 type healthz struct {
 	NodeID        string `json:"node_id"`
 	Consensus     string `json:"consensus"`
 	CuratorLeader bool   `json:"curator_leader"`
+	Quorum        string `json:"quorum,omitempty"`
+	Message       string `json:"message,omitempty"`
 }
 
 // runHTTP serves Prometheus metrics and a health check. Plain HTTP: it
@@ -43,11 +48,23 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := healthz{NodeID: a.state.NodeID, Consensus: "none"}
+		code := http.StatusOK
 		if e, cur := a.consensus.get(); e != nil {
 			h.Consensus = e.Status().State.String()
 			h.CuratorLeader = cur != nil && cur.IsLeader()
+			if cur != nil {
+				switch err := cur.Quorum(); {
+				case err == nil:
+					h.Quorum = "ok"
+				case errors.Is(err, curator.ErrQuorum):
+					h.Quorum, h.Message, code = "lost", err.Error(), http.StatusServiceUnavailable
+				default:
+					h.Quorum, h.Message = "unknown", err.Error()
+				}
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
 	if a.cfg.Pprof {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -45,29 +46,44 @@ type bootstrapRecord struct {
 	ManagerToken string `json:"manager_token"`
 }
 
-// ErrAlreadyInitialised: init on a data dir that holds a node.
+// ErrAlreadyInitialised: init or join on a data dir that holds a node.
 var ErrAlreadyInitialised = errors.New("data dir already holds a node")
 
 // Init prepares dataDir as the first node of a new cluster: the cluster CA
 // and the etcd CA, the node's key and certificates, the admin credential
 // and client config. It does not start anything: Run does, and the first
-// run bootstraps etcd and writes the cluster's records. Init on a data dir
-// that already holds a node returns ErrAlreadyInitialised and changes
-// nothing.
+// run bootstraps etcd and writes the cluster's records.
+//
+// It refuses, and writes nothing, unless the data dir is new or empty (log
+// files aside: an operator may send the agent's output there) and the
+// node's four ports are free: a data dir that holds a node is that node's
+// (`agent run` restarts it; a copy run beside it would be a second instance
+// of the same node), and one that holds anything else is not ours to fill.
 func Init(cfg InitConfig) (*InitResult, error) {
 	dir := cfg.DataDir
 	if dir == "" {
 		return nil, errors.New("--data-dir is required")
 	}
-	if Initialised(dir) {
-		return nil, ErrAlreadyInitialised
+	if err := checkNoNode(dir); err != nil {
+		return nil, err
 	}
 	ip, port, err := curator.SplitAddress(cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
+	if cfg.Name != "" {
+		if err := curator.ValidateNodeName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("--name: %w", err)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, etcdDir)); err == nil {
 		return nil, fmt.Errorf("%s holds etcd data but no node: an earlier init did not finish; remove %s and run init again", dir, dir)
+	}
+	if err := checkEmpty(dir); err != nil {
+		return nil, err
+	}
+	if err := CheckPorts(cfg.Address); err != nil {
+		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -208,4 +224,45 @@ func loadBootstrap(dir string) (*bootstrapRecord, error) {
 		return nil, fmt.Errorf("%s is corrupt: %w", bootstrapFile, err)
 	}
 	return b, nil
+}
+
+// checkNoNode refuses a data dir that holds a node.
+func checkNoNode(dir string) error {
+	st, err := loadState(dir)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %s holds node %s (listening on %s): start it with `curator agent run --data-dir %s`; to make a new node, give an empty or new --data-dir",
+			ErrAlreadyInitialised, dir, st.NodeID, st.Address, dir)
+	case Initialised(dir):
+		return fmt.Errorf("%w: %s holds a node whose state cannot be read (%v): start it with `curator agent run --data-dir %s` to see why", ErrAlreadyInitialised, dir, err, dir)
+	}
+	return nil
+}
+
+// checkEmpty refuses a data dir that exists and holds anything but log
+// files.
+func checkEmpty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var other []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && filepath.Ext(e.Name()) == ".log" {
+			continue
+		}
+		other = append(other, e.Name())
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	shown := other
+	if len(shown) > 5 {
+		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(other)-5))
+	}
+	return fmt.Errorf("%s is not empty (it holds %s): init puts a new cluster's keys there; give an empty or new --data-dir (if an earlier init was cut short, remove %s first)",
+		dir, strings.Join(shown, ", "), dir)
 }

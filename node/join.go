@@ -39,15 +39,21 @@ type JoinConfig struct {
 
 // Join registers a new node with the cluster and writes its identity into
 // the data dir. It trusts the cluster only if its CA has the fingerprint in
-// the token. Retrying a join that was cut short is safe: the key is kept
-// and the leader hands the same node its certificate again.
+// the token.
+//
+// A join that fails leaves the data dir as it found it: it checks the
+// flags, the data dir (which must hold no node) and the node's four ports
+// before anything else, and the node's key stays in memory until the
+// cluster has registered the node. From then on the registration is real:
+// should writing the node's files fail, the key is kept, and running join
+// again picks the same node up (the leader hands it its certificate again).
 func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	dir := cfg.DataDir
 	if dir == "" {
 		return nil, errors.New("--data-dir is required")
 	}
-	if st, err := loadState(dir); err == nil {
-		return nil, fmt.Errorf("%s already holds node %s: start it with `curator agent run --data-dir %s`", dir, st.NodeID, dir)
+	if err := checkNoNode(dir); err != nil {
+		return nil, err
 	}
 	tok, err := pki.ParseToken(cfg.Token)
 	if err != nil {
@@ -56,18 +62,23 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	if _, _, err := curator.SplitAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
+	if cfg.Name != "" {
+		if err := curator.ValidateNodeName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("--name: %w", err)
+		}
+	}
 	if len(cfg.Managers) == 0 {
 		return nil, errors.New("at least one --manager IP:PORT is required")
 	}
 	for _, m := range cfg.Managers {
 		if _, _, err := net.SplitHostPort(m); err != nil {
-			return nil, fmt.Errorf("--manager %q: want IP:PORT", m)
+			return nil, fmt.Errorf("--manager %s: want IP:PORT", curator.QuoteShort(m))
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	if err := CheckPorts(cfg.Address); err != nil {
+		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
 	}
-	key, err := loadOrCreateKey(dir)
+	key, err := loadOrNewKey(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +109,9 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 		return nil, fmt.Errorf("CA from the cluster: %w", err)
 	}
 	if err := tok.VerifyCA(ca); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
@@ -207,23 +221,14 @@ func verifyPinned(tok pki.Token, raw [][]byte) error {
 	return fmt.Errorf("the server's CA is not the one the token names (fingerprint %s): wrong token or wrong cluster", tok.CAFingerprint)
 }
 
-func loadOrCreateKey(dir string) (crypto.Signer, error) {
+// loadOrNewKey returns the key a join that registered but did not finish
+// left in dir, or a new key, which it does not write.
+func loadOrNewKey(dir string) (crypto.Signer, error) {
 	path := pki.KeyPath(dir, nodeCertName)
 	if data, err := os.ReadFile(path); err == nil {
 		return pki.DecodeKey(data)
 	}
-	key, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	data, err := pki.EncodeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := pki.WriteFileAtomic(path, data, 0o600); err != nil {
-		return nil, err
-	}
-	return key, nil
+	return pki.NewKey()
 }
 
 func pkixPublicKey(key crypto.Signer) ([]byte, error) {

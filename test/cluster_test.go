@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,6 +207,20 @@ func TestDev(t *testing.T) {
 	if !strings.Contains(out, "export CURATOR_CONFIG="+config) {
 		t.Errorf("dev's output does not say export CURATOR_CONFIG=%s:\n%s", config, out)
 	}
+	// The commands dev prints work when pasted into a shell, with no
+	// curator on the PATH (this binary is a build of the test's own).
+	lines := strings.Split(out, "\n")
+	if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "export CURATOR_CONFIG=") }); i < 0 || i+1 >= len(lines) {
+		t.Errorf("dev's output has no export line and command after it:\n%s", out)
+	} else {
+		script := strings.TrimSpace(lines[i]) + "\n" + strings.TrimSpace(lines[i+1])
+		sh := exec.Command("sh", "-c", script)
+		sh.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+		pasted, err := sh.CombinedOutput()
+		if err != nil || !strings.Contains(string(pasted), "manager-1") {
+			t.Errorf("the commands dev printed, pasted into a shell:\n%s\nfailed (%v):\n%s", script, err, pasted)
+		}
+	}
 	nodes, err := nodeLs(t, config)
 	if err != nil {
 		t.Fatal(err)
@@ -329,14 +344,8 @@ func TestBadInput(t *testing.T) {
 		if !strings.Contains(stderr, "wrong token or wrong cluster") {
 			t.Errorf("stderr %q does not say wrong token or wrong cluster", stderr)
 		}
-		// The node's key is kept on purpose (a retried join reuses it),
-		// but no node may exist there.
-		if _, err := os.Stat(filepath.Join(dataDir, "state.json")); err == nil {
-			t.Errorf("a refused join left a node in %s", dataDir)
-		}
-		if _, err := os.Stat(filepath.Join(dataDir, "node.crt")); err == nil {
-			t.Errorf("a refused join left a certificate in %s", dataDir)
-		}
+		// Nothing is left behind, not even the node's key.
+		assertNoState(t, dataDir)
 	})
 
 	t.Run("dev flags", func(t *testing.T) {

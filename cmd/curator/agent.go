@@ -174,8 +174,11 @@ func newAgentInitCommand() *cobra.Command {
 		Short: "Create a new cluster with this machine as its first node, and run it",
 		Long: `Create a new cluster: its CA, the first node (an etcd voter and the first
 curator), the admin credential and a client config in DIR/admin/config.yaml.
-Then run the node in the foreground. On a data dir that already holds a node,
-init resumes it.`,
+Then run the node in the foreground.
+
+DIR must be new or empty (log files aside), and the node's four ports (PORT
+to PORT+3) free: otherwise init says why and writes nothing. A data dir that
+holds a node is restarted with 'curator agent run'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -186,14 +189,10 @@ init resumes it.`,
 				return err
 			}
 			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion()})
-			switch {
-			case errors.Is(err, node.ErrAlreadyInitialised):
-				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a node: resuming it.\n", f.dataDir)
-			case err != nil:
+			if err != nil {
 				return err
-			default:
-				printInitDone(cmd.OutOrStdout(), res, listen)
 			}
+			printInitDone(cmd.OutOrStdout(), res, listen, selfCommand())
 			return runAgent(cmd.Context(), cmd, f)
 		},
 	}
@@ -204,24 +203,27 @@ init resumes it.`,
 	return c
 }
 
-func printInitDone(w io.Writer, res *node.InitResult, listen string) {
+// printInitDone says what init made and the commands to go on with; self
+// is how to run this binary (selfCommand).
+func printInitDone(w io.Writer, res *node.InitResult, listen, self string) {
 	fmt.Fprintf(w, `Initialised cluster %s. This node is %s, listening on %s.
 
 Admin config: %s
   export CURATOR_CONFIG=%s
-  curator node ls
+  %s node ls
 
 Join a manager (it becomes an etcd voter on its own):
-  curator agent join --data-dir DIR --listen IP:PORT --manager %s \
+  %s agent join --data-dir DIR --listen IP:PORT --manager %s \
     --token %s
 
 Join a worker:
-  curator agent join --data-dir DIR --listen IP:PORT --manager %s \
+  %s agent join --data-dir DIR --listen IP:PORT --manager %s \
     --token %s
 
-Tokens can be shown again with 'curator token show manager|worker'.
+Tokens can be shown again with '%s token show manager|worker'.
 
-`, res.ClusterID, res.NodeID, listen, res.AdminConfig, res.AdminConfig, listen, res.ManagerToken, listen, res.WorkerToken)
+`, res.ClusterID, res.NodeID, listen, res.AdminConfig, shellQuote(res.AdminConfig), self,
+		self, listen, res.ManagerToken, self, listen, res.WorkerToken, self)
 }
 
 func newAgentJoinCommand() *cobra.Command {

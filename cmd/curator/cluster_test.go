@@ -184,10 +184,10 @@ Managers:           127.0.100.10:7000, 127.0.100.11:7000
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &yes, MaxVoters: u32(3)}},
 	}, {
 		name:      "the server's refusal",
-		args:      []string{"cluster", "update", "--max-voters", "0"},
-		wantErr:   "update cluster: invalid request: max voters must be from 1 to 15 (3, 5 or 7 is usual), not 0 (InvalidArgument)",
+		args:      []string{"cluster", "update", "--max-voters", "8"},
+		wantErr:   "update cluster: invalid request: max voters 8: the limit is 7 (InvalidArgument)",
 		wantCalls: []string{"UpdateCluster"},
-		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(0)}},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(8)}},
 	}, {
 		name:    "nothing to change",
 		args:    []string{"cluster", "update"},

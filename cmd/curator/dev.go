@@ -190,13 +190,14 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig, addrs [
 	if err := writeNodes(stdout, formatTable, nodes); err != nil {
 		return err
 	}
+	again := selfCommand()
 	fmt.Fprintf(stdout, `
 Cluster running in %s (node logs in %s/NAME/%s).
   export CURATOR_CONFIG=%s
-  curator node ls
+  %s node ls
 
-Press Ctrl-C to stop every node; run 'curator dev --dir %s' to start them again.
-`, dir, filepath.Join(dir, devNodesDir), devLogFile, cfgPath, dir)
+Press Ctrl-C to stop every node; run '%s dev --dir %s' to start them again.
+`, dir, filepath.Join(dir, devNodesDir), devLogFile, shellQuote(cfgPath), again, again, shellQuote(dir))
 	dc.watch(ctx)
 	<-ctx.Done()
 	fmt.Fprintln(stderr, "stopping every node")

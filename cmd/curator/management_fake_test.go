@@ -195,7 +195,10 @@ func (f *fakeManagement) DemoteNode(_ context.Context, req *pb.NodeRequest) (*pb
 		return nil, err
 	}
 	switch {
+	case v.Node.State == pb.NodeState_NODE_STATE_PENDING:
+		return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`", v.Node.Id, v.Node.Id, v.Node.Id)
 	case !hasConsensusRole(v):
+		return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "not-a-manager"}, nil
 	case v.ManagerStatus == pb.ManagerStatus_MANAGER_STATUS_LEADER:
 		v.Node.Demoting = true
 		f.settle(v.Node.Id)
@@ -240,9 +243,10 @@ func (f *fakeManagement) ApproveNode(_ context.Context, req *pb.NodeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	if v.Node.State == pb.NodeState_NODE_STATE_PENDING {
-		v.Node.State = pb.NodeState_NODE_STATE_UP
+	if v.Node.State != pb.NodeState_NODE_STATE_PENDING {
+		return nil, status.Errorf(codes.AlreadyExists, "already exists: node %s is up, not pending: it was approved already, or never waited for approval; nothing changed", v.Node.Id)
 	}
+	v.Node.State = pb.NodeState_NODE_STATE_UP
 	return proto.CloneOf(v), nil
 }
 
@@ -272,8 +276,8 @@ func (f *fakeManagement) UpdateCluster(_ context.Context, req *pb.UpdateClusterR
 	if err != nil {
 		return nil, err
 	}
-	if req.MaxVoters != nil && (*req.MaxVoters < 1 || *req.MaxVoters > 15) {
-		return nil, status.Errorf(codes.InvalidArgument, "invalid request: max voters must be from 1 to 15 (3, 5 or 7 is usual), not %d", *req.MaxVoters)
+	if req.MaxVoters != nil && (*req.MaxVoters < 1 || *req.MaxVoters > 7) {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid request: max voters %d: the limit is 7", *req.MaxVoters)
 	}
 	if req.RequireApproval != nil {
 		f.info.RequireApproval = *req.RequireApproval

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -173,7 +174,9 @@ func newNodeDemoteCommand(g *globalFlags) *cobra.Command {
 		Short: "Take the consensus role from nodes",
 		Long: `Take the consensus role from each node, in order: the leader moves etcd
 leadership off the node if it holds it, removes its etcd member, then its
-role. Demoting a node without the role changes nothing.
+role. Demoting a node without the role changes nothing and says so; one that
+was approved as a manager and waits for its promotion stays a worker. A
+pending node (waiting for approval) is refused: it has nothing to demote.
 
 A node that runs the curator leader cannot finish its own demotion: it marks
 itself, resigns, and the next leader finishes. --wait (the default) waits
@@ -202,6 +205,12 @@ before it are done.`,
 					switch resp.GetOutcome() {
 					case "demoted":
 						fmt.Fprintf(out, "demoted %s: no longer a consensus member\n", nodeLabel(v))
+						continue
+					case "not-a-manager":
+						fmt.Fprintf(out, "%s holds no consensus role: nothing to demote\n", nodeLabel(v))
+						continue
+					case "promotion-called-off":
+						fmt.Fprintf(out, "%s was approved as a manager but not promoted yet: its promotion is called off, it stays a worker\n", nodeLabel(v))
 						continue
 					case "handed-over":
 						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
@@ -374,7 +383,10 @@ func nodeUpdateRequest(id string, availabilitySet bool, availability string, lab
 	for _, kv := range labelAdd {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--label-add %q: give a label as key=value", kv)
+			return nil, fmt.Errorf("--label-add %s: give a label as key=value", curator.QuoteShort(kv))
+		}
+		if err := curator.ValidateLabel(k, v); err != nil {
+			return nil, fmt.Errorf("--label-add: %v", err)
 		}
 		if old, dup := req.LabelAdd[k]; dup && old != v {
 			return nil, fmt.Errorf("--label-add gives label %q twice, as %q and %q: give it once", k, old, v)
@@ -389,7 +401,10 @@ func nodeUpdateRequest(id string, availabilitySet bool, availability string, lab
 		case k == "":
 			return nil, errors.New("--label-rm: the label key is empty")
 		case strings.Contains(k, "="):
-			return nil, fmt.Errorf("--label-rm %q: give only the key of the label to remove", k)
+			return nil, fmt.Errorf("--label-rm %s: give only the key of the label to remove", curator.QuoteShort(k))
+		}
+		if err := curator.ValidateLabelKey(k); err != nil {
+			return nil, fmt.Errorf("--label-rm: %v", err)
 		}
 		if _, both := req.LabelAdd[k]; both {
 			return nil, fmt.Errorf("label %q is both added (--label-add) and removed (--label-rm): give one", k)
@@ -411,9 +426,10 @@ func newNodeApproveCommand(g *globalFlags) *cobra.Command {
 		Short: "Let a pending node into the cluster",
 		Long: `Let a node that waits for approval (cluster update --require-approval=true)
 into the cluster, and print it as node ls does. A node that joined with the
-manager token then becomes a consensus member, as if it had joined now.
-Approving a node that is not pending changes nothing. To refuse a pending
-node, remove it with node rm.`,
+manager token then becomes a consensus member, as if it had joined now: the
+leader promotes it once it is ready (see curator events). Approving a node
+that is not pending is refused (AlreadyExists) and changes nothing. To refuse
+a pending node, remove it with node rm.`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {

@@ -338,10 +338,10 @@ func TestNodePromote(t *testing.T) {
 		wantReqs:   []proto.Message{nodeReq("worker-2")},
 	}, {
 		name:      "stops at the first refusal, after the ones before it",
-		setup:     refusal(codes.FailedPrecondition, "promote: refused: node eee is not ready (down): bring it back first"),
+		setup:     refusal(codes.FailedPrecondition, "refused: node eee is not ready (down): bring it back first"),
 		args:      []string{"node", "promote", "worker-2", "worker-3", "aaa"},
 		want:      promotedD,
-		wantErr:   "promote node worker-3: promote: refused: node eee is not ready (down): bring it back first (FailedPrecondition)",
+		wantErr:   "promote node worker-3: refused: node eee is not ready (down): bring it back first (FailedPrecondition)",
 		wantCalls: []string{"PromoteNode worker-2", "PromoteNode worker-3"},
 		wantReqs:  []proto.Message{nodeReq("worker-2"), nodeReq("worker-3")},
 	}, {
@@ -361,10 +361,10 @@ func TestNodeDemote(t *testing.T) {
 	)
 	nodeReq := func(id string) proto.Message { return &pb.NodeRequest{Id: id} }
 	runChangeCases(t, []changeCase{{
-		name: "in order; a node without the role is demoted already",
+		name: "in order; a node without the role says so",
 		args: []string{"node", "demote", "manager-2", "worker-2"},
 		want: "demoted bbbbbbbbbbbbbbbbbbbbbbbb (manager-2): no longer a consensus member\n" +
-			"demoted dddddddddddddddddddddddd (worker-2): no longer a consensus member\n",
+			"dddddddddddddddddddddddd (worker-2) holds no consensus role: nothing to demote\n",
 		wantCalls: []string{"DemoteNode manager-2", "DemoteNode worker-2"},
 		wantReqs:  []proto.Message{nodeReq("manager-2"), nodeReq("worker-2")},
 	}, {
@@ -397,12 +397,18 @@ func TestNodeDemote(t *testing.T) {
 		wantReqs:   []proto.Message{nodeReq("aaa")},
 	}, {
 		name:      "stops at the first refusal, after the ones before it",
-		setup:     refusal(codes.FailedPrecondition, "demote: refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first"),
+		setup:     refusal(codes.FailedPrecondition, "refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first"),
 		args:      []string{"node", "demote", "manager-2", "worker-3", "aaa"},
 		want:      "demoted bbbbbbbbbbbbbbbbbbbbbbbb (manager-2): no longer a consensus member\n",
-		wantErr:   "demote node worker-3: demote: refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first (FailedPrecondition)",
+		wantErr:   "demote node worker-3: refused: removing node eee would leave 1 healthy voter of 2: bring a voter back first (FailedPrecondition)",
 		wantCalls: []string{"DemoteNode manager-2", "DemoteNode worker-3"},
 		wantReqs:  []proto.Message{nodeReq("manager-2"), nodeReq("worker-3")},
+	}, {
+		name:      "a pending node is refused: it has nothing to demote",
+		args:      []string{"node", "demote", "worker-1"},
+		wantErr:   "demote node worker-1: refused: node cccccccccccccccccccccccc is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve cccccccccccccccccccccccc`, or refuse it with `curator node rm cccccccccccccccccccccccc` (FailedPrecondition)",
+		wantCalls: []string{"DemoteNode worker-1"},
+		wantReqs:  []proto.Message{nodeReq("worker-1")},
 	}})
 }
 
@@ -427,20 +433,20 @@ bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   up      down     paus
 		wantCalls: []string{"UpdateNode manager-2"},
 		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "manager-2", Availability: pb.Availability_AVAILABILITY_DRAIN}},
 	}, {
-		name: "labels alone leave availability unset; a value may hold '='",
-		args: []string{"node", "update", "manager-2", "--label-add", "k=a=b", "-o", "json"},
+		name: "labels alone leave availability unset",
+		args: []string{"node", "update", "manager-2", "--label-add", "k=a.b", "-o", "json"},
 		want: strings.Replace(wantNodeB, `"labels": {},`, `"labels": {
-    "k": "a=b"
+    "k": "a.b"
   },`, 1) + "\n",
 		wantCalls: []string{"UpdateNode manager-2"},
-		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "manager-2", LabelAdd: map[string]string{"k": "a=b"}}},
+		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "manager-2", LabelAdd: map[string]string{"k": "a.b"}}},
 	}, {
 		name:      "the server's refusal",
-		setup:     refusal(codes.InvalidArgument, `invalid request: label key "-x": use up to 63 letters, digits, '-', '_', '.', '/', starting and ending with a letter or digit`),
-		args:      []string{"node", "update", "worker-3", "--label-add", "-x=1"},
-		wantErr:   `update node worker-3: invalid request: label key "-x": use up to 63 letters, digits, '-', '_', '.', '/', starting and ending with a letter or digit (InvalidArgument)`,
+		setup:     refusal(codes.NotFound, `no node with ID, ID prefix or name "worker-3": not found (list nodes with `+"`curator node ls`"+`)`),
+		args:      []string{"node", "update", "worker-3", "--label-add", "x=1"},
+		wantErr:   `update node worker-3: no node with ID, ID prefix or name "worker-3": not found (list nodes with ` + "`curator node ls`" + `) (NotFound)`,
 		wantCalls: []string{"UpdateNode worker-3"},
-		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "worker-3", LabelAdd: map[string]string{"-x": "1"}}},
+		wantReqs:  []proto.Message{&pb.UpdateNodeRequest{Id: "worker-3", LabelAdd: map[string]string{"x": "1"}}},
 	}})
 }
 
@@ -462,9 +468,18 @@ func TestNodeUpdateRefusedLocally(t *testing.T) {
 		{[]string{"--label-rm", ""}, "--label-rm: the label key is empty"},
 		{[]string{"--label-rm", "zone=a"}, `--label-rm "zone=a": give only the key of the label to remove`},
 		{[]string{"--label-add", "k=1", "--label-rm", "k"}, `label "k" is both added (--label-add) and removed (--label-rm): give one`},
+		{[]string{"--label-add", "k=a=b"}, `--label-add: label k="a=b": a value is empty or up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`},
+		{[]string{"--label-add", "-x=1"}, `--label-add: label key "-x": use 1 to 63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit`},
+		{[]string{"--label-add", "k=" + strings.Repeat("v", 100<<10)}, `--label-add: label k="` + strings.Repeat("v", 64) + `"... (102400 bytes): a value is empty or up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`},
+		{[]string{"--label-add", strings.Repeat("k", 100<<10)}, `--label-add "` + strings.Repeat("k", 64) + `"... (102400 bytes): give a label as key=value`},
+		{[]string{"--label-rm", "new\nline"}, `--label-rm: label key "new\nline": use 1 to 63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit`},
 	} {
+		name := strings.Join(tc.args, " ")
+		if len(name) > 40 {
+			name = name[:40] + "..."
+		}
 		cases = append(cases, changeCase{
-			name:    strings.Join(tc.args, " "),
+			name:    name,
 			args:    append([]string{"node", "update", "bbb"}, tc.args...),
 			wantErr: tc.wantErr,
 		})
@@ -510,6 +525,12 @@ cccccccccccccccccccccccc   worker-1   127.0.100.12:7000   up      unknown   acti
 `,
 		wantCalls: []string{"ApproveNode ccc"},
 		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "ccc"}},
+	}, {
+		name:      "an approved node",
+		args:      []string{"node", "approve", "manager-2"},
+		wantErr:   "approve node manager-2: already exists: node bbbbbbbbbbbbbbbbbbbbbbbb is up, not pending: it was approved already, or never waited for approval; nothing changed (AlreadyExists)",
+		wantCalls: []string{"ApproveNode manager-2"},
+		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "manager-2"}},
 	}, {
 		name:      "an unknown node",
 		args:      []string{"node", "approve", "zzz"},
