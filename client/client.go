@@ -233,7 +233,7 @@ func (c *Client) Management(ctx context.Context, fn func(context.Context, pb.Man
 }
 
 // ListPageSize is how many nodes ListNodes asks for at a time.
-const ListPageSize = 1000
+const ListPageSize = 2000
 
 // ListNodes returns every node the cluster knows, following the pages.
 func (c *Client) ListNodes(ctx context.Context) ([]*pb.NodeView, error) {

@@ -83,7 +83,7 @@ func (s *Service) nodeView(v *clusterView, st *leaderState, n *pb.Node) *pb.Node
 
 // Pages of ListNodes.
 const (
-	DefaultListPageSize = 500
+	DefaultListPageSize = 2000
 	MaxListPageSize     = 5000
 )
 

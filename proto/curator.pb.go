@@ -708,7 +708,7 @@ func (x *NodeView) GetLastHeartbeat() *timestamppb.Timestamp {
 type ListNodesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most this many nodes in one answer; 0 means the server's default
-	// (500), and it never sends more than 5000.
+	// (2000), and it never sends more than 5000.
 	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Where to start: the next_page_token of the previous answer.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
