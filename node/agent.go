@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,9 +62,8 @@ type Agent struct {
 	consensus consensusState
 
 	// sessions are the connections the heartbeat and watch streams use,
-	// one per manager; leaderID is the curator leader that last answered.
+	// one per manager.
 	sessions *managerConns
-	leaderID atomic.Value
 
 	registry *prometheus.Registry
 	metrics  *curator.Metrics

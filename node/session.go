@@ -225,7 +225,6 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 	if first.IntervalMs > 0 {
 		interval = time.Duration(first.IntervalMs) * time.Millisecond
 	}
-	a.leaderID.Store(first.Leader)
 	answers := make(chan *pb.HeartbeatResponse, 1)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -264,7 +263,6 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 		case err := <-recvErr:
 			return err
 		case resp := <-answers:
-			a.leaderID.Store(resp.Leader)
 			for answered < resp.Seq {
 				answered++
 				delete(sent, answered)
