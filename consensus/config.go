@@ -26,7 +26,7 @@ const (
 	DefaultEtcdLogLevel   = zapcore.WarnLevel
 )
 
-// Port offsets from a node's base port, fixed by DESIGN.md: the node's gRPC
+// Port offsets from a node's base port (docs/architecture.md): the node's gRPC
 // API listens at the base port, etcd's peer port is one above, its client
 // port two above.
 const (

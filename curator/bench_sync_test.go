@@ -19,7 +19,7 @@ import (
 //   - event-driven: this curator's loop, woken by etcd watch events on the
 //     node records and resynced every DefaultSyncInterval (etcd's member list
 //     has no watch);
-//   - poll-5s: the seed's loop, which looked every 5 seconds.
+//   - poll-5s: a fixed 5 s poll (as Monogon's curator runs), one change a look.
 //
 // Each iteration plants the two half-applied changes a crash can leave, in
 // both clusters: an etcd member whose node lacks the role (a promote that

@@ -39,9 +39,9 @@ type Config struct {
 	// SyncInterval is the resync period of the loops that follow etcd's
 	// member list, which has no watch; node changes trigger them at once.
 	SyncInterval time.Duration
-	// PollOnly makes the loops tick on SyncInterval alone, ignoring etcd
-	// watch events and making one change per period: the seed's fixed
-	// poll, kept to measure against.
+	// PollOnly makes the loops tick on SyncInterval alone, ignoring
+	// changes in the registry view and making one change per period: a
+	// fixed poll (as Monogon's curator runs), kept to measure against.
 	PollOnly bool
 	// MinActionGap is the least time between two actions of one loop.
 	MinActionGap time.Duration

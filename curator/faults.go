@@ -1,6 +1,6 @@
 package curator
 
-// The named fault points (DESIGN.md, "Fault points").
+// The named fault points (docs/architecture.md, "Fault points").
 const (
 	FaultPromoteAfterMemberAdd   = "promote/after-member-add"
 	FaultDemoteAfterMemberRemove = "demote/after-member-remove"

@@ -152,7 +152,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 			t.Fatalf("after approval: state %v, pending promotion %v; want up, and a pending promotion", n.State, pendingPromotion(m2.id))
 		}
 		// No heartbeat yet: not ready, so not promoted, for as long as
-		// that lasts (the seed tried once, here, and gave up for good).
+		// that lasts (a single try at approval time would give up for good).
 		time.Sleep(10 * svc.cfg.SyncInterval)
 		if n := c.loadNode(m2.id); hasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m2.id) {
 			t.Fatalf("node %s promoted before it was ready: roles %v", m2.id, n.Roles)

@@ -1,6 +1,6 @@
 // Package provider puts the machines behind nodes behind one small
 // interface, so that the curator can create, destroy and find them without
-// knowing what they are. Implementations (DESIGN.md: `process`, local
+// knowing what they are. Implementations (`process`, local
 // processes; `docker`, containers) come with groups and rollouts; this file
 // is the contract they will meet.
 //

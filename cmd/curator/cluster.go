@@ -89,7 +89,7 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 }
 
 // clusterInfoJSON is the cluster as `cluster info -o json` shows it. The
-// field names are part of the CLI contract (DESIGN.md): add, never rename.
+// field names are part of the CLI contract (docs/architecture.md): add, never rename.
 // Lists are [] rather than null when empty.
 type clusterInfoJSON struct {
 	ClusterID       string            `json:"cluster_id"`

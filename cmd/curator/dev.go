@@ -1,8 +1,8 @@
 package main
 
 // `curator dev`: a whole local cluster on loopback addresses, made of child
-// processes of this same binary. Until groups and the process provider exist
-// (DESIGN.md), dev starts the processes itself: the first node with `agent
+// processes of this same binary. Until groups run on the process provider,
+// dev starts the processes itself: the first node with `agent
 // init`, the other managers one at a time with `agent join` and the manager
 // token (each a voter before the next, so the quorum grows a voter at a
 // time), then the workers together.

@@ -494,7 +494,7 @@ func nodeIDArgs(_ *cobra.Command, args []string) error {
 }
 
 // nodeJSON is a node as `node ls -o json` and `node inspect` show it. The
-// field names are part of the CLI contract (DESIGN.md): add, never rename.
+// field names are part of the CLI contract (docs/architecture.md): add, never rename.
 type nodeJSON struct {
 	ID            string            `json:"id"`
 	Name          string            `json:"name"`

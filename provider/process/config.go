@@ -23,7 +23,7 @@ type Config struct {
 	// Binary is the curator binary to run; default the running executable.
 	Binary string
 	// Addresses is the pool of IP:PORT addresses to hand out, one per live
-	// instance. A node also uses PORT+1..PORT+3 (DESIGN.md), so addresses
+	// instance. A node also uses PORT+1..PORT+3 (docs/architecture.md), so addresses
 	// that share an IP must be at least 4 ports apart; distinct loopback
 	// IPs with one port are the usual pool.
 	Addresses []string

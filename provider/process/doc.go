@@ -1,7 +1,7 @@
 // Package process is the provider.Provider that runs nodes as local
 // processes: each instance is one `curator agent ...` process on this host,
 // with an address of its own from a pool (distinct loopback addresses let
-// several nodes share the host, DESIGN.md "CLI contract") and a data dir of
+// several nodes share the host; docs/architecture.md) and a data dir of
 // its own.
 //
 // The bookkeeping is on disk, not in memory, so that any leader on the host
