@@ -215,7 +215,9 @@ func (s *Service) CheckQuorum(ctx context.Context) error {
 		}
 		if v.self || len(m.ClientURLs) == 0 {
 			v.answers = v.self
+			mu.Lock()
 			voters = append(voters, v)
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
