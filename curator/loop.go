@@ -94,7 +94,7 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			lg.Info(res.action, zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			s.recordEvent(ctx, st, spec.name, res)
 			if s.cfg.PollOnly {
-				// The seed's loop: one change per period, nothing sooner.
+				// The fixed poll: one change per period, nothing sooner.
 				break
 			}
 			// More may be needed: tick again after the gap.

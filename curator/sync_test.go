@@ -32,7 +32,7 @@ const (
 	// repairWithin is how soon a running leader must finish a half-applied
 	// change: etcd's member list has no watch, so a planted member is seen
 	// at the next resync (every DefaultSyncInterval); the rest is slack for
-	// the race detector. The seed's loop looked every 5 s.
+	// the race detector. A fixed 5 s poll would take up to 5 s.
 	repairWithin = 2 * time.Second
 	// stopWithin is how soon a curator that lost its election key must stop
 	// leading and stop its loops.

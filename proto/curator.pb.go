@@ -88,7 +88,7 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_curator_proto_rawDescGZIP(), []int{0}
 }
 
-// Availability says whether a node takes work (seed 001).
+// Availability says whether a node takes work (docs/architecture.md).
 type Availability int32
 
 const (
