@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/curatorproject/curator/provider/process"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,7 +81,7 @@ func (c *clusterConfig) Validate() (managers []netip.AddrPort, simBase netip.Add
 	if c.electionTTL < time.Second || c.electionTTL%time.Second != 0 {
 		return nil, netip.Addr{}, fmt.Errorf("--election-ttl %s: a whole number of seconds, at least 1s", c.electionTTL)
 	}
-	addrs, err := parseAddressRange(c.addresses, c.managers+1)
+	addrs, err := process.AddressRange(c.addresses, c.managers+1)
 	if err != nil {
 		return nil, netip.Addr{}, fmt.Errorf("--addresses %q: %w", c.addresses, err)
 	}
@@ -89,34 +89,6 @@ func (c *clusterConfig) Validate() (managers []netip.AddrPort, simBase netip.Add
 		managers = append(managers, netip.AddrPortFrom(a, uint16(c.port)))
 	}
 	return managers, addrs[c.managers], nil
-}
-
-// parseAddressRange parses FIRST-LAST (IPv4, FIRST <= LAST) and returns its
-// first n addresses.
-func parseAddressRange(s string, n int) ([]netip.Addr, error) {
-	firstS, lastS, ok := strings.Cut(s, "-")
-	if !ok {
-		return nil, errors.New("want FIRST-LAST, for example " + DefaultAddresses)
-	}
-	first, err := netip.ParseAddr(strings.TrimSpace(firstS))
-	if err != nil || !first.Is4() {
-		return nil, fmt.Errorf("first address %q is not an IPv4 address", firstS)
-	}
-	last, err := netip.ParseAddr(strings.TrimSpace(lastS))
-	if err != nil || !last.Is4() {
-		return nil, fmt.Errorf("last address %q is not an IPv4 address", lastS)
-	}
-	if last.Less(first) {
-		return nil, fmt.Errorf("first address %s comes after last address %s", first, last)
-	}
-	var out []netip.Addr
-	for a := first; len(out) < n; a = a.Next() {
-		out = append(out, a)
-		if a == last && len(out) < n {
-			return nil, fmt.Errorf("holds %d addresses, want at least %d", len(out), n)
-		}
-	}
-	return out, nil
 }
 
 // simAddress is the address simulated node i registers with.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/curatorproject/curator/provider/process"
 	"os"
 	"testing"
 	"time"
@@ -104,37 +105,8 @@ func TestProcReaders(t *testing.T) {
 	_ = x
 }
 
-func TestParseAddressRange(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		n       int
-		want    []string
-		wantErr bool
-	}{
-		{"127.0.150.10-127.0.150.12", 3, []string{"127.0.150.10", "127.0.150.11", "127.0.150.12"}, false},
-		{"127.0.150.255-127.0.151.1", 2, []string{"127.0.150.255", "127.0.151.0"}, false},
-		{"127.0.150.10-127.0.150.11", 3, nil, true},
-		{"127.0.150.10", 1, nil, true},
-		{"127.0.150.12-127.0.150.10", 1, nil, true},
-		{"::1-::2", 1, nil, true},
-	} {
-		got, err := parseAddressRange(tc.in, tc.n)
-		if (err != nil) != tc.wantErr {
-			t.Errorf("parseAddressRange(%q, %d): err %v, want error %v", tc.in, tc.n, err, tc.wantErr)
-			continue
-		}
-		var gotS []string
-		for _, a := range got {
-			gotS = append(gotS, a.String())
-		}
-		if diff := cmp.Diff(tc.want, gotS); diff != "" {
-			t.Errorf("parseAddressRange(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
-		}
-	}
-}
-
 func TestSimAddress(t *testing.T) {
-	addrs, err := parseAddressRange("127.0.150.13-127.0.150.20", 1)
+	addrs, err := process.AddressRange("127.0.150.13-127.0.150.20", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

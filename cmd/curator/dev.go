@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/curatorproject/curator/provider/process"
 	"io"
 	"net/netip"
 	"os"
@@ -63,39 +64,11 @@ func (c *devConfig) Validate() ([]netip.Addr, error) {
 	if c.workers < 0 {
 		return nil, fmt.Errorf("--workers %d: want 0 or more", c.workers)
 	}
-	addrs, err := parseAddressRange(c.addresses, c.managers+c.workers)
+	addrs, err := process.AddressRange(c.addresses, c.managers+c.workers)
 	if err != nil {
 		return nil, fmt.Errorf("--addresses %q: %w", c.addresses, err)
 	}
 	return addrs, nil
-}
-
-// parseAddressRange parses FIRST-LAST (two IPv4 addresses, FIRST <= LAST) and
-// returns its first n addresses.
-func parseAddressRange(s string, n int) ([]netip.Addr, error) {
-	firstS, lastS, ok := strings.Cut(s, "-")
-	if !ok {
-		return nil, errors.New("want FIRST-LAST, for example 127.0.100.10-127.0.100.250")
-	}
-	first, err := netip.ParseAddr(strings.TrimSpace(firstS))
-	if err != nil || !first.Is4() {
-		return nil, fmt.Errorf("first address %q is not an IPv4 address", firstS)
-	}
-	last, err := netip.ParseAddr(strings.TrimSpace(lastS))
-	if err != nil || !last.Is4() {
-		return nil, fmt.Errorf("last address %q is not an IPv4 address", lastS)
-	}
-	if last.Less(first) {
-		return nil, fmt.Errorf("first address %s comes after last address %s", first, last)
-	}
-	var out []netip.Addr
-	for a := first; len(out) < n; a = a.Next() {
-		out = append(out, a)
-		if a == last && len(out) < n {
-			return nil, fmt.Errorf("holds %d addresses, %d nodes need %d", len(out), n, n)
-		}
-	}
-	return out, nil
 }
 
 func newDevCommand() *cobra.Command {

@@ -1,0 +1,37 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// AddressRange parses FIRST-LAST (two IPv4 addresses, FIRST <= LAST), as
+// `curator dev --addresses` and curator-bench take them, and returns its
+// first n addresses: nodes on one host differ by loopback address.
+func AddressRange(s string, n int) ([]netip.Addr, error) {
+	firstS, lastS, ok := strings.Cut(s, "-")
+	if !ok {
+		return nil, errors.New("want FIRST-LAST, for example 127.0.100.10-127.0.100.250")
+	}
+	first, err := netip.ParseAddr(strings.TrimSpace(firstS))
+	if err != nil || !first.Is4() {
+		return nil, fmt.Errorf("first address %q is not an IPv4 address", firstS)
+	}
+	last, err := netip.ParseAddr(strings.TrimSpace(lastS))
+	if err != nil || !last.Is4() {
+		return nil, fmt.Errorf("last address %q is not an IPv4 address", lastS)
+	}
+	if last.Less(first) {
+		return nil, fmt.Errorf("first address %s comes after last address %s", first, last)
+	}
+	var out []netip.Addr
+	for a := first; len(out) < n; a = a.Next() {
+		out = append(out, a)
+		if a == last && len(out) < n {
+			return nil, fmt.Errorf("holds %d addresses, %d nodes need %d", len(out), n, n)
+		}
+	}
+	return out, nil
+}
