@@ -213,30 +213,10 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 		IntervalS: secs(cfg.cluster.interval), DownAfterS: secs(cfg.cluster.downAfter),
 		ElectionTTLS: secs(cfg.cluster.electionTTL),
 	}
-	c, f, err := bringUp(ctx, cfg.cluster, managers, simBase, cfg.fleet, p, &res.joinFigures)
-	var problems []error
-	if err != nil {
-		problems = append(problems, err)
-	}
-	// A run whose nodes did not all become ready goes on: the figures
-	// at rest say where the time went.
-	if f != nil && (err == nil || res.Joined == cfg.fleet.nodes) {
-		problems = append(problems, heartbeatsMeasure(ctx, cfg, c, f, p, res)...)
-	}
-	if f != nil {
-		f.close()
-		res.StreamErrors = f.streamErrors()
-	}
-	if c != nil {
-		c.close()
-	}
-	if err := errors.Join(problems...); err != nil {
-		res.Error = err.Error()
-	}
-	if werr := writeResult(stdout, res); werr != nil {
-		return werr
-	}
-	return errors.Join(problems...)
+	problems := withFleet(ctx, cfg.cluster, managers, simBase, cfg.fleet, p, &res.joinFigures,
+		func(c *cluster, f *fleet) []error { return heartbeatsMeasure(ctx, cfg, c, f, p, res) },
+		func(f *fleet) { res.StreamErrors = f.streamErrors() })
+	return finish(stdout, res, func(e string) { res.Error = e }, problems)
 }
 
 func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet, p *progress, res *heartbeatsResult) []error {

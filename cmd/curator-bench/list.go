@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,29 +103,14 @@ func runList(ctx context.Context, cfg *listConfig, stdout, stderr io.Writer) err
 		Cmd: "list", Nodes: cfg.fleet.nodes, Managers: cfg.cluster.managers, Heartbeating: true,
 		RPCRounds: cfg.rounds, CLIRounds: cfg.cliRounds, PageSize: cfg.pageSize,
 	}
-	c, f, err := bringUp(ctx, cfg.cluster, managers, simBase, cfg.fleet, p, &res.joinFigures)
-	var problems []error
-	if err != nil {
-		problems = append(problems, err)
-	}
-	if f != nil && (err == nil || res.Joined == cfg.fleet.nodes) {
-		if err := measureList(ctx, cfg, c, p, res); err != nil {
-			problems = append(problems, err)
-		}
-	}
-	if f != nil {
-		f.close()
-	}
-	if c != nil {
-		c.close()
-	}
-	if err := errors.Join(problems...); err != nil {
-		res.Error = err.Error()
-	}
-	if werr := writeResult(stdout, res); werr != nil {
-		return werr
-	}
-	return errors.Join(problems...)
+	problems := withFleet(ctx, cfg.cluster, managers, simBase, cfg.fleet, p, &res.joinFigures,
+		func(c *cluster, _ *fleet) []error {
+			if err := measureList(ctx, cfg, c, p, res); err != nil {
+				return []error{err}
+			}
+			return nil
+		}, nil)
+	return finish(stdout, res, func(e string) { res.Error = e }, problems)
 }
 
 func measureList(ctx context.Context, cfg *listConfig, c *cluster, p *progress, res *listResult) error {

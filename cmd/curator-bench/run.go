@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -51,6 +52,45 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 // goMemory is the bench's heap and stacks in use after a collection: what
 // the simulated nodes hold, unlike RSS, which the runtime gives back to the
 // kernel only lazily.
+// withFleet brings up the cluster and the fleet, runs measure once every
+// node has joined (a fleet that did not all come ready is measured anyway:
+// the figures say where the time went), and takes both down, calling
+// atClose on the fleet just before it goes. It returns every problem met.
+func withFleet(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, simBase netip.Addr, fc fleetConfig, p *progress, fig *joinFigures,
+	measure func(*cluster, *fleet) []error, atClose func(*fleet)) []error {
+	c, f, err := bringUp(ctx, cc, managers, simBase, fc, p, fig)
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if f != nil && (err == nil || fig.Joined == fc.nodes) {
+		problems = append(problems, measure(c, f)...)
+	}
+	if f != nil {
+		f.close()
+		if atClose != nil {
+			atClose(f)
+		}
+	}
+	if c != nil {
+		c.close()
+	}
+	return problems
+}
+
+// finish writes the result line, with the problems as its error, and
+// returns them.
+func finish(stdout io.Writer, res any, setError func(string), problems []error) error {
+	err := errors.Join(problems...)
+	if err != nil {
+		setError(err.Error())
+	}
+	if werr := writeResult(stdout, res); werr != nil {
+		return werr
+	}
+	return err
+}
+
 func goMemory() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
