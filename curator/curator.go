@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -470,13 +472,15 @@ func (s *Service) leaderFor() (*leaderState, error) {
 	return nil, ErrNotLeader
 }
 
-// managers lists the gRPC addresses of the nodes with the consensus role.
-func managers(nodes []*pb.Node) []string {
+// managers lists the gRPC addresses of the nodes with the consensus role,
+// sorted.
+func managers(nodes iter.Seq[*pb.Node]) []string {
 	var out []string
-	for _, n := range nodes {
-		if hasRole(n, pb.Role_ROLE_CONSENSUS) && n.Address != "" {
-			out = append(out, n.Address)
+	for n := range nodes {
+		if a := managerAddress(n); a != "" {
+			out = append(out, a)
 		}
 	}
+	sort.Strings(out)
 	return out
 }

@@ -330,7 +330,7 @@ func (c *curatorServer) GetManagers(ctx context.Context, _ *pb.GetManagersReques
 	if err != nil {
 		return nil, err
 	}
-	return &pb.GetManagersResponse{Managers: managers(nodes), Leader: c.s.cfg.NodeID}, nil
+	return &pb.GetManagersResponse{Managers: managers(slices.Values(nodes)), Leader: c.s.cfg.NodeID}, nil
 }
 
 // logger is for handlers; runnables use supervisor.Logger.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -222,13 +223,7 @@ func (r *registry) applyLocked(id string, n *pb.Node) {
 		r.byAddress[n.Address] = id
 	}
 	if managerAddress(old) != managerAddress(n) {
-		r.managers = nil
-		for _, m := range r.byID {
-			if a := managerAddress(m); a != "" {
-				r.managers = append(r.managers, a)
-			}
-		}
-		sort.Strings(r.managers)
+		r.managers = managers(maps.Values(r.byID))
 		close(r.managersChanged)
 		r.managersChanged = make(chan struct{})
 	}
@@ -377,17 +372,6 @@ func (r *registry) nodeAt(addr string) *pb.Node {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byID[r.byAddress[addr]]
-}
-
-// peerURLs returns a copy of the peer URL → node ID map.
-func (r *registry) peerURLs() map[string]string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make(map[string]string, len(r.byPeerURL))
-	for u, id := range r.byPeerURL {
-		out[u] = id
-	}
-	return out
 }
 
 // managerList returns the managers' gRPC addresses (shared: read only).
