@@ -7,6 +7,10 @@
 // the one that answered last first, and moves on only when a manager cannot
 // be reached or does not answer in time: any other error is the cluster's
 // answer and is returned as it is.
+//
+// The management API's calls are typed methods (management.go) that check
+// their input first (input.go), so that a typo changes nothing; WaitNode
+// waits for a node to get where a change sends it (wait.go).
 package client
 
 import (
@@ -35,6 +39,14 @@ const (
 	// DefaultAttemptTimeout bounds one call to one manager. A manager that
 	// takes longer is treated as unreachable and the next one is tried.
 	DefaultAttemptTimeout = 3 * time.Second
+	// DefaultChangeAttemptTimeout bounds one call that changes a node or
+	// the cluster to one manager. It is longer than DefaultAttemptTimeout
+	// because a demotion or a forced removal may first move etcd
+	// leadership, which the server allows 10 s: giving up on a manager
+	// that is still working would only send the same change to the next.
+	DefaultChangeAttemptTimeout = 15 * time.Second
+	// DefaultPollInterval is how often WaitNode asks for the node.
+	DefaultPollInterval = time.Second
 	// DefaultRounds is how many times the client goes through its whole
 	// manager list before it gives up. More than one round rides out a
 	// leader election, during which managers answer Unavailable.
@@ -61,17 +73,27 @@ var ErrQuorumLost = errors.New("quorum lost")
 const (
 	errorDomain      = "curator.v1"
 	quorumLostReason = "QUORUM_LOST"
+	notManagerReason = "FORWARDER_NOT_MANAGER"
 )
 
 // isQuorumLost says whether err is a manager's answer that the quorum is
 // lost.
-func isQuorumLost(err error) bool {
+func isQuorumLost(err error) bool { return hasReason(err, codes.Unavailable, quorumLostReason) }
+
+// isNotManager says whether err is the leader's refusal of a call that a
+// node no longer a manager forwarded (one demoted a moment ago, whose
+// curator still runs): another manager can serve the call.
+func isNotManager(err error) bool { return hasReason(err, codes.PermissionDenied, notManagerReason) }
+
+// hasReason says whether err is a status with code and the curator's
+// ErrorInfo reason.
+func hasReason(err error, code codes.Code, reason string) bool {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable {
+	if !ok || st.Code() != code {
 		return false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == quorumLostReason && info.GetDomain() == errorDomain {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason && info.GetDomain() == errorDomain {
 			return true
 		}
 	}
@@ -82,17 +104,32 @@ func isQuorumLost(err error) bool {
 type Option func(*options)
 
 type options struct {
-	attemptTimeout time.Duration
-	rounds         int
-	roundPause     time.Duration
-	cachePath      *string
-	lg             *zap.Logger
+	attemptTimeout       time.Duration
+	changeAttemptTimeout time.Duration
+	pollInterval         time.Duration
+	rounds               int
+	roundPause           time.Duration
+	cachePath            *string
+	lg                   *zap.Logger
 }
 
 // WithAttemptTimeout sets how long one manager gets to answer one call
 // (default DefaultAttemptTimeout).
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(o *options) { o.attemptTimeout = d }
+}
+
+// WithChangeAttemptTimeout sets how long one manager gets to answer one
+// call that changes a node or the cluster (default
+// DefaultChangeAttemptTimeout).
+func WithChangeAttemptTimeout(d time.Duration) Option {
+	return func(o *options) { o.changeAttemptTimeout = d }
+}
+
+// WithPollInterval sets how often WaitNode asks for the node (default
+// DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option {
+	return func(o *options) { o.pollInterval = d }
 }
 
 // WithRounds sets how many times the whole manager list is tried before the
@@ -149,10 +186,12 @@ func Dial(ctx context.Context, cfg *Config, configPath string, opts ...Option) (
 		return nil, fmt.Errorf("dial: client config %s: %w", configPath, err)
 	}
 	o := options{
-		attemptTimeout: DefaultAttemptTimeout,
-		rounds:         DefaultRounds,
-		roundPause:     defaultRoundPause,
-		lg:             zap.NewNop(),
+		attemptTimeout:       DefaultAttemptTimeout,
+		changeAttemptTimeout: DefaultChangeAttemptTimeout,
+		pollInterval:         DefaultPollInterval,
+		rounds:               DefaultRounds,
+		roundPause:           defaultRoundPause,
+		lg:                   zap.NewNop(),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -224,7 +263,12 @@ func (c *Client) Close() error {
 // After the first success the client refreshes its manager cache from
 // GetClusterInfo, best effort: a failure there never fails the call.
 func (c *Client) Management(ctx context.Context, fn func(context.Context, pb.ManagementClient) error) error {
-	addr, err := c.call(ctx, fn)
+	return c.manage(ctx, c.o.attemptTimeout, fn)
+}
+
+// manage is Management with attempts bounded by timeout.
+func (c *Client) manage(ctx context.Context, timeout time.Duration, fn func(context.Context, pb.ManagementClient) error) error {
+	addr, err := c.call(ctx, timeout, fn)
 	if err != nil {
 		return err
 	}
@@ -232,85 +276,9 @@ func (c *Client) Management(ctx context.Context, fn func(context.Context, pb.Man
 	return nil
 }
 
-// ListPageSize is how many nodes ListNodes asks for at a time.
-const ListPageSize = 2000
-
-// ListNodes returns every node the cluster knows, following the pages.
-func (c *Client) ListNodes(ctx context.Context) ([]*pb.NodeView, error) {
-	var nodes []*pb.NodeView
-	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
-		nodes = nil
-		req := &pb.ListNodesRequest{PageSize: ListPageSize}
-		for {
-			resp, err := m.ListNodes(ctx, req)
-			if err != nil {
-				return err
-			}
-			nodes = append(nodes, resp.Nodes...)
-			if resp.NextPageToken == "" {
-				return nil
-			}
-			req.PageToken = resp.NextPageToken
-		}
-	})
-	return nodes, err
-}
-
-// GetNode returns one node by ID, unique ID prefix or name.
-func (c *Client) GetNode(ctx context.Context, id string) (*pb.NodeView, error) {
-	var node *pb.NodeView
-	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-		node, err = m.GetNode(ctx, &pb.GetNodeRequest{Id: id})
-		return err
-	})
-	return node, err
-}
-
-// ClusterInfo returns the cluster's state, and refreshes the manager cache
-// from it.
-func (c *Client) ClusterInfo(ctx context.Context) (*pb.ClusterInfo, error) {
-	var info *pb.ClusterInfo
-	addr, err := c.call(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-		info, err = m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.refreshed = true
-	c.mu.Unlock()
-	c.noteManagers(addr, info.GetManagers())
-	return info, nil
-}
-
-// Token returns the join token for role, "worker" or "manager".
-func (c *Client) Token(ctx context.Context, role string) (string, error) {
-	var token string
-	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
-		resp, err := m.GetToken(ctx, &pb.GetTokenRequest{Role: role})
-		token = resp.GetToken()
-		return err
-	})
-	return token, err
-}
-
-// RotateToken replaces the join token for role and returns the new one. If a
-// manager fails mid-call the rotation may be repeated on the next: harmless,
-// since only the token returned last is valid either way.
-func (c *Client) RotateToken(ctx context.Context, role string) (string, error) {
-	var token string
-	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
-		resp, err := m.RotateToken(ctx, &pb.RotateTokenRequest{Role: role})
-		token = resp.GetToken()
-		return err
-	})
-	return token, err
-}
-
 // call runs fn against the managers in turn, for up to o.rounds rounds, and
-// returns the address of the one that answered.
-func (c *Client) call(ctx context.Context, fn func(context.Context, pb.ManagementClient) error) (string, error) {
+// returns the address of the one that answered. Each attempt gets timeout.
+func (c *Client) call(ctx context.Context, timeout time.Duration, fn func(context.Context, pb.ManagementClient) error) (string, error) {
 	failed := map[string]error{} // the last error of each manager tried
 	var order []string           // of first failure, for the message
 	pause := c.o.roundPause
@@ -327,7 +295,7 @@ func (c *Client) call(ctx context.Context, fn func(context.Context, pb.Managemen
 			if ctx.Err() != nil {
 				return "", c.giveUp(ctx.Err(), order, failed)
 			}
-			err := c.attempt(ctx, addr, fn)
+			err := c.attempt(ctx, addr, timeout, fn)
 			if err == nil {
 				c.answered(addr)
 				return addr, nil
@@ -348,13 +316,13 @@ func (c *Client) call(ctx context.Context, fn func(context.Context, pb.Managemen
 	return "", c.giveUp(nil, order, failed)
 }
 
-// attempt runs fn once against addr, within the attempt timeout.
-func (c *Client) attempt(ctx context.Context, addr string, fn func(context.Context, pb.ManagementClient) error) error {
+// attempt runs fn once against addr, within timeout.
+func (c *Client) attempt(ctx context.Context, addr string, timeout time.Duration, fn func(context.Context, pb.ManagementClient) error) error {
 	conn, err := c.conn(addr)
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
 	}
-	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err = fn(actx, pb.NewManagementClient(conn))
 	if isUnreachable(err) {
@@ -362,7 +330,7 @@ func (c *Client) attempt(ctx context.Context, addr string, fn func(context.Conte
 	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		// The attempt ran out of time, whatever fn made of that.
-		return status.Errorf(codes.DeadlineExceeded, "no answer within %v", c.o.attemptTimeout)
+		return status.Errorf(codes.DeadlineExceeded, "no answer within %v", timeout)
 	}
 	return err
 }
@@ -374,7 +342,7 @@ func isUnreachable(err error) bool {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
 	}
-	return false
+	return isNotManager(err)
 }
 
 func (c *Client) giveUp(ctxErr error, order []string, failed map[string]error) error {

@@ -105,10 +105,10 @@ func closedPort(t *testing.T, ip string) string {
 	return addr
 }
 
-// serve serves srv on lis with a server certificate from ca for lis's IP,
-// accepting clients with certificates from clientCA, until the test ends.
-// It returns a function that stops the server early.
-func serve(t *testing.T, lis net.Listener, ca, clientCA *pki.CA, srv pb.ManagementServer) (stop func()) {
+// serve serves srv (unless nil) on lis with a server certificate from ca
+// for lis's IP, accepting clients with certificates from clientCA, until
+// the test ends. It returns a function that stops the server early.
+func serve(t *testing.T, lis net.Listener, ca, clientCA *pki.CA, srv pb.ManagementServer, opts ...grpc.ServerOption) (stop func()) {
 	t.Helper()
 	key, err := pki.NewKey()
 	if err != nil {
@@ -119,8 +119,11 @@ func serve(t *testing.T, lis net.Listener, ca, clientCA *pki.CA, srv pb.Manageme
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(pki.TLSCertificate(cert, key), clientCA.Cert))))
-	pb.RegisterManagementServer(s, srv)
+	opts = append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLS(pki.TLSCertificate(cert, key), clientCA.Cert))))
+	s := grpc.NewServer(opts...)
+	if srv != nil {
+		pb.RegisterManagementServer(s, srv)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -481,5 +484,28 @@ func TestQuorumLossIsStated(t *testing.T) {
 	c = dial(t, writeConfig(t, ca, plain), WithRounds(1))
 	if _, err := listNodeIDs(t, c); !errors.Is(err, ErrNoManager) || errors.Is(err, ErrQuorumLost) {
 		t.Errorf("error = %v, want ErrNoManager and not ErrQuorumLost", err)
+	}
+}
+
+// TestDemotedManagerMovesOn: a manager demoted a moment ago still forwards,
+// and the leader refuses it (PermissionDenied, marked
+// FORWARDER_NOT_MANAGER): the client asks the next manager; any other
+// PermissionDenied is an answer.
+func TestDemotedManagerMovesOn(t *testing.T) {
+	ca := newCA(t)
+	st, err := status.New(codes.PermissionDenied, "not a manager: node x is not a manager (any more)").WithDetails(&errdetails.ErrorInfo{Reason: notManagerReason, Domain: errorDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	demoted := startManager(t, ca, "127.0.0.5", &fakeManagement{name: "demoted", err: st.Err()})
+	good := startManager(t, ca, "127.0.0.6", &fakeManagement{name: "good"})
+	c := dial(t, writeConfig(t, ca, demoted, good), WithRounds(1))
+	if _, err := listNodeIDs(t, c); err != nil {
+		t.Errorf("with a demoted manager first: %v, want the next manager's answer", err)
+	}
+	denied := startManager(t, ca, "127.0.0.7", &fakeManagement{name: "denied", err: status.Error(codes.PermissionDenied, "want an admin certificate")})
+	c = dial(t, writeConfig(t, ca, denied, good), WithRounds(1))
+	if _, err := listNodeIDs(t, c); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a plain PermissionDenied: %v, want it returned", err)
 	}
 }

@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -27,40 +26,17 @@ const (
 	testTimeout    = 30 * time.Second
 )
 
-// nextIP hands every test node its own loopback address, 127.0.55.1 and
+// testIPs hands every test node its own loopback address, 127.0.55.1 and
 // up, so that nodes of this package never share an address. Ports are then
 // picked free on that address.
-var ipCounter atomic.Int32
+var testIPs = testenv.NewLoopback(55, 3)
 
-func nextIP(t *testing.T) string {
-	t.Helper()
-	n := ipCounter.Add(1)
-	if n > 3*254 {
-		t.Fatal("out of test addresses")
-	}
-	return fmt.Sprintf("127.0.%d.%d", 55+(n-1)/254, 1+(n-1)%254)
-}
+func nextIP(t *testing.T) string { return testIPs.Next(t) }
 
 // freeBasePort returns a base port on ip whose etcd peer and client ports
 // (base+1, base+2) are free right now.
 func freeBasePort(t *testing.T, ip string) int {
-	t.Helper()
-	for range 100 {
-		l1, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l1.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p+1)))
-		l1.Close()
-		if err != nil {
-			continue
-		}
-		l2.Close()
-		return p - peerPortOffset
-	}
-	t.Fatal("no free port pair")
-	return 0
+	return testenv.FreePorts(t, ip, 2) - peerPortOffset
 }
 
 // testPKI is the cluster CA and its etcd intermediate.

@@ -213,7 +213,7 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	case c.Mode == ModeBootstrap:
 		mode = "bootstrap"
 		ec.ClusterState = embed.ClusterStateFlagNew
-		// The token seeds the cluster ID. A random one keeps two clusters
+		// The token is where the cluster ID comes from. A random one keeps two clusters
 		// founded at the same address apart.
 		ec.InitialClusterToken = "curator-" + randomHex(8)
 	case c.Mode == ModeJoin:

@@ -3,41 +3,23 @@ package consensus
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
-// TestMain checks that the package's tests leave no goroutines behind.
-// etcd's peer connections between members of one process can outlive the
-// members by up to etcd's connection read timeout (5s): a server-side read
-// whose deadline etcd keeps pushing forward. So the check waits for them a
-// while before it calls them leaks.
+// TestMain checks that the package's tests leave no goroutines behind,
+// giving etcd's connections between members of one process time to close.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		start := time.Now()
-		err := goleak.Find()
-		for err != nil && time.Since(start) < 20*time.Second {
-			time.Sleep(250 * time.Millisecond)
-			err = goleak.Find()
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		} else if d := time.Since(start); d > time.Second {
-			fmt.Fprintf(os.Stderr, "goleak: no leaks, after waiting %v for etcd's connections to close\n", d.Round(time.Millisecond))
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.CheckLeaks(m.Run()))
 }
 
 func validConfig() Config {

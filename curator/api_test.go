@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -41,8 +42,7 @@ func TestAuthorization(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
 	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	worker, _ := c.register(anon, c.token(admin, "worker"), "worker")
 	manager, _ := c.register(anon, c.token(admin, "manager"), "manager")
 
@@ -209,9 +209,7 @@ func etcdWorks(t *testing.T, c *testCluster, cert *tls.Certificate) bool {
 func TestRegister(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	workerToken := c.token(admin, "worker")
 	managerToken := c.token(admin, "manager")
 
@@ -480,9 +478,7 @@ func startHeartbeats(t *testing.T, conn *grpc.ClientConn) *heartbeater {
 func TestHeartbeats(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	n, _ := c.register(anon, c.token(admin, "worker"), "w1")
 	if got := c.loadNode(n.id).Status; got != pb.NodeStatus_NODE_STATUS_UNKNOWN {
 		t.Errorf("status of a new node = %v, want UNKNOWN", got)
@@ -522,12 +518,11 @@ func TestHeartbeats(t *testing.T) {
 func TestFollowerForwards(t *testing.T) {
 	c := newTestCluster(t)
 	leader := c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	follower, _ := c.startCurator(m2, c.etcdClient())
 
+	adminCert := c.adminCert()
 	followerAdmin := dial(t, m2.address, &adminCert, c.root.Cert)
 	var got *pb.ListNodesResponse
 	waitFor(t, "the follower answers ListNodes", func() bool {
@@ -555,6 +550,16 @@ func TestFollowerForwards(t *testing.T) {
 	})
 	if len(got.Nodes) != 2 {
 		t.Errorf("ListNodes through the follower: %d nodes, want 2", len(got.Nodes))
+	}
+
+	// Health and reflection are the follower's own answers: it serves the
+	// management API by forwarding.
+	waitFor(t, "the follower's management service is SERVING", func() bool {
+		resp, err := healthpb.NewHealthClient(followerAdmin).Check(callCtx(t), &healthpb.HealthCheckRequest{Service: pb.Management_ServiceDesc.ServiceName})
+		return err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING
+	})
+	if got := listServices(t, followerAdmin); !slices.Contains(got, pb.Management_ServiceDesc.ServiceName) {
+		t.Errorf("the follower's reflection lists %v, want the management service", got)
 	}
 
 	// The node API through the follower: a unary call and the heartbeat
@@ -598,9 +603,7 @@ func TestFailover(t *testing.T) {
 	stopFirst, _ := supervisor.TestHarness(t, first.Run)
 	waitFor(t, "the first curator leads", first.IsLeader)
 
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	second, _ := c.startCurator(m2, c.etcdClient())
 	w, _ := c.register(anon, c.token(admin, "worker"), "w1")
@@ -624,6 +627,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	// The follower answers as leader now.
+	adminCert := c.adminCert()
 	a2 := dial(t, m2.address, &adminCert, c.root.Cert)
 	info, err := pb.NewManagementClient(a2).GetClusterInfo(callCtx(t), &pb.ClusterInfoRequest{})
 	if err != nil {

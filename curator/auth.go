@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -21,6 +22,9 @@ import (
 //   - Curator.Register: anyone; the handler checks the join token.
 //   - the rest of Curator: a node certificate of a node that is still in the
 //     registry, so a removed node's certificate is refused from then on.
+//   - the gRPC health and reflection services: any certificate of this
+//     cluster (admin or node). They are answered by the manager called,
+//     never forwarded (localMethod).
 //
 // A worker's node certificate thus reaches neither the management API nor
 // etcd (etcd only trusts the etcd CA, which issues certificates for
@@ -78,6 +82,12 @@ func identityFrom(ctx context.Context) identity {
 	return id
 }
 
+// logger is for handlers (runnables use supervisor.Logger): it names the
+// caller the interceptor authenticated.
+func (s *Service) logger(ctx context.Context) *zap.Logger {
+	return s.cfg.Logger.With(zap.Stringer("caller", identityFrom(ctx)))
+}
+
 // peerIdentity reads the verified certificate of the caller.
 func peerIdentity(ctx context.Context) (identity, error) {
 	p, ok := peer.FromContext(ctx)
@@ -124,7 +134,10 @@ func (s *Service) authenticate(ctx context.Context) (identity, error) {
 	}
 	n, err := s.lookupNode(ctx, id.nodeID)
 	if err != nil || !hasRole(n, pb.Role_ROLE_CONSENSUS) {
-		return identity{}, fmt.Errorf("%w: node %s is not a manager and may not forward calls", ErrDenied, id.nodeID)
+		// A manager demoted a moment ago may still forward, until its
+		// agent stops its curator: the caller is to ask another manager
+		// (Unavailable), not to give up.
+		return identity{}, fmt.Errorf("%w: node %s is not a manager (any more) and may not forward calls: ask another manager", ErrNotManager, id.nodeID)
 	}
 	return parseIdentity(fwd[0])
 }
@@ -135,6 +148,10 @@ func authorize(id identity, method string) error {
 	case strings.HasPrefix(method, "/curator.v1.Management/"):
 		if id.role != pki.RoleAdmin {
 			return fmt.Errorf("%w: the management API needs this cluster's admin certificate (%s may not call %s; a certificate from another cluster's CA is not even sent)", ErrDenied, id, method)
+		}
+	case localMethod(method):
+		if id.role != pki.RoleAdmin && id.role != pki.RoleNode {
+			return fmt.Errorf("%w: %s needs a certificate of this cluster (%s may not call it)", ErrDenied, method, id)
 		}
 	case method == "/curator.v1.Curator/Register":
 	case strings.HasPrefix(method, "/curator.v1.Curator/"):
@@ -186,6 +203,9 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		return nil, toStatus(err)
 	}
 	ctx = withIdentity(ctx, id)
+	if localMethod(info.FullMethod) {
+		return handler(ctx, req)
+	}
 	if l := s.currentLeader(); l != nil {
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return nil, toStatus(err)
@@ -213,6 +233,9 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 		return toStatus(err)
 	}
 	ctx = withIdentity(ctx, id)
+	if localMethod(info.FullMethod) {
+		return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+	}
 	if l := s.currentLeader(); l != nil {
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return toStatus(err)

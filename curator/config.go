@@ -48,6 +48,31 @@ type Config struct {
 	// LearnerDownLimit is how long a learner's node may be down before the
 	// learner is removed.
 	LearnerDownLimit time.Duration
+	// PromoteTimeout bounds one attempt to promote a learner: etcd refuses
+	// until the learner has caught up, and the loop tries again next tick.
+	PromoteTimeout time.Duration
+	// MoveLeaderTimeout bounds moving etcd leadership off a voter that is
+	// being demoted or removed.
+	MoveLeaderTimeout time.Duration
+	// PlacementInterval is the period of the placement loop, which keeps
+	// etcd leadership off the curator leader's node; PlacementGap is the
+	// least time between two of its moves (etcd needs a moment to settle
+	// after one: never flap); PlacementMoveTimeout bounds one move.
+	PlacementInterval    time.Duration
+	PlacementGap         time.Duration
+	PlacementMoveTimeout time.Duration
+	// ApprovalInterval is the period of the manager-approvals loop without
+	// node changes (at least SyncInterval): a pending promotion is only
+	// ever for a node that joined with the manager token, whose changes
+	// (its approval first) wake the loop at once.
+	ApprovalInterval time.Duration
+	// GroupInterval is the resync period of the group loop, which lists
+	// every group's machines through its provider; node changes and group
+	// commits trigger it at once.
+	GroupInterval time.Duration
+	// ReapAfter is how long a node that belongs to no group may be down
+	// before the reaper removes it.
+	ReapAfter time.Duration
 	// Version is the binary's version, reported by cluster info.
 	Version string
 	// Now is the clock; nil means time.Now.
@@ -61,33 +86,46 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultElectionTTL       = 3 * time.Second
-	DefaultHeartbeatInterval = time.Second
-	DefaultDownAfter         = 5 * time.Second
-	DefaultMaxVoters         = 7
-	DefaultSyncInterval      = 250 * time.Millisecond
-	DefaultMinActionGap      = 50 * time.Millisecond
-	DefaultLearnerDownLimit  = time.Minute
+	DefaultElectionTTL          = 3 * time.Second
+	DefaultHeartbeatInterval    = time.Second
+	DefaultDownAfter            = 5 * time.Second
+	DefaultMaxVoters            = 7
+	DefaultSyncInterval         = 250 * time.Millisecond
+	DefaultMinActionGap         = 50 * time.Millisecond
+	DefaultLearnerDownLimit     = time.Minute
+	DefaultPromoteTimeout       = time.Second
+	DefaultMoveLeaderTimeout    = 10 * time.Second
+	DefaultPlacementInterval    = time.Second
+	DefaultPlacementGap         = 2 * time.Second
+	DefaultPlacementMoveTimeout = 5 * time.Second
+	DefaultApprovalInterval     = 5 * time.Second
+	DefaultGroupInterval        = 2 * time.Second
+	DefaultReapAfter            = time.Hour
 )
 
 func (c Config) withDefaults() Config {
-	if c.ElectionTTL == 0 {
-		c.ElectionTTL = DefaultElectionTTL
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.DownAfter == 0 {
-		c.DownAfter = DefaultDownAfter
-	}
-	if c.SyncInterval == 0 {
-		c.SyncInterval = DefaultSyncInterval
-	}
-	if c.MinActionGap == 0 {
-		c.MinActionGap = DefaultMinActionGap
-	}
-	if c.LearnerDownLimit == 0 {
-		c.LearnerDownLimit = DefaultLearnerDownLimit
+	for _, d := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&c.ElectionTTL, DefaultElectionTTL},
+		{&c.HeartbeatInterval, DefaultHeartbeatInterval},
+		{&c.DownAfter, DefaultDownAfter},
+		{&c.SyncInterval, DefaultSyncInterval},
+		{&c.MinActionGap, DefaultMinActionGap},
+		{&c.LearnerDownLimit, DefaultLearnerDownLimit},
+		{&c.PromoteTimeout, DefaultPromoteTimeout},
+		{&c.MoveLeaderTimeout, DefaultMoveLeaderTimeout},
+		{&c.PlacementInterval, DefaultPlacementInterval},
+		{&c.PlacementGap, DefaultPlacementGap},
+		{&c.PlacementMoveTimeout, DefaultPlacementMoveTimeout},
+		{&c.ApprovalInterval, DefaultApprovalInterval},
+		{&c.GroupInterval, DefaultGroupInterval},
+		{&c.ReapAfter, DefaultReapAfter},
+	} {
+		if *d.field == 0 {
+			*d.field = d.def
+		}
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -119,8 +157,14 @@ func (c Config) Validate() error {
 	if c.HeartbeatInterval <= 0 || c.DownAfter <= c.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("down-after (%s) must be longer than the heartbeat interval (%s)", c.DownAfter, c.HeartbeatInterval))
 	}
-	if c.SyncInterval < 0 || c.MinActionGap < 0 || c.LearnerDownLimit < 0 {
-		errs = append(errs, errors.New("sync interval, minimum action gap and learner down limit must not be negative"))
+	if c.SyncInterval < 0 || c.MinActionGap < 0 || c.LearnerDownLimit < 0 || c.GroupInterval < 0 || c.ReapAfter < 0 {
+		errs = append(errs, errors.New("sync interval, minimum action gap, learner down limit, group interval and reap-after must not be negative"))
+	}
+	if c.PromoteTimeout <= 0 || c.MoveLeaderTimeout <= 0 || c.PlacementMoveTimeout <= 0 {
+		errs = append(errs, errors.New("promote, move-leader and placement move timeouts must be positive"))
+	}
+	if c.PlacementInterval <= 0 || c.PlacementGap < 0 || c.ApprovalInterval <= 0 {
+		errs = append(errs, errors.New("placement and approval intervals must be positive, and the placement gap not negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -1,8 +1,13 @@
 // Package curator is the control plane. Every consensus member runs one
-// curator; they elect a leader through etcd. The leader serves the
-// management API (operators) and the curator API (node agents), and runs the
-// background loops; followers forward every call to it. Every write the
-// leader makes is fenced on its election key (see leadership).
+// curator; they elect a leader through etcd. The leader serves the node
+// API (nodeAPI, api_node.go) and the management API (managementAPI,
+// api_management*.go), and runs the loops (leaderLoops: the list is in
+// loop.go, each loop in loop_<name>.go); followers forward every call to
+// it. All of them act through the one leaderState of the leadership
+// (leader.go), and every write the leader makes is fenced on its election
+// key (see leadership). Membership decisions read one snapshot
+// (membership.go). How the parts fit and why they are safe is in
+// docs/architecture.md.
 package curator
 
 import (
@@ -10,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,15 +23,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
 
-	"crypto/tls"
-
-	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
-	"github.com/curatorproject/curator/transport"
 )
 
 // Service is one curator.
@@ -38,147 +37,14 @@ type Service struct {
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
 	metrics *Metrics
+	// health is the gRPC health service (see servingStatus).
+	health *health.Server
 	// quorum is what the last quorum check found (runQuorumCheck).
 	quorum quorumCache
-}
-
-// leaderState is what a leading curator keeps: the fence, and what only the
-// leader knows (heartbeats). It lives exactly as long as the leadership.
-type leaderState struct {
-	*leadership
-	// ctx ends when the leadership does; streams served as leader use it.
-	ctx   context.Context
-	since time.Time
-	pki   *clusterPKI
-	hb    *heartbeats
-	// reg is the leader's watch-fed view of the node records.
-	reg *registry
-	// joins queues the registrations that are written in batches.
-	joins *joinQueue
-	// guard says whether the election lease is surely still ours.
-	guard *leaseGuard
-	// health is what the health loop remembers between ticks (see
-	// decideHealth); only the health loop uses it.
-	health healthMemory
-	// kickHealth makes the health loop look at once (a heartbeat from a
-	// node that is not ready).
-	kickHealth chan struct{}
-
-	muRefusals  sync.Mutex
-	lastRefusal map[string]string
-
-	// streams are the nodes' open heartbeat and watch streams, so that
-	// removing a node ends them at once.
-	streams nodeStreams
-
-	// resigned is closed by resign.
-	resigned   chan struct{}
-	resignOnce sync.Once
-}
-
-// nodeStreams tracks the streams each node has open with the leader. A
-// node's certificate is checked when a stream opens; a node removed while
-// its streams are open must not keep them.
-type nodeStreams struct {
-	mu     sync.Mutex
-	next   int
-	byNode map[string]map[int]chan struct{}
-}
-
-// open registers a stream of node id; dropped is closed when the node is
-// removed, release unregisters the stream.
-func (ns *nodeStreams) open(id string) (dropped <-chan struct{}, release func()) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if ns.byNode == nil {
-		ns.byNode = map[string]map[int]chan struct{}{}
-	}
-	if ns.byNode[id] == nil {
-		ns.byNode[id] = map[int]chan struct{}{}
-	}
-	ns.next++
-	key, ch := ns.next, make(chan struct{})
-	ns.byNode[id][key] = ch
-	return ch, func() {
-		ns.mu.Lock()
-		defer ns.mu.Unlock()
-		delete(ns.byNode[id], key)
-	}
-}
-
-// drop ends every open stream of node id.
-func (ns *nodeStreams) drop(id string) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	for key, ch := range ns.byNode[id] {
-		close(ch)
-		delete(ns.byNode[id], key)
-	}
-	delete(ns.byNode, id)
-}
-
-// errResigned ends a leadership given up on purpose.
-var errResigned = errors.New("resigned leadership")
-
-// resign gives up leadership: the election runnable returns, revoking the
-// lease, and another curator takes over.
-func (st *leaderState) resign() {
-	st.resignOnce.Do(func() { close(st.resigned) })
-}
-
-// clearRefusal forgets a loop's last refusal, so that the same refusal
-// coming back is recorded again.
-func (st *leaderState) clearRefusal(loop string) {
-	st.muRefusals.Lock()
-	defer st.muRefusals.Unlock()
-	delete(st.lastRefusal, loop)
-}
-
-// waitNotDemoting blocks while this curator's own node is being demoted.
-func (s *Service) waitNotDemoting(ctx context.Context) error {
-	for {
-		resp, err := s.cfg.Etcd.Get(ctx, nodeKey(s.cfg.NodeID))
-		if err != nil {
-			return fmt.Errorf("read own node: %w", err)
-		}
-		if len(resp.Kvs) > 0 {
-			n, err := nodeUnmarshal(nodeKey(s.cfg.NodeID), resp.Kvs[0].Value)
-			if err != nil {
-				return err
-			}
-			if !n.Demoting {
-				return nil
-			}
-		} else {
-			return nil
-		}
-		supervisor.Logger(ctx).Info("this node is being demoted: not campaigning")
-		wctx, cancel := context.WithCancel(ctx)
-		wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(wctx), nodeKey(s.cfg.NodeID), clientv3.WithRev(resp.Header.Revision+1))
-		select {
-		case <-ctx.Done():
-		case <-wch:
-		}
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-}
-
-// newRefusal notes a loop's refusal and says whether it differs from the
-// loop's last one.
-func (st *leaderState) newRefusal(loop, reason string) bool {
-	st.muRefusals.Lock()
-	defer st.muRefusals.Unlock()
-	if st.lastRefusal == nil {
-		st.lastRefusal = map[string]string{}
-	}
-	if st.lastRefusal[loop] == reason {
-		return false
-	}
-	st.lastRefusal[loop] = reason
-	return true
+	// revoked is the evidence of the last dead leader's lease this
+	// curator revoked (runCrashWatch), until it records it as an event
+	// once it leads.
+	revoked atomic.Pointer[revokeNote]
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -191,7 +57,7 @@ func New(cfg Config) (*Service, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Service{cfg: cfg, metrics: m}, nil
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer()}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
@@ -211,6 +77,7 @@ func (s *Service) Run(ctx context.Context) error {
 		"grpc":     running.wrap(s.runGRPC),
 		"election": running.wrap(s.runElection),
 		"quorum":   s.runQuorumCheck,
+		"crashes":  s.runCrashWatch,
 	}); err != nil {
 		return err
 	}
@@ -231,50 +98,6 @@ func (s *Service) Run(ctx context.Context) error {
 // stopTimeout bounds how long Run waits for its runnables once stopped:
 // the gRPC server gives calls a second, the lease revocation has one.
 const stopTimeout = 2 * time.Second
-
-// serverTLS: the node certificate with the CA in its chain, so that a
-// joining node can pin the CA by the fingerprint in its token; client
-// certificates are verified when given (Register comes without one) and
-// checked per method by authorize.
-func (s *Service) serverTLS() *tls.Config {
-	cfg := pki.ServerTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey, s.cfg.CA), s.cfg.CA)
-	cfg.ClientAuth = tls.VerifyClientCertIfGiven
-	return cfg
-}
-
-func (s *Service) runGRPC(ctx context.Context) error {
-	lis, err := net.Listen("tcp", s.cfg.Address)
-	if err != nil {
-		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
-	}
-	srv := grpc.NewServer(append(transport.ServerOptions(),
-		grpc.Creds(credentials.NewTLS(s.serverTLS())),
-		grpc.UnaryInterceptor(s.unaryInterceptor),
-		grpc.StreamInterceptor(s.streamInterceptor),
-	)...)
-	pb.RegisterManagementServer(srv, &managementServer{s: s})
-	pb.RegisterCuratorServer(srv, &curatorServer{s: s})
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	supervisor.Signal(ctx, supervisor.Healthy)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("gRPC server: %w", err)
-	case <-ctx.Done():
-	}
-	// Streams (heartbeats, watches) never end on their own: give unary
-	// calls a moment, then cut the rest.
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(time.Second):
-		srv.Stop()
-		<-stopped
-	}
-	<-errc
-	return ctx.Err()
-}
 
 // runElection campaigns, and while it leads runs the leader's runnables.
 // Losing the election lease ends the runnable with an error: the supervisor
@@ -324,6 +147,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	}
 	st := &leaderState{
 		leadership: l,
+		cfg:        &s.cfg,
 		ctx:        lctx,
 		since:      s.cfg.Now(),
 		pki:        cp,
@@ -331,6 +155,7 @@ func (s *Service) runElection(ctx context.Context) error {
 		reg:        reg,
 		joins:      newJoinQueue(),
 		kickHealth: make(chan struct{}, 1),
+		kickGroups: make(chan struct{}, 1),
 		resigned:   make(chan struct{}),
 	}
 	var wg sync.WaitGroup
@@ -401,6 +226,40 @@ func (s *Service) runElection(ctx context.Context) error {
 	}
 }
 
+// waitNotDemoting blocks while this curator's own node is being demoted.
+func (s *Service) waitNotDemoting(ctx context.Context) error {
+	for {
+		resp, err := s.cfg.Etcd.Get(ctx, nodeKey(s.cfg.NodeID))
+		if err != nil {
+			return fmt.Errorf("read own node: %w", err)
+		}
+		if len(resp.Kvs) > 0 {
+			n, err := nodeUnmarshal(nodeKey(s.cfg.NodeID), resp.Kvs[0].Value)
+			if err != nil {
+				return err
+			}
+			if !n.Demoting {
+				return nil
+			}
+		} else {
+			return nil
+		}
+		supervisor.Logger(ctx).Info("this node is being demoted: not campaigning")
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(wctx), nodeKey(s.cfg.NodeID), clientv3.WithRev(resp.Header.Revision+1))
+		select {
+		case <-ctx.Done():
+		case <-wch:
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// newRefusal notes a loop's refusal and says whether it differs from the
+
 // watchOwnKey returns when the election key l.key is deleted (or ctx
 // ends). A watch that fails is opened again from where it stopped.
 func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
@@ -439,22 +298,6 @@ func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// runLeader runs the leader-only loops.
-func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	loops := map[string]supervisor.Runnable{
-		"joins": func(ctx context.Context) error { return s.runJoins(ctx, st) },
-	}
-	for _, spec := range []loopSpec{s.syncLoop(st), s.demotionLoop(st), s.learnerLoop(st), s.healthLoop(st), s.placementLoop(st), s.approvalLoop(st)} {
-		loops[spec.name] = func(ctx context.Context) error { return s.runLoop(ctx, st, spec) }
-	}
-	if err := supervisor.RunGroup(ctx, loops); err != nil {
-		return err
-	}
-	supervisor.Signal(ctx, supervisor.Healthy)
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 // leaderFor returns the leadership a handler acts under, or ErrNotLeader

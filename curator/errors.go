@@ -26,10 +26,16 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrDenied: the caller may not do this.
 	ErrDenied = errors.New("permission denied")
+	// ErrNotManager: a call was forwarded by a node that is not a manager
+	// (a worker, or a manager demoted a moment ago): refused, and marked so
+	// that a client asks another manager.
+	ErrNotManager = errors.New("not a manager")
 	// ErrExists: the thing to create exists already.
 	ErrExists = errors.New("already exists")
 	// ErrPrecondition: the cluster is not in a state that allows this.
 	ErrPrecondition = errors.New("refused")
+	// ErrNodeGone: a node record to change was removed meanwhile.
+	ErrNodeGone = errors.New("the node was removed meanwhile")
 )
 
 // The details of a gRPC status that says the quorum is lost: an
@@ -37,6 +43,9 @@ var (
 const (
 	ErrorDomain      = "curator.v1"
 	QuorumLostReason = "QUORUM_LOST"
+	// NotManagerReason marks a PermissionDenied that a forwarding node,
+	// not the caller, earned: the caller is to ask another manager.
+	NotManagerReason = "FORWARDER_NOT_MANAGER"
 )
 
 // toStatus turns an error from the curator into a gRPC status error.
@@ -59,9 +68,15 @@ func toStatus(err error) error {
 	}
 	code := codes.Internal
 	switch {
+	case errors.Is(err, ErrNotManager):
+		st, derr := status.New(codes.PermissionDenied, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: NotManagerReason, Domain: ErrorDomain})
+		if derr != nil {
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
+		return st.Err()
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader):
 		code = codes.Unavailable
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNodeGone):
 		code = codes.NotFound
 	case errors.Is(err, ErrInvalid):
 		code = codes.InvalidArgument

@@ -1,9 +1,18 @@
 package curator
 
+// FaultEnv names the fault points a binary built with -tags faults dies
+// at (comma-separated).
+const FaultEnv = "CURATOR_FAULT"
+
 // The named fault points (docs/architecture.md, "Fault points").
 const (
 	FaultPromoteAfterMemberAdd   = "promote/after-member-add"
 	FaultDemoteAfterMemberRemove = "demote/after-member-remove"
 	FaultRolloutAfterDestroy     = "rollout/after-destroy"
 	FaultRolloutAfterProvision   = "rollout/after-provision"
+	// FaultRolloutSurgeLearner: the leader sees a consensus group's new
+	// member, made by a rollout, as an etcd learner.
+	FaultRolloutSurgeLearner = "rollout/after-surge-learner"
+	// FaultRolloutAfterDemote: a rollout demoted an old manager.
+	FaultRolloutAfterDemote = "rollout/after-demote"
 )

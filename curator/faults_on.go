@@ -14,7 +14,7 @@ import (
 // flushed, the election lease is left to expire.
 var faultPoints = func() map[string]bool {
 	m := map[string]bool{}
-	for _, p := range strings.Split(os.Getenv("CURATOR_FAULT"), ",") {
+	for _, p := range strings.Split(os.Getenv(FaultEnv), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			m[p] = true
 		}

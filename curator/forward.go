@@ -7,10 +7,11 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -30,81 +31,143 @@ import (
 // told who the original caller was (forwardedForKey) and believes it only
 // from a consensus member (see authenticate).
 
-// forwarder keeps one connection to the current leader.
+// forwarder knows the leader, as the election observer last saw it, and
+// keeps one connection to it.
 type forwarder struct {
-	// known is the leader as the election watch last saw it; nil when
-	// the watch is not running or there is no leader.
-	known atomic.Pointer[leaderInfo]
+	mu sync.Mutex
+	// known is the leader; nil while the election is not being followed
+	// (yet, or for a moment after an error).
+	known *leaderInfo
+	// learned is closed, and made anew, each time known is set.
+	learned chan struct{}
+	addr    string
+	conn    *grpc.ClientConn
+}
 
-	mu   sync.Mutex
-	addr string
-	conn *grpc.ClientConn
+// leaderInfo is the leader as the election names it: its node, its
+// address, and the lease of its election key.
+type leaderInfo struct {
+	id, addr string
+	lease    clientv3.LeaseID
+	// rev is the create revision of its election key.
+	rev int64
 }
 
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeLocked()
+}
+
+func (f *forwarder) closeLocked() {
 	if f.conn != nil {
 		f.conn.Close()
 		f.conn, f.addr = nil, ""
 	}
 }
 
-type leaderInfo struct{ id, addr string }
-
-// leaderMoved closes the connection to the old leader when the election
-// names another one (or none): the streams forwarded over it end at once,
-// and their callers reconnect to whoever leads now, rather than wait on a
-// leader that may be frozen or cut off.
-func (f *forwarder) leaderMoved(addr string) {
+// learn records the leader the election observer saw (nil: the election is
+// not being followed). When the leader moves, it closes the connection to
+// the old one: the streams forwarded over it end at once, and their callers
+// reconnect to whoever leads now, rather than wait on a leader that may be
+// frozen or cut off.
+func (f *forwarder) learn(li *leaderInfo) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conn != nil && f.addr != addr {
-		f.conn.Close()
-		f.conn, f.addr = nil, ""
+	f.known = li
+	if li != nil {
+		if f.learned != nil {
+			close(f.learned)
+		}
+		f.learned = nil
+	}
+	if f.conn != nil && (li == nil || f.addr != li.addr) {
+		f.closeLocked()
 	}
 }
 
-// runFollowElection follows the election so that forwarded streams never
-// outlive the leadership they were forwarded to.
+// knownLeader is the leader as last observed, or nil.
+func (f *forwarder) knownLeader() *leaderInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.known
+}
+
+// leader returns the leader, waiting until the observer knows it, at most
+// leaderLookupTimeout: a forwarded call (a stream has no deadline of its
+// own) must not hang on a manager that cannot follow the election.
+func (f *forwarder) leader(ctx context.Context) (leaderInfo, error) {
+	t := time.NewTimer(leaderLookupTimeout)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		li := f.known
+		if li == nil && f.learned == nil {
+			f.learned = make(chan struct{})
+		}
+		learned := f.learned
+		f.mu.Unlock()
+		if li != nil {
+			return *li, nil
+		}
+		select {
+		case <-learned:
+		case <-ctx.Done():
+			return leaderInfo{}, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		case <-t.C:
+			return leaderInfo{}, fmt.Errorf("%w: this manager does not know of one (it may be cut off from etcd): try another manager", ErrNoLeader)
+		}
+	}
+}
+
+// runFollowElection follows the election with etcd's own observer
+// (concurrency.Election.Observe), so that forwarded calls find the leader
+// without reading the election each time (a failover moves thousands of
+// streams at once), and forwarded streams never outlive the leadership
+// they were forwarded to. The observer needs a session: a lease of this
+// manager's own, which holds no key.
 func (s *Service) runFollowElection(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
-		// Read who leads, then follow every change: forwarded calls use
-		// what this learns instead of reading the election each time (a
-		// failover moves thousands of streams at once).
-		note := func() {
-			id, addr, err := currentLeaderInfo(ctx, s.cfg.Etcd)
-			switch {
-			case err == nil:
-				s.fwd.known.Store(&leaderInfo{id: id, addr: addr})
-			case errors.Is(err, ErrNoLeader):
-				s.fwd.known.Store(nil)
-			default:
-				return
-			}
-			s.fwd.leaderMoved(addr)
+		err := s.followElection(ctx)
+		// Not following any more: forget the leader until we are again.
+		s.fwd.learn(nil)
+		if ctx.Err() == nil {
+			supervisor.Logger(ctx).Warn("following the election stopped: following it again", zap.Error(err))
 		}
-		wch := s.cfg.Etcd.Watch(wctx, electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			note()
-		}
-		// Not following any more: look it up per call until we are.
-		s.fwd.known.Store(nil)
-		cancel()
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(followRetry):
 		}
 	}
 	return ctx.Err()
 }
 
-// leaderLookupTimeout bounds a follower's read of who leads.
+// followRetry is the wait before following the election again.
+const followRetry = 100 * time.Millisecond
+
+// followElection feeds the forwarder the leaders the observer sees, until
+// it stops (ctx ends, or etcd fails it).
+func (s *Service) followElection(ctx context.Context) error {
+	sess, err := concurrency.NewSession(s.cfg.Etcd, concurrency.WithTTL(int(s.cfg.ElectionTTL/time.Second)), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("election observer session: %w", err)
+	}
+	defer sess.Close()
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for resp := range concurrency.NewElection(sess, electionPrefix).Observe(octx) {
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		id, addr := parseLeaderValue(string(resp.Kvs[0].Value))
+		s.fwd.learn(&leaderInfo{id: id, addr: addr, lease: clientv3.LeaseID(resp.Kvs[0].Lease), rev: resp.Kvs[0].CreateRevision})
+	}
+	return errors.New("the election observer ended")
+}
+
+// leaderLookupTimeout bounds how long a forwarded call waits to learn who
+// leads.
 const leaderLookupTimeout = 2 * time.Second
 
 // leaderValue is what a curator puts in its election key.
@@ -115,43 +178,18 @@ func parseLeaderValue(v string) (nodeID, address string) {
 	return nodeID, address
 }
 
-// currentLeaderInfo reads the election: the node ID and address of the
-// curator leader, or ErrNoLeader.
-func currentLeaderInfo(ctx context.Context, cli *clientv3.Client) (nodeID, address string, err error) {
-	// Bounded, and refused at once by an etcd member that has no leader
-	// (cut off, or removed from the cluster): a forwarded stream has no
-	// deadline of its own, and must not hang on a member that cannot
-	// answer.
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), leaderLookupTimeout)
-	defer cancel()
-	resp, err := cli.Get(ctx, electionPrefix+"/", clientv3.WithFirstCreate()...)
-	if err != nil {
-		return "", "", fmt.Errorf("%w: this manager cannot read the election (%v): try another manager", ErrNoLeader, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return "", "", ErrNoLeader
-	}
-	nodeID, address = parseLeaderValue(string(resp.Kvs[0].Value))
-	return nodeID, address, nil
-}
-
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	// Without a quorum there is no leader to forward to, whatever the
-	// election watch last said: say so, and why, at once.
+	// election observer last said: say so, and why, at once.
 	if err := s.quorumLost(); err != nil {
 		return nil, err
 	}
-	var id, addr string
-	if li := s.fwd.known.Load(); li != nil {
-		id, addr = li.id, li.addr
-	} else {
-		var err error
-		if id, addr, err = currentLeaderInfo(ctx, s.cfg.Etcd); err != nil {
-			return nil, err
-		}
+	li, err := s.fwd.leader(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if id == s.cfg.NodeID {
+	if li.id == s.cfg.NodeID {
 		// We won the election but are not serving as leader (yet, or any
 		// more): the caller should retry in a moment.
 		return nil, ErrNoLeader
@@ -159,18 +197,16 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	f := &s.fwd
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conn != nil && f.addr == addr {
+	if f.conn != nil && f.addr == li.addr {
 		return f.conn, nil
 	}
-	if f.conn != nil {
-		f.conn.Close()
-	}
+	f.closeLocked()
 	tlsCfg := pki.ClientTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey), s.cfg.CA)
-	conn, err := grpc.NewClient(addr, transport.DialOptions(credentials.NewTLS(tlsCfg))...)
+	conn, err := grpc.NewClient(li.addr, transport.DialOptions(credentials.NewTLS(tlsCfg))...)
 	if err != nil {
-		return nil, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
+		return nil, fmt.Errorf("dial leader %s at %s: %w", li.id, li.addr, err)
 	}
-	f.conn, f.addr = conn, addr
+	f.conn, f.addr = conn, li.addr
 	return conn, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -39,49 +39,14 @@ const (
 	testDownAfter = 500 * time.Millisecond
 )
 
-var ipCounter atomic.Int32
+// testIPs hands out 127.0.77.1, 127.0.77.2, ... (then 127.0.78.x).
+var testIPs = testenv.NewLoopback(77, 2)
 
-// nextIP hands out 127.0.77.1, 127.0.77.2, ... (then 127.0.78.x).
-func nextIP(t testing.TB) string {
-	t.Helper()
-	n := ipCounter.Add(1)
-	if n > 2*254 {
-		t.Fatal("out of test addresses")
-	}
-	return fmt.Sprintf("127.0.%d.%d", 77+(n-1)/254, 1+(n-1)%254)
-}
+func nextIP(t testing.TB) string { return testIPs.Next(t) }
 
 // freeBasePort returns a port on ip such that it and the three after it
 // (etcd peer, etcd client, HTTP) are free right now.
-func freeBasePort(t testing.TB, ip string) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		ok := p+3 <= 65535
-		var held []net.Listener
-		for off := 1; ok && off <= 3; off++ {
-			l2, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p+off)))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l2)
-		}
-		l.Close()
-		for _, h := range held {
-			h.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
-}
+func freeBasePort(t testing.TB, ip string) int { return testenv.FreePorts(t, ip, 4) }
 
 // testCluster is a one-member etcd with TLS and the cluster records of a
 // bootstrapped cluster whose first node is a manager.
@@ -278,6 +243,14 @@ func (c *testCluster) startLeader() *Service {
 	return svc
 }
 
+// dialFirst connects to the first node's curator twice: with the admin
+// certificate, and with none.
+func (c *testCluster) dialFirst() (admin, anon *grpc.ClientConn) {
+	c.t.Helper()
+	adminCert := c.adminCert()
+	return dial(c.t, c.first.address, &adminCert, c.root.Cert), dial(c.t, c.first.address, nil, c.root.Cert)
+}
+
 // dial connects to a curator at address, presenting cert (none if nil) and
 // trusting roots.
 func dial(t testing.TB, address string, cert *tls.Certificate, roots ...*x509.Certificate) *grpc.ClientConn {
@@ -359,13 +332,7 @@ func (c *testCluster) loadNode(id string) *pb.Node {
 // waitFor polls cond until it holds, failing the test after testTimeout.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", testTimeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitUntil(t, testTimeout, what, cond)
 }
 
 // waitStatus waits until node id's record in etcd has status want and
@@ -379,3 +346,20 @@ func (c *testCluster) waitStatus(id string, want pb.NodeStatus) time.Duration {
 
 // nopLogger is for clients whose failures are expected.
 func nopLogger() *zap.Logger { return zap.NewNop() }
+
+// aliveAddress is an IP:PORT whose port and PORT+2 accept connections
+// until the test ends: a stand-in leader that crash detection takes for
+// alive.
+func aliveAddress(t testing.TB) string {
+	t.Helper()
+	ip := nextIP(t)
+	port := testenv.FreePorts(t, ip, 3)
+	for _, p := range []int{port, port + 2} {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(port))
+}

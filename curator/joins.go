@@ -52,7 +52,7 @@ func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) 
 
 // runJoins writes queued joins, as many as are waiting (up to one
 // transaction's worth) at a time.
-func (s *Service) runJoins(ctx context.Context, st *leaderState) error {
+func (st *leaderState) runJoins(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	for {
 		var batch []*pendingJoin
@@ -71,7 +71,7 @@ func (s *Service) runJoins(ctx context.Context, st *leaderState) error {
 				break more
 			}
 		}
-		if err := s.writeJoins(ctx, st, batch); err != nil {
+		if err := st.writeJoins(ctx, batch); err != nil {
 			return err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Service) runJoins(ctx context.Context, st *leaderState) error {
 
 // writeJoins checks each join against the registry and the rest of the
 // batch, writes those that pass in one transaction, and answers each.
-func (s *Service) writeJoins(ctx context.Context, st *leaderState, batch []*pendingJoin) error {
+func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) error {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
 	names, addrs, ids := map[string]string{}, map[string]string{}, map[string]bool{}
@@ -107,7 +107,7 @@ func (s *Service) writeJoins(ctx context.Context, st *leaderState, batch []*pend
 		write = append(write, n)
 		written = append(written, p)
 	}
-	err := nodeSaveAll(ctx, st.leadership, write)
+	err := nodeJoinAll(ctx, st.leadership, write)
 	for _, p := range written {
 		p.done <- joinOutcome{err: err}
 	}

@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -47,4 +48,23 @@ func (l *leadership) txnAsLeader(ctx context.Context, ops ...clientv3.Op) (*clie
 		return nil, ErrNotLeader
 	}
 	return resp, nil
+}
+
+// errCompare: a condition of txnAsLeaderIf other than the fence failed.
+var errCompare = errors.New("a condition of the transaction failed")
+
+// txnAsLeaderIf applies ops if we still lead and every one of cmps holds:
+// ErrNotLeader when the fence fails, errCompare when only cmps do.
+func (l *leadership) txnAsLeaderIf(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := l.cli.Txn(ctx).If(append([]clientv3.Cmp{l.fence()}, cmps...)...).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("leader transaction: %w", err)
+	}
+	if resp.Succeeded {
+		return resp, nil
+	}
+	if _, err := l.txnAsLeader(ctx); err != nil {
+		return nil, err
+	}
+	return nil, errCompare
 }

@@ -159,3 +159,37 @@ func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 		t.Errorf("write under the new leadership: %v", err)
 	}
 }
+
+// TestSaveDoesNotResurrect: a change decided on a node record that was
+// removed meanwhile (a node that left while a loop marked it down) fails
+// with ErrNodeGone and leaves the node removed.
+func TestSaveDoesNotResurrect(t *testing.T) {
+	c := newTestCluster(t)
+	svc := c.startLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	waitFor(t, "the curator leads", func() bool { return svc.currentLeader() != nil })
+	l := svc.currentLeader().leadership
+	n := &pb.Node{Id: "leaver", Name: "leaver", Address: "127.0.0.9:7000", State: pb.NodeState_NODE_STATE_UP}
+	if err := nodeCreate(ctx, l, n); err != nil {
+		t.Fatal(err)
+	}
+	stale := cloneNode(n)
+	if err := nodeDestroy(ctx, l, n.Id); err != nil {
+		t.Fatal(err)
+	}
+	stale.Status = pb.NodeStatus_NODE_STATUS_DOWN
+	if err := nodeSave(ctx, l, stale); !errors.Is(err, ErrNodeGone) {
+		t.Errorf("save of a removed node = %v, want ErrNodeGone", err)
+	}
+	if err := nodeSaveAll(ctx, l, []*pb.Node{c.loadNode(c.first.id), stale}); !errors.Is(err, ErrNodeGone) {
+		t.Errorf("batch save with a removed node = %v, want ErrNodeGone", err)
+	}
+	resp, err := c.cli.Get(ctx, nodeKey(n.Id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Errorf("the removed node is back: %s", resp.Kvs[0].Value)
+	}
+}

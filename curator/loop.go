@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +32,86 @@ type loopResult struct {
 	refused bool
 }
 
+// leaderLoops runs the leader's loops. One is made per leadership, and
+// lives as long as it: what a loop remembers between ticks is here, and
+// goes with the leadership.
+type leaderLoops struct {
+	*leaderState
+	metrics *Metrics
+	// health is what the health loop remembers between ticks (see
+	// decideHealth); only the health loop uses it.
+	health healthMemory
+
+	muRefusals  sync.Mutex
+	lastRefusal map[string]string
+}
+
+// loops lists every loop a leader runs. A new loop is a file
+// loop_<name>.go with its observe, decide and act, and one line here.
+func (l *leaderLoops) loops() []loopSpec {
+	return []loopSpec{
+		l.syncLoop(),
+		l.demotionLoop(),
+		l.learnerLoop(),
+		l.healthLoop(),
+		l.placementLoop(),
+		l.approvalLoop(),
+		l.groupLoop(),
+		l.reaperLoop(),
+	}
+}
+
+// runLeader runs the leader's runnables: the join batches and every loop.
+func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
+	l := &leaderLoops{leaderState: st, metrics: s.metrics}
+	defer st.providers.close()
+	if n := s.revoked.Swap(nil); n != nil && s.cfg.Now().Sub(n.at) < time.Minute {
+		// This curator revoked the dead leader's lease, and leads now: say
+		// so, with the evidence.
+		l.recordEvent(ctx, "election", loopResult{action: "revoke-dead-leader", nodeID: n.leader, reason: n.evidence})
+	}
+	runnables := map[string]supervisor.Runnable{
+		"joins": l.runJoins,
+	}
+	for _, spec := range l.loops() {
+		runnables[spec.name] = func(ctx context.Context) error { return l.run(ctx, spec) }
+	}
+	if err := supervisor.RunGroup(ctx, runnables); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.Healthy)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// membershipLoop is the spec of a loop that decides on the membership
+// snapshot: it ticks on changes of the nodes that matter to membership and
+// on SyncInterval (etcd's member list has no watch).
+func (l *leaderLoops) membershipLoop(name string, tick func(ctx context.Context, ms *membership) (loopResult, error)) loopSpec {
+	return loopSpec{
+		name:        name,
+		tick:        l.membershipTick(tick),
+		nodeChanges: membershipChange,
+		resync:      l.cfg.SyncInterval,
+		minGap:      l.cfg.MinActionGap,
+	}
+}
+
+// membershipTick observes the membership under muNodes, so that no other
+// change of a node comes between what a loop decided on and its act, and
+// hands the snapshot to tick.
+func (l *leaderLoops) membershipTick(tick func(ctx context.Context, ms *membership) (loopResult, error)) func(context.Context) (loopResult, error) {
+	return func(ctx context.Context) (loopResult, error) {
+		l.muNodes.Lock()
+		defer l.muNodes.Unlock()
+		ms, err := l.observeMembership(ctx)
+		if err != nil {
+			return loopResult{}, err
+		}
+		return tick(ctx, ms)
+	}
+}
+
 type loopSpec struct {
 	name string
 	// tick observes, decides and acts once.
@@ -46,11 +127,12 @@ type loopSpec struct {
 	minGap time.Duration
 }
 
-func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) error {
+// run runs one loop until ctx ends or a tick fails.
+func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 	lg := supervisor.Logger(ctx)
 	var trigger <-chan struct{}
-	if spec.nodeChanges != nil && !s.cfg.PollOnly {
-		ch, unsubscribe := st.reg.subscribe(spec.nodeChanges)
+	if spec.nodeChanges != nil && !l.cfg.PollOnly {
+		ch, unsubscribe := l.reg.subscribe(spec.nodeChanges)
 		defer unsubscribe()
 		trigger = ch
 	}
@@ -60,7 +142,7 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 	defer resync.Stop()
 	var divergedAt time.Time
 	for {
-		if !st.guard.held() {
+		if !l.guard.held() {
 			// In doubt about the lease: act on nothing until it is
 			// renewed (or lost, which ends the leadership).
 			select {
@@ -71,29 +153,29 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			}
 		}
 		res, err := spec.tick(ctx)
-		s.metrics.Ticks.WithLabelValues(spec.name).Inc()
+		l.metrics.Ticks.WithLabelValues(spec.name).Inc()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			s.metrics.Errors.WithLabelValues(spec.name).Inc()
+			l.metrics.Errors.WithLabelValues(spec.name).Inc()
 			return err
 		}
-		now := s.cfg.Now()
+		now := l.cfg.Now()
 		switch {
 		case res.refused:
-			s.metrics.Refusals.WithLabelValues(spec.name).Inc()
+			l.metrics.Refusals.WithLabelValues(spec.name).Inc()
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
-			s.recordEvent(ctx, st, spec.name, res)
+			l.recordEvent(ctx, spec.name, res)
 		case res.action != "":
-			st.clearRefusal(spec.name)
+			l.clearRefusal(spec.name)
 			if divergedAt.IsZero() {
 				divergedAt = now
 			}
-			s.metrics.Actions.WithLabelValues(spec.name, res.action).Inc()
+			l.metrics.Actions.WithLabelValues(spec.name, res.action).Inc()
 			lg.Info(res.action, zap.String("node", res.nodeID), zap.String("reason", res.reason))
-			s.recordEvent(ctx, st, spec.name, res)
-			if s.cfg.PollOnly {
+			l.recordEvent(ctx, spec.name, res)
+			if l.cfg.PollOnly {
 				// The fixed poll: one change per period, nothing sooner.
 				break
 			}
@@ -107,9 +189,9 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 			}
 			continue
 		default:
-			st.clearRefusal(spec.name)
+			l.clearRefusal(spec.name)
 			if !divergedAt.IsZero() {
-				s.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
+				l.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
 				divergedAt = time.Time{}
 			}
 		}
@@ -125,21 +207,44 @@ func (s *Service) runLoop(ctx context.Context, st *leaderState, spec loopSpec) e
 
 // recordEvent keeps an event; failing to is logged, not fatal: the action
 // itself happened.
-func (s *Service) recordEvent(ctx context.Context, st *leaderState, loop string, res loopResult) {
+func (l *leaderLoops) recordEvent(ctx context.Context, loop string, res loopResult) {
 	action := res.action
 	if res.refused {
 		action = "refuse"
 		// A refusal repeats every tick while the state is wrong: record it
 		// when it changes, not each time.
-		if !st.newRefusal(loop, res.reason) {
+		if !l.newRefusal(loop, res.reason) {
 			return
 		}
 	}
 	ev := &pb.Event{
-		Time: timestamppb.New(s.cfg.Now()), Loop: loop, NodeId: res.nodeID,
-		Action: action, Reason: res.reason, Leader: s.cfg.NodeID,
+		Time: timestamppb.New(l.cfg.Now()), Loop: loop, NodeId: res.nodeID,
+		Action: action, Reason: res.reason, Leader: l.cfg.NodeID,
 	}
-	if err := eventRecord(ctx, st.leadership, ev); err != nil && !errors.Is(err, context.Canceled) {
+	if err := eventRecord(ctx, l.leadership, ev); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
 	}
+}
+
+// clearRefusal forgets a loop's last refusal, so that the same refusal
+// coming back is recorded again.
+func (l *leaderLoops) clearRefusal(loop string) {
+	l.muRefusals.Lock()
+	defer l.muRefusals.Unlock()
+	delete(l.lastRefusal, loop)
+}
+
+// newRefusal notes a loop's refusal and says whether it differs from the
+// loop's last one.
+func (l *leaderLoops) newRefusal(loop, reason string) bool {
+	l.muRefusals.Lock()
+	defer l.muRefusals.Unlock()
+	if l.lastRefusal == nil {
+		l.lastRefusal = map[string]string{}
+	}
+	if l.lastRefusal[loop] == reason {
+		return false
+	}
+	l.lastRefusal[loop] = reason
+	return true
 }

@@ -72,3 +72,29 @@ func QuoteShort(s string) string {
 	}
 	return strconv.Quote(s[:cut]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
+
+// configSHA is the form of a group's config SHA: SHA-256 in hex.
+var configSHA = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidateMachine checks what a node made by a group's provider says of
+// itself when it joins: its group (a name), its machine's instance ID, the
+// config SHA it was made from, and its labels. All may be empty.
+func ValidateMachine(group, instanceID, sha string, labels map[string]string) error {
+	if group != "" {
+		if err := ValidateNodeName(group); err != nil {
+			return fmt.Errorf("group: %w", err)
+		}
+	}
+	if instanceID != "" && !labelValue.MatchString(instanceID) {
+		return fmt.Errorf("instance ID %s: use up to %d letters, digits, '-', '_' or '.'", QuoteShort(instanceID), MaxNameLength)
+	}
+	if sha != "" && !configSHA.MatchString(sha) {
+		return fmt.Errorf("config SHA %s: want 64 lowercase hex digits", QuoteShort(sha))
+	}
+	for k, v := range labels {
+		if err := ValidateLabel(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -118,9 +118,7 @@ func TestCheckMaxVoters(t *testing.T) {
 func TestRegisterRefusesBadNames(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	token := c.token(admin, "worker")
 	w, _ := c.register(anon, token, "w1")
 	nodes := func() []*pb.Node {
@@ -166,9 +164,7 @@ func TestRegisterRefusesBadNames(t *testing.T) {
 func TestRequestErrors(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	mgmt := pb.NewManagementClient(admin)
 	w, _ := c.register(anon, c.token(admin, "worker"), "w1")
 	state := func() (*pb.ClusterState, []*pb.Node) {

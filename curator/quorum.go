@@ -54,7 +54,7 @@ func quorumLost(voters []quorumVoter) (bool, string) {
 			down = append(down, label)
 		}
 	}
-	need := len(voters)/2 + 1
+	need := majority(len(voters))
 	if len(up) >= need {
 		return false, ""
 	}
@@ -133,6 +133,7 @@ func (s *Service) runQuorumCheck(ctx context.Context) error {
 		s.quorum.mu.Lock()
 		s.quorum.at, s.quorum.err = s.cfg.Now(), err
 		s.quorum.mu.Unlock()
+		s.updateHealth()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

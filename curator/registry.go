@@ -326,6 +326,13 @@ func (r *registry) nodes() []*pb.Node {
 	return out
 }
 
+// revision is the etcd revision the view reflects.
+func (r *registry) revision() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.rev
+}
+
 // count is how many nodes there are.
 func (r *registry) count() int {
 	r.mu.RLock()

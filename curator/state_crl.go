@@ -33,8 +33,8 @@ func crlLoad(ctx context.Context, kv clientv3.KV) ([]byte, error) {
 
 // currentCRL returns the list in force, making an empty one if there is
 // none yet.
-func (s *Service) currentCRL(ctx context.Context, st *leaderState) ([]byte, error) {
-	der, err := crlLoad(ctx, s.cfg.Etcd)
+func (st *leaderState) currentCRL(ctx context.Context) ([]byte, error) {
+	der, err := crlLoad(ctx, st.cfg.Etcd)
 	if err != nil || der != nil {
 		return der, err
 	}
@@ -50,7 +50,7 @@ func (s *Service) currentCRL(ctx context.Context, st *leaderState) ([]byte, erro
 
 // revokeEtcdCert lists the etcd certificate of join in the revocation
 // list, fenced. Revoking a certificate twice changes nothing.
-func (s *Service) revokeEtcdCert(ctx context.Context, st *leaderState, join *pb.ConsensusJoin) error {
+func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) error {
 	if join == nil || len(join.EtcdCert) == 0 {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (s *Service) revokeEtcdCert(ctx context.Context, st *leaderState, join *pb.
 	if err != nil {
 		return fmt.Errorf("revoke etcd certificate: %w", err)
 	}
-	der, err := s.currentCRL(ctx, st)
+	der, err := st.currentCRL(ctx)
 	if err != nil {
 		return err
 	}

@@ -75,3 +75,60 @@ func eventList(ctx context.Context, kv clientv3.KV, limit int64) ([]*pb.Event, e
 	slices.Reverse(events)
 	return events, nil
 }
+
+// eventsAfter reads the kept events recorded after etcd revision after,
+// oldest first; with after 0, the newest backlog of them (none if backlog
+// is 0). It returns the revision it read at: every event up to it is in
+// the answer or before after.
+//
+// Order and resumption go by revision, not by key: keys sort by the
+// recording leader's clock, which two leaders do not share, while an
+// event's revision is where etcd put it. An event is written once and
+// never changed, so its ModRevision is the revision that made it.
+func eventsAfter(ctx context.Context, kv clientv3.KV, after int64, backlog int64) ([]*pb.Event, int64, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	switch {
+	case after > 0:
+		opts = append(opts, clientv3.WithMinModRev(after+1), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend))
+	case backlog > 0:
+		opts = append(opts, clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(backlog))
+	default:
+		opts = append(opts, clientv3.WithCountOnly())
+	}
+	resp, err := kv.Get(ctx, eventPrefix, opts...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	events := make([]*pb.Event, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		ev := &pb.Event{}
+		if err := proto.Unmarshal(kv.Value, ev); err != nil {
+			return nil, 0, fmt.Errorf("event %s is corrupt: %w", kv.Key, err)
+		}
+		events = append(events, ev)
+	}
+	if after <= 0 {
+		slices.Reverse(events)
+	}
+	return events, resp.Header.Revision, nil
+}
+
+// eventWatch watches for events recorded from revision from on. Only new
+// events are of interest: the history's trims are deletes (eventCreated
+// tells them apart).
+func eventWatch(ctx context.Context, w clientv3.Watcher, from int64) clientv3.WatchChan {
+	return w.Watch(ctx, eventPrefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+}
+
+// eventCreated returns the event a watch event recorded, or nil for a
+// trim.
+func eventCreated(wev *clientv3.Event) (*pb.Event, error) {
+	if !wev.IsCreate() {
+		return nil, nil
+	}
+	ev := &pb.Event{}
+	if err := proto.Unmarshal(wev.Kv.Value, ev); err != nil {
+		return nil, fmt.Errorf("event %s is corrupt: %w", wev.Kv.Key, err)
+	}
+	return ev, nil
+}

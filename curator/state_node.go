@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -102,22 +103,45 @@ func nodeSave(ctx context.Context, l *leadership, n *pb.Node) error {
 	return nil
 }
 
-// nodeSaveAll writes many node records, fenced, in as few transactions as
-// etcd allows. A failure part way leaves the earlier batches written: each
-// record is whole, and the loops that write many are level-triggered.
+// nodeSaveAll writes many changed node records, fenced, in as few
+// transactions as etcd allows. A failure part way leaves the earlier
+// batches written: each record is whole, and the loops that write many are
+// level-triggered.
+//
+// Each record is written only if it still exists: a change decided on a
+// record that was removed meanwhile (a node that left while the health
+// loop marked it down) must not bring it back. Such a batch fails with
+// ErrNodeGone, and the caller's next look sees the removal.
 func nodeSaveAll(ctx context.Context, l *leadership, nodes []*pb.Node) error {
+	return nodeWriteAll(ctx, l, nodes, true)
+}
+
+// nodeJoinAll writes the records of nodes that join, in batches as
+// nodeSaveAll does (the join queue checked each against the registry).
+func nodeJoinAll(ctx context.Context, l *leadership, nodes []*pb.Node) error {
+	return nodeWriteAll(ctx, l, nodes, false)
+}
+
+func nodeWriteAll(ctx context.Context, l *leadership, nodes []*pb.Node, mustExist bool) error {
 	for len(nodes) > 0 {
 		batch := nodes[:min(len(nodes), maxNodesPerTxn)]
 		nodes = nodes[len(batch):]
 		ops := make([]clientv3.Op, 0, len(batch))
+		cmps := make([]clientv3.Cmp, 0, len(batch))
 		for _, n := range batch {
 			data, err := proto.Marshal(n)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Id, err)
 			}
 			ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
+			if mustExist {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), ">", 0))
+			}
 		}
-		resp, err := l.txnAsLeader(ctx, ops...)
+		resp, err := l.txnAsLeaderIf(ctx, cmps, ops...)
+		if errors.Is(err, errCompare) {
+			return ErrNodeGone
+		}
 		if err != nil {
 			return err
 		}

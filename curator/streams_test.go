@@ -15,9 +15,7 @@ import (
 func TestRemovedNodeLosesItsStreams(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
-	adminCert := c.adminCert()
-	admin := dial(t, c.first.address, &adminCert, c.root.Cert)
-	anon := dial(t, c.first.address, nil, c.root.Cert)
+	admin, anon := c.dialFirst()
 	n, _ := c.register(anon, c.token(admin, "worker"), "w1")
 	node := pb.NewCuratorClient(dial(t, c.first.address, n.tlsCert(), c.root.Cert))
 

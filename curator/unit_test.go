@@ -119,16 +119,18 @@ func TestAuthorize(t *testing.T) {
 		"/curator.v1.Curator/GetManagers",
 		"/curator.v1.Other/Call",
 		"/curator.v1.ManagementX/ListNodes",
+		"/grpc.health.v1.Health/Check",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 	}
 	// want[identity][method] is whether the call is allowed.
 	for _, tc := range []struct {
 		id   identity
 		want []bool
 	}{
-		{anon, []bool{false, false, true, false, false, false, false}},
-		{admin, []bool{true, true, true, false, false, false, false}},
-		{node, []bool{false, false, true, true, true, false, false}},
-		{other, []bool{false, false, true, false, false, false, false}},
+		{anon, []bool{false, false, true, false, false, false, false, false, false}},
+		{admin, []bool{true, true, true, false, false, false, false, true, true}},
+		{node, []bool{false, false, true, true, true, false, false, true, true}},
+		{other, []bool{false, false, true, false, false, false, false, false, false}},
 	} {
 		t.Run(tc.id.String(), func(t *testing.T) {
 			var got []bool
@@ -164,7 +166,7 @@ func TestTokenRole(t *testing.T) {
 	cs := &pb.ClusterState{WorkerTokenSecret: "workersecret", ManagerTokenSecret: "managersecret"}
 	for _, tc := range []struct {
 		secret string
-		role   string
+		role   joinRole
 		ok     bool
 	}{
 		{"workersecret", "worker", true},
@@ -180,10 +182,11 @@ func TestTokenRole(t *testing.T) {
 	}
 }
 
-func TestParseTokenRole(t *testing.T) {
+func TestParseJoinRole(t *testing.T) {
 	for _, tc := range []struct {
-		in, want string
-		err      error
+		in   string
+		want joinRole
+		err  error
 	}{
 		{"worker", "worker", nil},
 		{"manager", "manager", nil},
@@ -193,9 +196,9 @@ func TestParseTokenRole(t *testing.T) {
 		{"admin", "", ErrInvalid},
 		{"workers", "", ErrInvalid},
 	} {
-		got, err := parseTokenRole(tc.in)
+		got, err := parseJoinRole(tc.in)
 		if got != tc.want || !errors.Is(err, tc.err) {
-			t.Errorf("parseTokenRole(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("parseJoinRole(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -36,5 +36,5 @@ func maxVotersWarning(n uint32) string {
 		return ""
 	}
 	return fmt.Sprintf("max voters is %d, an even number: %d voters tolerate no more failures than %d (a majority of %d is %d); an odd limit (3, 5 or 7) is usual",
-		n, n, n-1, n, n/2+1)
+		n, n, n-1, n, majority(int(n)))
 }

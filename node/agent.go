@@ -35,6 +35,7 @@ type Config struct {
 	ElectionTTL       time.Duration
 	HeartbeatInterval time.Duration
 	DownAfter         time.Duration
+	ReapAfter         time.Duration
 	// Pprof serves Go's profiles on the HTTP port.
 	Pprof bool
 	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.

@@ -25,6 +25,28 @@ type InitConfig struct {
 	Name         string
 	Availability pb.Availability
 	Version      string
+	Machine      Machine
+	// ClusterID names the new cluster; empty means a new random one. A
+	// cluster's first machine made by a provider is labelled with it
+	// before the cluster exists.
+	ClusterID string
+}
+
+// Machine is what a node made by a group's provider knows of its machine:
+// its group, the provider's instance ID, the config SHA it was made from,
+// and the group's node labels. The zero Machine is a node made by hand.
+type Machine struct {
+	Group      string
+	InstanceID string
+	ConfigSHA  string
+	Labels     map[string]string
+}
+
+func (m Machine) validate() error {
+	if err := curator.ValidateMachine(m.Group, m.InstanceID, m.ConfigSHA, m.Labels); err != nil {
+		return fmt.Errorf("--group, --instance-id, --config-sha, --label: %w", err)
+	}
+	return nil
 }
 
 // InitResult says where init put what a person needs next.
@@ -76,6 +98,12 @@ func Init(cfg InitConfig) (*InitResult, error) {
 			return nil, fmt.Errorf("--name: %w", err)
 		}
 	}
+	if err := cfg.Machine.validate(); err != nil {
+		return nil, err
+	}
+	if err := curator.ValidateClusterID(cfg.ClusterID); cfg.ClusterID != "" && err != nil {
+		return nil, fmt.Errorf("--cluster-id: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, etcdDir)); err == nil {
 		return nil, fmt.Errorf("%s holds etcd data but no node: an earlier init did not finish; remove %s and run init again", dir, dir)
 	}
@@ -121,9 +149,11 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	clusterID, err := curator.NewClusterID()
-	if err != nil {
-		return nil, err
+	clusterID := cfg.ClusterID
+	if clusterID == "" {
+		if clusterID, err = curator.NewClusterID(); err != nil {
+			return nil, err
+		}
 	}
 	workerTok, err := pki.NewToken(ca.Cert)
 	if err != nil {
@@ -162,6 +192,10 @@ func Init(cfg InitConfig) (*InitResult, error) {
 		Version:      cfg.Version,
 		PublicKey:    pubDER,
 		Consensus:    join,
+		Group:        cfg.Machine.Group,
+		InstanceId:   cfg.Machine.InstanceID,
+		ConfigSha:    cfg.Machine.ConfigSHA,
+		Labels:       cfg.Machine.Labels,
 	}
 	caKey, err := pki.EncodeKey(ca.Key)
 	if err != nil {

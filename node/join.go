@@ -32,6 +32,7 @@ type JoinConfig struct {
 	Managers     []string
 	Availability pb.Availability
 	Version      string
+	Machine      Machine
 	// Timeout bounds the whole join (default a minute): managers that are
 	// unreachable or have no leader yet are retried until then.
 	Timeout time.Duration
@@ -67,6 +68,9 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 			return nil, fmt.Errorf("--name: %w", err)
 		}
 	}
+	if err := cfg.Machine.validate(); err != nil {
+		return nil, err
+	}
 	if len(cfg.Managers) == 0 {
 		return nil, errors.New("at least one --manager IP:PORT is required")
 	}
@@ -89,6 +93,8 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	req := &pb.RegisterRequest{
 		Token: cfg.Token, PublicKey: pubDER, Name: cfg.Name, Address: cfg.Address,
 		Availability: cfg.Availability, Version: cfg.Version,
+		Group: cfg.Machine.Group, InstanceId: cfg.Machine.InstanceID,
+		ConfigSha: cfg.Machine.ConfigSHA, Labels: cfg.Machine.Labels,
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {

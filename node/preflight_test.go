@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/pki"
 )
 
@@ -20,49 +21,15 @@ import (
 // data dir, the name and the four ports. Each refusal says why and leaves
 // the data dir as it was.
 
-// freeBase returns a base port on 127.0.0.9 whose four ports are free now.
-func freeBase(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.9:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if p+3 <= 65535 && CheckPorts(net.JoinHostPort("127.0.0.9", strconv.Itoa(p))) == nil {
-			return p
-		}
-	}
-	t.Fatal("no free port range on 127.0.0.9")
-	return 0
-}
+// testHost is where these tests listen.
+const testHost = "127.0.0.9"
 
-// occupy listens on 127.0.0.9:port until the test ends.
+// freeBase returns a base port on testHost whose four ports are free now.
+func freeBase(t *testing.T) int { return testenv.FreePorts(t, testHost, 4) }
+
+// occupy listens on testHost:port until the test ends.
 func occupy(t *testing.T, port int) {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.9", strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-}
-
-// listing is the names in dir ("" for a dir that does not exist).
-func listing(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
+	testenv.Occupy(t, net.JoinHostPort(testHost, strconv.Itoa(port)))
 }
 
 func TestCheckPorts(t *testing.T) {
@@ -93,7 +60,7 @@ func TestInitChecksFirst(t *testing.T) {
 		if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), "etcd peer, PORT+1") || !strings.Contains(err.Error(), "--listen") {
 			t.Fatalf("Init with the etcd peer port taken = %v, want ErrPortInUse naming the port and --listen", err)
 		}
-		if got := listing(t, dir); got != nil {
+		if got := testenv.DirNames(t, dir); got != nil {
 			t.Errorf("a refused init wrote %v", got)
 		}
 	})
@@ -106,7 +73,7 @@ func TestInitChecksFirst(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "is not empty (it holds notes.txt)") {
 			t.Fatalf("Init into a dir of other files = %v, want a refusal naming them", err)
 		}
-		if diff := cmp.Diff([]string{"notes.txt"}, listing(t, dir)); diff != "" {
+		if diff := cmp.Diff([]string{"notes.txt"}, testenv.DirNames(t, dir)); diff != "" {
 			t.Errorf("a refused init changed the dir (-want +got):\n%s", diff)
 		}
 	})
@@ -140,7 +107,7 @@ func TestInitChecksFirst(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `--name: node name "two\nlines"`) {
 			t.Fatalf("Init with a name of two lines = %v, want a refusal of --name", err)
 		}
-		if got := listing(t, dir); got != nil {
+		if got := testenv.DirNames(t, dir); got != nil {
 			t.Errorf("a refused init wrote %v", got)
 		}
 	})
@@ -173,7 +140,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		if _, err := Join(context.Background(), cfg(dir)); err == nil || !strings.Contains(err.Error(), "no manager answered") {
 			t.Fatalf("Join = %v, want it to say no manager answered", err)
 		}
-		if got := listing(t, dir); got != nil {
+		if got := testenv.DirNames(t, dir); got != nil {
 			t.Errorf("a failed join left %v in its data dir", got)
 		}
 	})
@@ -185,7 +152,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		if _, err := Join(context.Background(), cfg(dir)); err == nil {
 			t.Fatal("Join succeeded with no manager")
 		}
-		if diff := cmp.Diff([]string{"agent.log"}, listing(t, dir)); diff != "" {
+		if diff := cmp.Diff([]string{"agent.log"}, testenv.DirNames(t, dir)); diff != "" {
 			t.Errorf("a failed join changed its data dir (-want +got):\n%s", diff)
 		}
 	})
@@ -203,7 +170,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		if took := time.Since(began); took > c.Timeout {
 			t.Errorf("refused after %v: the ports are checked before any manager is asked", took)
 		}
-		if got := listing(t, dir); got != nil {
+		if got := testenv.DirNames(t, dir); got != nil {
 			t.Errorf("a refused join wrote %v", got)
 		}
 	})
@@ -215,7 +182,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--name: node name") || len(err.Error()) > 300 {
 			t.Fatalf("Join with a 100 KB name = %.300v, want a short refusal of --name", err)
 		}
-		if got := listing(t, dir); got != nil {
+		if got := testenv.DirNames(t, dir); got != nil {
 			t.Errorf("a refused join wrote %v", got)
 		}
 	})

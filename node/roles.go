@@ -215,7 +215,8 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		NodeID: a.state.NodeID, Address: a.state.Address, Etcd: cli,
 		NodeCert: a.id.cert, NodeKey: a.id.key, CA: a.id.ca,
 		ElectionTTL: a.cfg.ElectionTTL, HeartbeatInterval: a.cfg.HeartbeatInterval, DownAfter: a.cfg.DownAfter,
-		Version: a.cfg.Version, Logger: a.cfg.Logger.Named("curator"), Metrics: a.metrics,
+		ReapAfter: a.cfg.ReapAfter,
+		Version:   a.cfg.Version, Logger: a.cfg.Logger.Named("curator"), Metrics: a.metrics,
 	})
 	if err != nil {
 		cancelEtcd()

@@ -21,6 +21,7 @@ package curatorpb
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -295,6 +296,64 @@ func (x ManagerStatus) Number() protoreflect.EnumNumber {
 // Deprecated: Use ManagerStatus.Descriptor instead.
 func (ManagerStatus) EnumDescriptor() ([]byte, []int) {
 	return file_curator_proto_rawDescGZIP(), []int{4}
+}
+
+type RolloutState int32
+
+const (
+	RolloutState_ROLLOUT_STATE_UNSPECIFIED RolloutState = 0
+	RolloutState_ROLLOUT_STATE_ROLLING     RolloutState = 1
+	RolloutState_ROLLOUT_STATE_PAUSED      RolloutState = 2
+	RolloutState_ROLLOUT_STATE_DONE        RolloutState = 3
+	RolloutState_ROLLOUT_STATE_CANCELLED   RolloutState = 4
+	RolloutState_ROLLOUT_STATE_FAILED      RolloutState = 5
+)
+
+// Enum value maps for RolloutState.
+var (
+	RolloutState_name = map[int32]string{
+		0: "ROLLOUT_STATE_UNSPECIFIED",
+		1: "ROLLOUT_STATE_ROLLING",
+		2: "ROLLOUT_STATE_PAUSED",
+		3: "ROLLOUT_STATE_DONE",
+		4: "ROLLOUT_STATE_CANCELLED",
+		5: "ROLLOUT_STATE_FAILED",
+	}
+	RolloutState_value = map[string]int32{
+		"ROLLOUT_STATE_UNSPECIFIED": 0,
+		"ROLLOUT_STATE_ROLLING":     1,
+		"ROLLOUT_STATE_PAUSED":      2,
+		"ROLLOUT_STATE_DONE":        3,
+		"ROLLOUT_STATE_CANCELLED":   4,
+		"ROLLOUT_STATE_FAILED":      5,
+	}
+)
+
+func (x RolloutState) Enum() *RolloutState {
+	p := new(RolloutState)
+	*p = x
+	return p
+}
+
+func (x RolloutState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RolloutState) Descriptor() protoreflect.EnumDescriptor {
+	return file_curator_proto_enumTypes[5].Descriptor()
+}
+
+func (RolloutState) Type() protoreflect.EnumType {
+	return &file_curator_proto_enumTypes[5]
+}
+
+func (x RolloutState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RolloutState.Descriptor instead.
+func (RolloutState) EnumDescriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{5}
 }
 
 // ConsensusJoin is everything a node needs to start etcd as a member of the
@@ -1660,23 +1719,1117 @@ func (x *DemoteResponse) GetOutcome() string {
 	return ""
 }
 
+// GroupSpec is what an operator commits: a named set of machines of one
+// kind. Its YAML form is the commit file (docs/architecture.md).
+type GroupSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Size  uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// [ROLE_WORKER], [ROLE_CONSENSUS] (managers that take no work) or both.
+	Roles []Role `protobuf:"varint,3,rep,packed,name=roles,proto3,enum=curator.v1.Role" json:"roles,omitempty"`
+	// How many machines a rollout replaces at a time (workers; consensus
+	// members always go one at a time). 0 means 1.
+	MaxParallel uint32            `protobuf:"varint,4,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
+	Provider    *ProviderSpec     `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	Template    *InstanceTemplate `protobuf:"bytes,6,opt,name=template,proto3" json:"template,omitempty"`
+	// A machine whose node has been down this long is replaced; 0 means the
+	// default (1 min).
+	ReplaceAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=replace_after,json=replaceAfter,proto3" json:"replace_after,omitempty"`
+	// A machine whose node has not joined this long after it was made is
+	// destroyed; 0 means the default (3 min).
+	JoinTimeout   *durationpb.Duration `protobuf:"bytes,8,opt,name=join_timeout,json=joinTimeout,proto3" json:"join_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSpec) Reset() {
+	*x = GroupSpec{}
+	mi := &file_curator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSpec) ProtoMessage() {}
+
+func (x *GroupSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSpec.ProtoReflect.Descriptor instead.
+func (*GroupSpec) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GroupSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupSpec) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GroupSpec) GetRoles() []Role {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetMaxParallel() uint32 {
+	if x != nil {
+		return x.MaxParallel
+	}
+	return 0
+}
+
+func (x *GroupSpec) GetProvider() *ProviderSpec {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetTemplate() *InstanceTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetReplaceAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ReplaceAfter
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetJoinTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.JoinTimeout
+	}
+	return nil
+}
+
+// ProviderSpec says which provider makes a group's machines, with its
+// settings.
+type ProviderSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ProviderSpec_Process
+	//	*ProviderSpec_Docker
+	Kind          isProviderSpec_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderSpec) Reset() {
+	*x = ProviderSpec{}
+	mi := &file_curator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderSpec) ProtoMessage() {}
+
+func (x *ProviderSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderSpec.ProtoReflect.Descriptor instead.
+func (*ProviderSpec) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ProviderSpec) GetKind() isProviderSpec_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ProviderSpec) GetProcess() *ProcessProviderSpec {
+	if x != nil {
+		if x, ok := x.Kind.(*ProviderSpec_Process); ok {
+			return x.Process
+		}
+	}
+	return nil
+}
+
+func (x *ProviderSpec) GetDocker() *DockerProviderSpec {
+	if x != nil {
+		if x, ok := x.Kind.(*ProviderSpec_Docker); ok {
+			return x.Docker
+		}
+	}
+	return nil
+}
+
+type isProviderSpec_Kind interface {
+	isProviderSpec_Kind()
+}
+
+type ProviderSpec_Process struct {
+	Process *ProcessProviderSpec `protobuf:"bytes,1,opt,name=process,proto3,oneof"`
+}
+
+type ProviderSpec_Docker struct {
+	Docker *DockerProviderSpec `protobuf:"bytes,2,opt,name=docker,proto3,oneof"`
+}
+
+func (*ProviderSpec_Process) isProviderSpec_Kind() {}
+
+func (*ProviderSpec_Docker) isProviderSpec_Kind() {}
+
+// ProcessProviderSpec: node agents as processes on the leader's host.
+type ProcessProviderSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FIRST-LAST IP range; every node listens on IP:port.
+	Addresses string `protobuf:"bytes,1,opt,name=addresses,proto3" json:"addresses,omitempty"`
+	Port      uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// Where the provider keeps its bookkeeping and the nodes' data dirs.
+	Dir string `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	// The curator binary; empty means the leader's own.
+	Binary        string `protobuf:"bytes,4,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessProviderSpec) Reset() {
+	*x = ProcessProviderSpec{}
+	mi := &file_curator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessProviderSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessProviderSpec) ProtoMessage() {}
+
+func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessProviderSpec.ProtoReflect.Descriptor instead.
+func (*ProcessProviderSpec) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ProcessProviderSpec) GetAddresses() string {
+	if x != nil {
+		return x.Addresses
+	}
+	return ""
+}
+
+func (x *ProcessProviderSpec) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ProcessProviderSpec) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *ProcessProviderSpec) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+// DockerProviderSpec: node agents in containers on a Docker network.
+type DockerProviderSpec struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Network string                 `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
+	// The network's IPv4 subnet, CIDR.
+	Subnet        string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Image         string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Port          uint32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DockerProviderSpec) Reset() {
+	*x = DockerProviderSpec{}
+	mi := &file_curator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DockerProviderSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DockerProviderSpec) ProtoMessage() {}
+
+func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DockerProviderSpec.ProtoReflect.Descriptor instead.
+func (*DockerProviderSpec) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DockerProviderSpec) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *DockerProviderSpec) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *DockerProviderSpec) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *DockerProviderSpec) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+// InstanceTemplate is how each machine of a group starts; the group's
+// config SHA is taken over it alone.
+type InstanceTemplate struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Labels every node of the group carries.
+	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Extra `curator agent join` arguments.
+	Args          []string          `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Env           map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceTemplate) Reset() {
+	*x = InstanceTemplate{}
+	mi := &file_curator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceTemplate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceTemplate) ProtoMessage() {}
+
+func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceTemplate.ProtoReflect.Descriptor instead.
+func (*InstanceTemplate) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *InstanceTemplate) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *InstanceTemplate) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *InstanceTemplate) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *InstanceTemplate) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+// Group is the stored record of a group, at /curator/groups/<name>.
+type Group struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// SHA-256 (hex) of the canonical template.
+	ConfigSha string                 `protobuf:"bytes,2,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
+	Created   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created,proto3" json:"created,omitempty"`
+	Updated   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated,proto3" json:"updated,omitempty"`
+	// Set by DestroyGroup: the group loop destroys the machines, then the
+	// record.
+	Destroying    bool `protobuf:"varint,5,opt,name=destroying,proto3" json:"destroying,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_curator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Group) GetSpec() *GroupSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Group) GetConfigSha() string {
+	if x != nil {
+		return x.ConfigSha
+	}
+	return ""
+}
+
+func (x *Group) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *Group) GetUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Updated
+	}
+	return nil
+}
+
+func (x *Group) GetDestroying() bool {
+	if x != nil {
+		return x.Destroying
+	}
+	return false
+}
+
+// GroupView is a group as operators see it.
+type GroupView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group *Group                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Machines the provider lists for the group.
+	Machines uint32 `protobuf:"varint,2,opt,name=machines,proto3" json:"machines,omitempty"`
+	// Nodes of the group that are ready.
+	Ready   uint32   `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	NodeIds []string `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// "", "rolling", "done" or "cancelled".
+	RolloutState  string `protobuf:"bytes,5,opt,name=rollout_state,json=rolloutState,proto3" json:"rollout_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupView) Reset() {
+	*x = GroupView{}
+	mi := &file_curator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupView) ProtoMessage() {}
+
+func (x *GroupView) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
+func (*GroupView) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GroupView) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *GroupView) GetMachines() uint32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
+func (x *GroupView) GetReady() uint32 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *GroupView) GetNodeIds() []string {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *GroupView) GetRolloutState() string {
+	if x != nil {
+		return x.RolloutState
+	}
+	return ""
+}
+
+type CommitGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitGroupRequest) Reset() {
+	*x = CommitGroupRequest{}
+	mi := &file_curator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitGroupRequest) ProtoMessage() {}
+
+func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
+func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CommitGroupRequest) GetSpec() *GroupSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type CommitGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group *GroupView             `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// False when the stored spec was the same.
+	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitGroupResponse) Reset() {
+	*x = CommitGroupResponse{}
+	mi := &file_curator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitGroupResponse) ProtoMessage() {}
+
+func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
+func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CommitGroupResponse) GetGroup() *GroupView {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *CommitGroupResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_curator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{30}
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupView           `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_curator_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*GroupView {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type GetGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupRequest) Reset() {
+	*x = GetGroupRequest{}
+	mi := &file_curator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupRequest) ProtoMessage() {}
+
+func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
+func (*GetGroupRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DestroyGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestroyGroupRequest) Reset() {
+	*x = DestroyGroupRequest{}
+	mi := &file_curator_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestroyGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestroyGroupRequest) ProtoMessage() {}
+
+func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
+func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DestroyGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Rollout is a group's rollout to one config SHA, kept at
+// /curator/rollouts/<group>: committing a new SHA replaces it. Whichever
+// curator leads carries it on from here, never from memory.
+type Rollout struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Group     string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	TargetSha string                 `protobuf:"bytes,2,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
+	State     RolloutState           `protobuf:"varint,3,opt,name=state,proto3,enum=curator.v1.RolloutState" json:"state,omitempty"`
+	// Why it failed or was cancelled.
+	Reason   string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Started  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
+	Finished *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished,proto3" json:"finished,omitempty"`
+	// The group's size when it started, and how many of its machines run
+	// the target SHA with a ready node.
+	Total   uint32 `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
+	Updated uint32 `protobuf:"varint,8,opt,name=updated,proto3" json:"updated,omitempty"`
+	// The node in flight and its step (drain, surge, demote, destroy,
+	// provision, wait-ready), as the last action left them.
+	Node        string                 `protobuf:"bytes,9,opt,name=node,proto3" json:"node,omitempty"`
+	Step        string                 `protobuf:"bytes,10,opt,name=step,proto3" json:"step,omitempty"`
+	StepStarted *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=step_started,json=stepStarted,proto3" json:"step_started,omitempty"`
+	// Nodes rolled, and the seconds they took in all, for the average.
+	Rolled        uint32  `protobuf:"varint,12,opt,name=rolled,proto3" json:"rolled,omitempty"`
+	RolledSeconds float64 `protobuf:"fixed64,13,opt,name=rolled_seconds,json=rolledSeconds,proto3" json:"rolled_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rollout) Reset() {
+	*x = Rollout{}
+	mi := &file_curator_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rollout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rollout) ProtoMessage() {}
+
+func (x *Rollout) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
+func (*Rollout) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Rollout) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Rollout) GetTargetSha() string {
+	if x != nil {
+		return x.TargetSha
+	}
+	return ""
+}
+
+func (x *Rollout) GetState() RolloutState {
+	if x != nil {
+		return x.State
+	}
+	return RolloutState_ROLLOUT_STATE_UNSPECIFIED
+}
+
+func (x *Rollout) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Rollout) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *Rollout) GetFinished() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
+func (x *Rollout) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Rollout) GetUpdated() uint32 {
+	if x != nil {
+		return x.Updated
+	}
+	return 0
+}
+
+func (x *Rollout) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Rollout) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *Rollout) GetStepStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StepStarted
+	}
+	return nil
+}
+
+func (x *Rollout) GetRolled() uint32 {
+	if x != nil {
+		return x.Rolled
+	}
+	return 0
+}
+
+func (x *Rollout) GetRolledSeconds() float64 {
+	if x != nil {
+		return x.RolledSeconds
+	}
+	return 0
+}
+
+type GetRolloutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutRequest) Reset() {
+	*x = GetRolloutRequest{}
+	mi := &file_curator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutRequest) ProtoMessage() {}
+
+func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetRolloutRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ChangeRolloutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// "cancel", "pause" or "resume".
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// The target SHA the change is for; empty means the current one. A
+	// change for an older SHA never touches a newer rollout.
+	TargetSha     string `protobuf:"bytes,3,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeRolloutRequest) Reset() {
+	*x = ChangeRolloutRequest{}
+	mi := &file_curator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeRolloutRequest) ProtoMessage() {}
+
+func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
+func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ChangeRolloutRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ChangeRolloutRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ChangeRolloutRequest) GetTargetSha() string {
+	if x != nil {
+		return x.TargetSha
+	}
+	return ""
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The join token, CUR1-<CA fingerprint>-<secret>.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// PKIX DER of the node's public key.
-	PublicKey     []byte       `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
-	Name          string       `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Address       string       `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	Availability  Availability `protobuf:"varint,5,opt,name=availability,proto3,enum=curator.v1.Availability" json:"availability,omitempty"`
-	Version       string       `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	PublicKey    []byte       `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	Name         string       `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Address      string       `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	Availability Availability `protobuf:"varint,5,opt,name=availability,proto3,enum=curator.v1.Availability" json:"availability,omitempty"`
+	Version      string       `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	// Set by a group's provider: the group, the machine behind the node and
+	// the config SHA it was made from, and the group's node labels.
+	Group         string            `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
+	InstanceId    string            `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	ConfigSha     string            `protobuf:"bytes,9,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +2841,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2854,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{21}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -1746,6 +2899,34 @@ func (x *RegisterRequest) GetVersion() string {
 	return ""
 }
 
+func (x *RegisterRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetConfigSha() string {
+	if x != nil {
+		return x.ConfigSha
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 type RegisterResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1760,7 +2941,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2953,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2966,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{22}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -1835,7 +3016,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +3028,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +3041,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{23}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -1893,7 +3074,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +3086,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +3099,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{24}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -1950,7 +3131,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +3143,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +3156,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 type WatchNodeResponse struct {
@@ -1989,7 +3170,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +3182,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +3195,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{26}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -2039,7 +3220,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +3232,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +3245,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 type GetManagersResponse struct {
@@ -2077,7 +3258,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +3270,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +3283,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -2129,7 +3310,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +3322,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +3335,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -2175,7 +3356,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +3368,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +3381,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -2225,7 +3406,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +3418,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +3431,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 type AgentStatus struct {
@@ -2266,7 +3447,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +3459,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +3472,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -2338,7 +3519,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +3531,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +3544,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -2382,7 +3563,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +3575,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +3588,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -2433,7 +3614,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +3626,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +3639,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -2518,7 +3699,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +3711,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +3724,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -2574,12 +3755,245 @@ func (x *PKIState) GetEtcdCaKey() []byte {
 	return nil
 }
 
+type WatchNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNodesRequest) Reset() {
+	*x = WatchNodesRequest{}
+	mi := &file_curator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNodesRequest) ProtoMessage() {}
+
+func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
+func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{53}
+}
+
+// WatchNodesResponse is the whole node list (snapshot) or a change to the
+// list the stream sent before.
+type WatchNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first answer of a stream: nodes is every node, and replaces what
+	// the client held.
+	Snapshot bool `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Nodes that are new or changed (every node, in a snapshot).
+	Nodes []*NodeView `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// IDs of the nodes that are gone.
+	Removed []string `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	// The etcd revision of the node records this answer reflects.
+	Revision      int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNodesResponse) Reset() {
+	*x = WatchNodesResponse{}
+	mi := &file_curator_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNodesResponse) ProtoMessage() {}
+
+func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
+func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *WatchNodesResponse) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *WatchNodesResponse) GetNodes() []*NodeView {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *WatchNodesResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *WatchNodesResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type WatchEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Send the events recorded after this etcd revision (the revision of
+	// the last answer the client got, to resume); 0 means start with the
+	// newest `backlog` events.
+	AfterRevision int64 `protobuf:"varint,1,opt,name=after_revision,json=afterRevision,proto3" json:"after_revision,omitempty"`
+	// With after_revision 0: how many of the newest events to send first
+	// (0: none, only new ones).
+	Backlog       uint32 `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEventsRequest) Reset() {
+	*x = WatchEventsRequest{}
+	mi := &file_curator_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEventsRequest) ProtoMessage() {}
+
+func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
+func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *WatchEventsRequest) GetAfterRevision() int64 {
+	if x != nil {
+		return x.AfterRevision
+	}
+	return 0
+}
+
+func (x *WatchEventsRequest) GetBacklog() uint32 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+type WatchEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first. Empty in an answer that only moves revision on.
+	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Every event up to this etcd revision has been sent: the
+	// after_revision that resumes the watch.
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Set when events after after_revision were trimmed from the history
+	// (MaxEvents) before they could be sent.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEventsResponse) Reset() {
+	*x = WatchEventsResponse{}
+	mi := &file_curator_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEventsResponse) ProtoMessage() {}
+
+func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
+func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *WatchEventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchEventsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchEventsResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_curator_proto protoreflect.FileDescriptor
 
 const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"\rcurator.proto\x12\n" +
-	"curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
+	"curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
 	"\rConsensusJoin\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12/\n" +
 	"\x05peers\x18\x02 \x03(\v2\x19.curator.v1.ConsensusPeerR\x05peers\x12\x1b\n" +
@@ -2692,7 +4106,91 @@ const file_curator_proto_rawDesc = "" +
 	"\v_max_voters\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
 	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
-	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xcc\x01\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xec\x02\n" +
+	"\tGroupSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\rR\x04size\x12&\n" +
+	"\x05roles\x18\x03 \x03(\x0e2\x10.curator.v1.RoleR\x05roles\x12!\n" +
+	"\fmax_parallel\x18\x04 \x01(\rR\vmaxParallel\x124\n" +
+	"\bprovider\x18\x05 \x01(\v2\x18.curator.v1.ProviderSpecR\bprovider\x128\n" +
+	"\btemplate\x18\x06 \x01(\v2\x1c.curator.v1.InstanceTemplateR\btemplate\x12>\n" +
+	"\rreplace_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\freplaceAfter\x12<\n" +
+	"\fjoin_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\vjoinTimeout\"\x8d\x01\n" +
+	"\fProviderSpec\x12;\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1f.curator.v1.ProcessProviderSpecH\x00R\aprocess\x128\n" +
+	"\x06docker\x18\x02 \x01(\v2\x1e.curator.v1.DockerProviderSpecH\x00R\x06dockerB\x06\n" +
+	"\x04kind\"q\n" +
+	"\x13ProcessProviderSpec\x12\x1c\n" +
+	"\taddresses\x18\x01 \x01(\tR\taddresses\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x16\n" +
+	"\x06binary\x18\x04 \x01(\tR\x06binary\"p\n" +
+	"\x12DockerProviderSpec\x12\x18\n" +
+	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
+	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12\x12\n" +
+	"\x04port\x18\x04 \x01(\rR\x04port\"\xae\x02\n" +
+	"\x10InstanceTemplate\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12@\n" +
+	"\x06labels\x18\x02 \x03(\v2(.curator.v1.InstanceTemplate.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x127\n" +
+	"\x03env\x18\x04 \x03(\v2%.curator.v1.InstanceTemplate.EnvEntryR\x03env\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x01\n" +
+	"\x05Group\x12)\n" +
+	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
+	"\n" +
+	"config_sha\x18\x02 \x01(\tR\tconfigSha\x124\n" +
+	"\acreated\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
+	"\aupdated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12\x1e\n" +
+	"\n" +
+	"destroying\x18\x05 \x01(\bR\n" +
+	"destroying\"\xa6\x01\n" +
+	"\tGroupView\x12'\n" +
+	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
+	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\rR\x05ready\x12\x19\n" +
+	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12#\n" +
+	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\"?\n" +
+	"\x12CommitGroupRequest\x12)\n" +
+	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\"\\\n" +
+	"\x13CommitGroupResponse\x12+\n" +
+	"\x05group\x18\x01 \x01(\v2\x15.curator.v1.GroupViewR\x05group\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\x13\n" +
+	"\x11ListGroupsRequest\"C\n" +
+	"\x12ListGroupsResponse\x12-\n" +
+	"\x06groups\x18\x01 \x03(\v2\x15.curator.v1.GroupViewR\x06groups\"%\n" +
+	"\x0fGetGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
+	"\x13DestroyGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xca\x03\n" +
+	"\aRollout\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
+	"\n" +
+	"target_sha\x18\x02 \x01(\tR\ttargetSha\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.curator.v1.RolloutStateR\x05state\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x124\n" +
+	"\astarted\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x126\n" +
+	"\bfinished\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfinished\x12\x14\n" +
+	"\x05total\x18\a \x01(\rR\x05total\x12\x18\n" +
+	"\aupdated\x18\b \x01(\rR\aupdated\x12\x12\n" +
+	"\x04node\x18\t \x01(\tR\x04node\x12\x12\n" +
+	"\x04step\x18\n" +
+	" \x01(\tR\x04step\x12=\n" +
+	"\fstep_started\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vstepStarted\x12\x16\n" +
+	"\x06rolled\x18\f \x01(\rR\x06rolled\x12%\n" +
+	"\x0erolled_seconds\x18\r \x01(\x01R\rrolledSeconds\")\n" +
+	"\x11GetRolloutRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"c\n" +
+	"\x14ChangeRolloutRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1d\n" +
+	"\n" +
+	"target_sha\x18\x03 \x01(\tR\ttargetSha\"\x9e\x03\n" +
 	"\x0fRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -2700,7 +4198,17 @@ const file_curator_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12<\n" +
 	"\favailability\x18\x05 \x01(\x0e2\x18.curator.v1.AvailabilityR\favailability\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\tR\aversion\"\x9c\x01\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12\x14\n" +
+	"\x05group\x18\a \x01(\tR\x05group\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\x12\x1d\n" +
+	"\n" +
+	"config_sha\x18\t \x01(\tR\tconfigSha\x12?\n" +
+	"\x06labels\x18\n" +
+	" \x03(\v2'.curator.v1.RegisterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tnode_cert\x18\x02 \x01(\fR\bnodeCert\x12\x17\n" +
@@ -2754,7 +4262,20 @@ const file_curator_proto_rawDesc = "" +
 	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12 \n" +
 	"\fetcd_ca_cert\x18\x03 \x01(\fR\n" +
 	"etcdCaCert\x12\x1e\n" +
-	"\vetcd_ca_key\x18\x04 \x01(\fR\tetcdCaKey*q\n" +
+	"\vetcd_ca_key\x18\x04 \x01(\fR\tetcdCaKey\"\x13\n" +
+	"\x11WatchNodesRequest\"\x92\x01\n" +
+	"\x12WatchNodesResponse\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x12*\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x14.curator.v1.NodeViewR\x05nodes\x12\x18\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\"U\n" +
+	"\x12WatchEventsRequest\x12%\n" +
+	"\x0eafter_revision\x18\x01 \x01(\x03R\rafterRevision\x12\x18\n" +
+	"\abacklog\x18\x02 \x01(\rR\abacklog\"z\n" +
+	"\x13WatchEventsResponse\x12)\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated*q\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x11\n" +
@@ -2779,7 +4300,14 @@ const file_curator_proto_rawDesc = "" +
 	"\x15MANAGER_STATUS_LEADER\x10\x01\x12\x1c\n" +
 	"\x18MANAGER_STATUS_REACHABLE\x10\x02\x12\x1e\n" +
 	"\x1aMANAGER_STATUS_UNREACHABLE\x10\x03\x12\x1a\n" +
-	"\x16MANAGER_STATUS_LEARNER\x10\x042\xd4\x06\n" +
+	"\x16MANAGER_STATUS_LEARNER\x10\x04*\xb1\x01\n" +
+	"\fRolloutState\x12\x1d\n" +
+	"\x19ROLLOUT_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ROLLOUT_STATE_ROLLING\x10\x01\x12\x18\n" +
+	"\x14ROLLOUT_STATE_PAUSED\x10\x02\x12\x16\n" +
+	"\x12ROLLOUT_STATE_DONE\x10\x03\x12\x1b\n" +
+	"\x17ROLLOUT_STATE_CANCELLED\x10\x04\x12\x18\n" +
+	"\x14ROLLOUT_STATE_FAILED\x10\x052\xa4\v\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -2797,7 +4325,18 @@ const file_curator_proto_rawDesc = "" +
 	"\aGetNode\x12\x1a.curator.v1.GetNodeRequest\x1a\x14.curator.v1.NodeView\x12I\n" +
 	"\x0eGetClusterInfo\x12\x1e.curator.v1.ClusterInfoRequest\x1a\x17.curator.v1.ClusterInfo\x12B\n" +
 	"\bGetToken\x12\x1b.curator.v1.GetTokenRequest\x1a\x19.curator.v1.TokenResponse\x12H\n" +
-	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse2\x80\x03\n" +
+	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse\x12N\n" +
+	"\vCommitGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x1f.curator.v1.CommitGroupResponse\x12K\n" +
+	"\n" +
+	"ListGroups\x12\x1d.curator.v1.ListGroupsRequest\x1a\x1e.curator.v1.ListGroupsResponse\x12>\n" +
+	"\bGetGroup\x12\x1b.curator.v1.GetGroupRequest\x1a\x15.curator.v1.GroupView\x12F\n" +
+	"\fDestroyGroup\x12\x1f.curator.v1.DestroyGroupRequest\x1a\x15.curator.v1.GroupView\x12@\n" +
+	"\n" +
+	"GetRollout\x12\x1d.curator.v1.GetRolloutRequest\x1a\x13.curator.v1.Rollout\x12F\n" +
+	"\rChangeRollout\x12 .curator.v1.ChangeRolloutRequest\x1a\x13.curator.v1.Rollout\x12M\n" +
+	"\n" +
+	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
+	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x012\x80\x03\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
@@ -2820,124 +4359,188 @@ func file_curator_proto_rawDescGZIP() []byte {
 	return file_curator_proto_rawDescData
 }
 
-var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
 	(NodeStatus)(0),               // 2: curator.v1.NodeStatus
 	(Role)(0),                     // 3: curator.v1.Role
 	(ManagerStatus)(0),            // 4: curator.v1.ManagerStatus
-	(*ConsensusJoin)(nil),         // 5: curator.v1.ConsensusJoin
-	(*ConsensusPeer)(nil),         // 6: curator.v1.ConsensusPeer
-	(*Node)(nil),                  // 7: curator.v1.Node
-	(*NodeView)(nil),              // 8: curator.v1.NodeView
-	(*ListNodesRequest)(nil),      // 9: curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 10: curator.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),        // 11: curator.v1.GetNodeRequest
-	(*ClusterInfoRequest)(nil),    // 12: curator.v1.ClusterInfoRequest
-	(*ClusterInfo)(nil),           // 13: curator.v1.ClusterInfo
-	(*GetTokenRequest)(nil),       // 14: curator.v1.GetTokenRequest
-	(*TokenResponse)(nil),         // 15: curator.v1.TokenResponse
-	(*RotateTokenRequest)(nil),    // 16: curator.v1.RotateTokenRequest
-	(*Event)(nil),                 // 17: curator.v1.Event
-	(*ListEventsRequest)(nil),     // 18: curator.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 19: curator.v1.ListEventsResponse
-	(*NodeRequest)(nil),           // 20: curator.v1.NodeRequest
-	(*UpdateNodeRequest)(nil),     // 21: curator.v1.UpdateNodeRequest
-	(*RemoveNodeRequest)(nil),     // 22: curator.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 23: curator.v1.RemoveNodeResponse
-	(*UpdateClusterRequest)(nil),  // 24: curator.v1.UpdateClusterRequest
-	(*DemoteResponse)(nil),        // 25: curator.v1.DemoteResponse
-	(*RegisterRequest)(nil),       // 26: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 27: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 28: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 29: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),      // 30: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),     // 31: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),    // 32: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),   // 33: curator.v1.GetManagersResponse
-	(*NodeLeaveRequest)(nil),      // 34: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),     // 35: curator.v1.NodeLeaveResponse
-	(*AgentStatusRequest)(nil),    // 36: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),           // 37: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),          // 38: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 39: curator.v1.LeaveResponse
-	(*ClusterState)(nil),          // 40: curator.v1.ClusterState
-	(*PKIState)(nil),              // 41: curator.v1.PKIState
-	nil,                           // 42: curator.v1.Node.LabelsEntry
-	nil,                           // 43: curator.v1.ClusterInfo.NamesEntry
-	nil,                           // 44: curator.v1.UpdateNodeRequest.LabelAddEntry
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(RolloutState)(0),             // 5: curator.v1.RolloutState
+	(*ConsensusJoin)(nil),         // 6: curator.v1.ConsensusJoin
+	(*ConsensusPeer)(nil),         // 7: curator.v1.ConsensusPeer
+	(*Node)(nil),                  // 8: curator.v1.Node
+	(*NodeView)(nil),              // 9: curator.v1.NodeView
+	(*ListNodesRequest)(nil),      // 10: curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 11: curator.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),        // 12: curator.v1.GetNodeRequest
+	(*ClusterInfoRequest)(nil),    // 13: curator.v1.ClusterInfoRequest
+	(*ClusterInfo)(nil),           // 14: curator.v1.ClusterInfo
+	(*GetTokenRequest)(nil),       // 15: curator.v1.GetTokenRequest
+	(*TokenResponse)(nil),         // 16: curator.v1.TokenResponse
+	(*RotateTokenRequest)(nil),    // 17: curator.v1.RotateTokenRequest
+	(*Event)(nil),                 // 18: curator.v1.Event
+	(*ListEventsRequest)(nil),     // 19: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 20: curator.v1.ListEventsResponse
+	(*NodeRequest)(nil),           // 21: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),     // 22: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),     // 23: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 24: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),  // 25: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),        // 26: curator.v1.DemoteResponse
+	(*GroupSpec)(nil),             // 27: curator.v1.GroupSpec
+	(*ProviderSpec)(nil),          // 28: curator.v1.ProviderSpec
+	(*ProcessProviderSpec)(nil),   // 29: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),    // 30: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),      // 31: curator.v1.InstanceTemplate
+	(*Group)(nil),                 // 32: curator.v1.Group
+	(*GroupView)(nil),             // 33: curator.v1.GroupView
+	(*CommitGroupRequest)(nil),    // 34: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),   // 35: curator.v1.CommitGroupResponse
+	(*ListGroupsRequest)(nil),     // 36: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),    // 37: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),       // 38: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),   // 39: curator.v1.DestroyGroupRequest
+	(*Rollout)(nil),               // 40: curator.v1.Rollout
+	(*GetRolloutRequest)(nil),     // 41: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),  // 42: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),       // 43: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 44: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),      // 45: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 46: curator.v1.HeartbeatResponse
+	(*WatchNodeRequest)(nil),      // 47: curator.v1.WatchNodeRequest
+	(*WatchNodeResponse)(nil),     // 48: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),    // 49: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),   // 50: curator.v1.GetManagersResponse
+	(*NodeLeaveRequest)(nil),      // 51: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),     // 52: curator.v1.NodeLeaveResponse
+	(*AgentStatusRequest)(nil),    // 53: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),           // 54: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),          // 55: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 56: curator.v1.LeaveResponse
+	(*ClusterState)(nil),          // 57: curator.v1.ClusterState
+	(*PKIState)(nil),              // 58: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),     // 59: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),    // 60: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),    // 61: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 62: curator.v1.WatchEventsResponse
+	nil,                           // 63: curator.v1.Node.LabelsEntry
+	nil,                           // 64: curator.v1.ClusterInfo.NamesEntry
+	nil,                           // 65: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                           // 66: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                           // 67: curator.v1.InstanceTemplate.EnvEntry
+	nil,                           // 68: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 70: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
-	6,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
+	7,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
 	0,  // 1: curator.v1.Node.state:type_name -> curator.v1.NodeState
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	42, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	45, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	45, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	45, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
-	5,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	7,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
+	63, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	69, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	69, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	69, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
+	8,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	45, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
-	8,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	43, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	45, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	17, // 16: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	69, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	9,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
+	64, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	69, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18, // 16: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,  // 17: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	44, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	8,  // 19: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	1,  // 20: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	7,  // 21: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 22: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	45, // 23: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	9,  // 24: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	18, // 25: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	20, // 26: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	20, // 27: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	21, // 28: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	20, // 29: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	22, // 30: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	24, // 31: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	11, // 32: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	12, // 33: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	14, // 34: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	16, // 35: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	26, // 36: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	28, // 37: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	30, // 38: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	32, // 39: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	34, // 40: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	36, // 41: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	38, // 42: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	10, // 43: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	19, // 44: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	8,  // 45: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	25, // 46: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	8,  // 47: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	8,  // 48: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	23, // 49: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	13, // 50: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	8,  // 51: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	13, // 52: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	15, // 53: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	15, // 54: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	27, // 55: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	29, // 56: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	31, // 57: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	33, // 58: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	35, // 59: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	37, // 60: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	39, // 61: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	43, // [43:62] is the sub-list for method output_type
-	24, // [24:43] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	65, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	9,  // 19: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,  // 20: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	28, // 21: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	31, // 22: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	70, // 23: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	70, // 24: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	29, // 25: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	30, // 26: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	66, // 27: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	67, // 28: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	27, // 29: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	69, // 30: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	69, // 31: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	32, // 32: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	27, // 33: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	33, // 34: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	33, // 35: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	5,  // 36: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	69, // 37: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	69, // 38: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	69, // 39: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	1,  // 40: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	68, // 41: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	8,  // 42: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 43: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	69, // 44: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	9,  // 45: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18, // 46: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10, // 47: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19, // 48: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21, // 49: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21, // 50: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22, // 51: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21, // 52: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23, // 53: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25, // 54: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12, // 55: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13, // 56: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15, // 57: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17, // 58: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	34, // 59: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	36, // 60: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	38, // 61: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	39, // 62: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41, // 63: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	42, // 64: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	59, // 65: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	61, // 66: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	43, // 67: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	45, // 68: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	47, // 69: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	49, // 70: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	51, // 71: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	53, // 72: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	55, // 73: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11, // 74: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20, // 75: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,  // 76: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26, // 77: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,  // 78: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,  // 79: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24, // 80: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14, // 81: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,  // 82: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14, // 83: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16, // 84: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16, // 85: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	35, // 86: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	37, // 87: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	33, // 88: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	33, // 89: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	40, // 90: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	40, // 91: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	60, // 92: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	62, // 93: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	44, // 94: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	46, // 95: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	48, // 96: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	50, // 97: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	52, // 98: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	54, // 99: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	56, // 100: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	74, // [74:101] is the sub-list for method output_type
+	47, // [47:74] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -2946,13 +4549,17 @@ func file_curator_proto_init() {
 		return
 	}
 	file_curator_proto_msgTypes[19].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[22].OneofWrappers = []any{
+		(*ProviderSpec_Process)(nil),
+		(*ProviderSpec_Docker)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   40,
+			NumEnums:      6,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -43,6 +43,14 @@ const (
 	Management_GetClusterInfo_FullMethodName = "/curator.v1.Management/GetClusterInfo"
 	Management_GetToken_FullMethodName       = "/curator.v1.Management/GetToken"
 	Management_RotateToken_FullMethodName    = "/curator.v1.Management/RotateToken"
+	Management_CommitGroup_FullMethodName    = "/curator.v1.Management/CommitGroup"
+	Management_ListGroups_FullMethodName     = "/curator.v1.Management/ListGroups"
+	Management_GetGroup_FullMethodName       = "/curator.v1.Management/GetGroup"
+	Management_DestroyGroup_FullMethodName   = "/curator.v1.Management/DestroyGroup"
+	Management_GetRollout_FullMethodName     = "/curator.v1.Management/GetRollout"
+	Management_ChangeRollout_FullMethodName  = "/curator.v1.Management/ChangeRollout"
+	Management_WatchNodes_FullMethodName     = "/curator.v1.Management/WatchNodes"
+	Management_WatchEvents_FullMethodName    = "/curator.v1.Management/WatchEvents"
 )
 
 // ManagementClient is the client API for Management service.
@@ -63,6 +71,27 @@ type ManagementClient interface {
 	GetClusterInfo(ctx context.Context, in *ClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
 	GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
 	RotateToken(ctx context.Context, in *RotateTokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
+	// CommitGroup stores a group's spec; the group loop makes the machines
+	// match it. Committing the spec a group already has changes nothing.
+	CommitGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*CommitGroupResponse, error)
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GroupView, error)
+	// DestroyGroup marks a group for destruction: the group loop destroys its
+	// machines (workers first, the leader's own node last) and then the
+	// group. Refused while it would leave no healthy voter.
+	DestroyGroup(ctx context.Context, in *DestroyGroupRequest, opts ...grpc.CallOption) (*GroupView, error)
+	// GetRollout returns a group's rollout: the last config SHA the group
+	// rolls (or rolled) to, and how far it got.
+	GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*Rollout, error)
+	// ChangeRollout cancels, pauses or resumes a group's rollout to the
+	// config SHA it names (empty: the current one).
+	ChangeRollout(ctx context.Context, in *ChangeRolloutRequest, opts ...grpc.CallOption) (*Rollout, error)
+	// WatchNodes sends every node, then each change to them (a node's
+	// record, its manager status), as it happens.
+	WatchNodes(ctx context.Context, in *WatchNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodesResponse], error)
+	// WatchEvents sends the events after a revision, then each new event as
+	// it is recorded, in order, each once.
+	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 }
 
 type managementClient struct {
@@ -193,6 +222,104 @@ func (c *managementClient) RotateToken(ctx context.Context, in *RotateTokenReque
 	return out, nil
 }
 
+func (c *managementClient) CommitGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*CommitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitGroupResponse)
+	err := c.cc.Invoke(ctx, Management_CommitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, Management_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GroupView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupView)
+	err := c.cc.Invoke(ctx, Management_GetGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) DestroyGroup(ctx context.Context, in *DestroyGroupRequest, opts ...grpc.CallOption) (*GroupView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupView)
+	err := c.cc.Invoke(ctx, Management_DestroyGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*Rollout, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Rollout)
+	err := c.cc.Invoke(ctx, Management_GetRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ChangeRollout(ctx context.Context, in *ChangeRolloutRequest, opts ...grpc.CallOption) (*Rollout, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Rollout)
+	err := c.cc.Invoke(ctx, Management_ChangeRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) WatchNodes(ctx context.Context, in *WatchNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Management_ServiceDesc.Streams[0], Management_WatchNodes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchNodesRequest, WatchNodesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_WatchNodesClient = grpc.ServerStreamingClient[WatchNodesResponse]
+
+func (c *managementClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Management_ServiceDesc.Streams[1], Management_WatchEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchEventsRequest, WatchEventsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_WatchEventsClient = grpc.ServerStreamingClient[WatchEventsResponse]
+
 // ManagementServer is the server API for Management service.
 // All implementations must embed UnimplementedManagementServer
 // for forward compatibility.
@@ -211,6 +338,27 @@ type ManagementServer interface {
 	GetClusterInfo(context.Context, *ClusterInfoRequest) (*ClusterInfo, error)
 	GetToken(context.Context, *GetTokenRequest) (*TokenResponse, error)
 	RotateToken(context.Context, *RotateTokenRequest) (*TokenResponse, error)
+	// CommitGroup stores a group's spec; the group loop makes the machines
+	// match it. Committing the spec a group already has changes nothing.
+	CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error)
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	GetGroup(context.Context, *GetGroupRequest) (*GroupView, error)
+	// DestroyGroup marks a group for destruction: the group loop destroys its
+	// machines (workers first, the leader's own node last) and then the
+	// group. Refused while it would leave no healthy voter.
+	DestroyGroup(context.Context, *DestroyGroupRequest) (*GroupView, error)
+	// GetRollout returns a group's rollout: the last config SHA the group
+	// rolls (or rolled) to, and how far it got.
+	GetRollout(context.Context, *GetRolloutRequest) (*Rollout, error)
+	// ChangeRollout cancels, pauses or resumes a group's rollout to the
+	// config SHA it names (empty: the current one).
+	ChangeRollout(context.Context, *ChangeRolloutRequest) (*Rollout, error)
+	// WatchNodes sends every node, then each change to them (a node's
+	// record, its manager status), as it happens.
+	WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error
+	// WatchEvents sends the events after a revision, then each new event as
+	// it is recorded, in order, each once.
+	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	mustEmbedUnimplementedManagementServer()
 }
 
@@ -256,6 +404,30 @@ func (UnimplementedManagementServer) GetToken(context.Context, *GetTokenRequest)
 }
 func (UnimplementedManagementServer) RotateToken(context.Context, *RotateTokenRequest) (*TokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateToken not implemented")
+}
+func (UnimplementedManagementServer) CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitGroup not implemented")
+}
+func (UnimplementedManagementServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedManagementServer) GetGroup(context.Context, *GetGroupRequest) (*GroupView, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGroup not implemented")
+}
+func (UnimplementedManagementServer) DestroyGroup(context.Context, *DestroyGroupRequest) (*GroupView, error) {
+	return nil, status.Error(codes.Unimplemented, "method DestroyGroup not implemented")
+}
+func (UnimplementedManagementServer) GetRollout(context.Context, *GetRolloutRequest) (*Rollout, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRollout not implemented")
+}
+func (UnimplementedManagementServer) ChangeRollout(context.Context, *ChangeRolloutRequest) (*Rollout, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeRollout not implemented")
+}
+func (UnimplementedManagementServer) WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchNodes not implemented")
+}
+func (UnimplementedManagementServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
 }
 func (UnimplementedManagementServer) mustEmbedUnimplementedManagementServer() {}
 func (UnimplementedManagementServer) testEmbeddedByValue()                    {}
@@ -494,6 +666,136 @@ func _Management_RotateToken_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Management_CommitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).CommitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_CommitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).CommitGroup(ctx, req.(*CommitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_GetGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).GetGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_GetGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).GetGroup(ctx, req.(*GetGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_DestroyGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DestroyGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).DestroyGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_DestroyGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).DestroyGroup(ctx, req.(*DestroyGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_GetRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).GetRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_GetRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).GetRollout(ctx, req.(*GetRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ChangeRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ChangeRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ChangeRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ChangeRollout(ctx, req.(*ChangeRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_WatchNodes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchNodesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagementServer).WatchNodes(m, &grpc.GenericServerStream[WatchNodesRequest, WatchNodesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_WatchNodesServer = grpc.ServerStreamingServer[WatchNodesResponse]
+
+func _Management_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagementServer).WatchEvents(m, &grpc.GenericServerStream[WatchEventsRequest, WatchEventsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_WatchEventsServer = grpc.ServerStreamingServer[WatchEventsResponse]
+
 // Management_ServiceDesc is the grpc.ServiceDesc for Management service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -549,8 +851,43 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RotateToken",
 			Handler:    _Management_RotateToken_Handler,
 		},
+		{
+			MethodName: "CommitGroup",
+			Handler:    _Management_CommitGroup_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _Management_ListGroups_Handler,
+		},
+		{
+			MethodName: "GetGroup",
+			Handler:    _Management_GetGroup_Handler,
+		},
+		{
+			MethodName: "DestroyGroup",
+			Handler:    _Management_DestroyGroup_Handler,
+		},
+		{
+			MethodName: "GetRollout",
+			Handler:    _Management_GetRollout_Handler,
+		},
+		{
+			MethodName: "ChangeRollout",
+			Handler:    _Management_ChangeRollout_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchNodes",
+			Handler:       _Management_WatchNodes_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchEvents",
+			Handler:       _Management_WatchEvents_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "curator.proto",
 }
 

@@ -9,7 +9,11 @@
 // and tell the ones that are due for a roll, with nothing kept in memory.
 package provider
 
-import "context"
+import (
+	"context"
+	"strings"
+	"time"
+)
 
 // The labels every provider sets on what it provisions.
 const (
@@ -18,14 +22,38 @@ const (
 	LabelConfigSHA = "curator.config-sha"
 )
 
+// The placeholders a provider replaces in Spec.Args: the node's address
+// (IP:PORT) and its data dir, as the new machine sees them, and the new
+// instance's ID.
+const (
+	PlaceholderAddress    = "{{address}}"
+	PlaceholderDataDir    = "{{data-dir}}"
+	PlaceholderInstanceID = "{{instance-id}}"
+)
+
+// ExpandArgs returns args with the placeholders replaced by the instance's
+// id, addr and dataDir.
+func ExpandArgs(args []string, id, addr, dataDir string) []string {
+	rep := strings.NewReplacer(PlaceholderAddress, addr, PlaceholderDataDir, dataDir, PlaceholderInstanceID, id)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = rep.Replace(a)
+	}
+	return out
+}
+
 // Spec is what to provision: the labels to carry and how to start the node
 // agent on the new machine.
 type Spec struct {
 	Labels map[string]string
-	// Args are the `curator agent ...` arguments; Env its environment
-	// (the join token goes there, not in Args).
+	// Args are the `curator agent ...` arguments, with the placeholders
+	// above; Env its environment (the join token goes there, not in Args).
 	Args []string
 	Env  map[string]string
+	// Manager says the machine runs a curator, which as leader provisions
+	// machines itself: a provider that needs access for that gives it
+	// (the docker provider mounts the Docker socket).
+	Manager bool
 }
 
 // Instance is one machine a provider made.
@@ -35,6 +63,9 @@ type Instance struct {
 	Labels map[string]string
 	// Address is the node's gRPC address, IP:PORT, once known.
 	Address string
+	// Created is when the provider made it: a machine whose node has not
+	// joined some time after is destroyed.
+	Created time.Time
 }
 
 // Provider makes, lists and destroys machines. Every method is safe to call

@@ -1,6 +1,10 @@
 package provider
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 func TestMatches(t *testing.T) {
 	labels := map[string]string{LabelCluster: "c1", LabelGroup: "workers", LabelConfigSHA: "abc"}
@@ -21,5 +25,17 @@ func TestMatches(t *testing.T) {
 				t.Errorf("Matches(%v) = %v, want %v", tc.selector, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestExpandArgs(t *testing.T) {
+	args := []string{"agent", "init", "--listen", "{{address}}", "--data-dir={{data-dir}}", "{{data-dir}}/x/{{data-dir}}", "{{other}}", "--name", "w-{{instance-id}}"}
+	got := ExpandArgs(args, "i-1", "10.0.0.2:7000", "/var/lib/curator")
+	want := []string{"agent", "init", "--listen", "10.0.0.2:7000", "--data-dir=/var/lib/curator", "/var/lib/curator/x//var/lib/curator", "{{other}}", "--name", "w-i-1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ExpandArgs (-want +got):\n%s", diff)
+	}
+	if args[3] != "{{address}}" {
+		t.Errorf("ExpandArgs changed its input: %v", args)
 	}
 }

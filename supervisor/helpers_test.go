@@ -49,18 +49,6 @@ func send[T any](t *testing.T, ch chan<- T, v T, what string) {
 	}
 }
 
-// waitFor polls cond until it holds, failing the test past the deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // fakeClock is a Clock that moves only when told to. Every wait the
 // supervisor starts shows up on timers, where the test reads how long it is
 // and fires it.

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // TestOutcomes checks how each way a runnable can end is judged: finished,
@@ -67,7 +69,7 @@ func TestOutcomes(t *testing.T) {
 			}))
 
 			if tc.wantErr == "" {
-				waitFor(t, "root.a to run and leave the tree", func() bool {
+				testenv.WaitUntil(t, testDeadline, "root.a to run and leave the tree", func() bool {
 					_, ok := s.State("root.a")
 					return runs.Load() == 1 && !ok
 				})
@@ -119,7 +121,7 @@ func TestRestart(t *testing.T) {
 			}))
 
 			clock.nextTimer(t).fire()
-			waitFor(t, "root.a healthy again", allHealthy(s, "root", "root.a"))
+			testenv.WaitUntil(t, testDeadline, "root.a healthy again", allHealthy(s, "root", "root.a"))
 
 			st, _ := s.State("root.a")
 			want := view{Name: "root.a", State: StateHealthy, Restarts: 1, Backoff: testInitial, Err: tc.wantErr}
@@ -200,7 +202,7 @@ func TestFailureRestartsSubtreeOnly(t *testing.T) {
 	}
 	s, clock, _ := startTree(t, root)
 	everyone := []string{"root", "root.parent", "root.parent.c1", "root.parent.c2", "root.parent.c2.g", "root.sibling"}
-	waitFor(t, "the whole tree healthy", allHealthy(s, everyone...))
+	testenv.WaitUntil(t, testDeadline, "the whole tree healthy", allHealthy(s, everyone...))
 	sibCtx := recv(t, siblingCtx, "sibling's context")
 
 	close(kill)
@@ -220,7 +222,7 @@ func TestFailureRestartsSubtreeOnly(t *testing.T) {
 	}
 
 	ft.fire()
-	waitFor(t, "the whole tree healthy again", allHealthy(s, everyone...))
+	testenv.WaitUntil(t, testDeadline, "the whole tree healthy again", allHealthy(s, everyone...))
 
 	wantStarted := map[string]int{
 		"root":             1,
@@ -390,7 +392,7 @@ func TestRunRefuses(t *testing.T) {
 	})
 	ctx := recv(t, rootCtx, "root's context")
 	fctx := recv(t, finishedCtx, "finisher's context")
-	waitFor(t, "finisher to leave the tree", allHealthy(s, "root", "root.taken"))
+	testenv.WaitUntil(t, testDeadline, "finisher to leave the tree", allHealthy(s, "root", "root.taken"))
 
 	for _, tc := range []struct {
 		name  string
@@ -429,7 +431,7 @@ func TestRunRefuses(t *testing.T) {
 	if err := RunGroup(ctx, map[string]Runnable{"finisher": extra, "fresh": extra}); err != nil {
 		t.Fatalf("RunGroup: %v", err)
 	}
-	waitFor(t, "the new children healthy", allHealthy(s, "root", "root.taken", "root.finisher", "root.fresh"))
+	testenv.WaitUntil(t, testDeadline, "the new children healthy", allHealthy(s, "root", "root.taken", "root.finisher", "root.fresh"))
 }
 
 func names(s *Supervisor) []string {
@@ -466,7 +468,7 @@ func TestSignalMisuse(t *testing.T) {
 	}))
 	old := recv(t, stale, "first run's context")
 	clock.nextTimer(t).fire()
-	waitFor(t, "second run", func() bool { return runs.Load() == 2 })
+	testenv.WaitUntil(t, testDeadline, "second run", func() bool { return runs.Load() == 2 })
 	Signal(old, Healthy)
 	Signal(old, Done)
 	if st, _ := s.State("root.a"); st.State != StateStarting {
@@ -499,7 +501,7 @@ func TestCancelStopsEverything(t *testing.T) {
 		"a": track(parentOf(map[string]Runnable{"slow": track(slow)})),
 		"b": track(blockUntilCancelled),
 	})))
-	waitFor(t, "the tree healthy", allHealthy(s, "root", "root.a", "root.a.slow", "root.b"))
+	testenv.WaitUntil(t, testDeadline, "the tree healthy", allHealthy(s, "root", "root.a", "root.a.slow", "root.b"))
 
 	cancel()
 	recv(t, stopping, "root.a.slow to see the cancellation")
@@ -545,7 +547,7 @@ func TestDoneRootKeepsChildren(t *testing.T) {
 		Signal(ctx, Done)
 		return nil
 	})
-	waitFor(t, "root done with a healthy child", func() bool {
+	testenv.WaitUntil(t, testDeadline, "root done with a healthy child", func() bool {
 		root, _ := s.State("root")
 		c, _ := s.State("root.c")
 		return root.State == StateDone && c.State == StateHealthy

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // Fault tests: a binary built with -tags faults dies (exit status 99) at a
@@ -38,19 +40,10 @@ var (
 func faultsBinary(t *testing.T) string {
 	t.Helper()
 	faultsBinaryOnce.Do(func() {
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			faultsBinaryErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
 		path := filepath.Join(filepath.Dir(binary), "curator-faults")
-		build := exec.Command("go", "build", "-tags", "faults", "-o", path, "./cmd/curator")
-		build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-		if out, err := build.CombinedOutput(); err != nil {
-			faultsBinaryErr = fmt.Errorf("go build -tags faults: %w\n%s", err, out)
-			return
+		if faultsBinaryErr = testenv.GoBuild(path, "./cmd/curator", "-tags", "faults"); faultsBinaryErr == nil {
+			faultsBinaryPath = path
 		}
-		faultsBinaryPath = path
 	})
 	if faultsBinaryErr != nil {
 		t.Fatal(faultsBinaryErr)
@@ -65,29 +58,31 @@ func environWithout(key string) []string {
 }
 
 // startFaults is start for the faults binary: it runs it with fault (if
-// not empty) as CURATOR_FAULT, logs to logPath and is killed when the test
-// ends.
-func startFaults(t *testing.T, fault, name, logPath string, args ...string) *proc {
+// not empty) as CURATOR_FAULT and env added, logs to logPath and is killed
+// when the test ends.
+func startFaults(t *testing.T, fault string, env map[string]string, name, logPath string, args ...string) *proc {
 	t.Helper()
-	env := environWithout(faultEnv)
+	base := environWithout(faultEnv)
 	if fault != "" {
-		env = append(env, faultEnv+"="+fault)
+		base = append(base, faultEnv+"="+fault)
 	}
-	return startBinary(t, faultsBinary(t), env, name, logPath, nil, args...)
+	return startBinary(t, faultsBinary(t), withEnv(base, env), name, logPath, nil, args...)
 }
 
-// faultAgent is cluster.agent with the faults binary and fault (may be
+// faultAgent is cluster.agentEnv with the faults binary and fault (may be
 // empty) in the environment.
-func (c *cluster) faultAgent(fault, name, verb string, args ...string) *node {
+func (c *cluster) faultAgent(fault, name string, env map[string]string, verb string, args ...string) *node {
 	c.t.Helper()
 	return c.agentWith(func(logPath string, argv ...string) *proc {
-		return startFaults(c.t, fault, name, logPath, argv...)
+		return startFaults(c.t, fault, env, name, logPath, argv...)
 	}, name, verb, args...)
 }
 
 // faulty is an agentStarter of the faults binary with fault.
 func (c *cluster) faulty(fault string) agentStarter {
-	return func(name, verb string, args ...string) *node { return c.faultAgent(fault, name, verb, args...) }
+	return func(name string, env map[string]string, verb string, args ...string) *node {
+		return c.faultAgent(fault, name, env, verb, args...)
+	}
 }
 
 // faultInit is cluster.init with the faults binary.
@@ -241,8 +236,8 @@ func TestFaultPromoteAfterMemberAdd(t *testing.T) {
 		// The member exists, the role does not: the restarted leader's
 		// consensus sync grants it (the member is the truth), the node
 		// starts etcd as a learner, and the learner loop makes it a voter.
-		c.faultAgent("", "manager-1", "run")
-		eventually(t, convergeTimeout, "worker-1 is a voter with the consensus role", func() error {
+		c.faultAgent("", "manager-1", nil, "run")
+		testenv.Eventually(t, convergeTimeout, "worker-1 is a voter with the consensus role", func() error {
 			info, err := clusterInfo(t, c.config)
 			if err != nil {
 				return err
@@ -293,9 +288,9 @@ func TestFaultPromoteAfterMemberAdd(t *testing.T) {
 		// comes first, the sync removing it or the joiner's retry (which
 		// adds the same learner again, idempotently), the node ends
 		// registered once, with the role, and a voter.
-		c.faultAgent("", "manager-1", "run")
+		c.faultAgent("", "manager-1", nil, "run")
 		var m2ID string
-		eventually(t, convergeTimeout, "manager-2 is a voter with the consensus role", func() error {
+		testenv.Eventually(t, convergeTimeout, "manager-2 is a voter with the consensus role", func() error {
 			if m2.proc.exited() {
 				t.Fatalf("manager-2 exited: %v", m2.proc.err)
 			}
@@ -357,19 +352,14 @@ func TestFaultDemoteAfterMemberRemove(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d managers", tc.managers), func(t *testing.T) {
 			c := newCluster(t, tc.subnet)
-			names := []string{"manager-1"}
-			m1 := c.faultInit(point, "manager-1", 10)
-			token := c.token("manager")
-			for i := 2; i <= tc.managers; i++ {
-				name := fmt.Sprintf("manager-%d", i)
-				// A voter at a time, so the quorum grows a voter at a time.
-				c.faultJoin(point, name, 9+i, token, m1)
-				c.waitVoter(name)
-				names = append(names, name)
+			c.buildWith(c.faulty(point), tc.managers, 0)
+			var names []string
+			for i := 1; i <= tc.managers; i++ {
+				names = append(names, fmt.Sprintf("manager-%d", i))
 			}
 			nodes := c.waitReady(30*time.Second, names...)
 			var info *clusterInfoJSON
-			eventually(t, 30*time.Second, "all managers vote, quorum healthy", func() error {
+			testenv.Eventually(t, 30*time.Second, "all managers vote, quorum healthy", func() error {
 				var err error
 				if info, err = clusterInfo(t, c.config); err != nil {
 					return err
@@ -446,7 +436,7 @@ func TestFaultDemoteAfterMemberRemove(t *testing.T) {
 			if len(survivors) >= 2 {
 				// Quorum survives the crash: another curator finishes.
 				crashedID, config := info.Leader, c.writeConfig(survivors...)
-				eventually(t, convergeTimeout, "another curator finishes the demotion", func() error {
+				testenv.Eventually(t, convergeTimeout, "another curator finishes the demotion", func() error {
 					return finished(config, crashedID)
 				})
 				t.Logf("finished without the crashed leader %v after the crash, by %s: %s %s: %s",
@@ -455,8 +445,8 @@ func TestFaultDemoteAfterMemberRemove(t *testing.T) {
 
 			// The crashed manager comes back, without the fault, and votes
 			// again; the demotion is finished (if it was not already).
-			c.faultAgent("", leader.name, "run")
-			eventually(t, convergeTimeout, "the demotion finished and the crashed manager votes again", func() error {
+			c.faultAgent("", leader.name, nil, "run")
+			testenv.Eventually(t, convergeTimeout, "the demotion finished and the crashed manager votes again", func() error {
 				if err := finished(c.config, ""); err != nil {
 					return err
 				}

@@ -13,14 +13,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/curatorproject/curator/internal/localcluster"
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // binary is the curator binary TestMain builds.
@@ -48,38 +53,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go env GOMOD: %v\n", err)
-		return 1
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
 	binary = filepath.Join(tmp, "curator")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/curator")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := testenv.GoBuild(binary, "./cmd/curator"); err != nil {
 		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
 		return 1
 	}
 	return m.Run()
-}
-
-// eventually calls check until it returns nil, failing the test with the
-// last error if timeout passes first.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // proc is one process the test started, with its output in a log file.
@@ -231,6 +210,9 @@ type nodeJSON struct {
 	Status        string     `json:"status"`
 	Roles         []string   `json:"roles"`
 	ManagerStatus string     `json:"manager_status"`
+	Group         string     `json:"group"`
+	InstanceID    string     `json:"instance_id"`
+	ConfigSHA     string     `json:"config_sha"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
 }
 
@@ -324,19 +306,41 @@ func newCluster(t *testing.T, subnet string) *cluster {
 
 func (c *cluster) addr(host int) string { return fmt.Sprintf("%s%d:%d", c.subnet, host, port) }
 
-// agentStarter starts `curator agent VERB` for a node; args follow the data
-// dir.
-type agentStarter func(name, verb string, args ...string) *node
+// agentStarter starts `curator agent VERB` for a node, with env added to
+// its environment; args follow the data dir.
+type agentStarter func(name string, env map[string]string, verb string, args ...string) *node
 
 // agent starts `curator agent VERB` for name; args follow the data dir.
 func (c *cluster) agent(name, verb string, args ...string) *node {
+	return c.agentEnv(name, nil, verb, args...)
+}
+
+// agentEnv is agent with env added to the process's environment: an
+// agentStarter.
+func (c *cluster) agentEnv(name string, env map[string]string, verb string, args ...string) *node {
 	return c.agentWith(func(logPath string, argv ...string) *proc {
 		attr := nodeProcAttr()
 		if c.agentAttr != nil {
 			attr = c.agentAttr(c.nodes[name])
 		}
-		return startProcess(c.t, binary, nil, attr, name, logPath, nil, argv...)
+		return startProcess(c.t, binary, withEnv(nil, env), attr, name, logPath, nil, argv...)
 	}, name, verb, args...)
+}
+
+// withEnv is base (this process's environment if nil) with env added; nil
+// if env is empty and base nil, which is this process's environment too.
+func withEnv(base []string, env map[string]string) []string {
+	if len(env) == 0 {
+		return base
+	}
+	if base == nil {
+		base = os.Environ()
+	}
+	out := slices.Clone(base)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // agentWith is agent with another way to start the process.
@@ -354,18 +358,19 @@ func (c *cluster) agentWith(startProc func(logPath string, argv ...string) *proc
 
 // init starts the first node on host and waits for its admin config and a
 // leader.
-func (c *cluster) init(name string, host int) *node {
+// args are more `agent init` arguments.
+func (c *cluster) init(name string, host int, args ...string) *node {
 	c.t.Helper()
-	return c.initWith(c.agent, name, host)
+	return c.initWith(c.agentEnv, name, host, args...)
 }
 
 // initWith is init with another agent starter.
-func (c *cluster) initWith(agent agentStarter, name string, host int) *node {
+func (c *cluster) initWith(agent agentStarter, name string, host int, args ...string) *node {
 	c.t.Helper()
-	n := agent(name, "init", "--listen", c.addr(host), "--name", name)
+	n := agent(name, nil, "init", append([]string{"--listen", c.addr(host), "--name", name}, args...)...)
 	n.listen = c.addr(host)
 	c.config = filepath.Join(n.dataDir, "admin", "config.yaml")
-	eventually(c.t, 30*time.Second, name+" serves cluster info", func() error {
+	testenv.Eventually(c.t, 30*time.Second, name+" serves cluster info", func() error {
 		if n.proc.exited() {
 			c.t.Fatalf("%s exited: %v", name, n.proc.err)
 		}
@@ -390,78 +395,72 @@ func (c *cluster) token(role string) string {
 	return strings.TrimSpace(out)
 }
 
-// build starts manager-1 with init, then manager-2.. one at a time (each a
-// voter before the next, so the quorum grows a voter at a time), then
-// worker-1.. together, on hosts 10, 11, ... in that order. It returns
-// manager-1.
+// build brings up manager-1 with init, then manager-2.. one at a time
+// (each a voter before the next, so the quorum grows a voter at a time),
+// then worker-1.. together, on hosts 10, 11, ... in that order, the way
+// `curator dev` does (internal/localcluster), and waits until every node is
+// ready. It returns manager-1.
 func (c *cluster) build(managers, workers int) *node {
 	c.t.Helper()
-	m1 := c.init("manager-1", 10)
-	host := 11
-	if managers > 1 {
-		tok := c.token("manager")
-		for i := 2; i <= managers; i++ {
-			name := fmt.Sprintf("manager-%d", i)
-			c.join(name, host, tok, m1)
-			c.waitVoter(name)
-			host++
-		}
+	return c.buildWith(c.agentEnv, managers, workers)
+}
+
+// buildWith is build with another agent starter.
+func (c *cluster) buildWith(agent agentStarter, managers, workers int) *node {
+	c.t.Helper()
+	var nodes []localcluster.Node
+	for i := 1; i <= managers; i++ {
+		nodes = append(nodes, localcluster.Node{Name: fmt.Sprintf("manager-%d", i), Manager: true})
 	}
-	if workers > 0 {
-		tok := c.token("worker")
-		for i := 1; i <= workers; i++ {
-			c.join(fmt.Sprintf("worker-%d", i), host, tok, m1)
-			host++
-		}
+	for i := 1; i <= workers; i++ {
+		nodes = append(nodes, localcluster.Node{Name: fmt.Sprintf("worker-%d", i)})
 	}
-	return m1
+	host := 10
+	up, err := localcluster.Up(context.Background(), localcluster.Config{
+		Nodes: nodes,
+		Start: func(_ context.Context, l localcluster.Launch) (localcluster.Process, error) {
+			listen := c.addr(host)
+			host++
+			n := agent(l.Node.Name, l.Env, l.Verb, append([]string{"--listen", listen}, l.Args...)...)
+			n.listen = listen
+			return n, nil
+		},
+	})
+	if err != nil {
+		c.t.Fatalf("bring the cluster up: %v", err)
+	}
+	c.config = up.AdminConfig
+	return c.nodes["manager-1"]
+}
+
+// The localcluster.Process of a node the harness started.
+func (n *node) Address() string { return n.listen }
+func (n *node) DataDir() string { return n.dataDir }
+func (n *node) LogFile() string { return n.proc.log }
+func (n *node) Exited() error {
+	if !n.proc.exited() {
+		return nil
+	}
+	return fmt.Errorf("exit: %v", n.proc.err)
 }
 
 // join starts a node that joins with token through manager.
 func (c *cluster) join(name string, host int, token string, manager *node) *node {
-	return c.joinWith(c.agent, name, host, token, manager)
+	return c.joinWith(c.agentEnv, name, host, token, manager)
 }
 
 // joinWith is join with another agent starter.
 func (c *cluster) joinWith(agent agentStarter, name string, host int, token string, manager *node) *node {
-	n := agent(name, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
+	n := agent(name, nil, "join", "--listen", c.addr(host), "--name", name, "--token", token, "--manager", manager.listen)
 	n.listen = c.addr(host)
 	return n
-}
-
-// waitVoter waits until name is listed as an etcd voter.
-func (c *cluster) waitVoter(name string) {
-	c.t.Helper()
-	eventually(c.t, 60*time.Second, name+" becomes a voter", func() error {
-		if p := c.nodes[name].proc; p.exited() {
-			c.t.Fatalf("%s exited: %v", name, p.err)
-		}
-		nodes, err := nodeLs(c.t, c.config)
-		if err != nil {
-			return err
-		}
-		n, ok := byName(nodes, name)
-		if !ok {
-			return fmt.Errorf("%s not registered", name)
-		}
-		info, err := clusterInfo(c.t, c.config)
-		if err != nil {
-			return err
-		}
-		for _, v := range info.Voters {
-			if v == n.ID {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s (%s) not among voters %v", name, n.ID, info.Voters)
-	})
 }
 
 // waitReady waits until every named node is ready and returns the list.
 func (c *cluster) waitReady(timeout time.Duration, names ...string) []nodeJSON {
 	c.t.Helper()
 	var nodes []nodeJSON
-	eventually(c.t, timeout, "every node ready", func() error {
+	testenv.Eventually(c.t, timeout, "every node ready", func() error {
 		var err error
 		if nodes, err = nodeLs(c.t, c.config); err != nil {
 			return err

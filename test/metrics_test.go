@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // TestMetricsAndHealthz: every node serves Prometheus metrics and a health
@@ -16,8 +18,8 @@ func TestMetricsAndHealthz(t *testing.T) {
 	c := newCluster(t, "127.0.206.")
 	c.init("manager-1", 10)
 	// The worker serves Go's profiles too (--pprof); the manager does not.
-	c.joinWith(func(name, verb string, args ...string) *node {
-		return c.agent(name, verb, append(args, "--pprof")...)
+	c.joinWith(func(name string, env map[string]string, verb string, args ...string) *node {
+		return c.agentEnv(name, env, verb, append(args, "--pprof")...)
 	}, "worker-1", 11, c.token("worker"), c.nodes["manager-1"])
 	c.waitReady(30*time.Second, "manager-1", "worker-1")
 
@@ -38,7 +40,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 		return string(body), nil
 	}
 
-	eventually(t, 20*time.Second, "the leader's metrics", func() error {
+	testenv.Eventually(t, 20*time.Second, "the leader's metrics", func() error {
 		body, err := get(10, "/metrics")
 		if err != nil {
 			return err

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // mgmtNode is a node as `node ls -o json` shows it, without the fields that
@@ -164,7 +166,7 @@ func mgmtWaitVoters(t *testing.T, c *cluster, ids map[string]string, names ...st
 	}
 	slices.Sort(want)
 	var info *mgmtInfo
-	eventually(t, 60*time.Second, fmt.Sprintf("voters are exactly %v", names), func() error {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("voters are exactly %v", names), func() error {
 		var err error
 		if info, err = mgmtClusterInfo(t, c); err != nil {
 			return err
@@ -183,7 +185,7 @@ func mgmtWaitVoters(t *testing.T, c *cluster, ids map[string]string, names ...st
 func mgmtWaitNode(t *testing.T, c *cluster, name, what string, ok func(mgmtNode) error) mgmtNode {
 	t.Helper()
 	var got mgmtNode
-	eventually(t, 30*time.Second, name+" "+what, func() error {
+	testenv.Eventually(t, 30*time.Second, name+" "+what, func() error {
 		nodes, err := mgmtNodes(t, c)
 		if err != nil {
 			return err
@@ -201,7 +203,7 @@ func mgmtWaitNode(t *testing.T, c *cluster, name, what string, ok func(mgmtNode)
 // mgmtWaitGone waits until node name is no longer listed.
 func mgmtWaitGone(t *testing.T, c *cluster, name string) {
 	t.Helper()
-	eventually(t, 30*time.Second, name+" gone from node ls", func() error {
+	testenv.Eventually(t, 30*time.Second, name+" gone from node ls", func() error {
 		nodes, err := mgmtNodes(t, c)
 		if err != nil {
 			return err
@@ -278,7 +280,7 @@ func mgmtHostPort(t *testing.T, n *node, p int) string {
 // mgmtWaitPortClosed waits until nothing accepts connections on addr.
 func mgmtWaitPortClosed(t *testing.T, addr, what string) {
 	t.Helper()
-	eventually(t, 30*time.Second, what+" stops accepting connections on "+addr, func() error {
+	testenv.Eventually(t, 30*time.Second, what+" stops accepting connections on "+addr, func() error {
 		conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 		if err != nil {
 			return nil
@@ -430,7 +432,7 @@ func TestNodePromoteDemote(t *testing.T) {
 			// The leader keeps etcd leadership off its own node: wait for
 			// that, so that the follower chosen is neither leader.
 			var info *mgmtInfo
-			eventually(t, 30*time.Second, "etcd leader apart from the curator leader", func() error {
+			testenv.Eventually(t, 30*time.Second, "etcd leader apart from the curator leader", func() error {
 				var err error
 				if info, err = mgmtClusterInfo(t, c); err != nil {
 					return err
@@ -463,7 +465,7 @@ func TestNodePromoteDemote(t *testing.T) {
 			out := mgmtRun(t, c, "node", "demote", follower)
 			t.Logf("demote %s took %s: %s", follower, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
 			// ...and not once it is demoted: the leader revoked it.
-			eventually(t, 10*time.Second, follower+"'s etcd certificate refused", func() error {
+			testenv.Eventually(t, 10*time.Second, follower+"'s etcd certificate refused", func() error {
 				if err := etcdGet(cred, m1etcd); err == nil {
 					return errors.New("still accepted")
 				}
@@ -492,7 +494,7 @@ func TestNodePromoteDemote(t *testing.T) {
 		{"demote the etcd leader", func(t *testing.T) {
 			// Placement keeps etcd leadership off the curator leader's
 			// node, and there is one other voter.
-			eventually(t, 30*time.Second, etcdLeader+" is etcd leader", func() error {
+			testenv.Eventually(t, 30*time.Second, etcdLeader+" is etcd leader", func() error {
 				info, err := mgmtClusterInfo(t, c)
 				if err != nil {
 					return err
@@ -506,7 +508,7 @@ func TestNodePromoteDemote(t *testing.T) {
 			out := mgmtRun(t, c, "node", "demote", etcdLeader)
 			t.Logf("demote of etcd leader %s took %s: %s", etcdLeader, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
 			mgmtWaitVoters(t, c, ids, "manager-1")
-			eventually(t, 10*time.Second, "manager-1 etcd leader", func() error {
+			testenv.Eventually(t, 10*time.Second, "manager-1 etcd leader", func() error {
 				info, err := mgmtClusterInfo(t, c)
 				if err != nil {
 					return err
@@ -616,7 +618,7 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 				}
 				<-p.done
 			}
-			eventually(t, 30*time.Second, "manager-3 and worker-1 down, the others ready", func() error {
+			testenv.Eventually(t, 30*time.Second, "manager-3 and worker-1 down, the others ready", func() error {
 				nodes, err := mgmtNodes(t, c)
 				if err != nil {
 					return err
@@ -698,7 +700,7 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 				"--token", managerToken, "--manager", m1.listen, "--availability", "drain")
 			m4.listen = c.addr(15)
 			seen := 0
-			eventually(t, 60*time.Second, "manager-4 ready", func() error {
+			testenv.Eventually(t, 60*time.Second, "manager-4 ready", func() error {
 				if p := c.nodes["manager-4"].proc; p.exited() {
 					t.Fatalf("manager-4 exited: %v", p.err)
 				}
@@ -755,7 +757,7 @@ func TestNodeGuardsRemoveLeave(t *testing.T) {
 			// are gone. Its manager list on disk follows the cluster, so it
 			// restarts from disk and reaches manager-4.
 			w := c.nodes["worker-2"]
-			eventually(t, 20*time.Second, "worker-2's manager list follows the cluster", func() error {
+			testenv.Eventually(t, 20*time.Second, "worker-2's manager list follows the cluster", func() error {
 				data, err := os.ReadFile(filepath.Join(w.dataDir, "managers.json"))
 				if err != nil {
 					return err

@@ -22,34 +22,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
-
-// occupy listens on addr until the test ends, as another process would.
-func occupy(t *testing.T, addr string) {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-}
-
-// dirListing is the names in dir, nil if it does not exist.
-func dirListing(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
 
 // agentRefused runs an agent command that must exit non-zero at once with
 // stderr holding every one of want, and returns stderr.
@@ -97,14 +72,14 @@ func TestOperatorFirstHour(t *testing.T) {
 				{"join", 0, "gRPC, PORT"},
 			} {
 				host := 50 + i
-				occupy(t, fmt.Sprintf("%s%d:%d", c.subnet, host, port+tc.off))
+				testenv.Occupy(t, fmt.Sprintf("%s%d:%d", c.subnet, host, port+tc.off))
 				dir := filepath.Join(t.TempDir(), "node")
 				args := []string{"agent", tc.verb, "--data-dir", dir, "--listen", c.addr(host)}
 				if tc.verb == "join" {
 					args = append(args, "--token", workerToken, "--manager", m1.listen)
 				}
 				agentRefused(t, args, fmt.Sprintf("%s%d:%d (%s) is in use", c.subnet, host, port+tc.off, tc.what), "--listen", "nothing was written")
-				if got := dirListing(t, dir); got != nil {
+				if got := testenv.DirNames(t, dir); got != nil {
 					t.Errorf("agent %s refused for a port in use, but wrote %v", tc.verb, got)
 				}
 			}
@@ -120,13 +95,13 @@ func TestOperatorFirstHour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			listing := dirListing(t, m1.dataDir)
+			listing := testenv.DirNames(t, m1.dataDir)
 			agentRefused(t, []string{"agent", "init", "--data-dir", m1.dataDir, "--listen", c.addr(60), "--name", "copy"},
 				"holds node "+ids["manager-1"], "curator agent run --data-dir "+m1.dataDir)
 			agentRefused(t, []string{"agent", "join", "--data-dir", m1.dataDir, "--listen", c.addr(60), "--token", workerToken, "--manager", m1.listen},
 				"holds node "+ids["manager-1"], "curator agent run --data-dir "+m1.dataDir)
 			after, err := os.ReadFile(filepath.Join(m1.dataDir, "state.json"))
-			if err != nil || string(after) != string(state) || !slices.Equal(listing, dirListing(t, m1.dataDir)) {
+			if err != nil || string(after) != string(state) || !slices.Equal(listing, testenv.DirNames(t, m1.dataDir)) {
 				t.Errorf("refused init/join changed the node's data dir")
 			}
 			other := t.TempDir()
@@ -134,7 +109,7 @@ func TestOperatorFirstHour(t *testing.T) {
 				t.Fatal(err)
 			}
 			agentRefused(t, []string{"agent", "init", "--data-dir", other, "--listen", c.addr(61)}, "is not empty (it holds photos.tar)")
-			if got := dirListing(t, other); !slices.Equal(got, []string{"photos.tar"}) {
+			if got := testenv.DirNames(t, other); !slices.Equal(got, []string{"photos.tar"}) {
 				t.Errorf("a refused init changed a dir of other files: %v", got)
 			}
 		}},
@@ -157,7 +132,7 @@ func TestOperatorFirstHour(t *testing.T) {
 					t.Errorf("a %d-byte error: it must not echo the name", len(stderr))
 				}
 				// A failed join leaves nothing behind, not even its key.
-				if got := dirListing(t, dir); got != nil {
+				if got := testenv.DirNames(t, dir); got != nil {
 					t.Errorf("a refused join left %v in its data dir", got)
 				}
 			}
@@ -238,17 +213,11 @@ func TestLeaderStopAndQuorumLoss(t *testing.T) {
 	// A long election TTL tells a handover (at once) from a lease that
 	// expires (6 s).
 	const ttl = 6 * time.Second
-	longTTL := func(name, verb string, args ...string) *node {
-		return c.agent(name, verb, append(args, "--election-ttl", ttl.String())...)
+	longTTL := func(name string, env map[string]string, verb string, args ...string) *node {
+		return c.agentEnv(name, env, verb, append(args, "--election-ttl", ttl.String())...)
 	}
-	m1 := c.initWith(longTTL, "manager-1", 10)
-	tok := c.token("manager")
-	for i, name := range []string{"manager-2", "manager-3"} {
-		c.joinWith(longTTL, name, 11+i, tok, m1)
-		c.waitVoter(name)
-	}
+	c.buildWith(longTTL, 3, 0)
 	names := []string{"manager-1", "manager-2", "manager-3"}
-	c.waitReady(30*time.Second, names...)
 	ids := mgmtIDs(t, c, names...)
 	info := mgmtWaitVoters(t, c, ids, names...)
 
@@ -271,7 +240,7 @@ func TestLeaderStopAndQuorumLoss(t *testing.T) {
 		}
 		exited := time.Since(stopped)
 		var handedOver time.Duration
-		eventually(t, 3*ttl, "a new leader", func() error {
+		testenv.Eventually(t, 3*ttl, "a new leader", func() error {
 			got, err := clusterInfo(t, cfg)
 			if err != nil {
 				return err
@@ -364,7 +333,7 @@ func TestLeaderStopAndQuorumLoss(t *testing.T) {
 		}
 		for _, cfg := range []string{c.config, c.writeConfig(s.listen)} {
 			for _, args := range [][]string{{"node", "ls"}, {"cluster", "info"}} {
-				eventually(t, 30*time.Second, "curator "+strings.Join(args, " ")+" says the quorum is lost", func() error {
+				testenv.Eventually(t, 30*time.Second, "curator "+strings.Join(args, " ")+" says the quorum is lost", func() error {
 					_, stderr, err := cli(t, append([]string{"--config", cfg}, args...)...)
 					if err == nil {
 						return errors.New("it succeeded")
@@ -380,7 +349,7 @@ func TestLeaderStopAndQuorumLoss(t *testing.T) {
 		}
 		host, _, _ := net.SplitHostPort(s.listen)
 		url := fmt.Sprintf("http://%s:%d/healthz", host, port+3)
-		eventually(t, 10*time.Second, "the survivor's /healthz says the quorum is lost", func() error {
+		testenv.Eventually(t, 10*time.Second, "the survivor's /healthz says the quorum is lost", func() error {
 			resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 			if err != nil {
 				return err

@@ -75,6 +75,11 @@ func startPartitionCluster(t *testing.T, subnet string) (*netCluster, *baseline)
 		workers:  []string{"worker-1", "worker-2"},
 	}
 	b.all = slices.Concat(b.managers, b.workers)
+	// Settled means the same for a second: the placement loop that moved
+	// etcd leadership off the curator leader has recorded its move (its
+	// event comes once the move is done), and none is under way.
+	var seen string
+	var seenSince time.Time
 	took, err := waitFor(60*time.Second, func() error {
 		nodes, err := nodeLs(t, c.config)
 		if err != nil {
@@ -98,6 +103,12 @@ func startPartitionCluster(t *testing.T, subnet string) (*netCluster, *baseline)
 			b.ids[n.Name], b.byID[n.ID] = n.ID, n.Name
 		}
 		b.leader, b.etcdLeader = b.byID[info.Leader], b.byID[info.EtcdLeader]
+		if now := b.leader + " " + b.etcdLeader; now != seen {
+			seen, seenSince = now, time.Now()
+		}
+		if time.Since(seenSince) < time.Second {
+			return fmt.Errorf("curator leader %s, etcd leader %s for %s only", b.leader, b.etcdLeader, time.Since(seenSince).Round(time.Millisecond))
+		}
 		return nil
 	})
 	if err != nil {

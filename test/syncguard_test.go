@@ -16,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/curatorproject/curator/pki"
+
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // TestSyncRemovalKeepsQuorum: the consensus sync removes an etcd member
@@ -46,7 +48,7 @@ func TestSyncRemovalKeepsQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-m3.proc.done
-	eventually(t, 20*time.Second, "manager-3 down", func() error {
+	testenv.Eventually(t, 20*time.Second, "manager-3 down", func() error {
 		ns, err := nodeLs(t, c.config)
 		if err != nil {
 			return err
@@ -95,7 +97,7 @@ func TestSyncRemovalKeepsQuorum(t *testing.T) {
 		}
 		return evs, json.Unmarshal([]byte(out), &evs)
 	}
-	eventually(t, 20*time.Second, "the sync refuses to remove manager-2's member", func() error {
+	testenv.Eventually(t, 20*time.Second, "the sync refuses to remove manager-2's member", func() error {
 		evs, err := events()
 		if err != nil {
 			return err
@@ -113,7 +115,7 @@ func TestSyncRemovalKeepsQuorum(t *testing.T) {
 
 	// manager-3 comes back: now the member goes.
 	c.agent("manager-3", "run")
-	eventually(t, 30*time.Second, "manager-2's member removed once manager-3 is back", func() error {
+	testenv.Eventually(t, 30*time.Second, "manager-2's member removed once manager-3 is back", func() error {
 		in, err := memberOf2()
 		if err != nil {
 			return err

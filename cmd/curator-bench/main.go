@@ -6,6 +6,8 @@
 //
 //	curator-bench heartbeats --nodes N [--interval 1s] [--duration 60s] [--kill-leader] [--mass-failure M]
 //	curator-bench list --nodes N [--rounds 20]
+//	curator-bench rollout [--managers 3] [--workers 3]
+//	curator-bench failover [--rounds 10] [--freeze]
 package main
 
 import (
@@ -39,6 +41,6 @@ stdout; progress goes to stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newHeartbeatsCommand(), newListCommand())
+	root.AddCommand(newHeartbeatsCommand(), newListCommand(), newRolloutCommand(), newFailoverCommand())
 	return root
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/node"
 	pb "github.com/curatorproject/curator/proto"
@@ -20,7 +21,7 @@ import (
 )
 
 // joinTokenEnv holds a join token when --token is not given.
-const joinTokenEnv = "CURATOR_JOIN_TOKEN"
+const joinTokenEnv = curator.JoinTokenEnv
 
 // agentFlags are the flags of the commands that run an agent.
 type agentFlags struct {
@@ -29,6 +30,7 @@ type agentFlags struct {
 	electionTTL       time.Duration
 	heartbeatInterval time.Duration
 	downAfter         time.Duration
+	reapAfter         time.Duration
 	pprof             bool
 }
 
@@ -38,18 +40,20 @@ func (f *agentFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.electionTTL, "election-ttl", curator.DefaultElectionTTL, "lease TTL of the curator leader election (whole seconds)")
 	c.Flags().DurationVar(&f.heartbeatInterval, "heartbeat-interval", curator.DefaultHeartbeatInterval, "how often nodes send heartbeats")
 	c.Flags().DurationVar(&f.downAfter, "down-after", curator.DefaultDownAfter, "how long without a heartbeat before a node is marked down")
+	c.Flags().DurationVar(&f.reapAfter, "reap-after", curator.DefaultReapAfter, "how long a node that no group answers for may be down before the leader removes it")
 	c.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go's profiles at http://IP:PORT+3/debug/pprof/ (no authentication: for a trusted network)")
+	_ = c.MarkFlagRequired("data-dir")
 }
 
 func (f *agentFlags) validate() error {
-	if f.dataDir == "" {
-		return errors.New("--data-dir is required")
-	}
 	if f.electionTTL < time.Second || f.electionTTL%time.Second != 0 {
 		return fmt.Errorf("--election-ttl %s: must be a whole number of seconds, at least 1s", f.electionTTL)
 	}
 	if f.heartbeatInterval <= 0 || f.downAfter <= f.heartbeatInterval {
 		return fmt.Errorf("--down-after (%s) must be longer than --heartbeat-interval (%s)", f.downAfter, f.heartbeatInterval)
+	}
+	if f.reapAfter <= f.downAfter {
+		return fmt.Errorf("--reap-after (%s) must be longer than --down-after (%s)", f.reapAfter, f.downAfter)
 	}
 	_, err := parseLogLevel(f.logLevel)
 	return err
@@ -74,16 +78,14 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
-func parseAvailability(s string) (pb.Availability, error) {
-	switch strings.ToLower(s) {
-	case "", "active":
-		return pb.Availability_AVAILABILITY_ACTIVE, nil
-	case "pause":
-		return pb.Availability_AVAILABILITY_PAUSE, nil
-	case "drain":
-		return pb.Availability_AVAILABILITY_DRAIN, nil
+// validateNew is validate for the commands that make a node (init, join),
+// with their --availability: a word of client.AvailabilityWords in any
+// case, active if empty.
+func (f *agentFlags) validateNew(availability string) (pb.Availability, error) {
+	if err := f.validate(); err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("--availability %q: want active, pause or drain", s)
+	return client.ParseAvailability(strings.ToLower(cmp.Or(availability, "active")))
 }
 
 // runAgent runs the agent in dir in the foreground until ctx ends (SIGINT
@@ -97,8 +99,9 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	a, err := node.New(node.Config{
 		DataDir: f.dataDir, Version: binaryVersion(),
 		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
-		Pprof:  f.pprof,
-		Logger: lg,
+		ReapAfter: f.reapAfter,
+		Pprof:     f.pprof,
+		Logger:    lg,
 	})
 	if err != nil {
 		return err
@@ -147,9 +150,6 @@ wiped (except DIR/admin), so the machine can join again. The last manager
 refuses unless --force, as leaving destroys the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dataDir == "" {
-				return errors.New("--data-dir is required")
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			msg, err := node.RequestLeave(ctx, dataDir, force)
@@ -163,12 +163,14 @@ refuses unless --force, as leaving destroys the cluster.`,
 	c.Flags().StringVar(&dataDir, "data-dir", "", "the data dir of the running agent (required)")
 	c.Flags().BoolVar(&force, "force", false, "leave even as the last manager, destroying the cluster")
 	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the leave to finish")
+	_ = c.MarkFlagRequired("data-dir")
 	return c
 }
 
 func newAgentInitCommand() *cobra.Command {
 	f := &agentFlags{}
-	var listen, name, availability string
+	var listen, name, availability, clusterID string
+	m := &machineFlags{}
 	c := &cobra.Command{
 		Use:   "init --data-dir DIR --listen IP:PORT",
 		Short: "Create a new cluster with this machine as its first node, and run it",
@@ -181,14 +183,15 @@ to PORT+3) free: otherwise init says why and writes nothing. A data dir that
 holds a node is restarted with 'curator agent run'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.validate(); err != nil {
-				return err
-			}
-			av, err := parseAvailability(availability)
+			av, err := f.validateNew(availability)
 			if err != nil {
 				return err
 			}
-			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion()})
+			machine, err := m.machine()
+			if err != nil {
+				return err
+			}
+			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion(), Machine: machine, ClusterID: clusterID})
 			if err != nil {
 				return err
 			}
@@ -198,8 +201,11 @@ holds a node is restarted with 'curator agent run'.`,
 	}
 	f.register(c)
 	c.Flags().StringVar(&listen, "listen", "", "IP:PORT for the curator's gRPC; etcd uses PORT+1 and PORT+2, HTTP PORT+3 (required)")
+	_ = c.MarkFlagRequired("listen")
 	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain")
+	c.Flags().StringVar(&clusterID, "cluster-id", "", "the new cluster's ID, 16 hex digits (default: a new random one)")
+	m.register(c)
 	return c
 }
 
@@ -231,6 +237,8 @@ func newAgentJoinCommand() *cobra.Command {
 	var listen, name, token, availability string
 	var managers []string
 	var timeout time.Duration
+	var runIfJoined bool
+	m := &machineFlags{}
 	c := &cobra.Command{
 		Use:   "join --data-dir DIR --listen IP:PORT --token TOKEN --manager IP:PORT",
 		Short: "Join this machine to a cluster, and run it",
@@ -241,10 +249,7 @@ CA has the fingerprint in the token before it trusts it. Then it runs in the
 foreground.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.validate(); err != nil {
-				return err
-			}
-			av, err := parseAvailability(availability)
+			av, err := f.validateNew(availability)
 			if err != nil {
 				return err
 			}
@@ -254,9 +259,17 @@ foreground.`,
 			if token == "" {
 				return fmt.Errorf("--token (or $%s) is required: get one with `curator token show worker|manager`", joinTokenEnv)
 			}
+			machine, err := m.machine()
+			if err != nil {
+				return err
+			}
+			if runIfJoined && node.Initialised(f.dataDir) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a node: running it.\n", f.dataDir)
+				return runAgent(cmd.Context(), cmd, f)
+			}
 			st, err := node.Join(cmd.Context(), node.JoinConfig{
 				DataDir: f.dataDir, Address: listen, Name: name, Token: token, Managers: managers,
-				Availability: av, Version: binaryVersion(), Timeout: timeout,
+				Availability: av, Version: binaryVersion(), Timeout: timeout, Machine: machine,
 			})
 			if err != nil {
 				return err
@@ -272,7 +285,40 @@ foreground.`,
 	c.Flags().StringArrayVar(&managers, "manager", nil, "a manager's IP:PORT (repeatable; at least one)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain: drain makes a manager-only node that never takes work")
 	c.Flags().DurationVar(&timeout, "join-timeout", time.Minute, "how long to keep trying the managers")
+	c.Flags().BoolVar(&runIfJoined, "run-if-joined", false, "if the data dir already holds a node, run it instead of joining (for machines that a provider restarts with the same command)")
+	m.register(c)
+	_ = c.MarkFlagRequired("listen")
+	_ = c.MarkFlagRequired("manager")
 	return c
+}
+
+// machineFlags are what a group's provider tells a node it starts about
+// its machine; an operator joining a node by hand leaves them out.
+type machineFlags struct {
+	group, instanceID, configSHA string
+	labels                       []string
+}
+
+func (m *machineFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&m.group, "group", "", "the group this node's machine belongs to (set by the group's provider)")
+	c.Flags().StringVar(&m.instanceID, "instance-id", "", "the provider's ID of this node's machine (set by the group's provider)")
+	c.Flags().StringVar(&m.configSHA, "config-sha", "", "the group config SHA this machine was made from (set by the group's provider)")
+	c.Flags().StringArrayVar(&m.labels, "label", nil, "a node label KEY=VALUE (repeatable)")
+}
+
+func (m *machineFlags) machine() (node.Machine, error) {
+	out := node.Machine{Group: m.group, InstanceID: m.instanceID, ConfigSHA: m.configSHA}
+	for _, kv := range m.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return out, fmt.Errorf("--label %s: give a label as KEY=VALUE", curator.QuoteShort(kv))
+		}
+		if out.Labels == nil {
+			out.Labels = map[string]string{}
+		}
+		out.Labels[k] = v
+	}
+	return out, nil
 }
 
 func newAgentRunCommand() *cobra.Command {

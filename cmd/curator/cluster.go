@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -57,23 +56,16 @@ they are; then print the cluster as cluster info does. Give at least one.`,
   curator cluster update --max-voters 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &pb.UpdateClusterRequest{}
+			var u client.ClusterUpdate
 			if cmd.Flags().Changed("require-approval") {
-				req.RequireApproval = &requireApproval
+				u.RequireApproval = &requireApproval
 			}
 			if cmd.Flags().Changed("max-voters") {
-				req.MaxVoters = &maxVoters
-			}
-			if req.RequireApproval == nil && req.MaxVoters == nil {
-				return errors.New("nothing to change: give --require-approval=true|false or --max-voters N")
+				u.MaxVoters = &maxVoters
 			}
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				var info *pb.ClusterInfo
-				err := within(ctx, callTimeout, func(ctx context.Context) error {
-					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-						info, err = m.UpdateCluster(ctx, req)
-						return err
-					})
+				info, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.ClusterInfo, error) {
+					return c.UpdateCluster(ctx, u)
 				})
 				if err != nil {
 					return apiError("update cluster", err)
@@ -82,8 +74,9 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 			})
 		},
 	}
-	c.Flags().BoolVar(&requireApproval, "require-approval", false, "whether a joining node waits for an operator's node approve")
+	c.Flags().BoolVar(&requireApproval, "require-approval", false, "whether a joining node waits for an operator's node approve (--require-approval=true|false)")
 	c.Flags().Uint32Var(&maxVoters, "max-voters", 0, "the most etcd voters the cluster may have")
+	c.MarkFlagsOneRequired("require-approval", "max-voters")
 	addOutputFlag(c, &format)
 	return c
 }
@@ -132,8 +125,8 @@ func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 // listing with any warnings first, where they cannot be missed.
 func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) error {
 	j := clusterInfoToJSON(info)
-	if format == formatJSON {
-		return writeJSON(w, j)
+	if format.structured() {
+		return writeData(w, format, j)
 	}
 	for _, warning := range j.Warnings {
 		if _, err := fmt.Fprintf(w, "WARNING: %s\n", warning); err != nil {

@@ -28,17 +28,7 @@ func TestClusterInfo(t *testing.T) {
 		format string
 		want   string
 	}{
-		{"healthy table", healthy, "table", `Cluster ID:         c1
-Version:            v0.1.0
-Leader:             aaaaaaaaaaaaaaaaaaaaaaaa
-etcd leader:        bbbbbbbbbbbbbbbbbbbbbbbb
-Quorum healthy:     yes
-Voters (2):         aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb
-Learners (0):       (none)
-Max voters:         7
-Require approval:   no
-Managers:           127.0.100.10:7000, 127.0.100.11:7000
-`},
+		{"healthy table", healthy, "table", healthyTable("7", "no")},
 		{"unhealthy table", unhealthy, "table", `WARNING: quorum is lost: 1 of 2 voters healthy
 WARNING: curator and etcd leader on one node
 
@@ -138,10 +128,10 @@ Managers:           (none)
 	}
 }
 
-func TestClusterUpdate(t *testing.T) {
-	// The table of cluster info, with these settings.
-	table := func(maxVoters, requireApproval string) string {
-		return `Cluster ID:         c1
+// healthyTable is cluster info's table of the fake's healthy cluster, with
+// these settings.
+func healthyTable(maxVoters, requireApproval string) string {
+	return `Cluster ID:         c1
 Version:            v0.1.0
 Leader:             aaaaaaaaaaaaaaaaaaaaaaaa
 etcd leader:        bbbbbbbbbbbbbbbbbbbbbbbb
@@ -152,19 +142,21 @@ Max voters:         ` + maxVoters + `
 Require approval:   ` + requireApproval + `
 Managers:           127.0.100.10:7000, 127.0.100.11:7000
 `
-	}
+}
+
+func TestClusterUpdate(t *testing.T) {
 	u32 := func(v uint32) *uint32 { return &v }
 	yes, no := true, false
 	runChangeCases(t, []changeCase{{
 		name:      "max voters alone",
 		args:      []string{"cluster", "update", "--max-voters", "5"},
-		want:      table("5", "no"),
+		want:      healthyTable("5", "no"),
 		wantCalls: []string{"UpdateCluster"},
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(5)}},
 	}, {
 		name:      "require approval alone",
 		args:      []string{"cluster", "update", "--require-approval"},
-		want:      table("7", "yes"),
+		want:      healthyTable("7", "yes"),
 		wantCalls: []string{"UpdateCluster"},
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &yes}},
 	}, {
@@ -173,13 +165,13 @@ Managers:           127.0.100.10:7000, 127.0.100.11:7000
 			f.info.RequireApproval = true
 		},
 		args:      []string{"cluster", "update", "--require-approval=false"},
-		want:      table("7", "no"),
+		want:      healthyTable("7", "no"),
 		wantCalls: []string{"UpdateCluster"},
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &no}},
 	}, {
 		name:      "both",
 		args:      []string{"cluster", "update", "--require-approval=true", "--max-voters=3"},
-		want:      table("3", "yes"),
+		want:      healthyTable("3", "yes"),
 		wantCalls: []string{"UpdateCluster"},
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{RequireApproval: &yes, MaxVoters: u32(3)}},
 	}, {
@@ -191,11 +183,11 @@ Managers:           127.0.100.10:7000, 127.0.100.11:7000
 	}, {
 		name:    "nothing to change",
 		args:    []string{"cluster", "update"},
-		wantErr: "nothing to change: give --require-approval=true|false or --max-voters N",
+		wantErr: "at least one of the flags in the group [require-approval max-voters] is required",
 	}, {
 		name:    "nothing to change, whatever -o says",
 		args:    []string{"cluster", "update", "-o", "json"},
-		wantErr: "nothing to change: give --require-approval=true|false or --max-voters N",
+		wantErr: "at least one of the flags in the group [require-approval max-voters] is required",
 	}})
 }
 

@@ -1,34 +1,40 @@
 package main
 
-// `curator dev`: a whole local cluster on loopback addresses, made of child
-// processes of this same binary. Until groups run on the process provider,
-// dev starts the processes itself: the first node with `agent
-// init`, the other managers one at a time with `agent join` and the manager
-// token (each a voter before the next, so the quorum grows a voter at a
-// time), then the workers together.
+// `curator dev`: a whole local cluster on loopback addresses, made of
+// processes of this same binary, instances of the process provider
+// (provider/process) on DIR. dev starts the first node itself, with `agent
+// init`, as a machine of the group `managers`; then it commits the groups
+// `managers` and `workers` on the same provider, and the curator leader's
+// group loop makes the other nodes (internal/localcluster.UpGroups), and
+// keeps making them: a node killed for good is replaced. When dev ends it
+// stops the instances and keeps them; the next dev on DIR starts them again
+// with `agent run`.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/curatorproject/curator/provider/process"
 	"io"
-	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/internal/localcluster"
 	"github.com/curatorproject/curator/node"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/docker"
+	"github.com/curatorproject/curator/provider/process"
 )
 
 // Defaults and limits of `curator dev`.
@@ -36,15 +42,18 @@ const (
 	devDefaultAddresses = "127.0.100.10-127.0.100.250"
 	devPort             = 7000
 	devMaxManagers      = 7
-	// devStartTimeout bounds each step of bringing the cluster up: the
-	// first node answering, one manager becoming a voter, every node ready.
-	devStartTimeout = 2 * time.Minute
 	// devStopGrace is how long nodes get to stop after SIGTERM before
 	// they are killed.
 	devStopGrace = 10 * time.Second
-	devPoll      = 200 * time.Millisecond
-	devNodesDir  = "nodes"
-	devLogFile   = "agent.log"
+	// devWatchEvery is how often dev looks for nodes that have exited
+	// while the cluster runs.
+	devWatchEvery = time.Second
+	// The groups of a dev cluster.
+	devManagers = "managers"
+	devWorkers  = "workers"
+	// devOldNodesDir held the nodes' data dirs before dev ran them on the
+	// process provider.
+	devOldNodesDir = "nodes"
 )
 
 // devConfig is what the flags of `curator dev` fill.
@@ -53,22 +62,30 @@ type devConfig struct {
 	workers   int
 	dir       string
 	addresses string
+	// provider is "process" or "docker"; network, subnet and image are
+	// the docker provider's.
+	provider, network, subnet, image string
 }
 
-// Validate checks the flags and returns the addresses the nodes get, in
-// order: managers first, then workers.
-func (c *devConfig) Validate() ([]netip.Addr, error) {
+// Validate checks the flags: the address range must hold a node each.
+func (c *devConfig) Validate() error {
 	if c.managers < 1 || c.managers > devMaxManagers {
-		return nil, fmt.Errorf("--managers %d: want 1 to %d", c.managers, devMaxManagers)
+		return fmt.Errorf("--managers %d: want 1 to %d", c.managers, devMaxManagers)
 	}
 	if c.workers < 0 {
-		return nil, fmt.Errorf("--workers %d: want 0 or more", c.workers)
+		return fmt.Errorf("--workers %d: want 0 or more", c.workers)
 	}
-	addrs, err := process.AddressRange(c.addresses, c.managers+c.workers)
-	if err != nil {
-		return nil, fmt.Errorf("--addresses %q: %w", c.addresses, err)
+	switch c.provider {
+	case "process":
+		if _, err := process.AddressRange(c.addresses, c.managers+c.workers); err != nil {
+			return fmt.Errorf("--addresses %q: %w", c.addresses, err)
+		}
+	case "docker":
+		// The docker provider checks its settings when dev makes it.
+	default:
+		return fmt.Errorf("--provider %q: want process or docker", c.provider)
 	}
-	return addrs, nil
+	return nil
 }
 
 func newDevCommand() *cobra.Command {
@@ -78,47 +95,47 @@ func newDevCommand() *cobra.Command {
 		Short: "Run a local cluster of several processes",
 		Long: `Run a whole cluster on this machine: --managers consensus members and
 --workers workers, each a 'curator agent' process on its own loopback address
-(port 7000), with its data dir and log (agent.log) in DIR/nodes/NAME. The client
-config is written to DIR/config.yaml. dev stays in the foreground and stops
-every node on Ctrl-C or SIGTERM.
+(port 7000) out of --addresses. dev starts the first manager, then commits two
+groups, managers and workers, on the process provider in DIR; the curator
+leader makes the other nodes, and replaces any that dies for good. Each node is
+an instance in DIR: its data dir is DIR/instances/ID/data and its log
+DIR/instances/ID/agent.log, and it is named GROUP-ID. The client config is
+written to DIR/config.yaml. dev stays in the foreground and stops every node on
+Ctrl-C or SIGTERM, keeping them.
 
-Run again with the same --dir, dev restarts the nodes found there from disk.`,
+Run again with the same --dir, dev restarts the nodes found there from disk
+(nodes left running by a dev that was killed are stopped and started again).
+
+With --provider docker the nodes are containers of --image on the Docker
+network --network (--subnet, created if missing), the groups are on the docker
+provider, and the managers' containers get the Docker socket so that whichever
+leads can make containers. The first manager's data dir is DIR/instances/ID,
+bind-mounted. Ctrl-C or SIGTERM removes every container of the network; node
+logs are 'docker logs ID'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addrs, err := c.Validate()
-			if err != nil {
+			if err := c.Validate(); err != nil {
 				return err
 			}
 			devFollowParent()
-			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, addrs)
+			if c.provider == "docker" {
+				return runDevDocker(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
+			}
+			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
 		},
 	}
 	cmd.Flags().IntVar(&c.managers, "managers", 3, "consensus members (1 to 7)")
 	cmd.Flags().IntVar(&c.workers, "workers", 2, "workers")
 	cmd.Flags().StringVar(&c.dir, "dir", "", "where the nodes keep their data dirs and logs (default: a new temporary dir)")
-	cmd.Flags().StringVar(&c.addresses, "addresses", devDefaultAddresses, "loopback addresses for the nodes, FIRST-LAST")
+	cmd.Flags().StringVar(&c.addresses, "addresses", devDefaultAddresses, "loopback addresses for the nodes, FIRST-LAST (process provider)")
+	cmd.Flags().StringVar(&c.provider, "provider", "process", "process (nodes as processes on loopback addresses) or docker (nodes as containers; build the image first with `make image`)")
+	cmd.Flags().StringVar(&c.network, "network", devDockerNetwork, "the Docker network of the containers (docker provider)")
+	cmd.Flags().StringVar(&c.subnet, "subnet", devDockerSubnet, "the Docker network's subnet (docker provider)")
+	cmd.Flags().StringVar(&c.image, "image", docker.DefaultImage, "the image the containers run (docker provider)")
 	return cmd
 }
 
-// devNode is one node dev starts.
-type devNode struct {
-	name    string
-	dataDir string
-	proc    *exec.Cmd
-	// exited is closed when the process has exited; err is then its exit.
-	exited chan struct{}
-	err    error
-}
-
-// devCluster is the set of nodes dev started; stop ends them all.
-type devCluster struct {
-	self   string
-	stderr io.Writer
-	mu     sync.Mutex
-	nodes  []*devNode
-}
-
-func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig, addrs []netip.Addr) (err error) {
+func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
@@ -132,10 +149,26 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig, addrs [
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, devNodesDir), 0o700); err != nil {
+	if node.Initialised(filepath.Join(dir, devOldNodesDir, "manager-1")) {
+		return fmt.Errorf("%s holds a dev cluster of an older layout (%s/NAME): remove it or choose another --dir", dir, filepath.Join(dir, devOldNodesDir))
+	}
+	// The whole range: the groups' provider, in the leader, hands the
+	// addresses out of it too, and dev restarts nodes on theirs.
+	pool, err := process.PoolAddresses(c.addresses, devPort)
+	if err != nil {
+		return fmt.Errorf("--addresses %q: %w", c.addresses, err)
+	}
+	p, err := process.New(process.Config{
+		Dir:         dir,
+		Binary:      self,
+		Addresses:   pool,
+		StopTimeout: devStopGrace,
+		Logger:      devLogger(stderr),
+	})
+	if err != nil {
 		return err
 	}
-	dc := &devCluster{self: self, stderr: stderr}
+	dc := &devCluster{p: p, dir: dir, stderr: stderr}
 	defer func() {
 		if stopErr := dc.stop(); err == nil {
 			err = stopErr
@@ -143,386 +176,291 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig, addrs [
 	}()
 	cfgPath := filepath.Join(dir, client.ConfigFileName)
 
-	names := devNames(c.managers, c.workers)
-	if node.Initialised(filepath.Join(dir, devNodesDir, "manager-1")) {
-		names, err = dc.restart(ctx, dir)
-		if err != nil {
-			return err
-		}
-	} else {
-		if err := dc.create(ctx, dir, cfgPath, names, addrs); err != nil {
-			return err
-		}
+	var cl *localcluster.Cluster
+	// What died while no dev ran (killed by hand, and replaced by its
+	// group) is not to be started again.
+	if _, err := p.Prune(ctx); err != nil {
+		return err
 	}
-
-	fmt.Fprintf(stderr, "waiting for %d nodes to be ready\n", len(names))
-	nodes, err := dc.waitReady(ctx, cfgPath, names)
+	running, stopped, err := dc.recorded(ctx)
 	if err != nil {
 		return err
 	}
-	if err := writeNodes(stdout, formatTable, nodes); err != nil {
+	if len(running) > 0 {
+		fmt.Fprintf(stderr, "%d nodes of %s are still running (was an earlier dev killed?): stopping them first\n", len(running), dir)
+		if err := dc.stopAll(running); err != nil {
+			return err
+		}
+		stopped = append(stopped, running...)
+	}
+	if len(stopped) > 0 {
+		cl, err = dc.restart(ctx, cfgPath, stopped)
+	} else {
+		fmt.Fprintf(stderr, "starting %d managers and %d workers\n", c.managers, c.workers)
+		cl, err = dc.up(ctx, c, self, cfgPath, stderr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeNodes(stdout, formatTable, cl.Nodes); err != nil {
 		return err
 	}
 	again := selfCommand()
-	fmt.Fprintf(stdout, `
-Cluster running in %s (node logs in %s/NAME/%s).
-  export CURATOR_CONFIG=%s
-  %s node ls
-
-Press Ctrl-C to stop every node; run '%s dev --dir %s' to start them again.
-`, dir, filepath.Join(dir, devNodesDir), devLogFile, shellQuote(cfgPath), again, again, shellQuote(dir))
+	fmt.Fprintf(stdout, "\nCluster running in %s, its nodes made by the groups managers and workers. Node logs:\n", dir)
+	dc.writeLogs(ctx, stdout)
+	printDevUsage(stdout, cfgPath, fmt.Sprintf("Press Ctrl-C to stop every node; run '%s dev --dir %s' to start them again.", again, shellQuote(dir)))
 	dc.watch(ctx)
-	<-ctx.Done()
 	fmt.Fprintln(stderr, "stopping every node")
 	return nil
 }
 
-func devNames(managers, workers int) []string {
-	var names []string
-	for i := range managers {
-		names = append(names, "manager-"+strconv.Itoa(i+1))
-	}
-	for i := range workers {
-		names = append(names, "worker-"+strconv.Itoa(i+1))
-	}
-	return names
+// devCluster is the nodes of one `curator dev`: instances of the process
+// provider on DIR, made by dev (the first) or by the groups.
+type devCluster struct {
+	p      *process.Provider
+	dir    string
+	stderr io.Writer
+	// firstLabels are the labels of the first node, which dev starts.
+	firstLabels map[string]string
 }
 
-// create makes a new cluster in dir: init, managers one by one, workers.
-func (dc *devCluster) create(ctx context.Context, dir, cfgPath string, names []string, addrs []netip.Addr) error {
-	listen := func(i int) string { return netip.AddrPortFrom(addrs[i], devPort).String() }
-	first := names[0]
-	n, err := dc.start(dir, first, "init", "--listen", listen(0), "--name", first)
-	if err != nil {
-		return err
-	}
-	adminCfg := filepath.Join(n.dataDir, node.AdminDir, client.ConfigFileName)
-	fmt.Fprintf(dc.stderr, "started %s on %s (log: %s)\n", first, listen(0), filepath.Join(n.dataDir, devLogFile))
-	if err := dc.waitFor(ctx, n, "the admin config", func(context.Context) error {
-		_, err := os.Stat(adminCfg)
-		return err
-	}); err != nil {
-		return err
-	}
-	var managers []string
-	for i, name := range names {
-		if strings.HasPrefix(name, "manager-") {
-			managers = append(managers, listen(i))
-		}
-	}
-	if err := copyDevConfig(adminCfg, cfgPath, managers); err != nil {
-		return err
-	}
-	cl, err := dialDev(ctx, cfgPath)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+// devLogger writes the provider's warnings (a node killed after it ignored
+// SIGTERM) to stderr.
+func devLogger(stderr io.Writer) *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.TimeKey = ""
+	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(stderr), zapcore.WarnLevel))
+}
 
-	var managerToken, workerToken string
-	if err := dc.waitFor(ctx, n, "the join tokens", func(ctx context.Context) error {
-		var err error
-		if managerToken, err = cl.Token(ctx, "manager"); err != nil {
-			return err
-		}
-		workerToken, err = cl.Token(ctx, "worker")
-		return err
-	}); err != nil {
-		return err
+// devGroups are the groups of a new dev cluster: managers (consensus
+// members that also take work) and workers, on the provider prov makes.
+func devGroups(c *devConfig, prov func() *pb.ProviderSpec) []*pb.GroupSpec {
+	groups := []*pb.GroupSpec{
+		{Name: devManagers, Size: uint32(c.managers), Roles: []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}, Provider: prov(), Template: &pb.InstanceTemplate{Version: "dev"}},
+		{Name: devWorkers, Size: uint32(c.workers), Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: prov(), Template: &pb.InstanceTemplate{Version: "dev"}},
 	}
+	for _, g := range groups {
+		curator.NormalizeGroupSpec(g)
+	}
+	return groups
+}
 
-	// Managers join one at a time, each a voter before the next, so that
-	// the quorum grows a voter at a time. Workers join together;
-	// waitReady waits for them. Tokens go in the environment, not on the
-	// command line where `ps` shows them.
-	for i := 1; i < len(names); i++ {
-		name := names[i]
-		token := workerToken
-		if strings.HasPrefix(name, "manager-") {
-			token = managerToken
-		}
-		jn, err := dc.startEnv(dir, name, []string{joinTokenEnv + "=" + token}, "join", "--listen", listen(i), "--name", name,
-			"--manager", listen(0))
+// up brings a new dev cluster up on the process provider.
+func (dc *devCluster) up(ctx context.Context, c *devConfig, self, cfgPath string, progress io.Writer) (*localcluster.Cluster, error) {
+	groups := devGroups(c, func() *pb.ProviderSpec {
+		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{
+			Addresses: c.addresses, Port: devPort, Dir: dc.dir, Binary: self,
+		}}}
+	})
+	return devUp(ctx, groups, cfgPath, progress, func(labels map[string]string) localcluster.Starter {
+		dc.firstLabels = labels
+		return dc.start
+	})
+}
+
+// devUp brings a new dev cluster up: the first manager as a machine of
+// the managers group, labelled with the ID of the cluster it is to create
+// (starter gets the labels and returns what starts it), then the groups.
+func devUp(ctx context.Context, groups []*pb.GroupSpec, cfgPath string, progress io.Writer, starter func(labels map[string]string) localcluster.Starter) (*localcluster.Cluster, error) {
+	clusterID, err := curator.NewClusterID()
+	if err != nil {
+		return nil, err
+	}
+	sha := curator.GroupConfigSHA(groups[0].Template)
+	start := starter(map[string]string{
+		provider.LabelCluster: clusterID, provider.LabelGroup: devManagers, provider.LabelConfigSHA: sha,
+	})
+	return localcluster.UpGroups(ctx, localcluster.GroupsConfig{
+		First: localcluster.Node{Name: "the first manager", Manager: true},
+		FirstArgs: []string{
+			"--name", devManagers + "-" + provider.PlaceholderInstanceID, "--cluster-id", clusterID,
+			"--group", devManagers, "--instance-id", provider.PlaceholderInstanceID, "--config-sha", sha,
+		},
+		Start:        start,
+		Groups:       groups,
+		ClientConfig: cfgPath,
+		Progress:     progress,
+	})
+}
+
+// recorded returns the instances a dev before this one left in the dir:
+// those still running (that dev was killed) and those stopped (or dead).
+func (dc *devCluster) recorded(ctx context.Context) (running, stopped []provider.Instance, err error) {
+	if running, err = dc.p.List(ctx, nil); err != nil {
+		return nil, nil, err
+	}
+	stopped, err = dc.p.ListStopped(ctx, nil)
+	return running, stopped, err
+}
+
+// start is dev's localcluster.Starter, for the first node: it provisions
+// it as a machine of the managers group.
+func (dc *devCluster) start(ctx context.Context, l localcluster.Launch) (localcluster.Process, error) {
+	in, err := dc.p.Provision(ctx, provider.Spec{
+		Labels: dc.firstLabels,
+		Args:   append([]string{"agent", l.Verb, "--data-dir", provider.PlaceholderDataDir, "--listen", provider.PlaceholderAddress}, l.Args...),
+		Env:    l.Env,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &devProcess{p: dc.p, in: in}, nil
+}
+
+// nodeName is the name of the node of instance in: its group's name and
+// its ID, as the group loop names the nodes it makes.
+func nodeName(in provider.Instance) string { return in.Labels[provider.LabelGroup] + "-" + in.ID }
+
+// byNodeName orders instances by node name.
+func byNodeName(a, b provider.Instance) int { return strings.Compare(nodeName(a), nodeName(b)) }
+
+// restart starts every recorded node again with `agent run`, together, and
+// waits until they are ready.
+func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []provider.Instance) (*localcluster.Cluster, error) {
+	fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, len(stopped))
+	slices.SortFunc(stopped, byNodeName)
+	procs := map[string]localcluster.Process{}
+	for _, in := range stopped {
+		in, err := dc.p.Start(ctx, in.ID, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
 		if err != nil {
-			return err
-		}
-		fmt.Fprintf(dc.stderr, "started %s on %s\n", name, listen(i))
-		if token == workerToken {
-			continue
-		}
-		if err := dc.waitFor(ctx, jn, name+" to be an etcd voter", func(ctx context.Context) error {
-			return isVoter(ctx, cl, name)
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// restart starts every node found in dir with `agent run`.
-func (dc *devCluster) restart(ctx context.Context, dir string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, devNodesDir))
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() && node.Initialised(filepath.Join(dir, devNodesDir, e.Name())) {
-			names = append(names, e.Name())
-		}
-	}
-	fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: each node keeps its address)\n", dir, len(names))
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if _, err := dc.start(dir, name, "run"); err != nil {
-			return nil, err
-		}
+		pr := &devProcess{p: dc.p, in: in}
+		procs[nodeName(in)] = pr
+		fmt.Fprintf(dc.stderr, "started %s on %s (log: %s)\n", nodeName(in), pr.Address(), pr.LogFile())
 	}
-	return names, nil
+	return localcluster.Resume(ctx, localcluster.Config{}, cfgPath, procs)
 }
 
-// start runs `curator agent VERB --data-dir DIR/nodes/NAME ARGS...` with its
-// output in the node's agent.log.
-func (dc *devCluster) start(dir, name, verb string, args ...string) (*devNode, error) {
-	return dc.startEnv(dir, name, nil, verb, args...)
-}
-
-// startEnv is start with env added to the child's environment.
-func (dc *devCluster) startEnv(dir, name string, env []string, verb string, args ...string) (*devNode, error) {
-	dataDir := filepath.Join(dir, devNodesDir, name)
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
-	}
-	log, err := os.OpenFile(filepath.Join(dataDir, devLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// writeLogs writes a line a running node: its name and the path of its
+// log.
+func (dc *devCluster) writeLogs(ctx context.Context, w io.Writer) {
+	running, err := dc.p.List(ctx, nil)
 	if err != nil {
-		return nil, err
+		return
 	}
-	defer log.Close() // the child holds its own copy
-	argv := append([]string{"agent", verb, "--data-dir", dataDir}, args...)
-	proc := exec.Command(dc.self, argv...)
-	proc.Stdout, proc.Stderr = log, log
-	if env != nil {
-		proc.Env = append(os.Environ(), env...)
+	slices.SortFunc(running, byNodeName)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, in := range running {
+		fmt.Fprintf(tw, "  %s\t%s\n", nodeName(in), dc.p.LogFile(in.ID))
 	}
-	proc.SysProcAttr = devProcAttr()
-	if err := proc.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	n := &devNode{name: name, dataDir: dataDir, proc: proc, exited: make(chan struct{})}
-	go func() {
-		n.err = proc.Wait()
-		close(n.exited)
-	}()
-	dc.mu.Lock()
-	dc.nodes = append(dc.nodes, n)
-	dc.mu.Unlock()
-	return n, nil
+	tw.Flush()
 }
 
-// waitFor polls check until it succeeds, n exits, ctx ends or
-// devStartTimeout passes.
-func (dc *devCluster) waitFor(ctx context.Context, n *devNode, what string, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, devStartTimeout)
-	defer cancel()
-	tick := time.NewTicker(devPoll)
+// watch says on stderr when a node exits, and when a group makes one,
+// while the cluster runs (someone may be testing a failure on purpose, so
+// dev carries on), until ctx ends.
+func (dc *devCluster) watch(ctx context.Context) {
+	tick := time.NewTicker(devWatchEvery)
 	defer tick.Stop()
-	var last error
-	for {
-		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
-		last = check(callCtx)
-		callCancel()
-		if last == nil {
-			return nil
+	known := map[string]provider.Instance{}
+	if running, err := dc.p.List(ctx, nil); err == nil {
+		for _, in := range running {
+			known[in.ID] = in
 		}
+	}
+	for {
 		select {
-		case <-n.exited:
-			return fmt.Errorf("%s exited (%v) while dev waited for %s; see %s", n.name, n.err, what, filepath.Join(n.dataDir, devLogFile))
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out waiting for %s (last: %v); see %s", what, last, filepath.Join(n.dataDir, devLogFile))
-			}
-			return ctx.Err()
+			return
 		case <-tick.C:
 		}
-	}
-}
-
-// waitReady waits until every named node is ready and returns the node list.
-func (dc *devCluster) waitReady(ctx context.Context, cfgPath string, names []string) ([]*pb.NodeView, error) {
-	cl, err := dialDev(ctx, cfgPath)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	dc.mu.Lock()
-	first := dc.nodes[0]
-	dc.mu.Unlock()
-	var nodes []*pb.NodeView
-	err = dc.waitFor(ctx, first, "every node to be ready", func(ctx context.Context) error {
-		if err := dc.anyExited(); err != nil {
-			return err
-		}
-		var err error
-		if nodes, err = cl.ListNodes(ctx); err != nil {
-			return err
-		}
-		var notReady []string
-		for _, name := range names {
-			i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
-			if i < 0 || nodes[i].GetNode().GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
-				notReady = append(notReady, name)
-			}
-		}
-		if len(notReady) > 0 {
-			return fmt.Errorf("not ready: %s", strings.Join(notReady, ", "))
-		}
-		return nil
-	})
-	return nodes, err
-}
-
-// anyExited reports a node that has exited.
-func (dc *devCluster) anyExited() error {
-	dc.mu.Lock()
-	defer dc.mu.Unlock()
-	for _, n := range dc.nodes {
-		select {
-		case <-n.exited:
-			return fmt.Errorf("%s exited (%v); see %s", n.name, n.err, filepath.Join(n.dataDir, devLogFile))
-		default:
-		}
-	}
-	return nil
-}
-
-// watch says on stderr when a node exits while the cluster runs (someone
-// may be testing a failure on purpose, so dev carries on).
-func (dc *devCluster) watch(ctx context.Context) {
-	dc.mu.Lock()
-	defer dc.mu.Unlock()
-	for _, n := range dc.nodes {
-		go func() {
-			select {
-			case <-n.exited:
-				if ctx.Err() == nil {
-					fmt.Fprintf(dc.stderr, "%s exited (%v); see %s\n", n.name, n.err, filepath.Join(n.dataDir, devLogFile))
-				}
-			case <-ctx.Done():
-			}
-		}()
-	}
-}
-
-// stop stops every node and waits for them: the workers together, then the
-// managers one at a time, last started first. Stopping managers together
-// costs several seconds: the etcd leader tries to hand its leadership to
-// members that are stopping too, and waits for that to time out. A node
-// still running devStopGrace after its SIGTERM is killed.
-func (dc *devCluster) stop() error {
-	dc.mu.Lock()
-	nodes := slices.Clone(dc.nodes)
-	dc.mu.Unlock()
-	var workers, managers []*devNode
-	for _, n := range nodes {
-		if strings.HasPrefix(n.name, "manager-") {
-			managers = append(managers, n)
-		} else {
-			workers = append(workers, n)
-		}
-	}
-	slices.Reverse(managers)
-	var killed []string
-	for _, batch := range append([][]*devNode{workers}, splitEach(managers)...) {
-		killed = append(killed, stopNodes(batch)...)
-	}
-	if len(killed) > 0 {
-		return fmt.Errorf("killed %s: still running %s after SIGTERM", strings.Join(killed, ", "), devStopGrace)
-	}
-	return nil
-}
-
-func splitEach(nodes []*devNode) [][]*devNode {
-	var out [][]*devNode
-	for _, n := range nodes {
-		out = append(out, []*devNode{n})
-	}
-	return out
-}
-
-// stopNodes sends SIGTERM to nodes, SIGKILL to those still running after
-// devStopGrace, and waits for all of them. It returns the killed ones.
-func stopNodes(nodes []*devNode) []string {
-	for _, n := range nodes {
-		_ = n.proc.Process.Signal(syscall.SIGTERM) // fails only if it has exited
-	}
-	deadline := time.After(devStopGrace)
-	var killed []string
-	for _, n := range nodes {
-		select {
-		case <-n.exited:
-			continue
-		case <-deadline:
-		}
-		_ = n.proc.Process.Kill()
-		<-n.exited
-		killed = append(killed, n.name)
-	}
-	return killed
-}
-
-func dialDev(ctx context.Context, cfgPath string) (*client.Client, error) {
-	cfg, err := client.LoadConfig(cfgPath)
-	if err != nil {
-		return nil, err
-	}
-	return client.Dial(ctx, cfg, cfgPath, client.WithRounds(1))
-}
-
-// isVoter says whether the node called name is an etcd voter.
-func isVoter(ctx context.Context, cl *client.Client, name string) error {
-	nodes, err := cl.ListNodes(ctx)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
-	if i < 0 {
-		return fmt.Errorf("%s has not registered", name)
-	}
-	info, err := cl.ClusterInfo(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(info.GetVoters(), nodes[i].GetNode().GetId()) {
-		return fmt.Errorf("%s is not a voter yet", name)
-	}
-	return nil
-}
-
-// copyDevConfig copies the admin config at from, with its CA, certificate
-// and key, into the folder of to, naming managers as the managers.
-func copyDevConfig(from, to string, managers []string) error {
-	cfg, err := client.LoadConfig(from)
-	if err != nil {
-		return err
-	}
-	fromDir, toDir := filepath.Dir(from), filepath.Dir(to)
-	for _, p := range []*string{&cfg.CA, &cfg.Cert, &cfg.Key} {
-		src := *p
-		if !filepath.IsAbs(src) {
-			src = filepath.Join(fromDir, src)
-		}
-		data, err := os.ReadFile(src)
+		running, err := dc.p.List(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("copy admin credential: %w", err)
+			continue
 		}
-		base := filepath.Base(src)
-		if err := os.WriteFile(filepath.Join(toDir, base), data, 0o600); err != nil {
-			return fmt.Errorf("copy admin credential: %w", err)
+		now := map[string]provider.Instance{}
+		for _, in := range running {
+			now[in.ID] = in
+			if _, ok := known[in.ID]; !ok {
+				fmt.Fprintf(dc.stderr, "%s started on %s by its group (log: %s)\n", nodeName(in), in.Address, dc.p.LogFile(in.ID))
+			}
 		}
-		*p = base
+		for id, in := range known {
+			if _, ok := now[id]; !ok {
+				fmt.Fprintf(dc.stderr, "%s exited; see %s\n", nodeName(in), dc.p.LogFile(id))
+			}
+		}
+		known = now
 	}
-	cfg.Managers = managers
-	return cfg.Save(to)
+}
+
+// stop stops every running node and keeps it, for the next dev on the dir.
+func (dc *devCluster) stop() error {
+	running, err := dc.p.List(context.Background(), nil) // dev's own context has ended
+	if err != nil {
+		return err
+	}
+	return dc.stopAll(running)
+}
+
+// stopAll stops the instances and keeps them: the managers together first,
+// so that the quorum goes at once and no leader is left to take a stopping
+// worker for a dead one and replace it; then the workers together. The
+// provider kills a node still running devStopGrace after its SIGTERM.
+func (dc *devCluster) stopAll(instances []provider.Instance) error {
+	return managersFirst(instances, func(id string) error { return dc.p.Stop(context.Background(), id) })
+}
+
+// managersFirst calls fn on every instance, the managers group's together
+// first (so that the quorum goes at once, and no leader is left to replace
+// the others), then the rest together.
+func managersFirst(instances []provider.Instance, fn func(id string) error) error {
+	var managers, others []string
+	for _, in := range instances {
+		if in.Labels[provider.LabelGroup] == devManagers {
+			managers = append(managers, in.ID)
+		} else {
+			others = append(others, in.ID)
+		}
+	}
+	var errs []error
+	var mu sync.Mutex
+	for _, ids := range [][]string{managers, others} {
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				if err := fn(id); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return errors.Join(errs...)
+}
+
+// devProcess is one of dev's nodes, as localcluster sees it.
+type devProcess struct {
+	p  *process.Provider
+	in provider.Instance
+}
+
+func (d *devProcess) Address() string { return d.in.Address }
+func (d *devProcess) DataDir() string { return d.p.DataDir(d.in.ID) }
+func (d *devProcess) LogFile() string { return d.p.LogFile(d.in.ID) }
+
+// Exited says the process has gone when the provider no longer lists the
+// instance as running (the provider keeps no exit status).
+func (d *devProcess) Exited() error {
+	running, err := d.p.List(context.Background(), nil)
+	if err != nil || slices.ContainsFunc(running, func(in provider.Instance) bool { return in.ID == d.in.ID }) {
+		return nil
+	}
+	return errors.New("its process is gone")
+}
+
+// printDevUsage prints how to use a dev cluster, the commands written the
+// way this binary was started, and how it stops.
+func printDevUsage(w io.Writer, cfgPath, stop string) {
+	again := selfCommand()
+	fmt.Fprintf(w, `
+  export CURATOR_CONFIG=%s
+  %s node ls
+  %s group ls
+
+%s
+`, shellQuote(cfgPath), again, again, stop)
 }

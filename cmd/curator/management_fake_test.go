@@ -52,10 +52,11 @@ type fakeManagement struct {
 	settling map[string]int
 }
 
-func (f *fakeManagement) record(call string) {
+// lock locks f and records call; defer the unlock it returns.
+func (f *fakeManagement) lock(call string) (unlock func()) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls = append(f.calls, call)
+	return f.mu.Unlock
 }
 
 // Calls returns the calls made so far, without the GetClusterInfo the
@@ -63,26 +64,7 @@ func (f *fakeManagement) record(call string) {
 func (f *fakeManagement) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []string
-	for _, c := range f.calls {
-		if c != "GetClusterInfo" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// change records a call that changes something, with its request, and
-// returns the error it should fail with, if any. It locks f.mu; the caller
-// unlocks it.
-func (f *fakeManagement) change(call, id string, req proto.Message) error {
-	f.mu.Lock()
-	if id != "" {
-		call += " " + id
-	}
-	f.calls = append(f.calls, call)
-	f.requests = append(f.requests, proto.Clone(req))
-	return f.refuse[id]
+	return slices.DeleteFunc(slices.Clone(f.calls), func(c string) bool { return c == "GetClusterInfo" })
 }
 
 // Requests returns the requests of the calls that changed something.
@@ -92,10 +74,38 @@ func (f *fakeManagement) Requests() []proto.Message {
 	return slices.Clone(f.requests)
 }
 
+// change locks f and records a call that changes something, with its
+// request; defer the unlock it returns.
+func (f *fakeManagement) change(call string, req proto.Message) (unlock func()) {
+	unlock = f.lock(call)
+	f.requests = append(f.requests, proto.Clone(req))
+	return unlock
+}
+
+// nodeRequest is the request of a call that names a node.
+type nodeRequest interface {
+	proto.Message
+	GetId() string
+}
+
+// changeNode records a call that changes the node req names ("call id"),
+// then, unless f refuses it, finds the node and answers with what fn makes
+// of it; fn runs with f.mu held and may change the node.
+func changeNode[T any](f *fakeManagement, call string, req nodeRequest, fn func(*pb.NodeView) (T, error)) (T, error) {
+	defer f.change(call+" "+req.GetId(), req)()
+	var zero T
+	if err := f.refuse[req.GetId()]; err != nil {
+		return zero, err
+	}
+	v, err := f.resolve(req.GetId())
+	if err != nil {
+		return zero, err
+	}
+	return fn(v)
+}
+
 func (f *fakeManagement) ListNodes(context.Context, *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
-	f.record("ListNodes")
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer f.lock("ListNodes")()
 	resp := &pb.ListNodesResponse{}
 	for _, v := range f.nodes {
 		resp.Nodes = append(resp.Nodes, proto.CloneOf(v))
@@ -124,9 +134,7 @@ func (f *fakeManagement) resolve(id string) (*pb.NodeView, error) {
 // GetNode returns the node, first finishing a promotion or a demotion that
 // has waited long enough (see settleAfter).
 func (f *fakeManagement) GetNode(_ context.Context, req *pb.GetNodeRequest) (*pb.NodeView, error) {
-	f.record("GetNode " + req.GetId())
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer f.lock("GetNode " + req.GetId())()
 	if f.electionGets > 0 {
 		f.electionGets--
 		return nil, status.Error(codes.Unavailable, "no curator leader is elected right now: retry in a few seconds")
@@ -142,8 +150,7 @@ func (f *fakeManagement) GetNode(_ context.Context, req *pb.GetNodeRequest) (*pb
 			delete(f.settling, id)
 			if v.Node.Demoting {
 				v.Node.Demoting = false
-				v.Node.Roles = slices.DeleteFunc(v.Node.Roles, func(r pb.Role) bool { return r == pb.Role_ROLE_CONSENSUS })
-				v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_NONE
+				dropConsensusRole(v)
 			} else {
 				v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_REACHABLE
 			}
@@ -163,119 +170,85 @@ func hasConsensusRole(v *pb.NodeView) bool {
 	return slices.Contains(v.GetNode().GetRoles(), pb.Role_ROLE_CONSENSUS)
 }
 
+func dropConsensusRole(v *pb.NodeView) {
+	v.Node.Roles = slices.DeleteFunc(v.Node.Roles, func(r pb.Role) bool { return r == pb.Role_ROLE_CONSENSUS })
+	v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_NONE
+}
+
 // PromoteNode makes the node a learner, which settles as a voter.
 func (f *fakeManagement) PromoteNode(_ context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	err := f.change("PromoteNode", req.GetId(), req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.resolve(req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	if !hasConsensusRole(v) {
-		v.Node.Roles = append([]pb.Role{pb.Role_ROLE_CONSENSUS}, v.Node.Roles...)
-		v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_LEARNER
-		f.settle(v.Node.Id)
-	}
-	return proto.CloneOf(v), nil
+	return changeNode(f, "PromoteNode", req, func(v *pb.NodeView) (*pb.NodeView, error) {
+		if !hasConsensusRole(v) {
+			v.Node.Roles = append([]pb.Role{pb.Role_ROLE_CONSENSUS}, v.Node.Roles...)
+			v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_LEARNER
+			f.settle(v.Node.Id)
+		}
+		return proto.CloneOf(v), nil
+	})
 }
 
 // DemoteNode demotes the node at once, or hands over if it is the leader:
 // then the demotion settles.
 func (f *fakeManagement) DemoteNode(_ context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
-	err := f.change("DemoteNode", req.GetId(), req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.resolve(req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case v.Node.State == pb.NodeState_NODE_STATE_PENDING:
-		return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`", v.Node.Id, v.Node.Id, v.Node.Id)
-	case !hasConsensusRole(v):
-		return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "not-a-manager"}, nil
-	case v.ManagerStatus == pb.ManagerStatus_MANAGER_STATUS_LEADER:
-		v.Node.Demoting = true
-		f.settle(v.Node.Id)
-		return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "handed-over"}, nil
-	default:
-		v.Node.Roles = slices.DeleteFunc(v.Node.Roles, func(r pb.Role) bool { return r == pb.Role_ROLE_CONSENSUS })
-		v.ManagerStatus = pb.ManagerStatus_MANAGER_STATUS_NONE
-	}
-	return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: "demoted"}, nil
+	return changeNode(f, "DemoteNode", req, func(v *pb.NodeView) (*pb.DemoteResponse, error) {
+		outcome := "demoted"
+		switch {
+		case v.Node.State == pb.NodeState_NODE_STATE_PENDING:
+			return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`", v.Node.Id, v.Node.Id, v.Node.Id)
+		case !hasConsensusRole(v):
+			outcome = "not-a-manager"
+		case v.ManagerStatus == pb.ManagerStatus_MANAGER_STATUS_LEADER:
+			v.Node.Demoting = true
+			f.settle(v.Node.Id)
+			outcome = "handed-over"
+		default:
+			dropConsensusRole(v)
+		}
+		return &pb.DemoteResponse{Node: proto.CloneOf(v), Outcome: outcome}, nil
+	})
 }
 
 func (f *fakeManagement) UpdateNode(_ context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
-	err := f.change("UpdateNode", req.GetId(), req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.resolve(req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	if req.GetAvailability() != pb.Availability_AVAILABILITY_UNSPECIFIED {
-		v.Node.Availability = req.GetAvailability()
-	}
-	if v.Node.Labels == nil {
-		v.Node.Labels = map[string]string{}
-	}
-	maps.Copy(v.Node.Labels, req.GetLabelAdd())
-	for _, k := range req.GetLabelRm() {
-		delete(v.Node.Labels, k)
-	}
-	return proto.CloneOf(v), nil
+	return changeNode(f, "UpdateNode", req, func(v *pb.NodeView) (*pb.NodeView, error) {
+		if req.GetAvailability() != pb.Availability_AVAILABILITY_UNSPECIFIED {
+			v.Node.Availability = req.GetAvailability()
+		}
+		if v.Node.Labels == nil {
+			v.Node.Labels = map[string]string{}
+		}
+		maps.Copy(v.Node.Labels, req.GetLabelAdd())
+		for _, k := range req.GetLabelRm() {
+			delete(v.Node.Labels, k)
+		}
+		return proto.CloneOf(v), nil
+	})
 }
 
 func (f *fakeManagement) ApproveNode(_ context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	err := f.change("ApproveNode", req.GetId(), req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.resolve(req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	if v.Node.State != pb.NodeState_NODE_STATE_PENDING {
-		return nil, status.Errorf(codes.AlreadyExists, "already exists: node %s is up, not pending: it was approved already, or never waited for approval; nothing changed", v.Node.Id)
-	}
-	v.Node.State = pb.NodeState_NODE_STATE_UP
-	return proto.CloneOf(v), nil
+	return changeNode(f, "ApproveNode", req, func(v *pb.NodeView) (*pb.NodeView, error) {
+		if v.Node.State != pb.NodeState_NODE_STATE_PENDING {
+			return nil, status.Errorf(codes.AlreadyExists, "already exists: node %s is up, not pending: it was approved already, or never waited for approval; nothing changed", v.Node.Id)
+		}
+		v.Node.State = pb.NodeState_NODE_STATE_UP
+		return proto.CloneOf(v), nil
+	})
 }
 
 // RemoveNode refuses a ready node without force, as the server does.
 func (f *fakeManagement) RemoveNode(_ context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
-	err := f.change("RemoveNode", req.GetId(), req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := f.resolve(req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	id := v.Node.Id
-	if !req.GetForce() && v.Node.Status == pb.NodeStatus_NODE_STATUS_READY {
-		return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", id)
-	}
-	f.nodes = slices.DeleteFunc(f.nodes, func(v *pb.NodeView) bool { return v.Node.Id == id })
-	return &pb.RemoveNodeResponse{Id: id}, nil
+	return changeNode(f, "RemoveNode", req, func(v *pb.NodeView) (*pb.RemoveNodeResponse, error) {
+		id := v.Node.Id
+		if !req.GetForce() && v.Node.Status == pb.NodeStatus_NODE_STATUS_READY {
+			return nil, status.Errorf(codes.FailedPrecondition, "refused: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", id)
+		}
+		f.nodes = slices.DeleteFunc(f.nodes, func(v *pb.NodeView) bool { return v.Node.Id == id })
+		return &pb.RemoveNodeResponse{Id: id}, nil
+	})
 }
 
 // UpdateCluster checks max voters as the server does.
 func (f *fakeManagement) UpdateCluster(_ context.Context, req *pb.UpdateClusterRequest) (*pb.ClusterInfo, error) {
-	err := f.change("UpdateCluster", "", req)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
+	defer f.change("UpdateCluster", req)()
 	if req.MaxVoters != nil && (*req.MaxVoters < 1 || *req.MaxVoters > 7) {
 		return nil, status.Errorf(codes.InvalidArgument, "invalid request: max voters %d: the limit is 7", *req.MaxVoters)
 	}
@@ -289,33 +262,34 @@ func (f *fakeManagement) UpdateCluster(_ context.Context, req *pb.UpdateClusterR
 }
 
 func (f *fakeManagement) GetClusterInfo(context.Context, *pb.ClusterInfoRequest) (*pb.ClusterInfo, error) {
-	f.record("GetClusterInfo")
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer f.lock("GetClusterInfo")()
 	return proto.CloneOf(f.info), nil
 }
 
 func (f *fakeManagement) GetToken(_ context.Context, req *pb.GetTokenRequest) (*pb.TokenResponse, error) {
-	f.record("GetToken " + req.GetRole())
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.tokens[req.GetRole()]
-	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "role %q is not worker or manager", req.GetRole())
-	}
-	return &pb.TokenResponse{Token: t}, nil
+	defer f.lock("GetToken " + req.GetRole())()
+	return f.token(req.GetRole(), "")
 }
 
 func (f *fakeManagement) RotateToken(_ context.Context, req *pb.RotateTokenRequest) (*pb.TokenResponse, error) {
-	f.record("RotateToken " + req.GetRole())
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.tokens[req.GetRole()]; !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "role %q is not worker or manager", req.GetRole())
-	}
-	f.tokens[req.GetRole()] = "CUR1-" + strings.Repeat("f", 64) + "-rotated" + req.GetRole()
-	return &pb.TokenResponse{Token: f.tokens[req.GetRole()]}, nil
+	defer f.lock("RotateToken " + req.GetRole())()
+	return f.token(req.GetRole(), "rotated"+req.GetRole())
 }
+
+// token answers with role's token, replaced first by one with the secret
+// newSecret unless that is "". Call with f.mu held.
+func (f *fakeManagement) token(role, newSecret string) (*pb.TokenResponse, error) {
+	if _, ok := f.tokens[role]; !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "role %q is not worker or manager", role)
+	}
+	if newSecret != "" {
+		f.tokens[role] = testToken(newSecret)
+	}
+	return &pb.TokenResponse{Token: f.tokens[role]}, nil
+}
+
+// testToken is a join token with secret.
+func testToken(secret string) string { return "CUR1-" + strings.Repeat("f", 64) + "-" + secret }
 
 var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -362,8 +336,8 @@ func newFakeManagement() *fakeManagement {
 			Managers: []string{"127.0.100.10:7000", "127.0.100.11:7000"}, Version: "v0.1.0",
 		},
 		tokens: map[string]string{
-			"worker":  "CUR1-" + strings.Repeat("f", 64) + "-workersecret",
-			"manager": "CUR1-" + strings.Repeat("f", 64) + "-managersecret",
+			"worker":  testToken("workersecret"),
+			"manager": testToken("managersecret"),
 		},
 	}
 }

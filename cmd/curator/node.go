@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/curator"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -29,68 +28,44 @@ func newNodeCommand(g *globalFlags) *cobra.Command {
 	)
 }
 
-func newNodeLsCommand(g *globalFlags) *cobra.Command {
+func newNodeInspectCommand(g *globalFlags) *cobra.Command {
 	var format outputFormat
 	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List the cluster's nodes",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				nodes, err := c.ListNodes(ctx)
-				if err != nil {
-					return apiError("list nodes", err)
-				}
-				return writeNodes(cmd.OutOrStdout(), format, nodes)
-			})
-		},
-	}
-	addOutputFlag(c, &format)
-	return c
-}
-
-func newNodeInspectCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect ID",
-		Short: "Show one node as JSON (ID, unique ID prefix or name)",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		Use:               "inspect ID",
+		Short:             "Show one node, as JSON by default (ID, unique ID prefix or name)",
+		Args:              cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				node, err := c.GetNode(ctx, args[0])
 				if err != nil {
 					return apiError("inspect node "+args[0], err)
 				}
-				return writeJSON(cmd.OutOrStdout(), nodeToJSON(node))
+				return writeNode(cmd.OutOrStdout(), format, node)
 			})
 		},
 	}
+	addOutputFlagDefault(c, &format, formatJSON)
+	return c
 }
-
-// changeAttemptTimeout is how long one manager gets to answer a call that
-// changes the cluster. It is longer than client.DefaultAttemptTimeout
-// because a demotion or a forced removal may first move etcd leadership,
-// which the server allows 10 s: giving up on a manager that is still working
-// would only send the same change to the next one.
-const changeAttemptTimeout = 15 * time.Second
 
 // defaultWaitTimeout bounds --wait of promote and demote.
 const defaultWaitTimeout = 60 * time.Second
 
 // pollInterval is how often --wait asks for the node; tests shorten it.
-var pollInterval = time.Second
+var pollInterval = client.DefaultPollInterval
 
-// withChangeClient is withClient for the commands that change the cluster.
-// It differs in two ways: a manager gets changeAttemptTimeout to answer, and
-// fn gets the command's own context, not one bounded by callTimeout, so that
-// it can wait (--wait, bounded by --timeout) after a change. fn bounds each
-// call itself, with within.
+// withChangeClient is withClient for the commands that change the cluster:
+// fn gets the command's own context, not one bounded by callTimeout, so
+// that it can wait (--wait, bounded by --timeout) after a change. fn bounds
+// each call itself, with within. (The client gives a manager longer to
+// answer a change than a read: client.DefaultChangeAttemptTimeout.)
 func (g *globalFlags) withChangeClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
-	return g.dial(cmd.Context(), fn, client.WithAttemptTimeout(changeAttemptTimeout))
+	return g.dial(cmd.Context(), fn, client.WithPollInterval(pollInterval))
 }
 
-// within runs fn with ctx bounded by d.
-func within(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
+// within calls fn with ctx bounded by d.
+func within[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return fn(ctx)
@@ -105,6 +80,33 @@ type waitFlags struct {
 func addWaitFlags(c *cobra.Command, w *waitFlags, waitDefault bool, what string) {
 	c.Flags().BoolVar(&w.wait, "wait", waitDefault, "wait until "+what)
 	c.Flags().DurationVar(&w.timeout, "timeout", defaultWaitTimeout, "how long --wait waits for each node")
+}
+
+// waitNode waits up to --timeout until node v is where until wants it
+// (what: "node X to become ..."), and says where it is if it does not get
+// there.
+func (w *waitFlags) waitNode(ctx context.Context, c *client.Client, v *pb.NodeView, what string, until client.NodeCondition) (*pb.NodeView, error) {
+	id := v.GetNode().GetId()
+	got, err := within(ctx, w.timeout, func(ctx context.Context) (*pb.NodeView, error) {
+		return c.WaitNode(ctx, id, until)
+	})
+	var werr *client.WaitError
+	switch {
+	case err == nil:
+		return got, nil
+	case errors.Is(err, client.ErrRoleLost):
+		return nil, fmt.Errorf("node %s %w: see `curator events`", nodeLabel(v), err)
+	case !errors.As(err, &werr):
+		return nil, apiError("wait for node "+id, err)
+	case ctx.Err() != nil:
+		// Not our --timeout: the command was stopped.
+		return nil, werr
+	}
+	msg := fmt.Sprintf("gave up after %v waiting for %s: it is %s", w.timeout, what, nodeState(cmp.Or(werr.Last, v)))
+	if werr.LastErr != nil {
+		msg += fmt.Sprintf("; the last try failed: %v", werr.LastErr)
+	}
+	return nil, errors.New(msg + "; it may still get there: see `curator node inspect " + id + "` and `curator events`")
 }
 
 func newNodePromoteCommand(g *globalFlags) *cobra.Command {
@@ -122,22 +124,19 @@ up at a time, so promote several nodes with --wait.
 
 It stops at the first node the cluster refuses (down, pending approval, past
 the voter limit), after the ones before it are done.`,
-		Args: cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
 				out := cmd.OutOrStdout()
 				for _, id := range args {
-					var v *pb.NodeView
-					err := within(ctx, callTimeout, func(ctx context.Context) error {
-						return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-							v, err = m.PromoteNode(ctx, &pb.NodeRequest{Id: id})
-							return err
-						})
+					v, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.NodeView, error) {
+						return c.PromoteNode(ctx, id)
 					})
 					if err != nil {
 						return apiError("promote node "+id, err)
 					}
-					if managerIsVoter(v) {
+					if client.IsVoter(v) {
 						fmt.Fprintf(out, "promoted %s: etcd voter\n", nodeLabel(v))
 						continue
 					}
@@ -145,15 +144,7 @@ the voter limit), after the ones before it are done.`,
 					if !w.wait {
 						continue
 					}
-					v, err = waitForNode(ctx, c, v, w.timeout, "node "+nodeLabel(v)+" to become an etcd voter", func(v *pb.NodeView) (bool, error) {
-						if managerIsVoter(v) {
-							return true, nil
-						}
-						if !slices.Contains(v.GetNode().GetRoles(), pb.Role_ROLE_CONSENSUS) {
-							return false, fmt.Errorf("node %s lost the consensus role before it caught up: see `curator events`", nodeLabel(v))
-						}
-						return false, nil
-					})
+					v, err = w.waitNode(ctx, c, v, "node "+nodeLabel(v)+" to become an etcd voter", client.UntilVoter)
 					if err != nil {
 						return err
 					}
@@ -186,33 +177,30 @@ until that is done, so that the command returns with the node demoted;
 It stops at the first node the cluster refuses (the last voter, or one whose
 removal would leave fewer healthy voters than a quorum), after the ones
 before it are done.`,
-		Args: cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
 				out := cmd.OutOrStdout()
 				for _, id := range args {
-					var resp *pb.DemoteResponse
-					err := within(ctx, callTimeout, func(ctx context.Context) error {
-						return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-							resp, err = m.DemoteNode(ctx, &pb.NodeRequest{Id: id})
-							return err
-						})
+					resp, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.DemoteResponse, error) {
+						return c.DemoteNode(ctx, id)
 					})
 					if err != nil {
 						return apiError("demote node "+id, err)
 					}
 					v := resp.GetNode()
 					switch resp.GetOutcome() {
-					case "demoted":
+					case client.DemoteDone:
 						fmt.Fprintf(out, "demoted %s: no longer a consensus member\n", nodeLabel(v))
 						continue
-					case "not-a-manager":
+					case client.DemoteNotAManager:
 						fmt.Fprintf(out, "%s holds no consensus role: nothing to demote\n", nodeLabel(v))
 						continue
-					case "promotion-called-off":
+					case client.DemotePromotionCalledOff:
 						fmt.Fprintf(out, "%s was approved as a manager but not promoted yet: its promotion is called off, it stays a worker\n", nodeLabel(v))
 						continue
-					case "handed-over":
+					case client.DemoteHandedOver:
 						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
 					default:
 						// A newer server: say what it said.
@@ -222,10 +210,7 @@ before it are done.`,
 					if !w.wait {
 						continue
 					}
-					v, err = waitForNode(ctx, c, v, w.timeout, "the next leader to finish demoting node "+nodeLabel(v), func(v *pb.NodeView) (bool, error) {
-						n := v.GetNode()
-						return !n.GetDemoting() && !slices.Contains(n.GetRoles(), pb.Role_ROLE_CONSENSUS), nil
-					})
+					v, err = w.waitNode(ctx, c, v, "the next leader to finish demoting node "+nodeLabel(v), client.UntilDemoted)
 					if err != nil {
 						return err
 					}
@@ -239,15 +224,6 @@ before it are done.`,
 	return c
 }
 
-// managerIsVoter tells whether v is an etcd voter, as the leader observes it.
-func managerIsVoter(v *pb.NodeView) bool {
-	switch v.GetManagerStatus() {
-	case pb.ManagerStatus_MANAGER_STATUS_LEADER, pb.ManagerStatus_MANAGER_STATUS_REACHABLE:
-		return true
-	}
-	return false
-}
-
 // nodeLabel names a node in a message: its ID, and its name if it has one.
 func nodeLabel(v *pb.NodeView) string {
 	n := v.GetNode()
@@ -255,50 +231,6 @@ func nodeLabel(v *pb.NodeView) string {
 		return n.GetId()
 	}
 	return fmt.Sprintf("%s (%s)", n.GetId(), n.GetName())
-}
-
-// waitForNode asks for node v every pollInterval until done says it is
-// where it should be (what: "node X to become ..."), done fails, or timeout
-// passes. A cluster that does not
-// answer (an election is under way: the node may be the leader that just
-// resigned) is asked again; any other error ends the wait.
-func waitForNode(ctx context.Context, c *client.Client, v *pb.NodeView, timeout time.Duration, what string, done func(*pb.NodeView) (bool, error)) (*pb.NodeView, error) {
-	id := v.GetNode().GetId()
-	parent := ctx
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	last := v
-	var lastErr error
-	for {
-		got, err := c.GetNode(ctx, id)
-		switch {
-		case err == nil:
-			last, lastErr = got, nil
-			ok, err := done(got)
-			if err != nil || ok {
-				return got, err
-			}
-		case ctx.Err() != nil:
-		case errors.Is(err, client.ErrNoManager):
-			lastErr = err
-		default:
-			return nil, apiError("wait for node "+id, err)
-		}
-		select {
-		case <-ctx.Done():
-			if err := parent.Err(); err != nil {
-				return nil, fmt.Errorf("wait for node %s: %w", id, err)
-			}
-			msg := fmt.Sprintf("gave up after %v waiting for %s: it is %s", timeout, what, nodeState(last))
-			if lastErr != nil {
-				msg += fmt.Sprintf("; the last try failed: %v", lastErr)
-			}
-			return nil, errors.New(msg + "; it may still get there: see `curator node inspect " + id + "` and `curator events`")
-		case <-tick.C:
-		}
-	}
 }
 
 // nodeState says where a node is, for a wait that ran out.
@@ -334,19 +266,16 @@ takes no new work; drain: gives its work up) or its labels, and print the
 node as node ls does. Give at least one change.`,
 		Example: `  curator node update n2 --availability drain
   curator node update n2 --label-add zone=a --label-add tier=web --label-rm old`,
-		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		Args:              cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := nodeUpdateRequest(args[0], cmd.Flags().Changed("availability"), availability, labelAdd, labelRm)
+			u, err := nodeUpdate(cmd.Flags().Changed("availability"), availability, labelAdd, labelRm)
 			if err != nil {
 				return err
 			}
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				var v *pb.NodeView
-				err := within(ctx, callTimeout, func(ctx context.Context) error {
-					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-						v, err = m.UpdateNode(ctx, req)
-						return err
-					})
+				v, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.NodeView, error) {
+					return c.UpdateNode(ctx, args[0], u)
 				})
 				if err != nil {
 					return apiError("update node "+args[0], err)
@@ -358,65 +287,28 @@ node as node ls does. Give at least one change.`,
 	c.Flags().StringVar(&availability, "availability", "", "active, pause or drain")
 	c.Flags().StringArrayVar(&labelAdd, "label-add", nil, "add or change a label, k=v (repeatable)")
 	c.Flags().StringArrayVar(&labelRm, "label-rm", nil, "remove a label by key (repeatable)")
-	_ = c.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions(availabilityWords, cobra.ShellCompDirectiveNoFileComp))
+	c.MarkFlagsOneRequired("availability", "label-add", "label-rm")
+	_ = c.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions(client.AvailabilityWords, cobra.ShellCompDirectiveNoFileComp))
 	addOutputFlag(c, &format)
 	return c
 }
 
-var availabilityWords = []string{"active", "pause", "drain"}
-
-// nodeUpdateRequest checks node update's flags and makes its request. It
-// refuses what the server would refuse anyway when the flags alone show it,
-// so that a typo changes nothing, and an update that changes nothing.
-func nodeUpdateRequest(id string, availabilitySet bool, availability string, labelAdd, labelRm []string) (*pb.UpdateNodeRequest, error) {
-	req := &pb.UpdateNodeRequest{Id: id}
+// nodeUpdate makes node update's change from its flags, checked as the
+// client checks it, before the command talks to the cluster: a typo changes
+// nothing, and the error names the flag.
+func nodeUpdate(availabilitySet bool, availability string, labelAdd, labelRm []string) (u client.NodeUpdate, err error) {
 	if availabilitySet {
-		for _, v := range []pb.Availability{pb.Availability_AVAILABILITY_ACTIVE, pb.Availability_AVAILABILITY_PAUSE, pb.Availability_AVAILABILITY_DRAIN} {
-			if enumWord(v) == availability {
-				req.Availability = v
-			}
-		}
-		if req.Availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
-			return nil, fmt.Errorf("--availability %q is not one of %s", availability, strings.Join(availabilityWords, ", "))
+		if u.Availability, err = client.ParseAvailability(availability); err != nil {
+			return u, err
 		}
 	}
-	for _, kv := range labelAdd {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--label-add %s: give a label as key=value", curator.QuoteShort(kv))
-		}
-		if err := curator.ValidateLabel(k, v); err != nil {
-			return nil, fmt.Errorf("--label-add: %v", err)
-		}
-		if old, dup := req.LabelAdd[k]; dup && old != v {
-			return nil, fmt.Errorf("--label-add gives label %q twice, as %q and %q: give it once", k, old, v)
-		}
-		if req.LabelAdd == nil {
-			req.LabelAdd = map[string]string{}
-		}
-		req.LabelAdd[k] = v
+	if u.LabelAdd, err = client.ParseLabels(labelAdd); err != nil {
+		return u, fmt.Errorf("--label-add: %w", err)
 	}
-	for _, k := range labelRm {
-		switch {
-		case k == "":
-			return nil, errors.New("--label-rm: the label key is empty")
-		case strings.Contains(k, "="):
-			return nil, fmt.Errorf("--label-rm %s: give only the key of the label to remove", curator.QuoteShort(k))
-		}
-		if err := curator.ValidateLabelKey(k); err != nil {
-			return nil, fmt.Errorf("--label-rm: %v", err)
-		}
-		if _, both := req.LabelAdd[k]; both {
-			return nil, fmt.Errorf("label %q is both added (--label-add) and removed (--label-rm): give one", k)
-		}
-		if !slices.Contains(req.LabelRm, k) {
-			req.LabelRm = append(req.LabelRm, k)
-		}
+	if u.LabelRm, err = client.ParseLabelKeys(labelRm); err != nil {
+		return u, fmt.Errorf("--label-rm: %w", err)
 	}
-	if !availabilitySet && len(req.LabelAdd) == 0 && len(req.LabelRm) == 0 {
-		return nil, errors.New("nothing to change: give --availability, --label-add or --label-rm")
-	}
-	return req, nil
+	return u, u.Validate()
 }
 
 func newNodeApproveCommand(g *globalFlags) *cobra.Command {
@@ -430,15 +322,12 @@ manager token then becomes a consensus member, as if it had joined now: the
 leader promotes it once it is ready (see curator events). Approving a node
 that is not pending is refused (AlreadyExists) and changes nothing. To refuse
 a pending node, remove it with node rm.`,
-		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		Args:              cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				var v *pb.NodeView
-				err := within(ctx, callTimeout, func(ctx context.Context) error {
-					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-						v, err = m.ApproveNode(ctx, &pb.NodeRequest{Id: args[0]})
-						return err
-					})
+				v, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.NodeView, error) {
+					return c.ApproveNode(ctx, args[0])
 				})
 				if err != nil {
 					return apiError("approve node "+args[0], err)
@@ -461,20 +350,17 @@ func newNodeRmCommand(g *globalFlags) *cobra.Command {
 is ready, or that holds the consensus role, is refused unless --force: with
 --force a consensus member's etcd member is removed first, within the quorum
 guard. To let a node go gracefully, run curator agent leave on it instead.`,
-		Args: cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		Args:              cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
+		ValidArgsFunction: g.completeNodes(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				var resp *pb.RemoveNodeResponse
-				err := within(ctx, callTimeout, func(ctx context.Context) error {
-					return c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-						resp, err = m.RemoveNode(ctx, &pb.RemoveNodeRequest{Id: args[0], Force: force})
-						return err
-					})
+				id, err := within(ctx, callTimeout, func(ctx context.Context) (string, error) {
+					return c.RemoveNode(ctx, args[0], force)
 				})
 				if err != nil {
 					return apiError("remove node "+args[0], err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", resp.GetId())
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
 				return err
 			})
 		},
@@ -483,11 +369,11 @@ guard. To let a node go gracefully, run curator agent leave on it instead.`,
 	return c
 }
 
-// nodeIDArgs refuses empty node IDs: an empty prefix would match every node.
+// nodeIDArgs refuses empty node IDs before anything is sent.
 func nodeIDArgs(_ *cobra.Command, args []string) error {
 	for _, a := range args {
-		if strings.TrimSpace(a) == "" {
-			return errors.New("node ID is empty: give a node ID, a unique prefix of one, or a node name")
+		if err := client.CheckNodeID(a); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -555,8 +441,8 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 // writeNode writes one node: as node ls's table with one row, or as the
 // JSON object node inspect prints.
 func writeNode(w io.Writer, format outputFormat, v *pb.NodeView) error {
-	if format == formatJSON {
-		return writeJSON(w, nodeToJSON(v))
+	if format.structured() {
+		return writeData(w, format, nodeToJSON(v))
 	}
 	return writeNodes(w, format, []*pb.NodeView{v})
 }
@@ -564,15 +450,9 @@ func writeNode(w io.Writer, format outputFormat, v *pb.NodeView) error {
 // writeNodes writes nodes sorted by name, then ID: as a table like
 // `docker node ls`, or as a JSON array.
 func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
-	list := make([]nodeJSON, 0, len(nodes))
-	for _, v := range nodes {
-		list = append(list, nodeToJSON(v))
-	}
-	slices.SortFunc(list, func(a, b nodeJSON) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-	})
-	if format == formatJSON {
-		return writeJSON(w, list)
+	list := sortedNodeJSON(nodes)
+	if format.structured() {
+		return writeData(w, format, list)
 	}
 	rows := [][]string{{"ID", "NAME", "ADDRESS", "STATE", "STATUS", "AVAILABILITY", "ROLES", "MANAGER STATUS", "VERSION"}}
 	for _, n := range list {
@@ -582,4 +462,16 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 		})
 	}
 	return writeTable(w, rows)
+}
+
+// sortedNodeJSON is nodes as JSON, sorted by name, then ID.
+func sortedNodeJSON(nodes []*pb.NodeView) []nodeJSON {
+	list := make([]nodeJSON, 0, len(nodes))
+	for _, v := range nodes {
+		list = append(list, nodeToJSON(v))
+	}
+	slices.SortFunc(list, func(a, b nodeJSON) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	return list
 }

@@ -63,6 +63,31 @@ const wantNodeB = `{
   "demoting": false
 }`
 
+// wantNodeC is worker-1 as JSON: a node pending approval.
+const wantNodeC = `{
+  "id": "cccccccccccccccccccccccc",
+  "name": "worker-1",
+  "address": "127.0.100.12:7000",
+  "state": "pending",
+  "status": "unknown",
+  "availability": "active",
+  "roles": [
+    "worker"
+  ],
+  "manager_status": "",
+  "group": "",
+  "instance_id": "",
+  "config_sha": "",
+  "version": "",
+  "labels": {},
+  "last_heartbeat": null,
+  "status_changed": null,
+  "created": "2026-01-02T03:04:05Z",
+  "updated": "2026-01-02T03:04:05Z",
+  "joined_as": "worker",
+  "demoting": false
+}`
+
 func TestNodeLsJSON(t *testing.T) {
 	path := startFakeCluster(t, newFakeManagement())
 	got, err := runCLI(t, "--config", path, "node", "ls", "-o", "json")
@@ -97,29 +122,7 @@ func TestNodeLsJSON(t *testing.T) {
     "demoting": false
   },
   ` + indent(wantNodeB, "  ") + `,
-  {
-    "id": "cccccccccccccccccccccccc",
-    "name": "worker-1",
-    "address": "127.0.100.12:7000",
-    "state": "pending",
-    "status": "unknown",
-    "availability": "active",
-    "roles": [
-      "worker"
-    ],
-    "manager_status": "",
-    "group": "",
-    "instance_id": "",
-    "config_sha": "",
-    "version": "",
-    "labels": {},
-    "last_heartbeat": null,
-    "status_changed": null,
-    "created": "2026-01-02T03:04:05Z",
-    "updated": "2026-01-02T03:04:05Z",
-    "joined_as": "worker",
-    "demoting": false
-  }
+  ` + indent(wantNodeC, "  ") + `
 ]
 `
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -458,20 +461,20 @@ func TestNodeUpdateRefusedLocally(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{nil, "nothing to change: give --availability, --label-add or --label-rm"},
-		{[]string{"--availability", "paused"}, `--availability "paused" is not one of active, pause, drain`},
-		{[]string{"--availability", ""}, `--availability "" is not one of active, pause, drain`},
-		{[]string{"--availability", "DRAIN"}, `--availability "DRAIN" is not one of active, pause, drain`},
-		{[]string{"--label-add", "zone"}, `--label-add "zone": give a label as key=value`},
-		{[]string{"--label-add", "=a"}, `--label-add "=a": give a label as key=value`},
-		{[]string{"--label-add", "k=1", "--label-add", "k=2"}, `--label-add gives label "k" twice, as "1" and "2": give it once`},
+		{nil, "at least one of the flags in the group [availability label-add label-rm] is required"},
+		{[]string{"--availability", "paused"}, `availability "paused" is not one of active, pause, drain`},
+		{[]string{"--availability", ""}, `availability "" is not one of active, pause, drain`},
+		{[]string{"--availability", "DRAIN"}, `availability "DRAIN" is not one of active, pause, drain`},
+		{[]string{"--label-add", "zone"}, `--label-add: label "zone": give it as key=value`},
+		{[]string{"--label-add", "=a"}, `--label-add: label "=a": give it as key=value`},
+		{[]string{"--label-add", "k=1", "--label-add", "k=2"}, `--label-add: label "k" is given twice, as "1" and "2": give it once`},
 		{[]string{"--label-rm", ""}, "--label-rm: the label key is empty"},
-		{[]string{"--label-rm", "zone=a"}, `--label-rm "zone=a": give only the key of the label to remove`},
-		{[]string{"--label-add", "k=1", "--label-rm", "k"}, `label "k" is both added (--label-add) and removed (--label-rm): give one`},
+		{[]string{"--label-rm", "zone=a"}, `--label-rm: label key "zone=a": give only the key of the label to remove`},
+		{[]string{"--label-add", "k=1", "--label-rm", "k"}, `label "k" is both added and removed: give one`},
 		{[]string{"--label-add", "k=a=b"}, `--label-add: label k="a=b": a value is empty or up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`},
 		{[]string{"--label-add", "-x=1"}, `--label-add: label key "-x": use 1 to 63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit`},
 		{[]string{"--label-add", "k=" + strings.Repeat("v", 100<<10)}, `--label-add: label k="` + strings.Repeat("v", 64) + `"... (102400 bytes): a value is empty or up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`},
-		{[]string{"--label-add", strings.Repeat("k", 100<<10)}, `--label-add "` + strings.Repeat("k", 64) + `"... (102400 bytes): give a label as key=value`},
+		{[]string{"--label-add", strings.Repeat("k", 100<<10)}, `--label-add: label "` + strings.Repeat("k", 64) + `"... (102400 bytes): give it as key=value`},
 		{[]string{"--label-rm", "new\nline"}, `--label-rm: label key "new\nline": use 1 to 63 letters, digits, '-', '_', '.' or '/', starting and ending with a letter or digit`},
 	} {
 		name := strings.Join(tc.args, " ")
@@ -497,32 +500,9 @@ cccccccccccccccccccccccc   worker-1   127.0.100.12:7000   up      unknown   acti
 		wantCalls: []string{"ApproveNode worker-1"},
 		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "worker-1"}},
 	}, {
-		name: "json",
-		args: []string{"node", "approve", "ccc", "-o", "json"},
-		want: `{
-  "id": "cccccccccccccccccccccccc",
-  "name": "worker-1",
-  "address": "127.0.100.12:7000",
-  "state": "up",
-  "status": "unknown",
-  "availability": "active",
-  "roles": [
-    "worker"
-  ],
-  "manager_status": "",
-  "group": "",
-  "instance_id": "",
-  "config_sha": "",
-  "version": "",
-  "labels": {},
-  "last_heartbeat": null,
-  "status_changed": null,
-  "created": "2026-01-02T03:04:05Z",
-  "updated": "2026-01-02T03:04:05Z",
-  "joined_as": "worker",
-  "demoting": false
-}
-`,
+		name:      "json",
+		args:      []string{"node", "approve", "ccc", "-o", "json"},
+		want:      strings.Replace(wantNodeC, `"state": "pending"`, `"state": "up"`, 1) + "\n",
 		wantCalls: []string{"ApproveNode ccc"},
 		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "ccc"}},
 	}, {

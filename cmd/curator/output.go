@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -104,26 +105,36 @@ type outputFormat string
 const (
 	formatTable outputFormat = "table"
 	formatJSON  outputFormat = "json"
+	formatYAML  outputFormat = "yaml"
 )
 
-var outputFormats = []string{string(formatTable), string(formatJSON)}
+var outputFormats = []string{string(formatTable), string(formatJSON), string(formatYAML)}
 
 func (f *outputFormat) String() string { return string(*f) }
 func (f *outputFormat) Type() string   { return "format" }
 
 func (f *outputFormat) Set(s string) error {
 	switch outputFormat(s) {
-	case formatTable, formatJSON:
+	case formatTable, formatJSON, formatYAML:
 		*f = outputFormat(s)
 		return nil
 	}
 	return fmt.Errorf("output format %q is not one of %s", s, strings.Join(outputFormats, ", "))
 }
 
+// structured says whether f is a data format (JSON, YAML) rather than
+// the table for people.
+func (f outputFormat) structured() bool { return f == formatJSON || f == formatYAML }
+
 // addOutputFlag adds -o/--output to cmd, defaulting to table.
 func addOutputFlag(cmd *cobra.Command, f *outputFormat) {
-	*f = formatTable
-	cmd.Flags().VarP(f, "output", "o", "output format: "+strings.Join(outputFormats, " or "))
+	addOutputFlagDefault(cmd, f, formatTable)
+}
+
+// addOutputFlagDefault adds -o/--output to cmd, defaulting to def.
+func addOutputFlagDefault(cmd *cobra.Command, f *outputFormat, def outputFormat) {
+	*f = def
+	cmd.Flags().VarP(f, "output", "o", "output format: "+strings.Join(outputFormats, ", "))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -175,6 +186,58 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// writeData writes v as JSON or YAML (format is structured). YAML has the
+// JSON's field names, in the same order: it is the same data.
+func writeData(w io.Writer, format outputFormat, v any) error {
+	if format != formatYAML {
+		return writeJSON(w, v)
+	}
+	out, err := yamlOf(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// yamlOf is v as YAML, by way of its JSON (YAML reads JSON, and keeps the
+// order of its keys), in block style.
+func yamlOf(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	blockStyle(&doc)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// blockStyle clears the flow and quoting styles JSON's syntax gave the
+// nodes: the encoder then quotes only what needs it. Empty lists and maps
+// stay [] and {}.
+func blockStyle(n *yaml.Node) {
+	if (n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode) && len(n.Content) == 0 {
+		n.Style = yaml.FlowStyle
+		return
+	}
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }
 
 // writeTable writes rows as aligned columns, three spaces apart, without

@@ -49,9 +49,12 @@ func TestArgumentValidation(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"node", "ls", "-o", "yaml"}, `output format "yaml" is not one of table, json`},
-		{[]string{"node", "ls", "--output=wide"}, `output format "wide" is not one of table, json`},
-		{[]string{"cluster", "info", "-o", "yaml"}, `output format "yaml" is not one of table, json`},
+		{[]string{"node", "ls", "-o", "xml"}, `output format "xml" is not one of table, json, yaml`},
+		{[]string{"node", "ls", "--output=wide"}, `output format "wide" is not one of table, json, yaml`},
+		{[]string{"cluster", "info", "-o", "xml"}, `output format "xml" is not one of table, json, yaml`},
+		{[]string{"node", "ls", "--filter", "colour=red"}, `unknown key "colour"; the keys are id, name, role, status, availability, group, label`},
+		{[]string{"node", "ls", "--filter", "role=boss"}, `role is one of consensus, manager, worker`},
+		{[]string{"node", "ls", "--filter", "status"}, `want KEY=VALUE`},
 		{[]string{"node", "ls", "extra"}, `unknown command "extra" for "curator node ls"`},
 		{[]string{"node", "lss"}, `unknown command "lss" for "curator node" (did you mean "ls"?)`},
 		{[]string{"node", "inspect"}, "accepts 1 arg(s), received 0"},
@@ -64,6 +67,10 @@ func TestArgumentValidation(t *testing.T) {
 		{[]string{"token", "rotate", "worker", "manager"}, "accepts 1 arg(s), received 2"},
 		{[]string{"token", "rotate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"cluster", "infos"}, `unknown command "infos" for "curator cluster" (did you mean "info"?)`},
+		{[]string{"agent", "init"}, `required flag(s) "data-dir", "listen" not set`},
+		{[]string{"agent", "join", "--data-dir", "d", "--listen", "127.0.0.1:1"}, `required flag(s) "manager" not set`},
+		{[]string{"agent", "run"}, `required flag(s) "data-dir" not set`},
+		{[]string{"agent", "leave"}, `required flag(s) "data-dir" not set`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			f := newFakeManagement()

@@ -50,7 +50,7 @@ keeps node roles, etcd membership and node health consistent.`,
 	}
 	for _, c := range []*cobra.Command{
 		newNodeCommand(g), newClusterCommand(g), newTokenCommand(g),
-		newGroupCommand(g), newRolloutCommand(g), newEventsCommand(g),
+		newGroupCommand(g), newRolloutCommand(g), newEventsCommand(g), newUICommand(g),
 	} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
@@ -64,10 +64,4 @@ keeps node roles, etcd membership and node health consistent.`,
 		},
 	})
 	return root
-}
-
-// notBuilt is the body of a command that does not exist yet: it says so and
-// fails, rather than pretending to work.
-func notBuilt(cmd *cobra.Command, _ []string) error {
-	return fmt.Errorf("%q is not built yet in this version of curator", cmd.CommandPath())
 }

@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
 )
-
-// tokenRoles are the roles a join token is for, as the API names them.
-var tokenRoles = []string{"worker", "manager"}
 
 func newTokenCommand(g *globalFlags) *cobra.Command {
 	return parentCommand("token", "Show and rotate join tokens",
@@ -26,7 +21,7 @@ func newTokenShowCommand(g *globalFlags) *cobra.Command {
 		Use:       "show worker|manager",
 		Short:     "Print the join token for workers or managers",
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), tokenRoleArg),
-		ValidArgs: tokenRoles,
+		ValidArgs: client.TokenRoles,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				token, err := c.Token(ctx, args[0])
@@ -45,7 +40,7 @@ func newTokenRotateCommand(g *globalFlags) *cobra.Command {
 		Short:     "Replace the join token for workers or managers and print the new one",
 		Long:      "Replace the join token for workers or managers and print the new one.\nThe old token is refused from now on; nodes that joined with it are unaffected.",
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), tokenRoleArg),
-		ValidArgs: tokenRoles,
+		ValidArgs: client.TokenRoles,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				token, err := c.RotateToken(ctx, args[0])
@@ -61,20 +56,13 @@ func newTokenRotateCommand(g *globalFlags) *cobra.Command {
 // tokenRoleArg checks the role before anything is sent, so a typo rotates
 // nothing.
 func tokenRoleArg(_ *cobra.Command, args []string) error {
-	for _, r := range tokenRoles {
-		if args[0] == r {
-			return nil
-		}
-	}
-	return fmt.Errorf("token role %q is not one of %s", args[0], strings.Join(tokenRoles, ", "))
+	return client.CheckTokenRole(args[0])
 }
 
 // printToken prints the token alone on one line, for scripts:
-// TOKEN=$(curator token show worker).
+// TOKEN=$(curator token show worker). The client has checked that it is
+// one word.
 func printToken(cmd *cobra.Command, token string) error {
-	if token == "" || strings.ContainsAny(token, " \t\r\n") {
-		return errors.New("the cluster returned a malformed token")
-	}
 	_, err := fmt.Fprintln(cmd.OutOrStdout(), token)
 	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,16 +9,15 @@ import (
 func TestTokenShowAndRotate(t *testing.T) {
 	f := newFakeManagement()
 	path := startFakeCluster(t, f)
-	fp := strings.Repeat("f", 64)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"token", "show", "worker"}, "CUR1-" + fp + "-workersecret\n"},
-		{[]string{"token", "show", "manager"}, "CUR1-" + fp + "-managersecret\n"},
-		{[]string{"token", "rotate", "worker"}, "CUR1-" + fp + "-rotatedworker\n"},
-		{[]string{"token", "show", "worker"}, "CUR1-" + fp + "-rotatedworker\n"},
-		{[]string{"token", "show", "manager"}, "CUR1-" + fp + "-managersecret\n"},
+		{[]string{"token", "show", "worker"}, testToken("workersecret") + "\n"},
+		{[]string{"token", "show", "manager"}, testToken("managersecret") + "\n"},
+		{[]string{"token", "rotate", "worker"}, testToken("rotatedworker") + "\n"},
+		{[]string{"token", "show", "worker"}, testToken("rotatedworker") + "\n"},
+		{[]string{"token", "show", "manager"}, testToken("managersecret") + "\n"},
 	} {
 		got, err := runCLI(t, append([]string{"--config", path}, tc.args...)...)
 		if err != nil {

@@ -35,3 +35,27 @@ func AddressRange(s string, n int) ([]netip.Addr, error) {
 	}
 	return out, nil
 }
+
+// maxPool bounds the pool that PoolAddresses makes of a range.
+const maxPool = 1 << 16
+
+// PoolAddresses returns every address of the range FIRST-LAST with port,
+// as IP:PORT: the pool of a group's process provider.
+func PoolAddresses(s string, port int) ([]string, error) {
+	first, err := AddressRange(s, 1)
+	if err != nil {
+		return nil, err
+	}
+	_, lastS, _ := strings.Cut(s, "-")
+	last := netip.MustParseAddr(strings.TrimSpace(lastS))
+	var out []string
+	for a := first[0]; ; a = a.Next() {
+		out = append(out, netip.AddrPortFrom(a, uint16(port)).String())
+		if a == last {
+			return out, nil
+		}
+		if len(out) == maxPool {
+			return nil, fmt.Errorf("more than %d addresses: give a smaller range", maxPool)
+		}
+	}
+}

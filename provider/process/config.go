@@ -32,6 +32,12 @@ type Config struct {
 	StopTimeout time.Duration
 	// Logger records what the provider does; default a no-op logger.
 	Logger *zap.Logger
+	// StopWithParent ties the instances' lives to the process that starts
+	// them: on Linux the kernel sends them SIGTERM when it dies (the
+	// parent-death signal), so that `curator dev`, killed, leaves no node
+	// running. A curator leader leaves it off: its instances must outlive
+	// it. Elsewhere it has no effect.
+	StopWithParent bool
 }
 
 // DefaultStopTimeout is Config.StopTimeout's default.

@@ -94,7 +94,8 @@ func waitGone(ctx context.Context, r record) bool {
 }
 
 // Prune removes what dead instances left behind: the dir of every instance
-// whose process is gone (killed behind the provider's back, or crashed),
+// whose process is gone (killed behind the provider's back, or crashed)
+// and that Stop did not stop,
 // and of every Provision that crashed before it recorded a pid. It returns
 // the IDs it removed. List never shows these, so Prune is only about disk
 // and addresses' bookkeeping, and may run at any time.
@@ -122,7 +123,7 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 			// it for an operator.
 			errs = append(errs, err)
 			continue
-		case r.alive():
+		case r.Stopped || r.alive():
 			continue
 		}
 		if err := p.recordDestroy(id); err != nil {

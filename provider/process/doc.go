@@ -22,6 +22,13 @@
 // (List, Destroy, Prune); until then an exited child stays a zombie, which
 // counts as dead.
 //
+// Beyond provider.Provider, Stop stops an instance and keeps it (its dir,
+// its data and its address), ListStopped finds the stopped and dead ones,
+// and Start runs one again with new args: `curator dev` stops its nodes
+// when it ends and starts them again with `agent run` the next time. With
+// Config.StopWithParent the instances get SIGTERM when their starter dies
+// (Linux).
+//
 // Provision is not idempotent with respect to its spec. The machines of one
 // group have identical specs, so a spec names no machine to find again; the
 // caller, a level-triggered loop, counts the machines with List before it

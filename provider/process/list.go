@@ -20,13 +20,23 @@ import (
 // and a record half made by a running Provision has no pid yet, so it is
 // not live.
 func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
-	if err := ctx.Err(); err != nil {
+	out, err := p.listWhere(ctx, selector, record.alive)
+	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
+	}
+	return out, nil
+}
+
+// listWhere returns the instances whose labels match selector and whose
+// record keep accepts, sorted by ID.
+func (p *Provider) listWhere(ctx context.Context, selector map[string]string, keep func(record) bool) ([]provider.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	childReapAll()
 	ids, err := p.recordIDs()
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return nil, err
 	}
 	var out []provider.Instance
 	for _, id := range ids {
@@ -39,7 +49,7 @@ func (p *Provider) List(ctx context.Context, selector map[string]string) ([]prov
 			p.cfg.Logger.Warn("skipping unreadable instance record", zap.String("id", id), zap.Error(err))
 			continue
 		}
-		if r.alive() && provider.Matches(r.Labels, selector) {
+		if provider.Matches(r.Labels, selector) && keep(r) {
 			out = append(out, r.instance())
 		}
 	}

@@ -5,11 +5,10 @@ package process
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/curatorproject/curator/internal/testenv"
 )
 
 // sleeperBin is the stand-in agent the tests run: testdata/sleeper, built
@@ -17,6 +16,9 @@ import (
 var sleeperBin string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(parentDirEnv); dir != "" {
+		os.Exit(runParent(dir))
+	}
 	os.Exit(run(m))
 }
 
@@ -28,17 +30,9 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	sleeperBin = filepath.Join(dir, "sleeper")
-	build := exec.Command("go", "build", "-o", sleeperBin, "./testdata/sleeper")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sleeper: %v\n%s", err, out)
+	if err := testenv.GoBuild(sleeperBin, "./provider/process/testdata/sleeper"); err != nil {
+		fmt.Fprintf(os.Stderr, "build sleeper: %v\n", err)
 		return 1
 	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	return code
+	return testenv.CheckLeaks(m.Run())
 }

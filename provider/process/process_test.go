@@ -18,7 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/providertest"
 )
 
 // testDeadline bounds every wait for a condition.
@@ -51,36 +53,6 @@ func sleeperSpec(group string, extraArgs ...string) provider.Spec {
 	}
 }
 
-func provision(t *testing.T, p *Provider, spec provider.Spec) provider.Instance {
-	t.Helper()
-	in, err := p.Provision(context.Background(), spec)
-	if err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
-	return in
-}
-
-func list(t *testing.T, p *Provider, selector map[string]string) []provider.Instance {
-	t.Helper()
-	insts, err := p.List(context.Background(), selector)
-	if err != nil {
-		t.Fatalf("List(%v): %v", selector, err)
-	}
-	return insts
-}
-
-// waitFor polls cond until it holds, failing the test past the deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type report struct {
 	Args []string `json:"args"`
 	Env  string   `json:"env"`
@@ -90,9 +62,9 @@ type report struct {
 // started.
 func readReport(t *testing.T, p *Provider, id string) report {
 	t.Helper()
-	path := filepath.Join(p.dataDir(id), "out.json")
+	path := filepath.Join(p.DataDir(id), "out.json")
 	var b []byte
-	waitFor(t, "the sleeper's report "+path, func() bool {
+	testenv.WaitUntil(t, testDeadline, "the sleeper's report "+path, func() bool {
 		var err error
 		b, err = os.ReadFile(path)
 		return err == nil
@@ -127,14 +99,16 @@ func TestProvisionListDestroy(t *testing.T) {
 	p := newTestProvider(t, dir, testAddrs, 0)
 	ctx := context.Background()
 
-	in := provision(t, p, sleeperSpec("workers"))
+	start := time.Now()
+	in := providertest.Provision(t, p, sleeperSpec("workers"))
 	if !strings.HasPrefix(in.ID, "proc-") {
 		t.Errorf("ID = %q, want proc-...", in.ID)
 	}
 	wantInst := provider.Instance{ID: in.ID, Labels: sleeperSpec("workers").Labels, Address: testAddrs[0]}
-	if diff := cmp.Diff(wantInst, in); diff != "" {
+	if diff := cmp.Diff(wantInst, in, providertest.IgnoreCreated); diff != "" {
 		t.Errorf("Provision (-want +got):\n%s", diff)
 	}
+	providertest.CheckCreated(t, in, start)
 
 	// The placeholders are replaced and the env is passed.
 	dataDir := filepath.Join(dir, "instances", in.ID, "data")
@@ -153,7 +127,7 @@ func TestProvisionListDestroy(t *testing.T) {
 		{"other group", map[string]string{provider.LabelGroup: "managers"}, nil},
 		{"other sha", map[string]string{provider.LabelGroup: "workers", provider.LabelConfigSHA: "sha2"}, nil},
 	} {
-		if diff := cmp.Diff(tc.want, list(t, p, tc.selector)); diff != "" {
+		if diff := cmp.Diff(tc.want, providertest.List(t, p, tc.selector), providertest.IgnoreCreated); diff != "" {
 			t.Errorf("List %s (-want +got):\n%s", tc.name, diff)
 		}
 	}
@@ -161,18 +135,18 @@ func TestProvisionListDestroy(t *testing.T) {
 	// A new leader, with a Provider of its own on the same dir, finds it,
 	// and can destroy it.
 	p2 := newTestProvider(t, dir, testAddrs, 0)
-	if diff := cmp.Diff([]provider.Instance{wantInst}, list(t, p2, nil)); diff != "" {
+	if diff := cmp.Diff([]provider.Instance{wantInst}, providertest.List(t, p2, nil), providertest.IgnoreCreated); diff != "" {
 		t.Errorf("List by a new provider (-want +got):\n%s", diff)
 	}
 	pid := pidOf(t, p, in.ID)
 	if err := p2.Destroy(ctx, in.ID); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
-	waitFor(t, "the destroyed process to be gone", func() bool { return processGone(pid) })
+	testenv.WaitUntil(t, testDeadline, "the destroyed process to be gone", func() bool { return processGone(pid) })
 	if _, err := os.Stat(filepath.Join(dir, "instances", in.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("instance dir after Destroy: %v, want it gone", err)
 	}
-	if got := list(t, p, nil); len(got) != 0 {
+	if got := providertest.List(t, p, nil); len(got) != 0 {
 		t.Errorf("List after Destroy = %v, want none", got)
 	}
 
@@ -193,8 +167,8 @@ func TestAddresses(t *testing.T) {
 	p := newTestProvider(t, t.TempDir(), testAddrs[:2], 0)
 	ctx := context.Background()
 
-	a := provision(t, p, sleeperSpec("workers"))
-	b := provision(t, p, sleeperSpec("workers"))
+	a := providertest.Provision(t, p, sleeperSpec("workers"))
+	b := providertest.Provision(t, p, sleeperSpec("workers"))
 	if a.Address == b.Address {
 		t.Fatalf("two live instances share address %s", a.Address)
 	}
@@ -212,7 +186,7 @@ func TestAddresses(t *testing.T) {
 	if err := p.Destroy(ctx, a.ID); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
-	c := provision(t, p, sleeperSpec("workers"))
+	c := providertest.Provision(t, p, sleeperSpec("workers"))
 	if c.Address != a.Address {
 		t.Errorf("after Destroy, Provision got %s, want the freed %s", c.Address, a.Address)
 	}
@@ -243,7 +217,7 @@ func TestConcurrentProvision(t *testing.T) {
 		}
 		seen[in.Address] = true
 	}
-	if n := len(list(t, ps[0], nil)); n != len(testAddrs) {
+	if n := len(providertest.List(t, ps[0], nil)); n != len(testAddrs) {
 		t.Errorf("List = %d instances, want %d", n, len(testAddrs))
 	}
 }
@@ -268,8 +242,8 @@ func TestPrune(t *testing.T) {
 	p := newTestProvider(t, dir, testAddrs, 0)
 	ctx := context.Background()
 
-	dead := provision(t, p, sleeperSpec("workers"))
-	live := provision(t, p, sleeperSpec("workers"))
+	dead := providertest.Provision(t, p, sleeperSpec("workers"))
+	live := providertest.Provision(t, p, sleeperSpec("workers"))
 	readReport(t, p, dead.ID)
 	// Left by Provisions that crashed: a dir with no record, and a record
 	// with no pid.
@@ -288,8 +262,8 @@ func TestPrune(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "List to drop the killed instance", func() bool {
-		insts := list(t, p, nil)
+	testenv.WaitUntil(t, testDeadline, "List to drop the killed instance", func() bool {
+		insts := providertest.List(t, p, nil)
 		return len(insts) == 1 && insts[0].ID == live.ID
 	})
 
@@ -316,7 +290,7 @@ func TestPrune(t *testing.T) {
 
 func TestDestroyKillsAfterStopTimeout(t *testing.T) {
 	p := newTestProvider(t, t.TempDir(), testAddrs, 200*time.Millisecond)
-	in := provision(t, p, sleeperSpec("workers", "-ignore-term"))
+	in := providertest.Provision(t, p, sleeperSpec("workers", "-ignore-term"))
 	readReport(t, p, in.ID) // SIGTERM is ignored from here on
 	pid := pidOf(t, p, in.ID)
 
@@ -327,7 +301,7 @@ func TestDestroyKillsAfterStopTimeout(t *testing.T) {
 	if d := time.Since(start); d < 200*time.Millisecond || d > 5*time.Second {
 		t.Errorf("Destroy took %v, want the 200ms stop timeout and a little", d)
 	}
-	waitFor(t, "the killed process to be gone", func() bool { return processGone(pid) })
+	testenv.WaitUntil(t, testDeadline, "the killed process to be gone", func() bool { return processGone(pid) })
 }
 
 func TestConfig(t *testing.T) {

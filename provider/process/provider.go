@@ -48,5 +48,5 @@ func New(cfg Config) (*Provider, error) {
 
 // instance is what the provider.Provider interface shows of r.
 func (r record) instance() provider.Instance {
-	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address}
+	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address, Created: r.Created}
 }

@@ -12,19 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/provider"
-)
-
-// The placeholders Provision replaces in Spec.Args.
-const (
-	PlaceholderAddress = "{{address}}"
-	PlaceholderDataDir = "{{data-dir}}"
 )
 
 // Provision starts one new instance of spec: it takes a free address from
@@ -56,9 +49,10 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 		ID:      id,
 		Labels:  maps.Clone(spec.Labels),
 		Address: addr,
-		Args:    expandArgs(spec.Args, addr, p.dataDir(id)),
+		Args:    provider.ExpandArgs(spec.Args, id, addr, p.DataDir(id)),
 		Started: time.Now().UTC(),
 	}
+	r.Created = r.Started
 	pid, err := p.start(r, spec.Env)
 	if err != nil {
 		p.recordDestroy(id)
@@ -78,8 +72,9 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 	return r.instance(), nil
 }
 
-// freeAddress returns the first address of the pool that no live instance
-// holds. Dead instances' addresses are free, recorded or not.
+// freeAddress returns the first address of the pool that no live or
+// stopped instance holds. Dead instances' addresses are free, recorded or
+// not.
 func (p *Provider) freeAddress() (string, error) {
 	ids, err := p.recordIDs()
 	if err != nil {
@@ -91,7 +86,7 @@ func (p *Provider) freeAddress() (string, error) {
 		if err != nil {
 			continue // no record: no process either (see Provision)
 		}
-		if r.alive() {
+		if r.Stopped || r.alive() {
 			used[r.Address] = true
 		}
 	}
@@ -117,7 +112,7 @@ func (p *Provider) newInstanceDir() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := os.Mkdir(p.dataDir(id), 0o700); err != nil {
+		if err := os.Mkdir(p.DataDir(id), 0o700); err != nil {
 			p.recordDestroy(id)
 			return "", err
 		}
@@ -134,7 +129,7 @@ func (p *Provider) start(r record, env map[string]string) (int, error) {
 	if err := p.recordSave(r); err != nil {
 		return 0, err
 	}
-	logf, err := os.OpenFile(p.logFile(r.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(p.LogFile(r.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +141,7 @@ func (p *Provider) start(r record, env map[string]string) (int, error) {
 		cmd.Env = append(cmd.Env, k+"="+env[k]) // later entries win
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = sysProcAttr(p.cfg.StopWithParent)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -154,14 +149,4 @@ func (p *Provider) start(r record, env map[string]string) (int, error) {
 	childAdd(pid)
 	cmd.Process.Release()
 	return pid, nil
-}
-
-// expandArgs replaces the placeholders in args.
-func expandArgs(args []string, addr, dataDir string) []string {
-	rep := strings.NewReplacer(PlaceholderAddress, addr, PlaceholderDataDir, dataDir)
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = rep.Replace(a)
-	}
-	return out
 }

@@ -31,6 +31,14 @@ type record struct {
 	StartTime uint64    `json:"start_time,omitempty"`
 	Args      []string  `json:"args"`
 	Started   time.Time `json:"started"`
+	// Created is when Provision made the instance; Start does not change
+	// it.
+	Created time.Time `json:"created"`
+	// Stopped is set by Stop and cleared by Start: the instance is down on
+	// purpose and keeps its dir and its address (a node's certificate
+	// names its address) until Start runs it again or Destroy removes it.
+	// Prune leaves it alone.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 const recordFile = "instance.json"
@@ -39,9 +47,11 @@ func (p *Provider) instancesDir() string { return filepath.Join(p.cfg.Dir, "inst
 
 func (p *Provider) instanceDir(id string) string { return filepath.Join(p.instancesDir(), id) }
 
-func (p *Provider) dataDir(id string) string { return filepath.Join(p.instanceDir(id), "data") }
+// DataDir is the data dir of instance id, {{data-dir}} in its args.
+func (p *Provider) DataDir(id string) string { return filepath.Join(p.instanceDir(id), "data") }
 
-func (p *Provider) logFile(id string) string { return filepath.Join(p.instanceDir(id), "agent.log") }
+// LogFile is where the output of instance id's process goes.
+func (p *Provider) LogFile(id string) string { return filepath.Join(p.instanceDir(id), "agent.log") }
 
 // validID rejects IDs that are not one plain path element, so that no ID
 // given to Destroy reaches outside DIR/instances.

@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// CommitGroup stores a group's spec; changed is false when the group had
+// that spec already.
+func (c *Client) CommitGroup(ctx context.Context, spec *pb.GroupSpec) (view *pb.GroupView, changed bool, err error) {
+	err = c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.CommitGroup(ctx, &pb.CommitGroupRequest{Spec: spec})
+		view, changed = resp.GetGroup(), resp.GetChanged()
+		return err
+	})
+	return view, changed, err
+}
+
+// ListGroups returns every group, in name order.
+func (c *Client) ListGroups(ctx context.Context) ([]*pb.GroupView, error) {
+	var groups []*pb.GroupView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.ListGroups(ctx, &pb.ListGroupsRequest{})
+		groups = resp.GetGroups()
+		return err
+	})
+	return groups, err
+}
+
+// GetGroup returns one group by name.
+func (c *Client) GetGroup(ctx context.Context, name string) (*pb.GroupView, error) {
+	var group *pb.GroupView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		group, err = m.GetGroup(ctx, &pb.GetGroupRequest{Name: name})
+		return err
+	})
+	return group, err
+}
+
+// DestroyGroup marks a group for destruction: the leader destroys its
+// machines, then the group.
+func (c *Client) DestroyGroup(ctx context.Context, name string) (*pb.GroupView, error) {
+	var group *pb.GroupView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		group, err = m.DestroyGroup(ctx, &pb.DestroyGroupRequest{Name: name})
+		return err
+	})
+	return group, err
+}
+
+// GetRollout returns a group's rollout.
+func (c *Client) GetRollout(ctx context.Context, group string) (*pb.Rollout, error) {
+	var r *pb.Rollout
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		r, err = m.GetRollout(ctx, &pb.GetRolloutRequest{Group: group})
+		return err
+	})
+	return r, err
+}
+
+// ChangeRollout cancels, pauses or resumes ("cancel", "pause", "resume") a
+// group's rollout to targetSHA (empty: the current one).
+func (c *Client) ChangeRollout(ctx context.Context, group, action, targetSHA string) (*pb.Rollout, error) {
+	var r *pb.Rollout
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
+		r, err = m.ChangeRollout(ctx, &pb.ChangeRolloutRequest{Group: group, Action: action, TargetSha: targetSHA})
+		return err
+	})
+	return r, err
+}

@@ -1,0 +1,309 @@
+package main
+
+// `curator-bench rollout`: what a rollout costs per machine above the
+// machine's own time to come up, measured in the same run on the same
+// cluster: a `curator dev` on the process provider.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/client"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Defaults of `curator-bench rollout`.
+const (
+	DefaultRolloutManagers  = 3
+	DefaultRolloutWorkers   = 3
+	DefaultRolloutAddresses = "127.0.152.10-127.0.152.60"
+	DefaultRolloutTimeout   = 5 * time.Minute
+)
+
+type rolloutConfig struct {
+	curator   string
+	dir       string
+	managers  int
+	workers   int
+	addresses string
+	timeout   time.Duration
+}
+
+func (c *rolloutConfig) Validate() error {
+	if c.managers < 1 || c.managers > maxManagers || c.workers < 1 {
+		return fmt.Errorf("--managers %d, --workers %d: want 1 to %d managers and at least one worker", c.managers, c.workers, maxManagers)
+	}
+	if c.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: want a positive duration", c.timeout)
+	}
+	return nil
+}
+
+// rolloutResult is the JSON line: the machine's own time (a group grown by
+// one: provision, join, ready; a voter, for managers) and the rollout's
+// time per machine, for workers and managers.
+type rolloutResult struct {
+	Cmd            string  `json:"cmd"`
+	Managers       int     `json:"managers"`
+	Workers        int     `json:"workers"`
+	WorkerAloneS   float64 `json:"worker_alone_s"`
+	WorkersRollS   float64 `json:"workers_rollout_s"`
+	PerWorkerS     float64 `json:"per_worker_s"`
+	PerWorkerOverS float64 `json:"per_worker_above_alone_s"`
+	ManagerAloneS  float64 `json:"manager_alone_s"`
+	ManagersRollS  float64 `json:"managers_rollout_s"`
+	PerManagerS    float64 `json:"per_manager_s"`
+	PerManagerOver float64 `json:"per_manager_above_alone_s"`
+	Error          string  `json:"error,omitempty"`
+}
+
+func newRolloutCommand() *cobra.Command {
+	c := &rolloutConfig{}
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Seconds per machine of a rollout, against a machine's own time to come up",
+		Long: `Run 'curator dev' with --managers and --workers (on the process provider), then
+time, on that cluster: a worker alone (the workers group grown by one: provision,
+join, ready), a rollout of every worker to a new config (max_parallel 1), a
+manager alone (grown by one until it is a ready voter), and a rollout of every
+manager (surge first, the leader's node last). The last line on stdout is one
+JSON object with the figures: per machine, and per machine above its own time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.Validate(); err != nil {
+				return err
+			}
+			return runRollout(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&c.curator, "curator", "", "curator binary to run (default: go build ./cmd/curator into a temporary dir)")
+	cmd.Flags().StringVar(&c.dir, "dir", "", "where the dev cluster and the built binary go, kept afterwards (default: a temporary dir, removed afterwards)")
+	cmd.Flags().IntVar(&c.managers, "managers", DefaultRolloutManagers, "consensus members")
+	cmd.Flags().IntVar(&c.workers, "workers", DefaultRolloutWorkers, "workers")
+	cmd.Flags().StringVar(&c.addresses, "addresses", DefaultRolloutAddresses, "loopback addresses FIRST-LAST for the dev cluster")
+	cmd.Flags().DurationVar(&c.timeout, "timeout", DefaultRolloutTimeout, "how long each step may take")
+	return cmd
+}
+
+func runRollout(ctx context.Context, cfg *rolloutConfig, stdout, stderr io.Writer) error {
+	p := newProgress(stderr)
+	res := &rolloutResult{Cmd: "rollout", Managers: cfg.managers, Workers: cfg.workers}
+	err := measureRollout(ctx, cfg, p, res)
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	return finish(stdout, res, func(e string) { res.Error = e }, problems)
+}
+
+func measureRollout(ctx context.Context, cfg *rolloutConfig, p *progress, res *rolloutResult) error {
+	dir := cfg.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "curator-bench-rollout-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	bin, err := curatorBinary(ctx, cfg.curator, dir, p)
+	if err != nil {
+		return err
+	}
+	devDir := filepath.Join(dir, "dev")
+	dev := exec.Command(bin, "dev", "--managers", fmt.Sprint(cfg.managers), "--workers", fmt.Sprint(cfg.workers),
+		"--dir", devDir, "--addresses", cfg.addresses)
+	out, err := dev.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	dev.Stderr = io.Discard
+	dev.SysProcAttr = childProcAttr()
+	p.printf("starting curator dev: %d managers, %d workers", cfg.managers, cfg.workers)
+	if err := dev.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		dev.Process.Signal(syscall.SIGTERM)
+		dev.Wait()
+	}()
+	up := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "export CURATOR_CONFIG=") {
+				up <- nil
+				io.Copy(io.Discard, out)
+				return
+			}
+		}
+		up <- errors.New("curator dev ended before the cluster was up")
+	}()
+	select {
+	case err := <-up:
+		if err != nil {
+			return err
+		}
+	case <-time.After(cfg.timeout):
+		return errors.New("timed out waiting for curator dev")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	path := filepath.Join(devDir, client.ConfigFileName)
+	ccfg, err := client.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, ccfg, path, client.WithCachePath(""))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := &rolloutBench{c: c, timeout: cfg.timeout, p: p}
+
+	if res.WorkerAloneS, err = b.alone(ctx, "workers"); err != nil {
+		return err
+	}
+	if res.WorkersRollS, err = b.roll(ctx, "workers"); err != nil {
+		return err
+	}
+	res.PerWorkerS = res.WorkersRollS / float64(cfg.workers+1)
+	res.PerWorkerOverS = res.PerWorkerS - res.WorkerAloneS
+	if res.ManagerAloneS, err = b.alone(ctx, "managers"); err != nil {
+		return err
+	}
+	if res.ManagersRollS, err = b.roll(ctx, "managers"); err != nil {
+		return err
+	}
+	res.PerManagerS = res.ManagersRollS / float64(cfg.managers+1)
+	res.PerManagerOver = res.PerManagerS - res.ManagerAloneS
+	p.printf("per worker %.2fs (alone %.2fs), per manager %.2fs (alone %.2fs)", res.PerWorkerS, res.WorkerAloneS, res.PerManagerS, res.ManagerAloneS)
+	return nil
+}
+
+type rolloutBench struct {
+	c       *client.Client
+	timeout time.Duration
+	p       *progress
+}
+
+// commit commits group with change applied to its spec, and returns when.
+func (b *rolloutBench) commit(ctx context.Context, group string, change func(*pb.GroupSpec)) (time.Time, *pb.GroupSpec, error) {
+	v, err := b.c.GetGroup(ctx, group)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	spec := proto.Clone(v.GetGroup().GetSpec()).(*pb.GroupSpec)
+	change(spec)
+	start := time.Now()
+	if _, _, err := b.c.CommitGroup(ctx, spec); err != nil {
+		return time.Time{}, nil, err
+	}
+	return start, spec, nil
+}
+
+// alone grows group by one and times the new machine until its node is
+// ready (a ready voter, for managers): the machine's own time.
+func (b *rolloutBench) alone(ctx context.Context, group string) (float64, error) {
+	start, spec, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Size++ })
+	if err != nil {
+		return 0, err
+	}
+	err = b.wait(ctx, group+" grown by one", func(ctx context.Context) error {
+		return b.groupReady(ctx, spec)
+	})
+	d := time.Since(start).Seconds()
+	b.p.printf("%s: one machine alone in %.2fs", group, d)
+	return d, err
+}
+
+// roll commits a new version of group and times the rollout to done.
+func (b *rolloutBench) roll(ctx context.Context, group string) (float64, error) {
+	start, spec, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Template.Version += "-next" })
+	if err != nil {
+		return 0, err
+	}
+	err = b.wait(ctx, group+" rolled", func(ctx context.Context) error {
+		r, err := b.c.GetRollout(ctx, group)
+		if err != nil {
+			return err
+		}
+		switch r.State {
+		case pb.RolloutState_ROLLOUT_STATE_DONE:
+			return b.groupReady(ctx, spec)
+		case pb.RolloutState_ROLLOUT_STATE_ROLLING:
+			return fmt.Errorf("%d of %d", r.Updated, r.Total)
+		}
+		return fmt.Errorf("%w: the rollout is %s: %s", errGiveUp, r.State, r.Reason)
+	})
+	d := time.Since(start).Seconds()
+	b.p.printf("%s: %d machines rolled in %.2fs", group, spec.Size, d)
+	return d, err
+}
+
+// errGiveUp ends a wait at once.
+var errGiveUp = errors.New("giving up")
+
+// groupReady says whether spec's group has its size of ready nodes of its
+// config (voters, for a consensus group).
+func (b *rolloutBench) groupReady(ctx context.Context, spec *pb.GroupSpec) error {
+	v, err := b.c.GetGroup(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	nodes, err := b.c.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := b.c.ClusterInfo(ctx)
+	if err != nil {
+		return err
+	}
+	ready := 0
+	for _, n := range nodes {
+		node := n.GetNode()
+		if node.GetGroup() != spec.Name || node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY || node.GetConfigSha() != v.GetGroup().GetConfigSha() {
+			continue
+		}
+		if spec.Roles[0] == pb.Role_ROLE_CONSENSUS && !slices.Contains(info.GetVoters(), node.GetId()) {
+			continue
+		}
+		ready++
+	}
+	if ready != int(spec.Size) || v.GetMachines() != spec.Size {
+		return fmt.Errorf("%d of %d ready, %d machines", ready, spec.Size, v.GetMachines())
+	}
+	return nil
+}
+
+// wait polls check every 50 ms until it succeeds or the timeout passes.
+func (b *rolloutBench) wait(ctx context.Context, what string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	for {
+		err := check(ctx)
+		if err == nil || errors.Is(err, errGiveUp) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out waiting for %s (last: %v)", what, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

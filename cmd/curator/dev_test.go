@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/curatorproject/curator/curator"
+	pb "github.com/curatorproject/curator/proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// dev's groups are valid specs, and committing them again (dev restarted
+// on its dir) is a no-op: their printed form reads back the same.
+func TestDevGroups(t *testing.T) {
+	c := &devConfig{managers: 3, workers: 2, addresses: devDefaultAddresses, provider: "process"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	groups := devGroups(c, func() *pb.ProviderSpec {
+		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{
+			Addresses: c.addresses, Port: devPort, Dir: "/tmp/dev", Binary: "/usr/bin/curator",
+		}}}
+	})
+	if len(groups) != 2 || groups[0].Name != devManagers || groups[1].Name != devWorkers {
+		t.Fatalf("dev's groups: %v", groups)
+	}
+	for _, g := range groups {
+		if err := curator.ValidateGroupSpec(g); err != nil {
+			t.Errorf("group %s: %v", g.Name, err)
+		}
+		out, err := curator.MarshalGroupSpec(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := curator.ParseGroupSpec(out)
+		if err != nil {
+			t.Fatalf("group %s printed as\n%s\ndoes not read back: %v", g.Name, out, err)
+		}
+		if curator.GroupConfigSHA(again.Template) != curator.GroupConfigSHA(g.Template) || !proto.Equal(again, g) {
+			t.Errorf("group %s reads back as %v, want %v", g.Name, again, g)
+		}
+	}
+}
+
+func TestDevConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		c    devConfig
+		want string
+	}{
+		{devConfig{managers: 0, workers: 1, addresses: devDefaultAddresses, provider: "process"}, "--managers 0"},
+		{devConfig{managers: 8, addresses: devDefaultAddresses, provider: "process"}, "--managers 8"},
+		{devConfig{managers: 1, workers: -1, addresses: devDefaultAddresses, provider: "process"}, "--workers -1"},
+		{devConfig{managers: 3, workers: 2, addresses: "127.0.0.1-127.0.0.3", provider: "process"}, "holds 3 addresses"},
+		{devConfig{managers: 3, workers: 2, addresses: devDefaultAddresses, provider: "vm"}, `--provider "vm": want process or docker`},
+	} {
+		if err := tc.c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: Validate = %v, want an error containing %q", tc.c, err, tc.want)
+		}
+	}
+}

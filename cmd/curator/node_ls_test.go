@@ -1,0 +1,133 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// The filters of node ls, on the fake cluster's three nodes: manager-1
+// (consensus and worker, ready, active, group managers, label zone=a),
+// manager-2 (consensus, down, drain) and worker-1 (worker, unknown,
+// active, pending).
+func TestNodeLsFilters(t *testing.T) {
+	const (
+		m1 = "aaaaaaaaaaaaaaaaaaaaaaaa"
+		m2 = "bbbbbbbbbbbbbbbbbbbbbbbb"
+		w1 = "cccccccccccccccccccccccc"
+	)
+	f := newFakeManagement()
+	path := startFakeCluster(t, f)
+	for _, tc := range []struct {
+		filters []string
+		want    []string
+	}{
+		{nil, []string{m1, m2, w1}},
+		{[]string{"role=consensus"}, []string{m1, m2}},
+		{[]string{"role=manager"}, []string{m1, m2}},
+		{[]string{"role=worker"}, []string{m1, w1}},
+		{[]string{"role=consensus", "role=worker"}, []string{m1}},
+		{[]string{"status=down"}, []string{m2}},
+		{[]string{"status=ready"}, []string{m1}},
+		{[]string{"status=unknown"}, []string{w1}},
+		{[]string{"availability=drain"}, []string{m2}},
+		{[]string{"availability=active", "role=worker"}, []string{m1, w1}},
+		{[]string{"availability=pause"}, nil},
+		{[]string{"group=managers"}, []string{m1}},
+		{[]string{"group="}, []string{m2, w1}},
+		{[]string{"label=zone"}, []string{m1}},
+		{[]string{"label=zone=a"}, []string{m1}},
+		{[]string{"label=zone=b"}, nil},
+		{[]string{"name=manager"}, []string{m1, m2}},
+		{[]string{"name=manager-2"}, []string{m2}},
+		{[]string{"id=ccc"}, []string{w1}},
+		{[]string{"name=manager", "status=down"}, []string{m2}},
+	} {
+		t.Run(strings.Join(tc.filters, ","), func(t *testing.T) {
+			args := []string{"--config", path, "node", "ls", "-q"}
+			for _, fl := range tc.filters {
+				args = append(args, "--filter", fl)
+			}
+			out, err := runCLI(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Fields(out)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("node ls -q %v (-want +got):\n%s", tc.filters, diff)
+			}
+		})
+	}
+}
+
+// Every read command takes -o yaml: the JSON's fields, in its order.
+func TestYAMLOutput(t *testing.T) {
+	f := newFakeManagement()
+	path := startFakeCluster(t, f)
+	out, err := runCLI(t, "--config", path, "node", "ls", "-o", "yaml", "--filter", "name=manager-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `- id: bbbbbbbbbbbbbbbbbbbbbbbb
+  name: manager-2
+  address: 127.0.100.11:7000
+  state: up
+  status: down
+  availability: drain
+  roles:
+    - consensus
+  manager_status: unreachable
+  group: ""
+  instance_id: ""
+  config_sha: ""
+  version: v0.1.0
+  labels: {}
+  last_heartbeat: null
+  status_changed: null
+  created: null
+  updated: null
+  joined_as: ""
+  demoting: false
+`
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("node ls -o yaml (-want +got):\n%s", diff)
+	}
+	for _, args := range [][]string{{"cluster", "info"}, {"node", "inspect", "manager-1"}} {
+		out, err := runCLI(t, append(append([]string{"--config", path}, args...), "-o", "yaml")...)
+		if err != nil || strings.HasPrefix(out, "{") || !strings.Contains(out, "\nleader: ") && !strings.Contains(out, "\nname: manager-1") {
+			t.Errorf("%v -o yaml: %v\n%s", args, err, out)
+		}
+	}
+	// node inspect prints JSON unless told otherwise.
+	out, err = runCLI(t, "--config", path, "node", "inspect", "manager-2")
+	if err != nil || !strings.HasPrefix(out, "{\n  \"id\": \"bbbbbbbbbbbbbbbbbbbbbbbb\"") {
+		t.Errorf("node inspect: %v\n%s", err, out)
+	}
+}
+
+// Node arguments complete to IDs and names, each shown with the other.
+func TestNodeCompletion(t *testing.T) {
+	f := newFakeManagement()
+	path := startFakeCluster(t, f)
+	out, err := runCLI(t, "--config", path, "__complete", "node", "demote", "manager-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bbbbbbbbbbbbbbbbbbbbbbbb\tmanager-2", "manager-2\tbbbbbbbbbbbbbbbbbbbbbbbb", "worker-1\tcccccccccccccccccccccccc"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("completion of node demote lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "manager-1\t") {
+		t.Errorf("completion offers manager-1, given already:\n%s", out)
+	}
+	out, err = runCLI(t, "--config", path, "__complete", "node", "inspect", "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || lines[0] != "worker-1\tcccccccccccccccccccccccc" {
+		t.Errorf("completion of node inspect work: %q", out)
+	}
+}

@@ -1,0 +1,258 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// managementAPI is the operators' API (curator.v1.Management), served by
+// the leader: reads of nodes, the cluster and its events here; what an
+// operator does to one node, and to the cluster's settings, in
+// api_management_nodes.go. Each call acts through the leadership it finds
+// (leaderFor).
+type managementAPI struct {
+	pb.UnimplementedManagementServer
+	s *Service
+}
+
+// clusterView is one consistent look at the cluster for the read calls:
+// every node, and the membership snapshot the loops decide on.
+type clusterView struct {
+	st         *leaderState
+	nodes      []*pb.Node
+	ms         *membership
+	etcdLeader uint64
+}
+
+// read starts a read call: the leadership it is served under, and one
+// look at the cluster.
+func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	return m.observe(ctx, st)
+}
+
+// observe reads the registry view and etcd's members. The nodes are the
+// view's, shared: read only.
+func (m *managementAPI) observe(ctx context.Context, st *leaderState) (*clusterView, error) {
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list etcd members: %w", err)
+	}
+	v := &clusterView{st: st, nodes: st.reg.nodes(), ms: ms}
+	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
+		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
+			v.etcdLeader = st.Leader
+		}
+	}
+	return v, nil
+}
+
+// managerStatus is what `node ls` shows in MANAGER STATUS.
+func (v *clusterView) managerStatus(n *pb.Node) pb.ManagerStatus {
+	m, member := v.ms.memberOf[n.Id]
+	switch {
+	case !member && !hasRole(n, pb.Role_ROLE_CONSENSUS):
+		return pb.ManagerStatus_MANAGER_STATUS_NONE
+	case member && m.IsLearner:
+		return pb.ManagerStatus_MANAGER_STATUS_LEARNER
+	case member && n.Id == v.ms.self:
+		return pb.ManagerStatus_MANAGER_STATUS_LEADER
+	case member && v.ms.healthy(m):
+		return pb.ManagerStatus_MANAGER_STATUS_REACHABLE
+	}
+	return pb.ManagerStatus_MANAGER_STATUS_UNREACHABLE
+}
+
+// nodeView renders node n for a reply. n is the registry's: it is not
+// changed.
+func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
+	nv := &pb.NodeView{Node: n, ManagerStatus: v.managerStatus(n)}
+	if last, ok := v.st.hb.get(n.Id); ok {
+		nv.LastHeartbeat = timestamppb.New(last)
+	}
+	// Join parameters carry certificates: not for listing. The record is
+	// the registry's: change a copy.
+	if n.Consensus != nil {
+		c := proto.Clone(n).(*pb.Node)
+		c.Consensus = &pb.ConsensusJoin{MemberId: n.Consensus.MemberId, EtcdClusterId: n.Consensus.EtcdClusterId}
+		nv.Node = c
+	}
+	return nv
+}
+
+// Pages of ListNodes.
+const (
+	DefaultListPageSize = 2000
+	MaxListPageSize     = 5000
+)
+
+// ListNodes answers one page of nodes in ID order; the page token is the
+// last ID of the page before.
+func (m *managementAPI) ListNodes(ctx context.Context, req *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	v, err := m.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size := int(req.PageSize)
+	if size == 0 {
+		size = DefaultListPageSize
+	}
+	size = min(size, MaxListPageSize)
+	nodes := v.nodes
+	if req.PageToken != "" {
+		nodes = nodes[sort.Search(len(nodes), func(i int) bool { return nodes[i].Id > req.PageToken }):]
+	}
+	resp := &pb.ListNodesResponse{}
+	if len(nodes) > size {
+		nodes = nodes[:size]
+		resp.NextPageToken = nodes[size-1].Id
+	}
+	resp.Nodes = make([]*pb.NodeView, 0, len(nodes))
+	for _, n := range nodes {
+		resp.Nodes = append(resp.Nodes, v.nodeView(n))
+	}
+	return resp, nil
+}
+
+func (m *managementAPI) GetNode(ctx context.Context, req *pb.GetNodeRequest) (*pb.NodeView, error) {
+	v, err := m.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := nodeResolve(v.nodes, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return v.nodeView(n), nil
+}
+
+func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoRequest) (*pb.ClusterInfo, error) {
+	v, err := m.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	info := &pb.ClusterInfo{
+		ClusterId:       cs.ClusterId,
+		Leader:          m.s.cfg.NodeID,
+		MaxVoters:       cs.MaxVoters,
+		RequireApproval: cs.RequireApproval,
+		Managers:        slices.Clone(v.st.reg.managerList()),
+		Version:         m.s.cfg.Version,
+		Voters:          []string{},
+		Learners:        []string{},
+	}
+	ms := v.ms
+	info.Names = map[string]string{}
+	for _, n := range ms.nodes {
+		if _, member := ms.memberOf[n.Id]; member || hasRole(n, pb.Role_ROLE_CONSENSUS) {
+			info.Names[n.Id] = n.Name
+		}
+	}
+	for id, mem := range ms.memberOf {
+		if mem.IsLearner {
+			info.Learners = append(info.Learners, id)
+			continue
+		}
+		info.Voters = append(info.Voters, id)
+		if mem.ID == v.etcdLeader {
+			info.EtcdLeader = id
+		}
+	}
+	slices.Sort(info.Voters)
+	slices.Sort(info.Learners)
+	q := ms.quorumAfter(0, 0)
+	info.QuorumHealthy = q.ok()
+	if unknown := len(ms.members) - len(ms.memberOf); unknown > 0 {
+		info.Warnings = append(info.Warnings, fmt.Sprintf("%d etcd member(s) belong to no known node", unknown))
+	}
+	if n := len(info.Voters); n > 1 && n%2 == 0 {
+		info.Warnings = append(info.Warnings, fmt.Sprintf("%d voters: an even number tolerates no more failures than %d; promote or demote one manager", n, n-1))
+	}
+	if w := maxVotersWarning(cs.MaxVoters); w != "" {
+		info.Warnings = append(info.Warnings, w)
+	}
+	if !info.QuorumHealthy {
+		info.Warnings = append(info.Warnings, fmt.Sprintf("only %d of %d voters are healthy: one more failure may lose quorum", q.healthy, q.voters))
+	}
+	return info, nil
+}
+
+// tokenCall starts a token call: the leadership, and the token asked for.
+func (m *managementAPI) tokenCall(role string) (*leaderState, joinRole, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := parseJoinRole(role)
+	return st, r, err
+}
+
+func (m *managementAPI) GetToken(ctx context.Context, req *pb.GetTokenRequest) (*pb.TokenResponse, error) {
+	st, role, err := m.tokenCall(req.Role)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.TokenResponse{Token: pki.Token{CAFingerprint: pki.Fingerprint(st.pki.CA.Cert), Secret: tokenSecret(cs, role)}.String()}, nil
+}
+
+// RotateToken replaces a token's secret. The old one is refused from the
+// next Register on; nodes that joined with it hold certificates and are
+// not affected.
+func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequest) (*pb.TokenResponse, error) {
+	st, role, err := m.tokenCall(req.Role)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := pki.NewToken(st.pki.CA.Cert)
+	if err != nil {
+		return nil, err
+	}
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	if role == joinManager {
+		cs.ManagerTokenSecret = tok.Secret
+	} else {
+		cs.WorkerTokenSecret = tok.Secret
+	}
+	if err := clusterSave(ctx, st.leadership, cs); err != nil {
+		return nil, err
+	}
+	m.s.logger(ctx).Info("rotated join token", zap.Stringer("role", role))
+	return &pb.TokenResponse{Token: tok.String()}, nil
+}
+
+// ListEvents returns what the loops did, oldest first.
+func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	if _, err := m.s.leaderFor(); err != nil {
+		return nil, err
+	}
+	events, err := eventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListEventsResponse{Events: events}, nil
+}

@@ -1,0 +1,212 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// What an operator does to one node. Each call resolves the node, checks
+// the guards (each refusal says why and what to do, and changes nothing),
+// and acts under muNodes.
+
+func isPrecondition(err error) bool { return errors.Is(err, ErrPrecondition) }
+
+// changeNode resolves query in the registry view under muNodes, and hands
+// change a copy of the node to change. It returns the copy.
+func changeNode(st *leaderState, query string, change func(n *pb.Node) error) (*pb.Node, error) {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	n, err := nodeResolve(st.reg.nodes(), query)
+	if err != nil {
+		return nil, err
+	}
+	n = cloneNode(n)
+	return n, change(n)
+}
+
+// view renders a node for a reply.
+func (m *managementAPI) view(ctx context.Context, st *leaderState, id string) (*pb.NodeView, error) {
+	v, err := m.observe(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if n := st.reg.node(id); n != nil {
+		return v.nodeView(n), nil
+	}
+	return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+}
+
+// changeAndView changes one node (changeNode) and answers the node as it
+// is then.
+func (m *managementAPI) changeAndView(ctx context.Context, query string, change func(st *leaderState, n *pb.Node) error) (*pb.NodeView, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	n, err := changeNode(st, query, func(n *pb.Node) error { return change(st, n) })
+	if err != nil {
+		return nil, err
+	}
+	return m.view(ctx, st, n.Id)
+}
+
+func (m *managementAPI) PromoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
+	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error { return st.promote(ctx, n) })
+}
+
+func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	var outcome demoteOutcome
+	n, err := changeNode(st, req.Id, func(n *pb.Node) (err error) {
+		outcome, err = st.demote(ctx, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.DemoteResponse{Outcome: outcome.String()}
+	if outcome == demoted {
+		if resp.Node, err = m.view(ctx, st, n.Id); err != nil {
+			return nil, err
+		}
+	} else {
+		resp.Node = &pb.NodeView{Node: n}
+	}
+	return resp, nil
+}
+
+func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
+	if _, ok := pb.Availability_name[int32(req.Availability)]; !ok {
+		return nil, fmt.Errorf("%w: unknown availability %d: want active, pause or drain", ErrInvalid, req.Availability)
+	}
+	for k, v := range req.LabelAdd {
+		if err := ValidateLabel(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	for _, k := range req.LabelRm {
+		if err := ValidateLabelKey(k); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if _, both := req.LabelAdd[k]; both {
+			return nil, fmt.Errorf("%w: label %q is both added and removed", ErrInvalid, k)
+		}
+	}
+	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
+		if req.Availability != pb.Availability_AVAILABILITY_UNSPECIFIED {
+			n.Availability = req.Availability
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		for k, v := range req.LabelAdd {
+			n.Labels[k] = v
+		}
+		for _, k := range req.LabelRm {
+			delete(n.Labels, k)
+		}
+		n.Updated = st.timestamp()
+		return nodeSave(ctx, st.leadership, n)
+	})
+}
+
+func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
+	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
+		if n.State != pb.NodeState_NODE_STATE_PENDING {
+			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", ErrExists, n.Id, stateWord(n.State))
+		}
+		n.State = pb.NodeState_NODE_STATE_UP
+		n.Roles = []pb.Role{pb.Role_ROLE_WORKER}
+		n.Updated = st.timestamp()
+		// A node that joined with the manager token becomes a consensus
+		// member, as if it had joined now: the approval records that, and
+		// the manager-approvals loop promotes it once it is ready.
+		return nodeApprove(ctx, st.leadership, n, joinedAs(n) == joinManager)
+	})
+}
+
+func (m *managementAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	n, err := changeNode(st, req.Id, func(n *pb.Node) error { return m.remove(ctx, st, n, req.Force) })
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RemoveNodeResponse{Id: n.Id}, nil
+}
+
+// remove takes node n out of the cluster: its etcd member (within the
+// quorum guard), its etcd certificate and its record. Called with muNodes.
+func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node, force bool) error {
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return err
+	}
+	_, member := ms.memberOf[n.Id]
+	consensusNode := member || hasRole(n, pb.Role_ROLE_CONSENSUS)
+	if n.Id == st.cfg.NodeID {
+		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", ErrPrecondition, n.Id, n.Id)
+	}
+	if !force {
+		if n.State == pb.NodeState_NODE_STATE_UP && n.Status == pb.NodeStatus_NODE_STATUS_READY {
+			return fmt.Errorf("%w: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", ErrPrecondition, n.Id)
+		}
+		if consensusNode {
+			return fmt.Errorf("%w: node %s holds the consensus role: demote it first (`curator node demote %s`), or pass --force to remove its etcd member too", ErrPrecondition, n.Id, n.Id)
+		}
+	}
+	if err := st.removeNode(ctx, n); err != nil {
+		return err
+	}
+	m.s.logger(ctx).Info("removed node", zap.String("node", n.Id), zap.Bool("force", force))
+	return nil
+}
+
+func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateClusterRequest) (*pb.ClusterInfo, error) {
+	s := m.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	if req.MaxVoters != nil {
+		if err := checkMaxVoters(*req.MaxVoters); err != nil {
+			return nil, err
+		}
+	}
+	err = func() error {
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		cs, err := clusterLoad(ctx, s.cfg.Etcd)
+		if err != nil {
+			return err
+		}
+		if req.MaxVoters != nil {
+			ms, err := st.observeMembership(ctx)
+			if err != nil {
+				return err
+			}
+			if int(*req.MaxVoters) < len(ms.members) {
+				return fmt.Errorf("%w: there are %d consensus members already: demote some before lowering the limit to %d", ErrPrecondition, len(ms.members), *req.MaxVoters)
+			}
+			cs.MaxVoters = *req.MaxVoters
+		}
+		if req.RequireApproval != nil {
+			cs.RequireApproval = *req.RequireApproval
+		}
+		return clusterSave(ctx, st.leadership, cs)
+	}()
+	if err != nil {
+		return nil, err
+	}
+	return m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
+}

@@ -1,0 +1,375 @@
+package curator
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// nodeAPI is the node agents' API (curator.v1.Curator), served by the
+// leader: a node joins (Register), keeps its session (Heartbeat,
+// WatchNode), finds the managers (GetManagers) and leaves (Leave). Each
+// call acts through the leadership it finds (leaderFor); followers never
+// reach it, as they forward every call.
+type nodeAPI struct {
+	pb.UnimplementedCuratorServer
+	s *Service
+}
+
+// NodeCertValidity is how long node certificates last.
+const NodeCertValidity = 365 * 24 * time.Hour
+
+// Register joins a node. With the manager token the node also becomes a
+// consensus member, within the voter limit: the etcd learner is added
+// first, then the role is written together with the join parameters (if we
+// die in between, the consensus sync finishes or undoes it).
+func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	s := a.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := pki.ParseToken(req.Token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := tok.VerifyCA(st.pki.CA.Cert); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDenied, err)
+	}
+	cs, err := clusterLoad(ctx, s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	role, ok := tokenRole(cs, tok.Secret)
+	if !ok {
+		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", ErrDenied)
+	}
+	pub, err := parsePublicKey(req.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key: %v", ErrInvalid, err)
+	}
+	id, err := pki.NodeID(pub)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	ip, port, err := SplitAddress(req.Address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	name := req.Name
+	if name == "" {
+		name = id[:12]
+	} else if err := ValidateNodeName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	availability := req.Availability
+	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
+		availability = pb.Availability_AVAILABILITY_ACTIVE
+	}
+	if _, ok := pb.Availability_name[int32(availability)]; !ok {
+		return nil, fmt.Errorf("%w: unknown availability %d", ErrInvalid, availability)
+	}
+	if err := ValidateMachine(req.Group, req.InstanceId, req.ConfigSha, req.Labels); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+
+	// The certificate depends on the key and address alone: sign it
+	// outside the lock, which every join takes in turn.
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	if err != nil {
+		return nil, fmt.Errorf("issue node certificate: %w", err)
+	}
+	response := func() (*pb.RegisterResponse, error) {
+		return &pb.RegisterResponse{
+			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert),
+			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.managerList()),
+		}, nil
+	}
+
+	now := timestamppb.New(s.cfg.Now())
+	node := &pb.Node{
+		Id: id, Name: name, Address: req.Address,
+		State:        pb.NodeState_NODE_STATE_UP,
+		Roles:        []pb.Role{pb.Role_ROLE_WORKER},
+		Availability: availability,
+		Status:       pb.NodeStatus_NODE_STATUS_UNKNOWN,
+		Version:      req.Version,
+		Created:      now, Updated: now, StatusChanged: now,
+		PublicKey:  req.PublicKey,
+		Labels:     maps.Clone(req.Labels),
+		JoinedAs:   role.String(),
+		Group:      req.Group,
+		InstanceId: req.InstanceId,
+		ConfigSha:  req.ConfigSha,
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	lg := s.logger(ctx)
+	if cs.RequireApproval {
+		// Pending: no role and no etcd access until an operator approves.
+		node.State = pb.NodeState_NODE_STATE_PENDING
+		node.Roles = nil
+	}
+	var again bool
+	if role == joinManager && !cs.RequireApproval {
+		again, err = a.registerManager(ctx, st, cs, node, pub, ip, port)
+	} else {
+		again, err = st.joins.submit(ctx, st, node)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !again {
+		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.Stringer("token", role))
+	}
+	return response()
+}
+
+// checkJoin checks node, about to join, against the registry: again is
+// true for a retry of a registration that went through (same key, same
+// node: its certificate is handed out again). Call with muNodes.
+func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
+	if n := st.reg.node(node.Id); n != nil {
+		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, node.Id)
+		}
+		return true, nil
+	}
+	// Commands take a name wherever they take an ID: one must never read
+	// as the other.
+	if node.Name == node.Id {
+		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(node.Name))
+	}
+	if n := st.reg.node(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(node.Name), n.Id)
+	}
+	if n := st.reg.nodeNamed(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)
+	}
+	if n := st.reg.nodeAt(node.Address); n != nil {
+		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, node.Address, n.Id, n.Name)
+	}
+	return false, nil
+}
+
+// registerManager joins a node with the manager token: within the voter
+// limit it becomes an etcd learner first, then its record is written with
+// the role and the join parameters (if we die in between, the consensus
+// sync finishes or undoes it).
+func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
+	s := a.s
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	if again, err := checkJoin(st, node); again || err != nil {
+		return again, err
+	}
+	members, err := consensus.Members(ctx, s.cfg.Etcd)
+	if err != nil {
+		return false, err
+	}
+	if uint32(len(members)) >= cs.MaxVoters {
+		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
+	} else {
+		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port)
+		if err != nil {
+			return false, err
+		}
+		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
+		node.Consensus = join
+	}
+	return false, nodeCreate(ctx, st.leadership, node)
+}
+
+// Heartbeat records each message from the node in the leader's memory. The
+// stream ends when the leadership does, so the node reconnects to the next
+// leader.
+func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
+	s := a.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return err
+	}
+	id := identityFrom(stream.Context()).nodeID
+	answer := func(seq uint64) error {
+		return stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), Seq: seq, Leader: s.cfg.NodeID})
+	}
+	if err := answer(0); err != nil {
+		return err
+	}
+	dropped, release := st.streams.open(id)
+	defer release()
+	// A leader in doubt about its lease ends the stream: the node moves
+	// to whoever can serve it.
+	doubt := st.guard.servingDone()
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			st.hb.beat(id, s.cfg.Now())
+			if n := st.reg.node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+				kick(st.kickHealth)
+			}
+			if err := answer(req.Seq); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-dropped:
+		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	case <-st.ctx.Done():
+		return ErrNotLeader
+	case <-doubt:
+		return ErrNotLeader
+	case err := <-errc:
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+}
+
+// WatchNode streams the caller's own record and the manager list each time
+// either changes, from the leader's registry view: a stream wakes only for
+// changes that concern it.
+func (a *nodeAPI) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
+	st, err := a.s.leaderFor()
+	if err != nil {
+		return err
+	}
+	id := identityFrom(stream.Context()).nodeID
+	// A removed node's watch ends at once, whatever the watch was doing.
+	dropped, release := st.streams.open(id)
+	defer release()
+	removed := fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	doubt := st.guard.servingDone()
+	var lastNode *pb.Node
+	var lastManagers []string
+	for {
+		n, mgrs, nodeChanged, managersChanged := st.reg.watchNode(id)
+		if n == nil {
+			return removed
+		}
+		if n != lastNode || !slices.Equal(mgrs, lastManagers) {
+			if err := stream.Send(&pb.WatchNodeResponse{Node: n, Managers: mgrs}); err != nil {
+				return err
+			}
+			lastNode, lastManagers = n, mgrs
+		}
+		select {
+		case <-nodeChanged:
+		case <-managersChanged:
+		case <-dropped:
+			return removed
+		case <-st.ctx.Done():
+			return ErrNotLeader
+		case <-doubt:
+			return ErrNotLeader
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
+}
+
+// GetManagers lists the managers and the leader.
+func (a *nodeAPI) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
+	if st := a.s.currentLeader(); st != nil {
+		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.managerList()), Leader: a.s.cfg.NodeID}, nil
+	}
+	nodes, err := nodeList(ctx, a.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetManagersResponse{Managers: managers(slices.Values(nodes)), Leader: a.s.cfg.NodeID}, nil
+}
+
+func parsePublicKey(der []byte) (any, error) {
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	return pub, nil
+}
+
+// leaveOutcome says how far a Leave got; its String is the response's
+// outcome, which the agent reads.
+type leaveOutcome string
+
+const (
+	// leaveLeft: the node's record is gone; it wipes itself.
+	leaveLeft leaveOutcome = "left"
+	// leaveDemoting: the node led the curators and resigned; it calls
+	// again once the next leader has finished its demotion.
+	leaveDemoting leaveOutcome = "demoting"
+)
+
+func (o leaveOutcome) String() string { return string(o) }
+
+func leaveResponse(o leaveOutcome, format string, args ...any) *pb.NodeLeaveResponse {
+	return &pb.NodeLeaveResponse{Outcome: o.String(), Message: fmt.Sprintf(format, args...)}
+}
+
+// Leave: the calling node leaves. A manager is demoted first, with the
+// guards; when it is the leader it hands over, and the node calls again.
+func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.NodeLeaveResponse, error) {
+	s := a.s
+	st, err := s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	id := identityFrom(ctx).nodeID
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	shared := st.reg.node(id)
+	if shared == nil {
+		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	n := cloneNode(shared)
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mem, member := ms.memberOf[id]
+	if member || hasRole(n, pb.Role_ROLE_CONSENSUS) {
+		if member && !mem.IsLearner && ms.quorumAfter(mem.ID, 0).voters == 0 {
+			if !req.Force {
+				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", ErrPrecondition, id, st.reg.count())
+			}
+			// The last manager leaves with --force: the cluster goes with
+			// it. Nothing to hand over; the node wipes itself.
+			return leaveResponse(leaveLeft, "node %s was the last manager: the cluster is destroyed", id), nil
+		}
+		outcome, err := st.demote(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if outcome == handedOver {
+			return leaveResponse(leaveDemoting, "this node led the curators: it resigned, and the next leader finishes its demotion"), nil
+		}
+	}
+	if err := st.destroyNode(ctx, id); err != nil {
+		return nil, err
+	}
+	return leaveResponse(leaveLeft, "node %s left the cluster", id), nil
+}

@@ -1,0 +1,192 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// Crash detection: a follower that sees the curator leader's process gone
+// revokes the leader's election lease at once, rather than let every
+// candidate wait out its TTL. "Gone" is a definitive sign, never a mere
+// silence: the leader's gRPC port and its etcd client port (PORT+2, served
+// by the same process) both refuse connections, and refuse them again a
+// moment later. A host that answers with a refusal has no process on those
+// ports: the common crash (killed, OOM, a panic). A frozen or cut-off
+// leader refuses nothing, it is silent, and is bounded by the lease as
+// before. A gRPC server that restarts for a moment inside a live process
+// leaves etcd's port open, and is not taken for a crash.
+//
+// The other sign is a leader key of a past incarnation: a node killed and
+// started again campaigns with a new key, while its old one, first in the
+// line, is taken for the leader until its lease expires (and etcd extends
+// every lease when it elects a leader of its own). Its ports answer (the
+// new process), but the node holds a newer key in the election: a process
+// holds one at a time, so the older is a dead one's.
+//
+// Revoking early is safe: every leader write is fenced on its election key,
+// so a leader whose lease is revoked writes nothing more, whatever it
+// believes (and a process that is gone believes nothing).
+
+// Timings of the crash watch.
+const (
+	crashProbeEvery   = 100 * time.Millisecond
+	crashProbeTimeout = 200 * time.Millisecond
+	crashConfirmAfter = 50 * time.Millisecond
+)
+
+// probeResult is what dialling one port said.
+type probeResult int
+
+const (
+	probeOpen    probeResult = iota + 1 // a connection was accepted
+	probeRefused                        // the host refused it: nothing listens
+	probeSilent                         // a timeout, or any other error
+)
+
+func (r probeResult) String() string {
+	switch r {
+	case probeOpen:
+		return "open"
+	case probeRefused:
+		return "refused"
+	case probeSilent:
+		return "silent"
+	}
+	return "unknown"
+}
+
+// crashDecision is what the watch does about one probe of the leader.
+type crashDecision int
+
+const (
+	crashNone    crashDecision = iota // the leader may be alive
+	crashConfirm                      // both ports refuse: look again
+	crashRevoke                       // both refused twice: revoke its lease
+)
+
+// decideCrash is the crash watch's rule, a pure function of the two ports'
+// probes, whether they refused on the last look too, and whether the
+// leader's lease is known.
+func decideCrash(grpcPort, etcdPort probeResult, refusedBefore, leaseKnown, newerKey bool) crashDecision {
+	if !leaseKnown {
+		return crashNone
+	}
+	if newerKey {
+		return crashRevoke
+	}
+	if grpcPort != probeRefused || etcdPort != probeRefused {
+		return crashNone
+	}
+	if !refusedBefore {
+		return crashConfirm
+	}
+	return crashRevoke
+}
+
+// probe dials addr once.
+func probe(ctx context.Context, addr string) probeResult {
+	d := net.Dialer{Timeout: crashProbeTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return probeOpen
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return probeRefused
+	}
+	return probeSilent
+}
+
+// etcdClientAddress is the etcd client address of a node at addr
+// (IP:PORT+2).
+func etcdClientAddress(addr string) (string, error) {
+	ip, port, err := SplitAddress(addr)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port+2)), nil
+}
+
+// runCrashWatch probes the leader this curator follows and revokes its
+// lease once its process is surely gone. It does nothing while this
+// curator leads, or knows no leader.
+func (s *Service) runCrashWatch(ctx context.Context) error {
+	lg := supervisor.Logger(ctx)
+	supervisor.Signal(ctx, supervisor.Healthy)
+	var suspect *leaderInfo
+	for {
+		wait := crashProbeEvery
+		li := s.fwd.knownLeader()
+		if li == nil || li.id == s.cfg.NodeID || s.currentLeader() != nil {
+			suspect = nil
+		} else {
+			etcdAddr, err := etcdClientAddress(li.addr)
+			if err != nil {
+				suspect = nil
+			} else {
+				g, e := probe(ctx, li.addr), probe(ctx, etcdAddr)
+				same := suspect != nil && *suspect == *li
+				newer := s.newerKeyOf(ctx, li)
+				switch decideCrash(g, e, same, li.lease != 0, newer) {
+				case crashNone:
+					suspect = nil
+				case crashConfirm:
+					suspect, wait = li, crashConfirmAfter
+				case crashRevoke:
+					suspect = nil
+					evidence := fmt.Sprintf("the curator leader %s at %s is gone: its gRPC port and its etcd client port %s both refused connections twice, %v apart", li.id, li.addr, etcdAddr, crashConfirmAfter)
+					if newer {
+						evidence = fmt.Sprintf("the curator leader's key (node %s, revision %d) is a past incarnation's: the node campaigns with a newer key", li.id, li.rev)
+					}
+					rctx, cancel := context.WithTimeout(ctx, time.Second)
+					_, err := s.cfg.Etcd.Revoke(rctx, li.lease)
+					cancel()
+					if err != nil {
+						lg.Warn("could not revoke a dead leader's election lease", zap.String("leader", li.id), zap.Error(err))
+					} else {
+						lg.Warn("revoked a dead leader's election lease", zap.String("leader", li.id), zap.String("evidence", evidence))
+						s.revoked.Store(&revokeNote{leader: li.id, evidence: evidence, at: s.cfg.Now()})
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// revokeNote is a dead leader's lease revoked, with the evidence.
+type revokeNote struct {
+	leader, evidence string
+	at               time.Time
+}
+
+// newerKeyOf says whether li's node holds an election key newer than li's
+// (li's is then a past incarnation's).
+func (s *Service) newerKeyOf(ctx context.Context, li *leaderInfo) bool {
+	gctx, cancel := context.WithTimeout(ctx, crashProbeTimeout)
+	defer cancel()
+	resp, err := s.cfg.Etcd.Get(gctx, electionPrefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return false
+	}
+	for _, kv := range resp.Kvs {
+		if id, _ := parseLeaderValue(string(kv.Value)); id == li.id && kv.CreateRevision > li.rev {
+			return true
+		}
+	}
+	return false
+}

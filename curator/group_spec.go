@@ -1,0 +1,515 @@
+package curator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider/process"
+)
+
+// A group file is YAML (docs/architecture.md, "Groups"). It is read
+// field by field from the YAML tree rather than unmarshalled into a struct,
+// so that every error names the field and the line it is on, and an unknown
+// field is an error rather than silently ignored: a typo in `replace_after`
+// must not leave a group replacing machines after the default.
+//
+// A committed spec is normalized (defaults written out, roles in one order)
+// and printed back in the same format, so that `group describe -o yaml`
+// piped to `group commit` is a no-op.
+
+// Defaults and limits of group specs.
+const (
+	DefaultGroupReplaceAfter = time.Minute
+	DefaultGroupJoinTimeout  = 3 * time.Minute
+	DefaultGroupPort         = 7000
+	DefaultGroupImage        = "curator:dev"
+	// MaxGroupSize bounds one group; a larger fleet is several groups.
+	MaxGroupSize = 10000
+)
+
+// groupFields are a group file's top-level fields, in the order they are
+// printed.
+var (
+	groupFields    = []string{"name", "size", "roles", "max_parallel", "replace_after", "join_timeout", "provider", "template"}
+	processFields  = []string{"addresses", "port", "dir", "binary"}
+	dockerFields   = []string{"network", "subnet", "image", "port"}
+	templateFields = []string{"version", "labels", "args", "env"}
+)
+
+// specError is an error about one field of a group file.
+func specError(n *yaml.Node, field, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s: %s", n.Line, field, fmt.Sprintf(format, args...))
+}
+
+// ParseGroupSpec reads a group file and returns the spec it gives,
+// normalized and validated. Its errors name the field and its line.
+func ParseGroupSpec(data []byte) (*pb.GroupSpec, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not a YAML group file: %w", err)
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("a group file is a YAML mapping: name, size, roles, provider, template")
+	}
+	spec := &pb.GroupSpec{}
+	fields, err := mapping(doc.Content[0], "group", groupFields)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		switch f.key {
+		case "name":
+			spec.Name, err = scalar(f.value, f.key)
+		case "size":
+			spec.Size, err = whole(f.value, f.key, MaxGroupSize)
+		case "roles":
+			spec.Roles, err = roles(f.value)
+		case "max_parallel":
+			spec.MaxParallel, err = whole(f.value, f.key, MaxGroupSize)
+		case "replace_after":
+			spec.ReplaceAfter, err = duration(f.value, f.key)
+		case "join_timeout":
+			spec.JoinTimeout, err = duration(f.value, f.key)
+		case "provider":
+			spec.Provider, err = providerSpec(f.value)
+		case "template":
+			spec.Template, err = template(f.value)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, required := range []string{"name", "roles", "provider"} {
+		if !slices.ContainsFunc(fields, func(f field) bool { return f.key == required }) {
+			return nil, fmt.Errorf("line %d: %s is required", doc.Content[0].Line, required)
+		}
+	}
+	NormalizeGroupSpec(spec)
+	if err := ValidateGroupSpec(spec); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// field is one key: value of a YAML mapping.
+type field struct {
+	key   string
+	value *yaml.Node
+}
+
+// mapping returns n's fields, refusing unknown and repeated keys.
+func mapping(n *yaml.Node, what string, known []string) ([]field, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, specError(n, what, "want a mapping with %s", strings.Join(known, ", "))
+	}
+	var out []field
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !slices.Contains(known, k.Value) {
+			return nil, specError(k, what, "unknown field %s (known: %s)", QuoteShort(k.Value), strings.Join(known, ", "))
+		}
+		if slices.ContainsFunc(out, func(f field) bool { return f.key == k.Value }) {
+			return nil, specError(k, what, "%s is given twice", k.Value)
+		}
+		out = append(out, field{k.Value, v})
+	}
+	return out, nil
+}
+
+func scalar(n *yaml.Node, name string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", specError(n, name, "want a single value")
+	}
+	return n.Value, nil
+}
+
+func whole(n *yaml.Node, name string, max uint32) (uint32, error) {
+	s, err := scalar(n, name)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || v > uint64(max) {
+		return 0, specError(n, name, "want a whole number from 0 to %d, got %s", max, QuoteShort(s))
+	}
+	return uint32(v), nil
+}
+
+func duration(n *yaml.Node, name string) (*durationpb.Duration, error) {
+	s, err := scalar(n, name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return nil, specError(n, name, "want a positive duration such as 90s or 5m, got %s", QuoteShort(s))
+	}
+	return durationpb.New(d), nil
+}
+
+func stringList(n *yaml.Node, name string) ([]string, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, specError(n, name, "want a list, such as [a, b]")
+	}
+	var out []string
+	for _, item := range n.Content {
+		s, err := scalar(item, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func stringMap(n *yaml.Node, name string, check func(k, v string) error) (map[string]string, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, specError(n, name, "want a mapping, such as {key: value}")
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		val, err := scalar(v, name+"."+k.Value)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, specError(k, name, "%s is given twice", QuoteShort(k.Value))
+		}
+		if check != nil {
+			if err := check(k.Value, val); err != nil {
+				return nil, specError(k, name, "%v", err)
+			}
+		}
+		out[k.Value] = val
+	}
+	return out, nil
+}
+
+// roleWords are the words a group file uses for roles.
+var roleWords = map[string]pb.Role{"consensus": pb.Role_ROLE_CONSENSUS, "worker": pb.Role_ROLE_WORKER}
+
+func roles(n *yaml.Node) ([]pb.Role, error) {
+	words, err := stringList(n, "roles")
+	if err != nil {
+		return nil, err
+	}
+	var out []pb.Role
+	for _, w := range words {
+		r, ok := roleWords[w]
+		if !ok {
+			return nil, specError(n, "roles", "unknown role %s: use worker, consensus, or both", QuoteShort(w))
+		}
+		if slices.Contains(out, r) {
+			return nil, specError(n, "roles", "%s is given twice", w)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func providerSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
+	fields, err := mapping(n, "provider", []string{"process", "docker"})
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) != 1 {
+		return nil, specError(n, "provider", "name exactly one provider: process or docker")
+	}
+	f := fields[0]
+	switch f.key {
+	case "process":
+		fs, err := mapping(f.value, "provider.process", processFields)
+		if err != nil {
+			return nil, err
+		}
+		p := &pb.ProcessProviderSpec{}
+		for _, x := range fs {
+			name := "provider.process." + x.key
+			switch x.key {
+			case "addresses":
+				p.Addresses, err = scalar(x.value, name)
+				if err == nil {
+					_, err = process.AddressRange(p.Addresses, 1)
+					if err != nil {
+						err = specError(x.value, name, "%v", err)
+					}
+				}
+			case "port":
+				p.Port, err = whole(x.value, name, 65535-3)
+			case "dir":
+				p.Dir, err = scalar(x.value, name)
+				if err == nil && !filepath.IsAbs(p.Dir) {
+					err = specError(x.value, name, "want an absolute path, got %s", QuoteShort(p.Dir))
+				}
+			case "binary":
+				p.Binary, err = scalar(x.value, name)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: p}}, nil
+	default:
+		fs, err := mapping(f.value, "provider.docker", dockerFields)
+		if err != nil {
+			return nil, err
+		}
+		d := &pb.DockerProviderSpec{}
+		for _, x := range fs {
+			name := "provider.docker." + x.key
+			switch x.key {
+			case "network":
+				d.Network, err = scalar(x.value, name)
+			case "subnet":
+				d.Subnet, err = scalar(x.value, name)
+				if err == nil {
+					if p, perr := netip.ParsePrefix(d.Subnet); perr != nil || !p.Addr().Is4() {
+						err = specError(x.value, name, "want an IPv4 subnet such as 172.28.0.0/24, got %s", QuoteShort(d.Subnet))
+					}
+				}
+			case "image":
+				d.Image, err = scalar(x.value, name)
+			case "port":
+				d.Port, err = whole(x.value, name, 65535-3)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Docker{Docker: d}}, nil
+	}
+}
+
+func template(n *yaml.Node) (*pb.InstanceTemplate, error) {
+	fields, err := mapping(n, "template", templateFields)
+	if err != nil {
+		return nil, err
+	}
+	t := &pb.InstanceTemplate{}
+	for _, f := range fields {
+		name := "template." + f.key
+		switch f.key {
+		case "version":
+			t.Version, err = scalar(f.value, name)
+		case "labels":
+			t.Labels, err = stringMap(f.value, name, ValidateLabel)
+		case "args":
+			t.Args, err = stringList(f.value, name)
+		case "env":
+			t.Env, err = stringMap(f.value, name, nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// NormalizeGroupSpec writes a spec's defaults out and puts its roles in one
+// order, so that two specs that mean the same are equal.
+func NormalizeGroupSpec(s *pb.GroupSpec) {
+	slices.Sort(s.Roles)
+	if s.MaxParallel == 0 {
+		s.MaxParallel = 1
+	}
+	if s.ReplaceAfter == nil {
+		s.ReplaceAfter = durationpb.New(DefaultGroupReplaceAfter)
+	}
+	if s.JoinTimeout == nil {
+		s.JoinTimeout = durationpb.New(DefaultGroupJoinTimeout)
+	}
+	if s.Template == nil {
+		s.Template = &pb.InstanceTemplate{}
+	}
+	switch p := s.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		if p.Process.Port == 0 {
+			p.Process.Port = DefaultGroupPort
+		}
+	case *pb.ProviderSpec_Docker:
+		if p.Docker.Port == 0 {
+			p.Docker.Port = DefaultGroupPort
+		}
+		if p.Docker.Image == "" {
+			p.Docker.Image = DefaultGroupImage
+		}
+	}
+}
+
+// ValidateGroupSpec checks a normalized spec: what the server checks on
+// commit, whatever client sent it.
+func ValidateGroupSpec(s *pb.GroupSpec) error {
+	var errs []error
+	if err := ValidateNodeName(s.Name); err != nil {
+		errs = append(errs, fmt.Errorf("name: %w", err))
+	}
+	if s.Size > MaxGroupSize {
+		errs = append(errs, fmt.Errorf("size: %d is more than %d", s.Size, MaxGroupSize))
+	}
+	if len(s.Roles) == 0 {
+		errs = append(errs, errors.New("roles: give worker, consensus, or both"))
+	}
+	for _, r := range s.Roles {
+		if r != pb.Role_ROLE_CONSENSUS && r != pb.Role_ROLE_WORKER {
+			errs = append(errs, fmt.Errorf("roles: unknown role %v", r))
+		}
+	}
+	if d := s.GetReplaceAfter().AsDuration(); d <= 0 {
+		errs = append(errs, fmt.Errorf("replace_after: want a positive duration, got %v", d))
+	}
+	if d := s.GetJoinTimeout().AsDuration(); d <= 0 {
+		errs = append(errs, fmt.Errorf("join_timeout: want a positive duration, got %v", d))
+	}
+	switch p := s.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		if _, err := process.AddressRange(p.Process.Addresses, 1); err != nil {
+			errs = append(errs, fmt.Errorf("provider.process.addresses: %w", err))
+		}
+		if !filepath.IsAbs(p.Process.Dir) {
+			errs = append(errs, fmt.Errorf("provider.process.dir: want an absolute path, got %s", QuoteShort(p.Process.Dir)))
+		}
+	case *pb.ProviderSpec_Docker:
+		if p.Docker.Network == "" {
+			errs = append(errs, errors.New("provider.docker.network is required"))
+		}
+		if pre, err := netip.ParsePrefix(p.Docker.Subnet); err != nil || !pre.Addr().Is4() {
+			errs = append(errs, fmt.Errorf("provider.docker.subnet: want an IPv4 subnet such as 172.28.0.0/24, got %s", QuoteShort(p.Docker.Subnet)))
+		}
+	default:
+		errs = append(errs, errors.New("provider: name exactly one provider: process or docker"))
+	}
+	for k, v := range s.GetTemplate().GetLabels() {
+		if err := ValidateLabel(k, v); err != nil {
+			errs = append(errs, fmt.Errorf("template.labels: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GroupConfigSHA is the SHA-256 (hex) of a template's canonical form: JSON
+// with the fields in a fixed order and map keys sorted, empty lists and
+// maps as [] and {}. Machines made from another SHA are due for a roll.
+func GroupConfigSHA(t *pb.InstanceTemplate) string {
+	canonical := struct {
+		Version string            `json:"version"`
+		Labels  map[string]string `json:"labels"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}{t.GetVersion(), nonNilMap(t.GetLabels()), nonNilSlice(t.GetArgs()), nonNilMap(t.GetEnv())}
+	b, err := json.Marshal(canonical)
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func nonNilSlice(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// MarshalGroupSpec prints a spec in the group file's format.
+func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
+	s = proto.Clone(s).(*pb.GroupSpec)
+	NormalizeGroupSpec(s)
+	kv := func(k string, v *yaml.Node) []*yaml.Node {
+		return []*yaml.Node{{Kind: yaml.ScalarNode, Value: k}, v}
+	}
+	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+	num := func(v uint32) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(uint64(v), 10)}
+	}
+	flowList := func(items []string) *yaml.Node {
+		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, it := range items {
+			n.Content = append(n.Content, str(it))
+		}
+		return n
+	}
+	flowMap := func(m map[string]string) *yaml.Node {
+		n := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			n.Content = append(n.Content, kv(k, str(m[k]))...)
+		}
+		return n
+	}
+	var roleList []string
+	for _, r := range s.Roles {
+		for w, rr := range roleWords {
+			if rr == r {
+				roleList = append(roleList, w)
+			}
+		}
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	root.Content = append(root.Content, kv("name", str(s.Name))...)
+	root.Content = append(root.Content, kv("size", num(s.Size))...)
+	root.Content = append(root.Content, kv("roles", flowList(roleList))...)
+	root.Content = append(root.Content, kv("max_parallel", num(s.MaxParallel))...)
+	root.Content = append(root.Content, kv("replace_after", str(s.ReplaceAfter.AsDuration().String()))...)
+	root.Content = append(root.Content, kv("join_timeout", str(s.JoinTimeout.AsDuration().String()))...)
+	prov := &yaml.Node{Kind: yaml.MappingNode}
+	switch p := s.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		m.Content = append(m.Content, kv("addresses", str(p.Process.Addresses))...)
+		m.Content = append(m.Content, kv("port", num(p.Process.Port))...)
+		m.Content = append(m.Content, kv("dir", str(p.Process.Dir))...)
+		if p.Process.Binary != "" {
+			m.Content = append(m.Content, kv("binary", str(p.Process.Binary))...)
+		}
+		prov.Content = kv("process", m)
+	case *pb.ProviderSpec_Docker:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		m.Content = append(m.Content, kv("network", str(p.Docker.Network))...)
+		m.Content = append(m.Content, kv("subnet", str(p.Docker.Subnet))...)
+		m.Content = append(m.Content, kv("image", str(p.Docker.Image))...)
+		m.Content = append(m.Content, kv("port", num(p.Docker.Port))...)
+		prov.Content = kv("docker", m)
+	}
+	root.Content = append(root.Content, kv("provider", prov)...)
+	tmpl := &yaml.Node{Kind: yaml.MappingNode}
+	tmpl.Content = append(tmpl.Content, kv("version", str(s.Template.Version))...)
+	tmpl.Content = append(tmpl.Content, kv("labels", flowMap(s.Template.Labels))...)
+	tmpl.Content = append(tmpl.Content, kv("args", flowList(s.Template.Args))...)
+	tmpl.Content = append(tmpl.Content, kv("env", flowMap(s.Template.Env))...)
+	root.Content = append(root.Content, kv("template", tmpl)...)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

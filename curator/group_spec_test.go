@@ -1,0 +1,122 @@
+package curator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+const workersFile = `name: workers
+size: 2
+roles: [worker]
+max_parallel: 1
+provider:
+  process:
+    addresses: 127.0.20.10-127.0.20.40
+    dir: /var/lib/curator/instances
+template:                # the config SHA is taken over this part only
+  version: v1
+  labels: {tier: web}
+  args: []
+  env: {}
+`
+
+func TestGroupSpecRoundTrip(t *testing.T) {
+	for name, file := range map[string]string{
+		"workers": workersFile,
+		"odd values": `name: m
+size: 3
+roles: [worker, consensus]
+replace_after: 90s
+provider:
+  docker: {network: curator, subnet: 172.28.0.0/24}
+template:
+  version: "1.0"
+  args: ["--log-level", "debug", "a: b", "#x", ""]
+  env: {A: "true", B: "", C: "x y: z", D: "'q'"}
+`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := ParseGroupSpec([]byte(file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := MarshalGroupSpec(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := ParseGroupSpec(out)
+			if err != nil {
+				t.Fatalf("%v in:\n%s", err, out)
+			}
+			if d := cmp.Diff(spec, again, protocmp.Transform()); d != "" {
+				t.Errorf("describe | commit changed the spec (-first +again):\n%s\n%s", d, out)
+			}
+			if GroupConfigSHA(spec.Template) != GroupConfigSHA(again.Template) {
+				t.Error("config SHA changed")
+			}
+			t.Logf("\n%s", out)
+		})
+	}
+}
+
+func TestGroupConfigSHA(t *testing.T) {
+	a, err := ParseGroupSpec([]byte(workersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SHA covers the template alone.
+	b, _ := ParseGroupSpec([]byte(strings.Replace(workersFile, "size: 2", "size: 5", 1)))
+	if GroupConfigSHA(a.Template) != GroupConfigSHA(b.Template) {
+		t.Error("size changed the config SHA")
+	}
+	c, _ := ParseGroupSpec([]byte(strings.Replace(workersFile, "version: v1", "version: v2", 1)))
+	if GroupConfigSHA(a.Template) == GroupConfigSHA(c.Template) {
+		t.Error("version did not change the config SHA")
+	}
+	// An empty template and one of empty lists and maps are the same, and
+	// the SHA is that of the documented canonical JSON.
+	sum := sha256.Sum256([]byte(`{"version":"","labels":{},"args":[],"env":{}}`))
+	want := hex.EncodeToString(sum[:])
+	if got := GroupConfigSHA(nil); got != want {
+		t.Errorf("empty template: SHA %s, want %s", got, want)
+	}
+	if got := GroupConfigSHA(&pb.InstanceTemplate{Args: []string{}, Env: map[string]string{}}); got != want {
+		t.Errorf("template of empty lists: SHA %s, want %s", got, want)
+	}
+}
+
+func TestGroupSpecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"not yaml", "name: [", "not a YAML group file"},
+		{"not a mapping", "- a\n- b\n", "a group file is a YAML mapping"},
+		{"unknown field", "name: w\nsise: 2\n", `line 2: group: unknown field "sise"`},
+		{"bad size", "name: w\nsize: two\n", `line 2: size: want a whole number`},
+		{"negative size", "name: w\nsize: -1\n", `line 2: size: want a whole number`},
+		{"bad role", "name: w\nroles: [boss]\n", `line 2: roles: unknown role "boss"`},
+		{"twice", "name: w\nname: v\n", `line 2: group: name is given twice`},
+		{"no provider", "name: w\nroles: [worker]\n", "line 1: provider is required"},
+		{"two providers", "name: w\nroles: [worker]\nprovider:\n  process: {}\n  docker: {}\n", "line 4: provider: name exactly one provider"},
+		{"bad range", "name: w\nroles: [worker]\nprovider:\n  process:\n    addresses: 10.0.0.5-10.0.0.1\n", "line 5: provider.process.addresses: first address 10.0.0.5 comes after"},
+		{"relative dir", "name: w\nroles: [worker]\nprovider:\n  process: {addresses: 127.0.0.1-127.0.0.2, dir: x}\n", `provider.process.dir: want an absolute path, got "x"`},
+		{"bad label", "name: w\nroles: [worker]\nprovider:\n  process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}\ntemplate:\n  labels: {\"a b\": c}\n", "line 6: template.labels: label key"},
+		{"bad duration", "name: w\nreplace_after: soon\n", `line 2: replace_after: want a positive duration`},
+		{"bad name", "name: -w\nroles: [worker]\nprovider:\n  process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}\n", "name: node name"},
+		{"bad subnet", "name: w\nroles: [worker]\nprovider:\n  docker: {network: n, subnet: 10.0.0.0}\n", "line 4: provider.docker.subnet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseGroupSpec([]byte(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

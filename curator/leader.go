@@ -1,0 +1,152 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// leaderState is what a leading curator keeps: the fence, and what only the
+// leader knows (heartbeats, open streams). It lives exactly as long as the
+// leadership. The node API (nodeAPI), the management API (managementAPI)
+// and the loops (leaderLoops) each act through it; the membership changes
+// they share (roles.go) are its methods, so each is written once and
+// fenced once.
+type leaderState struct {
+	*leadership
+	// cfg is the curator's configuration (read only).
+	cfg *Config
+	// ctx ends when the leadership does; streams served as leader use it.
+	ctx   context.Context
+	since time.Time
+	pki   *clusterPKI
+	hb    *heartbeats
+	// reg is the leader's watch-fed view of the node records.
+	reg *registry
+	// joins queues the registrations that are written in batches.
+	joins *joinQueue
+	// guard says whether the election lease is surely still ours.
+	guard *leaseGuard
+	// kickHealth makes the health loop look at once (a heartbeat from a
+	// node that is not ready).
+	kickHealth chan struct{}
+	// kickGroups makes the group loop look at once (a group committed or
+	// destroyed); providers are the groups' providers, made from their
+	// specs, which the group loop and the group API use.
+	kickGroups chan struct{}
+	providers  groupProviders
+	// muGroups serialises the group API's read-modify-writes of group
+	// records.
+	muGroups sync.Mutex
+
+	// streams are the nodes' open heartbeat and watch streams, so that
+	// removing a node ends them at once.
+	streams nodeStreams
+
+	// resigned is closed by resign.
+	resigned   chan struct{}
+	resignOnce sync.Once
+}
+
+// errResigned ends a leadership given up on purpose.
+var errResigned = errors.New("resigned leadership")
+
+// resign gives up leadership: the election runnable returns, revoking the
+// lease, and another curator takes over.
+func (st *leaderState) resign() {
+	st.resignOnce.Do(func() { close(st.resigned) })
+}
+
+// timestamp is the clock's now, for a record.
+func (st *leaderState) timestamp() *timestamppb.Timestamp { return timestamppb.New(st.cfg.Now()) }
+
+// beatingNow says whether node id has sent a heartbeat to this leader
+// within two intervals.
+func (st *leaderState) beatingNow(id string) bool {
+	last, ok := st.hb.get(id)
+	return ok && st.cfg.Now().Sub(last) <= 2*st.cfg.HeartbeatInterval
+}
+
+// destroyNode deletes node id's record, fenced, forgets its heartbeats
+// and ends its streams.
+func (st *leaderState) destroyNode(ctx context.Context, id string) error {
+	if err := nodeDestroy(ctx, st.leadership, id); err != nil {
+		return err
+	}
+	st.hb.forget(id)
+	st.streams.drop(id)
+	return nil
+}
+
+// heartbeats is the leader's memory of when each node last sent a
+// heartbeat. It is never written to etcd: only status transitions are, so a
+// fleet at rest writes nothing.
+type heartbeats struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func newHeartbeats() *heartbeats { return &heartbeats{last: map[string]time.Time{}} }
+
+func (h *heartbeats) beat(id string, t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.last[id] = t
+}
+
+func (h *heartbeats) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.last, id)
+}
+
+func (h *heartbeats) get(id string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.last[id]
+	return t, ok
+}
+
+// nodeStreams tracks the streams each node has open with the leader. A
+// node's certificate is checked when a stream opens; a node removed while
+// its streams are open must not keep them.
+type nodeStreams struct {
+	mu     sync.Mutex
+	next   int
+	byNode map[string]map[int]chan struct{}
+}
+
+// open registers a stream of node id; dropped is closed when the node is
+// removed, release unregisters the stream.
+func (ns *nodeStreams) open(id string) (dropped <-chan struct{}, release func()) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.byNode == nil {
+		ns.byNode = map[string]map[int]chan struct{}{}
+	}
+	if ns.byNode[id] == nil {
+		ns.byNode[id] = map[int]chan struct{}{}
+	}
+	ns.next++
+	key, ch := ns.next, make(chan struct{})
+	ns.byNode[id][key] = ch
+	return ch, func() {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		delete(ns.byNode[id], key)
+	}
+}
+
+// drop ends every open stream of node id.
+func (ns *nodeStreams) drop(id string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for key, ch := range ns.byNode[id] {
+		close(ch)
+		delete(ns.byNode[id], key)
+	}
+	delete(ns.byNode, id)
+}

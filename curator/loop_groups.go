@@ -1,0 +1,425 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/docker"
+	"github.com/curatorproject/curator/provider/process"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// The group loop keeps each group's machines matched to its spec (see
+// decideGroup for the rules). It observes each group in name order and acts
+// on the first that needs it: one change per tick across all groups, so a
+// group that refuses (quorum) does not stop the others from being served.
+//
+// Machines are found through the group's provider by their labels
+// (cluster, group), never from memory, so a new leader sees what the last
+// one made. A machine is matched to its node by the instance ID the node
+// registered with (`agent join --instance-id`).
+
+// JoinTokenEnv is the environment variable `curator agent join` reads its
+// join token from: the group loop hands it to new machines there, out of
+// their command lines.
+const JoinTokenEnv = "CURATOR_JOIN_TOKEN"
+
+// groupProviders keeps one provider per group, made from its spec and
+// made anew when the spec's provider settings change.
+type groupProviders struct {
+	mu     sync.Mutex
+	byName map[string]openProvider
+}
+
+type openProvider struct {
+	spec *pb.ProviderSpec
+	p    provider.Provider
+}
+
+// get returns the provider of group g.
+func (gp *groupProviders) get(g *pb.Group, lg *zap.Logger) (provider.Provider, error) {
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	name := g.Spec.GetName()
+	if op, ok := gp.byName[name]; ok && proto.Equal(op.spec, g.Spec.Provider) {
+		return op.p, nil
+	}
+	p, err := newProvider(g.Spec.Provider, lg)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: provider: %w", name, err)
+	}
+	if gp.byName == nil {
+		gp.byName = map[string]openProvider{}
+	}
+	if old, ok := gp.byName[name]; ok {
+		if c, ok := old.p.(io.Closer); ok {
+			c.Close() // the spec's provider settings changed
+		}
+	}
+	gp.byName[name] = openProvider{spec: g.Spec.Provider, p: p}
+	return p, nil
+}
+
+// close closes every provider.
+func (gp *groupProviders) close() {
+	gp.mu.Lock()
+	names := slices.Collect(maps.Keys(gp.byName))
+	gp.mu.Unlock()
+	for _, name := range names {
+		gp.drop(name)
+	}
+}
+
+// drop forgets group name's provider, closing it if it holds a
+// connection (the docker provider's client to the daemon).
+func (gp *groupProviders) drop(name string) {
+	gp.mu.Lock()
+	op, ok := gp.byName[name]
+	delete(gp.byName, name)
+	gp.mu.Unlock()
+	if c, isCloser := op.p.(io.Closer); ok && isCloser {
+		c.Close()
+	}
+}
+
+// newProvider makes the provider a group's spec names.
+func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, error) {
+	switch k := spec.GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		pool, err := process.PoolAddresses(k.Process.Addresses, int(k.Process.Port))
+		if err != nil {
+			return nil, err
+		}
+		return process.New(process.Config{Dir: k.Process.Dir, Binary: k.Process.Binary, Addresses: pool, Logger: lg})
+	case *pb.ProviderSpec_Docker:
+		return docker.New(docker.Config{Network: k.Docker.Network, Subnet: k.Docker.Subnet, Image: k.Docker.Image, Port: int(k.Docker.Port), Logger: lg})
+	}
+	return nil, errors.New("the spec names no provider")
+}
+
+// pruner is a provider that keeps what dead machines leave behind until
+// told to clear it (the process provider's dirs).
+type pruner interface {
+	Prune(ctx context.Context) ([]string, error)
+}
+
+func (l *leaderLoops) groupLoop() loopSpec {
+	return loopSpec{
+		name:        "groups",
+		tick:        l.groupTick,
+		nodeChanges: groupChange,
+		kick:        l.kickGroups,
+		resync:      l.cfg.GroupInterval,
+		minGap:      l.cfg.MinActionGap,
+	}
+}
+
+// groupChange: the changes of node records the group loop cares about, of
+// nodes in a group.
+func groupChange(old, new *pb.Node) bool {
+	switch {
+	case old == nil:
+		return new.Group != ""
+	case new == nil:
+		return old.Group != ""
+	}
+	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles))
+}
+
+func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
+	st := l.leaderState
+	groups, err := groupList(ctx, st.cfg.Etcd)
+	if err != nil || len(groups) == 0 {
+		return loopResult{}, err
+	}
+	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return loopResult{}, err
+	}
+	st.muNodes.Lock()
+	ms, err := st.observeMembership(ctx)
+	st.muNodes.Unlock()
+	if err != nil {
+		return loopResult{}, err
+	}
+	q := ms.quorumAfter(0, 0)
+	byGroup := map[string][]*pb.Node{}
+	for _, n := range st.reg.nodes() {
+		if n.Group != "" {
+			byGroup[n.Group] = append(byGroup[n.Group], n)
+		}
+	}
+	var refusal *loopResult
+	for _, g := range groups {
+		name := g.Spec.GetName()
+		// A group whose provider does not answer (no Docker daemon, say)
+		// is refused with the reason; the other groups are served.
+		p, err := st.providers.get(g, st.cfg.Logger)
+		var machines []provider.Instance
+		if err == nil {
+			machines, err = p.List(ctx, map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: name})
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return loopResult{}, ctx.Err()
+			}
+			if refusal == nil {
+				refusal = &loopResult{refused: true, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}
+			}
+			continue
+		}
+		ro, roRev, err := rolloutLoad(ctx, st.cfg.Etcd, name)
+		if err != nil {
+			return loopResult{}, err
+		}
+		snap := groupSnapshot{
+			Name: name, Size: int(g.Spec.GetSize()), Destroying: g.Destroying,
+			ReplaceAfter: g.Spec.GetReplaceAfter().AsDuration(), JoinTimeout: g.Spec.GetJoinTimeout().AsDuration(),
+			Voters: q.voters, HealthyVoters: q.healthy, Now: st.cfg.Now(),
+			Rolling:   ro != nil && ro.State == pb.RolloutState_ROLLOUT_STATE_ROLLING && ro.TargetSha == g.ConfigSha,
+			TargetSHA: g.ConfigSha, MaxParallel: int(g.Spec.GetMaxParallel()),
+			ConsensusGroup: slices.Contains(g.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS),
+		}
+		for _, m := range machines {
+			snap.Machines = append(snap.Machines, groupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
+		}
+		for _, n := range byGroup[name] {
+			mem, member := ms.memberOf[n.Id]
+			gn := groupNode{
+				ID: n.Id, InstanceID: n.InstanceId, Status: n.Status, Since: n.StatusChanged.AsTime(),
+				Consensus: hasRole(n, pb.Role_ROLE_CONSENSUS) || member,
+				Learner:   member && mem.IsLearner,
+				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
+				Leader:    n.Id == st.cfg.NodeID,
+			}
+			if snap.Rolling && gn.Learner && n.ConfigSha == g.ConfigSha {
+				faultPoint(FaultRolloutSurgeLearner)
+			}
+			snap.Nodes = append(snap.Nodes, gn)
+		}
+		a := decideGroup(snap)
+		if a == nil {
+			if pr, ok := p.(pruner); ok {
+				if _, err := pr.Prune(ctx); err != nil {
+					supervisor.Logger(ctx).Warn("could not prune dead machines", zap.String("group", name), zap.Error(err))
+				}
+			}
+			continue
+		}
+		if a.Kind == groupRefuse {
+			if refusal == nil {
+				refusal = &loopResult{refused: true, nodeID: a.Node, reason: a.Reason}
+			}
+			continue
+		}
+		if snap.Rolling {
+			// A cancel, a pause or a new commit since the rollout was read
+			// stops it before this change: look again.
+			if err := rolloutCheck(ctx, st.leadership, name, roRev); errors.Is(err, errRolloutChanged) {
+				return loopResult{}, nil
+			} else if err != nil {
+				return loopResult{}, err
+			}
+		}
+		if err := st.groupAct(ctx, cs, g, p, a); err != nil {
+			return loopResult{}, fmt.Errorf("group %s: %s: %w", name, a.Kind, err)
+		}
+		if snap.Rolling {
+			if err := l.noteRollout(ctx, ro, roRev, snap, a); err != nil {
+				return loopResult{}, err
+			}
+		}
+		return loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}, nil
+	}
+	if refusal != nil {
+		return *refusal, nil
+	}
+	return loopResult{}, nil
+}
+
+// groupAct does what decideGroup decided.
+func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p provider.Provider, a *groupAction) error {
+	switch a.Kind {
+	case groupProvision:
+		if _, err := st.txnAsLeader(ctx); err != nil {
+			return err // not the leader any more: make nothing
+		}
+		inst, err := p.Provision(ctx, machineSpec(cs, pki.Fingerprint(st.pki.CA.Cert), g, st.reg.managerList()))
+		if err != nil {
+			return err
+		}
+		a.Machine = inst.ID
+		a.Reason += ": made machine " + inst.ID
+		if a.Step != "" {
+			faultPoint(FaultRolloutAfterProvision)
+		}
+		return nil
+	case groupDestroyMachine:
+		if _, err := st.txnAsLeader(ctx); err != nil {
+			return err
+		}
+		if err := p.Destroy(ctx, a.Machine); err != nil {
+			return err
+		}
+		if a.Step != "" {
+			faultPoint(FaultRolloutAfterDestroy)
+		}
+		return nil
+	case groupDrain:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil {
+			return nil
+		}
+		n = cloneNode(n)
+		n.Availability = pb.Availability_AVAILABILITY_DRAIN
+		n.Updated = st.timestamp()
+		return nodeSave(ctx, st.leadership, n)
+	case groupRolloutDone, groupRolloutFail:
+		return nil // noteRollout writes the outcome
+	case groupRemoveNode:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil {
+			return nil // gone already
+		}
+		return st.removeNode(ctx, n)
+	case groupDemote:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil {
+			return nil
+		}
+		if _, err := st.demote(ctx, cloneNode(n)); err != nil {
+			return err
+		}
+		if a.Step != "" {
+			faultPoint(FaultRolloutAfterDemote)
+		}
+		return nil
+	case groupDelete:
+		st.providers.drop(g.Spec.GetName())
+		return groupDestroy(ctx, st.leadership, g.Spec.GetName())
+	}
+	return fmt.Errorf("unknown action %v", a.Kind)
+}
+
+// machineSpec is how a group's new machine starts: `curator agent join`
+// with the token of its role (in the environment), the group's labels and
+// the placeholders its provider fills in.
+func machineSpec(cs *pb.ClusterState, caFingerprint string, g *pb.Group, managers []string) provider.Spec {
+	spec := g.Spec
+	consensusRole := slices.Contains(spec.Roles, pb.Role_ROLE_CONSENSUS)
+	secret := cs.WorkerTokenSecret
+	if consensusRole {
+		secret = cs.ManagerTokenSecret
+	}
+	args := []string{"agent", "join",
+		"--data-dir", provider.PlaceholderDataDir, "--listen", provider.PlaceholderAddress,
+		"--name", spec.Name + "-" + provider.PlaceholderInstanceID,
+		"--run-if-joined",
+		"--group", spec.Name, "--instance-id", provider.PlaceholderInstanceID, "--config-sha", g.ConfigSha,
+	}
+	for _, m := range managers {
+		args = append(args, "--manager", m)
+	}
+	if consensusRole && !slices.Contains(spec.Roles, pb.Role_ROLE_WORKER) {
+		args = append(args, "--availability", "drain")
+	}
+	labels := spec.GetTemplate().GetLabels()
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		args = append(args, "--label", k+"="+labels[k])
+	}
+	args = append(args, spec.GetTemplate().GetArgs()...)
+	env := maps.Clone(spec.GetTemplate().GetEnv())
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[JoinTokenEnv] = pki.Token{CAFingerprint: caFingerprint, Secret: secret}.String()
+	// A fault armed in the leader (a test binary built with -tags
+	// faults) is not passed on to the machines it makes, which a process
+	// provider starts with the leader's environment.
+	if _, set := env[FaultEnv]; !set {
+		env[FaultEnv] = ""
+	}
+	return provider.Spec{
+		Labels: map[string]string{
+			provider.LabelCluster: cs.ClusterId, provider.LabelGroup: spec.Name, provider.LabelConfigSHA: g.ConfigSha,
+		},
+		Args:    args,
+		Env:     env,
+		Manager: consensusRole,
+	}
+}
+
+// kickGroups makes the group loop look at once.
+func kickGroups(st *leaderState) { kick(st.kickGroups) }
+
+// noteRollout records in the rollout what action a of its group did: the
+// node in flight and its step, the progress, and the outcome once it is
+// done or failed. A record changed meanwhile (a cancel) is left as it is.
+func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, snap groupSnapshot, a *groupAction) error {
+	r := proto.Clone(ro).(*pb.Rollout)
+	now := l.cfg.Now()
+	r.Total = uint32(snap.Size)
+	r.Updated = 0
+	nodeOf := map[string]groupNode{}
+	for _, n := range snap.Nodes {
+		nodeOf[n.InstanceID] = n
+	}
+	for _, m := range snap.Machines {
+		if freshReady(snap, m, nodeOf) {
+			r.Updated++
+		}
+	}
+	switch a.Kind {
+	case groupRolloutDone:
+		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", a.Reason
+		l.metrics.Rollouts.WithLabelValues("done").Inc()
+	case groupRolloutFail:
+		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
+		l.metrics.Rollouts.WithLabelValues("failed").Inc()
+	default:
+		if a.Step == "" {
+			return nil
+		}
+		if a.Kind == groupDestroyMachine {
+			// One old machine gone: the time since the last one (or the
+			// start) is its time.
+			from := r.Started.AsTime()
+			if r.StepStarted != nil && r.Rolled > 0 {
+				from = r.StepStarted.AsTime()
+			}
+			secs := now.Sub(from).Seconds()
+			r.Rolled++
+			r.RolledSeconds += secs
+			r.StepStarted = timestamppb.New(now)
+			l.metrics.NodesRolled.Inc()
+			l.metrics.RollSeconds.Observe(secs)
+		}
+		r.Node, r.Step = a.Node, a.Step
+		if a.Node == "" {
+			r.Node = a.Machine
+		}
+	}
+	err := rolloutSave(ctx, l.leadership, r, rev)
+	if errors.Is(err, errRolloutChanged) {
+		return nil
+	}
+	return err
+}

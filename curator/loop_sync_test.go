@@ -1,0 +1,175 @@
+package curator
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/curatorproject/curator/consensus"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+func TestDecideSync(t *testing.T) {
+	const leader = "leader"
+	voter := tvoter
+	learner := func(id uint64, node string) consensus.Member { return tlearner(id, node, true) }
+	withRole := func(id string) *pb.Node { return tnode(id) }
+	without := func(id string) *pb.Node { return tnode(id, noRole) }
+	type syncSnapshot struct {
+		self    string
+		nodes   []*pb.Node
+		members []consensus.Member
+	}
+
+	tests := []struct {
+		name string
+		snap syncSnapshot
+		want *syncAction // reason is not compared
+	}{
+		{
+			name: "consistent: nothing to do",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), withRole("b"), without("w")}, []consensus.Member{voter(1, leader), voter(2, "b")}},
+		},
+		{
+			name: "consistent with a learner",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), withRole("b")}, []consensus.Member{voter(1, leader), learner(2, "b")}},
+		},
+		{
+			name: "leader missing from the registry: refuse",
+			snap: syncSnapshot{leader, []*pb.Node{withRole("b")}, []consensus.Member{voter(1, leader), voter(2, "b"), voter(3, "ghost")}},
+			want: &syncAction{kind: syncRefuse, nodeID: leader},
+		},
+		{
+			name: "leader missing from the members: refuse",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), without("b")}, []consensus.Member{voter(2, "b")}},
+			want: &syncAction{kind: syncRefuse, nodeID: leader},
+		},
+		{
+			name: "leader missing from both: refuse",
+			snap: syncSnapshot{leader, nil, nil},
+			want: &syncAction{kind: syncRefuse, nodeID: leader},
+		},
+		{
+			name: "member of a node that does not exist is removed",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader)}, []consensus.Member{voter(1, leader), voter(7, "gone")}},
+			want: &syncAction{kind: syncRemoveMember, nodeID: "gone", memberID: 7},
+		},
+		{
+			name: "learner that matches no node is removed",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader)}, []consensus.Member{voter(1, leader), learner(9, "")}},
+			want: &syncAction{kind: syncRemoveMember, memberID: 9},
+		},
+		{
+			name: "members of missing nodes go before roles are aligned",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), without("b"), withRole("c")}, []consensus.Member{voter(1, leader), voter(2, "b"), voter(5, "gone")}},
+			want: &syncAction{kind: syncRemoveMember, nodeID: "gone", memberID: 5},
+		},
+		{
+			name: "voter of no node kept while the quorum needs it: refuse",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", notReady)}, []consensus.Member{voter(1, leader), voter(2, "b"), voter(7, "gone")}},
+			want: &syncAction{kind: syncRefuse, nodeID: "gone", memberID: 7},
+		},
+		{
+			name: "learner of no node removed whatever the quorum",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", notReady)}, []consensus.Member{voter(1, leader), voter(2, "b"), learner(7, "gone")}},
+			want: &syncAction{kind: syncRemoveMember, nodeID: "gone", memberID: 7},
+		},
+		{
+			name: "voter without the role gets it",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), without("b")}, []consensus.Member{voter(1, leader), voter(2, "b")}},
+			want: &syncAction{kind: syncGrantRole, nodeID: "b", memberID: 2},
+		},
+		{
+			name: "learner without the role gets it (promote crashed after the member add)",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), without("b")}, []consensus.Member{voter(1, leader), learner(2, "b")}},
+			want: &syncAction{kind: syncGrantRole, nodeID: "b", memberID: 2},
+		},
+		{
+			name: "role without a member is cleared (demote crashed after the member remove)",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), withRole("b")}, []consensus.Member{voter(1, leader)}},
+			want: &syncAction{kind: syncClearRole, nodeID: "b"},
+		},
+		{
+			name: "one change per tick, in node ID order",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), withRole("a"), without("c")}, []consensus.Member{voter(1, leader), voter(3, "c")}},
+			want: &syncAction{kind: syncClearRole, nodeID: "a"},
+		},
+		{
+			name: "the leader's own role is granted when it is a member",
+			snap: syncSnapshot{leader, []*pb.Node{without(leader)}, []consensus.Member{voter(1, leader)}},
+			want: &syncAction{kind: syncGrantRole, nodeID: leader, memberID: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms := snapshot(tt.snap.self, tt.snap.nodes, tt.snap.members)
+			before := cloneNodes(ms.nodes)
+			got := decideSync(ms)
+			if got != nil && got.reason == "" {
+				t.Errorf("action %v has no reason", got.kind)
+			}
+			if diff := cmp.Diff(before, ms.nodes, protocmp.Transform()); diff != "" {
+				t.Errorf("decideSync changed its snapshot (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(syncAction{}), ignoreReason); diff != "" {
+				t.Errorf("decideSync (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecideSyncCombinations walks every combination for one node beside
+// the leader: no member, a voter or a learner; the role or not; the node
+// present or missing from the registry; and the leader itself present or
+// missing from either set.
+func TestDecideSyncCombinations(t *testing.T) {
+	const leader, node = "leader", "n"
+	const memberID = 7
+	for _, membership := range []string{"none", "voter", "learner"} {
+		for _, role := range []bool{false, true} {
+			for _, present := range []bool{false, true} {
+				for _, leaderState := range []string{"ok", "no-record", "no-member"} {
+					name := fmt.Sprintf("member=%s/role=%v/node=%v/leader=%s", membership, role, present, leaderState)
+					t.Run(name, func(t *testing.T) {
+						var nodes []*pb.Node
+						var members []consensus.Member
+						if leaderState != "no-record" {
+							nodes = append(nodes, tnode(leader))
+						}
+						if leaderState != "no-member" {
+							members = append(members, tvoter(1, leader))
+						}
+						if present && role {
+							nodes = append(nodes, tnode(node))
+						} else if present {
+							nodes = append(nodes, tnode(node, noRole))
+						}
+						switch membership {
+						case "voter":
+							members = append(members, tvoter(memberID, node))
+						case "learner":
+							members = append(members, tlearner(memberID, node, true))
+						}
+						var want *syncAction
+						switch {
+						case leaderState != "ok":
+							want = &syncAction{kind: syncRefuse, nodeID: leader}
+						case membership != "none" && !present:
+							want = &syncAction{kind: syncRemoveMember, nodeID: node, memberID: memberID}
+						case membership != "none" && !role:
+							want = &syncAction{kind: syncGrantRole, nodeID: node, memberID: memberID}
+						case membership == "none" && present && role:
+							want = &syncAction{kind: syncClearRole, nodeID: node}
+						}
+						got := decideSync(snapshot(leader, nodes, members))
+						if diff := cmp.Diff(want, got, cmp.AllowUnexported(syncAction{}), ignoreReason); diff != "" {
+							t.Errorf("decideSync (-want +got):\n%s", diff)
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Promote and demote: the membership changes the management API, the node
+// API (Leave) and the loops share.
+//
+// Every membership change goes etcd first, role second (see decideSync).
+// Promote adds a learner, then writes the role with the join parameters;
+// the learner loop promotes it to voter once it has caught up. Demote marks
+// the node as demoting, moves etcd leadership off it, removes the member,
+// then clears the role and the mark. A crash anywhere leaves a state the
+// next leader finishes: a member without the role (the sync grants it), a
+// mark (the demotion loop finishes), a role without a member (the sync
+// clears it).
+
+// promote gives node n the consensus role: a learner first. Called with
+// muNodes held.
+func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
+	if hasRole(n, pb.Role_ROLE_CONSENSUS) {
+		return nil // already promoted, or being promoted: the learner loop finishes
+	}
+	switch {
+	case n.State == pb.NodeState_NODE_STATE_PENDING:
+		return fmt.Errorf("%w: node %s is pending approval: approve it first with `curator node approve %s`", ErrPrecondition, n.Id, n.Id)
+	case n.State != pb.NodeState_NODE_STATE_UP:
+		return fmt.Errorf("%w: node %s is %s", ErrPrecondition, n.Id, n.State)
+	case n.Status != pb.NodeStatus_NODE_STATUS_READY:
+		return fmt.Errorf("%w: node %s is not ready (%s): a node that does not answer cannot catch up with etcd; bring it back first", ErrPrecondition, n.Id, statusWord(n.Status.String()))
+	}
+	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return err
+	}
+	if _, member := ms.memberOf[n.Id]; member {
+		return nil // the sync grants the role of a member
+	}
+	if uint32(len(ms.members)+1) > cs.MaxVoters {
+		return fmt.Errorf("%w: promoting node %s would make %d consensus members, past the limit of %d; raise it with `curator cluster update --max-voters N`", ErrPrecondition, n.Id, len(ms.members)+1, cs.MaxVoters)
+	}
+	pub, err := parsePublicKey(n.PublicKey)
+	if err != nil {
+		return err
+	}
+	ip, port, err := SplitAddress(n.Address)
+	if err != nil {
+		return err
+	}
+	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port)
+	if err != nil {
+		return err
+	}
+	return st.saveConsensusRole(ctx, n, join)
+}
+
+// demoteOutcome says how far a demotion got; its String is DemoteNode's
+// outcome, which the CLI prints.
+type demoteOutcome string
+
+func (o demoteOutcome) String() string { return string(o) }
+
+const (
+	demoted    demoteOutcome = "demoted"
+	handedOver demoteOutcome = "handed-over"
+	// notManager: the node holds no consensus role and is no etcd member;
+	// nothing changed.
+	notManager demoteOutcome = "not-a-manager"
+	// promotionCalledOff: the node was approved as a manager but not yet
+	// promoted; it stays a worker.
+	promotionCalledOff demoteOutcome = "promotion-called-off"
+)
+
+// demote takes the consensus role from node n, with the guards. A leader
+// demoting its own node marks it and resigns; the next leader finishes.
+// Called with muNodes held.
+func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) {
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return "", err
+	}
+	m, member := ms.memberOf[n.Id]
+	if !member && !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+		if n.State == pb.NodeState_NODE_STATE_PENDING {
+			return "", fmt.Errorf("%w: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`",
+				ErrPrecondition, n.Id, n.Id, n.Id)
+		}
+		// An approved manager the manager-approvals loop has not promoted
+		// yet: the operator's word wins.
+		calledOff, err := promotionDrop(ctx, st.leadership, n.Id)
+		if err != nil {
+			return "", err
+		}
+		if calledOff {
+			return promotionCalledOff, nil
+		}
+		return notManager, nil
+	}
+	if member {
+		if err := ms.checkRemoval(m, n.Id); err != nil {
+			return "", err
+		}
+	}
+	if !n.Demoting {
+		n.Demoting = true
+		n.Updated = st.timestamp()
+		if err := nodeSave(ctx, st.leadership, n); err != nil {
+			return "", err
+		}
+	}
+	if n.Id == st.cfg.NodeID {
+		st.resign()
+		return handedOver, nil
+	}
+	if _, err := st.finishDemotion(ctx, ms, n); err != nil {
+		return "", err
+	}
+	return demoted, nil
+}
+
+// finishDemotion does the rest of a demotion of node n (marked demoting,
+// not this curator's node), which the caller has checked against the
+// quorum guard: etcd leadership off it, the member removed, then the role
+// and the mark cleared.
+func (st *leaderState) finishDemotion(ctx context.Context, ms *membership, n *pb.Node) (string, error) {
+	msg := fmt.Sprintf("node %s demoted: its etcd member was gone already; consensus role cleared", n.Id)
+	if m, member := ms.memberOf[n.Id]; member {
+		msg = fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, m.ID)
+		if err := st.removeFromEtcd(ctx, ms, m); err != nil {
+			return "", err
+		}
+		faultPoint(FaultDemoteAfterMemberRemove)
+	}
+	if err := st.clearConsensusRole(ctx, n); err != nil {
+		return "", err
+	}
+	return msg, nil
+}
+
+// removeFromEtcd takes member m out of etcd, which the caller has checked
+// against the quorum guard: a voter hands etcd leadership on first.
+func (st *leaderState) removeFromEtcd(ctx context.Context, ms *membership, m consensus.Member) error {
+	if !m.IsLearner {
+		if err := st.moveEtcdLeaderOff(ctx, ms, m); err != nil {
+			return err
+		}
+	}
+	if err := st.removeMember(ctx, m.ID); err != nil {
+		return err
+	}
+	// Its curator can no longer reach etcd to take its election key
+	// away, and the other candidates queue behind that key until its lease
+	// expires: take it away for it.
+	if id := ms.nodeOf[m.ID]; id != "" {
+		return electionKeysDrop(ctx, st.leadership, id)
+	}
+	return nil
+}
+
+// clearConsensusRole takes the consensus role, the join parameters and
+// the demotion mark from node n, whose etcd member is gone, and revokes its
+// etcd certificate.
+func (st *leaderState) clearConsensusRole(ctx context.Context, n *pb.Node) error {
+	n = cloneNode(n)
+	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
+		return err
+	}
+	n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+	n.Consensus = nil
+	n.Demoting = false
+	n.Updated = st.timestamp()
+	return nodeSave(ctx, st.leadership, n)
+}
+
+// grantConsensusRole gives node n, which is etcd member memberID already,
+// the consensus role with its join parameters.
+func (st *leaderState) grantConsensusRole(ctx context.Context, ms *membership, n *pb.Node, memberID uint64) error {
+	n = cloneNode(n)
+	join, err := st.consensusJoinFor(ctx, n, ms, memberID)
+	if err != nil {
+		return err
+	}
+	return st.saveConsensusRole(ctx, n, join)
+}
+
+// saveConsensusRole writes node n (a copy to change) with the consensus
+// role and the join parameters join.
+func (st *leaderState) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.ConsensusJoin) error {
+	n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+	n.Consensus = join
+	n.Updated = st.timestamp()
+	return nodeSave(ctx, st.leadership, n)
+}
+
+// moveEtcdLeaderOff moves etcd leadership away from member m if it holds
+// it, to a healthy voter (this curator's node last, so the two leaders
+// stay apart where they can).
+func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *membership, m consensus.Member) error {
+	leader, err := consensus.Leader(ctx, st.cfg.Etcd)
+	if err != nil || leader != m.ID {
+		return err
+	}
+	var to uint64
+	for _, o := range ms.members {
+		if o.IsLearner || o.ID == m.ID || !ms.healthy(o) || ms.demoting(o) {
+			continue
+		}
+		if to == 0 || ms.nodeOf[to] == st.cfg.NodeID {
+			to = o.ID
+		}
+	}
+	if to == 0 {
+		return fmt.Errorf("%w: no healthy voter to take etcd leadership from node %s", ErrPrecondition, ms.nodeOf[m.ID])
+	}
+	if _, err := st.txnAsLeader(ctx); err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, st.cfg.MoveLeaderTimeout)
+	defer cancel()
+	return consensus.MoveLeader(mctx, st.cfg.Etcd, to)
+}
+
+// addConsensusMember adds a node to etcd as a learner and returns what it
+// needs to start etcd.
+func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int) (*pb.ConsensusJoin, error) {
+	etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	if err != nil {
+		return nil, fmt.Errorf("issue etcd certificate: %w", err)
+	}
+	params, memberID, err := consensus.AddLearner(ctx, st.cfg.Etcd, id, consensus.PeerURL(ip.String(), port))
+	if err != nil {
+		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
+	}
+	faultPoint(FaultPromoteAfterMemberAdd)
+	crl, err := st.currentCRL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	join := &pb.ConsensusJoin{
+		MemberId:      memberID,
+		EtcdCert:      pki.EncodeCert(etcdCert),
+		EtcdCa:        pki.EncodeCert(st.pki.EtcdCA.Cert),
+		EtcdClusterId: params.ClusterID,
+		EtcdCrl:       crl,
+	}
+	for _, p := range params.Peers {
+		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: p.NodeID, PeerUrl: p.PeerURL})
+	}
+	return join, nil
+}
+
+// removeMember removes an etcd member. Membership changes cannot
+// be part of a fenced transaction, so the fence is checked just before:
+// a deposed leader stops here.
+func (st *leaderState) removeMember(ctx context.Context, memberID uint64) error {
+	if _, err := st.txnAsLeader(ctx); err != nil {
+		return err
+	}
+	return consensus.RemoveMember(ctx, st.cfg.Etcd, memberID)
+}
+
+// consensusJoinFor builds the join parameters of node n, which is (or is
+// about to be) etcd member memberID: the peers, and an etcd certificate for
+// its key.
+func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *membership, memberID uint64) (*pb.ConsensusJoin, error) {
+	pub, err := parsePublicKey(n.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Id, err)
+	}
+	ip, _, err := SplitAddress(n.Address)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Id, err)
+	}
+	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	if err != nil {
+		return nil, fmt.Errorf("issue etcd certificate for %s: %w", n.Id, err)
+	}
+	crl, err := st.currentCRL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	join := &pb.ConsensusJoin{MemberId: memberID, EtcdCert: pki.EncodeCert(cert), EtcdCa: pki.EncodeCert(st.pki.EtcdCA.Cert), EtcdCrl: crl}
+	if eps := st.cfg.Etcd.Endpoints(); len(eps) > 0 {
+		if status, err := st.cfg.Etcd.Status(ctx, eps[0]); err == nil {
+			join.EtcdClusterId = status.Header.GetClusterId()
+		}
+	}
+	for _, m := range ms.members {
+		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: ms.nodeOf[m.ID], PeerUrl: m.PeerURL})
+	}
+	return join, nil
+}
+
+func withRole(roles []pb.Role, r pb.Role) []pb.Role {
+	if slices.Contains(roles, r) {
+		return roles
+	}
+	out := append(slices.Clone(roles), r)
+	slices.Sort(out)
+	return out
+}
+
+func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
+	return slices.DeleteFunc(slices.Clone(roles), func(x pb.Role) bool { return x == r })
+}
+
+// removeNode takes node n out of the cluster: its etcd member first
+// (within the quorum guard), then its etcd certificate and its record. The
+// curator leader's own node is refused: it is demoted first, and the next
+// leader removes it. Called with muNodes.
+func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
+	if n.Id == st.cfg.NodeID {
+		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", ErrPrecondition, n.Id, n.Id)
+	}
+	ms, err := st.observeMembership(ctx)
+	if err != nil {
+		return err
+	}
+	if mem, member := ms.memberOf[n.Id]; member {
+		if err := ms.checkRemoval(mem, n.Id); err != nil {
+			return err
+		}
+		if err := st.removeFromEtcd(ctx, ms, mem); err != nil {
+			return err
+		}
+	}
+	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
+		return err
+	}
+	return st.destroyNode(ctx, n.Id)
+}

@@ -1,0 +1,119 @@
+package curator
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+	"github.com/curatorproject/curator/transport"
+)
+
+// serverTLS: the node certificate with the CA in its chain, so that a
+// joining node can pin the CA by the fingerprint in its token; client
+// certificates are verified when given (Register comes without one) and
+// checked per method by authorize.
+func (s *Service) serverTLS() *tls.Config {
+	cfg := pki.ServerTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey, s.cfg.CA), s.cfg.CA)
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	return cfg
+}
+
+func (s *Service) runGRPC(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
+	}
+	srv := grpc.NewServer(append(transport.ServerOptions(),
+		grpc.Creds(credentials.NewTLS(s.serverTLS())),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.StreamInterceptor(s.streamInterceptor),
+	)...)
+	pb.RegisterManagementServer(srv, &managementAPI{s: s})
+	pb.RegisterCuratorServer(srv, &nodeAPI{s: s})
+	healthpb.RegisterHealthServer(srv, s.health)
+	reflection.Register(srv)
+	s.updateHealth()
+	defer s.health.Shutdown()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	supervisor.Signal(ctx, supervisor.Healthy)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gRPC server: %w", err)
+	case <-ctx.Done():
+	}
+	s.health.Shutdown()
+	// Streams (heartbeats, watches) never end on their own: give unary
+	// calls a moment, then cut the rest.
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		srv.Stop()
+		<-stopped
+	}
+	<-errc
+	return ctx.Err()
+}
+
+// The standard gRPC health service and server reflection, so that
+// grpcurl and load balancers work with the admin certificate (or any
+// certificate of the cluster: see authorize). Both are answered by the
+// manager called, never forwarded.
+//
+// Health: the server as a whole ("") is SERVING while the curator runs.
+// Its two services, curator.v1.Curator and curator.v1.Management, are
+// SERVING while a call to them is served or forwarded here: this curator
+// leads (and is not in doubt about its lease), or it knows a leader to
+// forward to and its last quorum check did not find the quorum lost. The
+// status is brought up to date after each quorum check (every
+// quorumCheckEvery), and is NOT_SERVING once the curator stops.
+
+// curatorServices are the services whose health tells whether calls are
+// served.
+var curatorServices = []string{pb.Curator_ServiceDesc.ServiceName, pb.Management_ServiceDesc.ServiceName}
+
+// localMethod says whether a method is answered by the manager called,
+// whoever leads: the health and reflection services.
+func localMethod(method string) bool {
+	for _, svc := range []string{healthpb.Health_ServiceDesc.ServiceName, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} {
+		if strings.HasPrefix(method, "/"+svc+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// servingStatus is the health of the curator services (see above).
+func (s *Service) servingStatus() healthpb.HealthCheckResponse_ServingStatus {
+	if s.IsLeader() {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	if s.quorumLost() != nil {
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	if li := s.fwd.knownLeader(); li != nil && li.id != s.cfg.NodeID {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
+}
+
+// updateHealth sets the health of the curator services.
+func (s *Service) updateHealth() {
+	st := s.servingStatus()
+	for _, svc := range curatorServices {
+		s.health.SetServingStatus(svc, st)
+	}
+}

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/curatorproject/curator/internal/testenv"
+)
+
+// chromium finds a Chromium (or Chrome) to drive, or says why there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on the PATH (apt-get install chromium; .ci/run installs it): the dashboard test needs a real browser")
+	return ""
+}
+
+// uiRow is a row of the dashboard's node table.
+type uiRow struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// TestUIOnDev runs `curator dev`, the operator commands in their idiom, and
+// `curator ui` with dev's config in a headless Chromium: the page shows
+// every node and the curator leader, and shows a worker killed for good as
+// down without a reload. Screenshots are kept in the test's temp dir and,
+// when CURATOR_SCREENSHOT_DIR is set, there too.
+func TestUIOnDev(t *testing.T) {
+	browser := chromium(t)
+	dir := t.TempDir()
+	var stdout syncBuffer
+	dev := start(t, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev", "--managers", "3", "--workers", "2", "--dir", dir, "--addresses", "127.0.212.10-127.0.212.40")
+	t.Cleanup(func() { stopDevNodes(t, dir) })
+	testenv.Eventually(t, 3*time.Minute, "dev prints how to use the cluster", func() error {
+		if dev.exited() {
+			t.Fatalf("dev exited: %v", dev.err)
+		}
+		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	config := filepath.Join(dir, "config.yaml")
+	nodes, err := nodeLs(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := clusterInfo(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// node ls --filter role=consensus -q prints exactly the managers' IDs.
+	var managers []string
+	for _, n := range nodes {
+		if slices.Contains(n.Roles, "consensus") {
+			managers = append(managers, n.ID)
+		}
+	}
+	out, _, err := cli(t, "--config", config, "node", "ls", "--filter", "role=consensus", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out); len(managers) != 3 || !sameSet(got, managers) || len(got) != len(managers) {
+		t.Errorf("node ls --filter role=consensus -q printed %q, want the managers' IDs %v", out, managers)
+	}
+
+	// The page, in a real browser.
+	const uiAddr = "127.0.212.2:8080"
+	var uiOut syncBuffer
+	start(t, "ui", filepath.Join(dir, "ui.log"), &uiOut, "--config", config, "ui", "--listen", uiAddr)
+	testenv.Eventually(t, 30*time.Second, "curator ui serves", func() error {
+		resp, err := http.Get("http://" + uiAddr + "/api/state")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	if !strings.Contains(uiOut.String(), "loopback only") {
+		t.Errorf("curator ui does not say it serves loopback only: %q", uiOut.String())
+	}
+	// The watches, from the CLI: node ls --watch and events --follow,
+	// both stopped with Ctrl-C (SIGINT).
+	var watchOut, followOut syncBuffer
+	watch := start(t, "node ls --watch", filepath.Join(dir, "watch.log"), &watchOut, "--config", config, "node", "ls", "--watch")
+	follow := start(t, "events --follow", filepath.Join(dir, "follow.log"), &followOut, "--config", config, "events", "--follow", "-o", "json", "--limit", "1")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1500, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	if _, err := chromedp.Run(bctx, chromedp.Navigate("http://"+uiAddr+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	rows := func() ([]uiRow, string, error) {
+		ctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+		defer cancel()
+		rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]uiRow](`[...document.querySelectorAll("#nodes tbody tr")].map(r => ({name: r.dataset.name, status: r.dataset.status}))`))
+		if err != nil {
+			return nil, "", err
+		}
+		leader, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#leader").textContent`))
+		return rows, leader, err
+	}
+	leaderName := info.Names[info.Leader]
+	testenv.Eventually(t, 30*time.Second, "the page shows every node and the leader", func() error {
+		got, leader, err := rows()
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if !slices.ContainsFunc(got, func(r uiRow) bool { return r.Name == n.Name && r.Status == "ready" }) {
+				return fmt.Errorf("no ready row for %s: %+v", n.Name, got)
+			}
+		}
+		if leaderName == "" || !strings.Contains(leader, leaderName) {
+			return fmt.Errorf("leader shown %q, want %q", leader, leaderName)
+		}
+		return nil
+	})
+	screenshot(t, bctx, "dashboard.png")
+
+	// A worker killed for good: the same page, not reloaded, shows it
+	// down. (Its group removes the record of a down node whose process is
+	// gone at once, and makes another; the page keeps showing the node as
+	// it last was, down, for a minute.)
+	victim := nodeOfGroup(t, config, "workers")
+	killInstance(t, victim.InstanceID)
+	testenv.Eventually(t, 30*time.Second, "the page shows "+victim.Name+" down", func() error {
+		got, _, err := rows()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(got, uiRow{Name: victim.Name, Status: "down"}) {
+			return fmt.Errorf("rows %+v", got)
+		}
+		return nil
+	})
+	screenshot(t, bctx, "dashboard-node-down.png")
+
+	testenv.Eventually(t, 30*time.Second, "node ls --watch prints the table again with "+victim.Name+" down", func() error {
+		for line := range strings.Lines(watchOut.String()) {
+			if f := strings.Fields(line); len(f) > 4 && f[1] == victim.Name && f[4] == "down" {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	testenv.Eventually(t, 30*time.Second, "events --follow prints events", func() error {
+		if strings.Count(followOut.String(), "\n") < 2 {
+			return errors.New("fewer than two events")
+		}
+		return nil
+	})
+	for _, p := range []*proc{watch, follow} {
+		if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.wait(t, 10*time.Second); err != nil {
+			t.Errorf("%s after Ctrl-C: %v, want exit status 0", p.name, err)
+		}
+	}
+	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.wait(t, 30*time.Second); err != nil {
+		t.Errorf("dev after SIGTERM: %v", err)
+	}
+}
+
+// screenshot saves the page as name in the test's temp dir, and in
+// $CURATOR_SCREENSHOT_DIR if it is set.
+func screenshot(t *testing.T, bctx context.Context, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	dirs := []string{t.TempDir()}
+	if d := os.Getenv("CURATOR_SCREENSHOT_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Errorf("screenshot: %v", err)
+			continue
+		}
+		t.Logf("screenshot: %s", p)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
+}
