@@ -11,7 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -155,7 +157,7 @@ func (s *Service) runCrashWatch(ctx context.Context) error {
 						lg.Warn("could not revoke a dead leader's election lease", zap.String("leader", li.id), zap.Error(err))
 					} else {
 						lg.Warn("revoked a dead leader's election lease", zap.String("leader", li.id), zap.String("evidence", evidence))
-						s.revoked.Store(&revokeNote{leader: li.id, evidence: evidence, at: s.cfg.Now()})
+						s.recordRevoke(ctx, li.id, evidence)
 					}
 				}
 			}
@@ -168,10 +170,20 @@ func (s *Service) runCrashWatch(ctx context.Context) error {
 	}
 }
 
-// revokeNote is a dead leader's lease revoked, with the evidence.
-type revokeNote struct {
-	leader, evidence string
-	at               time.Time
+// recordRevoke keeps the event of a dead leader's lease revoked, with
+// its evidence. The follower that revoked writes it itself, whoever leads
+// next: it is the one event a curator that does not lead records (see
+// eventObserved).
+func (s *Service) recordRevoke(ctx context.Context, leader, evidence string) {
+	ev := &pb.Event{
+		Time: timestamppb.New(s.cfg.Now()), Loop: "election", NodeId: leader,
+		Action: "revoke-dead-leader", Reason: evidence, Leader: s.cfg.NodeID,
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := eventObserved(rctx, s.cfg.Etcd, ev); err != nil {
+		supervisor.Logger(ctx).Warn("could not record the revoke of a dead leader's lease", zap.Error(err))
+	}
 }
 
 // newerKeyOf says whether li's node holds an election key newer than li's

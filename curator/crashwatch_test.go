@@ -1,6 +1,14 @@
 package curator
 
-import "testing"
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/curatorproject/curator/supervisor"
+)
 
 func TestDecideCrash(t *testing.T) {
 	const (
@@ -28,5 +36,79 @@ func TestDecideCrash(t *testing.T) {
 				t.Errorf("decideCrash(%v, %v, %v, %v) = %v, want %v", tc.grpc, tc.etcd, tc.before, tc.lease, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCrashWatchSparesRestartingServer runs a leader and a follower whose
+// crash watch probes it. The leader's gRPC server fails and comes back a
+// second later, inside the live process: its port refuses meanwhile, while
+// its etcd client port (PORT+2, this test cluster's etcd, as on a real
+// manager) still answers. The follower must not take that for a crash:
+// the leader keeps its election key and leads throughout, and no lease is
+// revoked.
+func TestCrashWatchSparesRestartingServer(t *testing.T) {
+	c := newTestCluster(t)
+	lis := make(chan net.Listener, 1)
+	var listens atomic.Int32
+	svc, err := New(c.curatorConfig(c.first, c.cli))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.listen = func(network, address string) (net.Listener, error) {
+		if listens.Add(1) > 1 {
+			time.Sleep(time.Second) // the restart takes a moment
+		}
+		l, err := net.Listen(network, address)
+		if err == nil {
+			lis <- l
+		}
+		return l, err
+	}
+	supervisor.TestHarness(t, svc.Run)
+	waitFor(t, "the first curator leads", svc.IsLeader)
+	key := svc.currentLeader().key
+	admin, anon := c.dialFirst()
+	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
+	follower, _ := c.startCurator(m2, c.etcdClient())
+	waitFor(t, "the follower knows the leader", func() bool {
+		li := follower.fwd.knownLeader()
+		return li != nil && li.id == c.first.id && li.lease != 0
+	})
+
+	// Fail the server: Serve returns, the supervisor starts it again.
+	(<-lis).Close()
+	refused := false
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if probe(context.Background(), c.first.address) == probeRefused {
+			refused = true
+		}
+		if st := svc.currentLeader(); st == nil || st.key != key {
+			t.Fatal("the leader lost its leadership while its gRPC server restarted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !refused {
+		t.Fatal("the leader's gRPC port never refused: the test did not restart the server")
+	}
+	if got := listens.Load(); got < 2 {
+		t.Fatalf("the gRPC server listened %d times, want a restart", got)
+	}
+	waitFor(t, "the restarted server answers", func() bool { return probe(context.Background(), c.first.address) == probeOpen })
+	resp, err := c.cli.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the leader's election key %s: %v, %d keys: it was revoked", key, err, len(resp.Kvs))
+	}
+	events, err := eventList(context.Background(), c.cli, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.Action == "revoke-dead-leader" {
+			t.Errorf("the follower revoked a live leader's lease: %v", ev)
+		}
+	}
+	if !svc.IsLeader() || follower.IsLeader() {
+		t.Errorf("leader leads %v, follower leads %v", svc.IsLeader(), follower.IsLeader())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"iter"
 	"sort"
 	"sync"
@@ -33,6 +34,9 @@ import (
 type Service struct {
 	cfg Config
 
+	// listen makes the gRPC server's listener (net.Listen; tests wrap it
+	// to restart the server inside a live curator).
+	listen func(network, address string) (net.Listener, error)
 	// leader is set while this curator leads.
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
@@ -41,10 +45,6 @@ type Service struct {
 	health *health.Server
 	// quorum is what the last quorum check found (runQuorumCheck).
 	quorum quorumCache
-	// revoked is the evidence of the last dead leader's lease this
-	// curator revoked (runCrashWatch), until it records it as an event
-	// once it leads.
-	revoked atomic.Pointer[revokeNote]
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -57,7 +57,7 @@ func New(cfg Config) (*Service, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer()}, nil
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while

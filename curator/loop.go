@@ -65,11 +65,6 @@ func (l *leaderLoops) loops() []loopSpec {
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 	l := &leaderLoops{leaderState: st, metrics: s.metrics}
 	defer st.providers.close()
-	if n := s.revoked.Swap(nil); n != nil && s.cfg.Now().Sub(n.at) < time.Minute {
-		// This curator revoked the dead leader's lease, and leads now: say
-		// so, with the evidence.
-		l.recordEvent(ctx, "election", loopResult{action: "revoke-dead-leader", nodeID: n.leader, reason: n.evidence})
-	}
 	runnables := map[string]supervisor.Runnable{
 		"joins": l.runJoins,
 	}

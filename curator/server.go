@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -30,7 +29,7 @@ func (s *Service) serverTLS() *tls.Config {
 }
 
 func (s *Service) runGRPC(ctx context.Context) error {
-	lis, err := net.Listen("tcp", s.cfg.Address)
+	lis, err := s.listen("tcp", s.cfg.Address)
 	if err != nil {
 		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
 	}

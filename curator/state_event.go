@@ -54,6 +54,22 @@ func eventRecord(ctx context.Context, l *leadership, ev *pb.Event) error {
 	return err
 }
 
+// eventObserved writes an event without a leadership to fence it: the
+// record of what a follower saw and did about the leader itself (its lease
+// revoked after its process died), which no leader can write for it. It
+// is a new key, never a change to one, and the next leader's trim counts
+// it with the rest.
+func eventObserved(ctx context.Context, kv clientv3.KV, ev *pb.Event) error {
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, eventKey(ev), string(data)); err != nil {
+		return fmt.Errorf("record event: %w", err)
+	}
+	return nil
+}
+
 // eventList reads the newest limit events (0: all kept), oldest first.
 func eventList(ctx context.Context, kv clientv3.KV, limit int64) ([]*pb.Event, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}

@@ -117,6 +117,20 @@ func TestClusterThreeManagersTwoWorkers(t *testing.T) {
 	if took >= electionTTL {
 		t.Errorf("a killed leader was replaced after %s, not before its lease (%s) could expire: crash detection did not act", took.Round(time.Millisecond), electionTTL)
 	}
+	// The follower that revoked the lease recorded it, with its evidence,
+	// whichever curator leads now.
+	testenv.Eventually(t, 5*time.Second, "a revoke-dead-leader event", func() error {
+		events, err := mgmtEvents(t, c)
+		if err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if ev.Action == "revoke-dead-leader" && ev.NodeID == oldLeader && ev.Leader != oldLeader && strings.Contains(ev.Reason, "refused") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no revoke-dead-leader event for %s among %d events", oldLeader, len(events))
+	})
 
 	// The new leader grants every node a grace period, then marks the
 	// dead one down. Both configs must still work: the admin config

@@ -218,6 +218,28 @@ func TestPartitionFrozenLeader(t *testing.T) {
 	c.converge(w, b, time.Now())
 	w.report()
 	c.alive(b)
+	// Once resumed, the old leader found its lease gone and stepped down
+	// (the watch checked it stopped saying it leads), and wrote nothing:
+	// it woke to every node silent for frozenHold, which its health loop
+	// would have marked down, were its writes not fenced and its loops
+	// not idle.
+	c.noEventsBy(b, b.leader, fault)
+}
+
+// noEventsBy fails the test for every event the named node recorded as
+// leader after since: its leadership ended at the fault.
+func (c *netCluster) noEventsBy(b *baseline, name string, since time.Time) {
+	c.t.Helper()
+	evs, err := partitionEvents(c.t, c.config)
+	if err != nil {
+		c.t.Errorf("events: %v", err)
+		return
+	}
+	for _, ev := range evs {
+		if ev.Leader == b.ids[name] && ev.Time != nil && ev.Time.After(since) {
+			c.t.Errorf("%s recorded an event as leader after its leadership ended: %+v", name, ev)
+		}
+	}
 }
 
 // TestPartitionLeaderIsolated cuts the curator leader off from the other
