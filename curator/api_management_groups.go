@@ -275,7 +275,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 // recordGroupEvent keeps an event of the group API (a commit, a destroy)
 // beside the group loop's; failing to is logged, not fatal.
 func (st *leaderState) recordGroupEvent(ctx context.Context, action, reason string) {
-	ev := &pb.Event{Time: st.timestamp(), Loop: "groups", Action: action, Reason: reason, Leader: st.cfg.NodeID}
+	ev := &pb.Event{Time: st.timestamp(), Loop: "groups", Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.rev}
 	if err := eventRecord(ctx, st.leadership, ev); err != nil {
 		st.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}

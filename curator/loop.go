@@ -214,7 +214,7 @@ func (l *leaderLoops) recordEvent(ctx context.Context, loop string, res loopResu
 	}
 	ev := &pb.Event{
 		Time: timestamppb.New(l.cfg.Now()), Loop: loop, NodeId: res.nodeID,
-		Action: action, Reason: res.reason, Leader: l.cfg.NodeID,
+		Action: action, Reason: res.reason, Leader: l.cfg.NodeID, Term: l.rev,
 	}
 	if err := eventRecord(ctx, l.leadership, ev); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))

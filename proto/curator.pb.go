@@ -1234,7 +1234,12 @@ type Event struct {
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The curator leader that acted.
-	Leader        string `protobuf:"bytes,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The leader's term: the etcd revision at which it won the election
+	// (its election key's create revision). Terms grow with each leader; 0
+	// for an event a curator recorded without leading (a dead leader's
+	// lease revoked).
+	Term          int64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1309,6 +1314,13 @@ func (x *Event) GetLeader() string {
 		return x.Leader
 	}
 	return ""
+}
+
+func (x *Event) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 type ListEventsRequest struct {
@@ -4071,14 +4083,15 @@ const file_curator_proto_rawDesc = "" +
 	"\rTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"(\n" +
 	"\x12RotateTokenRequest\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\"\xac\x01\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\"\xc0\x01\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04loop\x18\x02 \x01(\tR\x04loop\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06leader\x18\x06 \x01(\tR\x06leader\")\n" +
+	"\x06leader\x18\x06 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04term\x18\a \x01(\x03R\x04term\")\n" +
 	"\x11ListEventsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"?\n" +
 	"\x12ListEventsResponse\x12)\n" +

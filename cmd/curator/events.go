@@ -58,10 +58,11 @@ type eventJSON struct {
 	Action string     `json:"action"`
 	Reason string     `json:"reason"`
 	Leader string     `json:"leader"`
+	Term   int64      `json:"term,omitempty"`
 }
 
 func eventToJSON(e *pb.Event) eventJSON {
-	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, Action: e.Action, Reason: e.Reason, Leader: e.Leader}
+	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, Action: e.Action, Reason: e.Reason, Leader: e.Leader, Term: e.Term}
 }
 
 func writeEvents(w io.Writer, format outputFormat, events []*pb.Event) error {
