@@ -101,7 +101,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	a, err := node.New(node.Config{
 		DataDir: f.dataDir, Version: binaryVersion(),
 		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
-		ReapAfter: f.reapAfter,
+		ReapAfter:       f.reapAfter,
 		Pprof:           f.pprof,
 		ForceNewCluster: f.forceNewCluster,
 		Logger:          lg,
