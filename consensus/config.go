@@ -121,6 +121,12 @@ type Config struct {
 	Mode StartMode
 	// Join is required with ModeJoin.
 	Join *JoinParams
+	// ForceNewCluster restarts an existing member as the only member of its
+	// cluster, with all its data (etcd's --force-new-cluster): every other
+	// member is removed. It is the way back from a lost quorum when the
+	// other members are gone for good, and only for that: give it for one
+	// start. A data dir that holds no member is refused.
+	ForceNewCluster bool
 
 	// TLS: the node's etcd certificate and key (issued by the etcd CA, with
 	// ListenIP as an IP SAN) and the etcd CA certificate, the only trust

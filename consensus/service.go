@@ -150,6 +150,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	c := s.cfg
 	restart := memberExists(c.DataDir)
+	if !restart && c.ForceNewCluster {
+		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member, so there is nothing to force a new cluster from: --force-new-cluster is for a surviving manager's own data dir", c.DataDir)
+	}
 	if !restart && c.Mode == ModeRestart {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member to restart: this node must join the cluster again", c.DataDir)
 	}
@@ -208,6 +211,9 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	ec.InitialCluster = c.NodeID + "=" + peerURL.String()
 	mode := "restart"
 	switch {
+	case restart && c.ForceNewCluster:
+		mode = "force-new-cluster"
+		ec.ForceNewCluster = true
 	case restart:
 		// etcd takes the membership from the data dir.
 	case c.Mode == ModeBootstrap:

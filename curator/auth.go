@@ -189,6 +189,9 @@ func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
 	if n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
 		return fmt.Errorf("%w: node %s has been decommissioned", ErrDenied, id.nodeID)
 	}
+	if n.Refused != "" {
+		return fmt.Errorf("%w: %s", ErrDenied, n.Refused)
+	}
 	return nil
 }
 

@@ -26,7 +26,7 @@ import (
 // which managers answer, and what to do. /healthz says the same.
 
 // QuorumAdvice is what to do about a lost quorum.
-const QuorumAdvice = "restart the stopped managers; if they are gone for good, recover from a surviving manager (forced new cluster; not built yet)"
+const QuorumAdvice = "restart the stopped managers; if they are gone for good, stop the agent of one surviving manager and restart it with `curator agent run --data-dir DIR --force-new-cluster`, then join new managers (or restore a backup: `curator agent restore`)"
 
 // quorumProbeTimeout bounds each question quorum checks ask an etcd member.
 const quorumProbeTimeout = 500 * time.Millisecond

@@ -21,7 +21,7 @@ func TestQuorumLost(t *testing.T) {
 			"1 of its 3 voters answer, and a majority needs 2",
 			"Answering: a (127.0.0.1:7000, this manager).",
 			"Not answering (stopped, or cut off from this manager): b (127.0.0.1:7000), c (127.0.0.1:7000).",
-			"restart the stopped managers; if they are gone for good, recover from a surviving manager (forced new cluster; not built yet)",
+			"restart the stopped managers; if they are gone for good, stop the agent of one surviving manager and restart it with `curator agent run --data-dir DIR --force-new-cluster`, then join new managers (or restore a backup: `curator agent restore`)",
 		}},
 		{"2 of 4", []quorumVoter{m("a", true, true), m("b", true, false), m("c", false, false), m("d", false, false)}, true, []string{
 			"2 of its 4 voters answer, and a majority needs 3",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,11 @@ type Config struct {
 	ReapAfter         time.Duration
 	// Pprof serves Go's profiles on the HTTP port.
 	Pprof bool
+	// ForceNewCluster restarts this manager's etcd, once, as the only
+	// member of its cluster with all its data (`agent run
+	// --force-new-cluster`): the way back from a lost quorum whose other
+	// managers are gone for good.
+	ForceNewCluster bool
 	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.
 	EtcdTickMs, EtcdElectionMs uint
 	// Logger is the base logger for etcd and the API handlers.
@@ -61,6 +67,10 @@ type Agent struct {
 	lastRefusal string
 
 	consensus consensusState
+	// forceNewCluster is Config.ForceNewCluster until the recovery is
+	// written: a later restart of etcd in this process (once new managers
+	// joined) must not remove them again.
+	forceNewCluster atomic.Bool
 
 	// sessions are the connections the heartbeat and watch streams use,
 	// one per manager.
@@ -123,6 +133,16 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
 	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), sessions: newManagerConns(id)}
+	if cfg.ForceNewCluster {
+		join, err := loadConsensus(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if join == nil {
+			return nil, fmt.Errorf("--force-new-cluster: %s holds no manager (no consensus role): run it on a surviving manager's data dir", cfg.DataDir)
+		}
+		a.forceNewCluster.Store(true)
+	}
 	a.registry = prometheus.NewRegistry()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = curator.NewMetrics(a.registry)

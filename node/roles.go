@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -135,6 +136,11 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	if err != nil {
 		return err
 	}
+	restored, err := loadRestore(dir)
+	if err != nil {
+		return err
+	}
+	forced := a.forceNewCluster.Load()
 	keyPEM, err := pki.EncodeKey(a.id.key)
 	if err != nil {
 		return err
@@ -153,6 +159,7 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		CertPEM: join.EtcdCert, KeyPEM: keyPEM, CAPEM: join.EtcdCa,
 		Logger: a.cfg.Logger.Named("consensus"),
 		TickMs: a.cfg.EtcdTickMs, ElectionMs: a.cfg.EtcdElectionMs,
+		ForceNewCluster: forced,
 	}
 	if _, err := os.Stat(crlPath); err == nil {
 		ecfg.CRLFile = crlPath
@@ -210,6 +217,13 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 			return err
 		}
 		lg.Info("cluster records written: the cluster exists")
+	}
+	if forced || restored != nil {
+		if err := a.recoverRecords(ctx, cli, restored); err != nil {
+			cancelEtcd()
+			<-etcdErr
+			return err
+		}
 	}
 	cur, err := curator.New(curator.Config{
 		NodeID: a.state.NodeID, Address: a.state.Address, Etcd: cli,
@@ -303,6 +317,32 @@ func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, bo
 		return err
 	}
 	return os.Remove(filepath.Join(a.cfg.DataDir, bootstrapFile))
+}
+
+// recoverRecords puts the records in order after etcd came up as the only
+// member of its cluster (curator.Recover), before the curator starts:
+// forced from this node's own data, or restored from a backup (restored
+// holds the node's new record). Then it forgets what it was asked to do,
+// so that a later start of etcd is an ordinary one.
+func (a *Agent) recoverRecords(ctx context.Context, cli *clientv3.Client, restored *restoreRecord) error {
+	p := curator.RecoverParams{NodeID: a.state.NodeID, How: "a forced new cluster"}
+	if restored != nil {
+		self := &pb.Node{}
+		if err := proto.Unmarshal(restored.Node, self); err != nil {
+			return fmt.Errorf("%s: %w", restoreFile, err)
+		}
+		p.Self, p.How = self, "a restore from a backup"
+	}
+	if err := curator.Recover(ctx, cli, p); err != nil {
+		return err
+	}
+	a.forceNewCluster.Store(false)
+	supervisor.Logger(ctx).Warn("the cluster was recovered: this node's etcd is its only member; the managers that were not there are refused until they are wiped and join again",
+		zap.String("how", p.How))
+	if restored != nil {
+		return os.Remove(filepath.Join(a.cfg.DataDir, restoreFile))
+	}
+	return nil
 }
 
 // tracker counts running instances of a runnable so that a parent can wait

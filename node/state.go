@@ -30,6 +30,7 @@ import (
 //	consensus.json   the consensus role's join parameters, while it holds it
 //	etcd-crl.der     the etcd CA's revocation list etcd checks, likewise
 //	bootstrap.pb     only between `agent init` and the first records in etcd
+//	restore.json     only between `agent restore` and its record in etcd
 //	etcd/            etcd's data, while it holds the consensus role
 //	agent.sock       the local agent service
 //	admin/           on the first node: the admin credential and config
@@ -38,6 +39,7 @@ const (
 	managersFile  = "managers.json"
 	consensusFile = "consensus.json"
 	bootstrapFile = "bootstrap.pb"
+	restoreFile   = "restore.json"
 	etcdCRLFile   = "etcd-crl.der"
 	etcdDir       = "etcd"
 	socketFile    = "agent.sock"

@@ -532,7 +532,13 @@ type Node struct {
 	Demoting bool `protobuf:"varint,18,opt,name=demoting,proto3" json:"demoting,omitempty"`
 	// "worker" or "manager": the token the node joined with. A pending
 	// manager gets the consensus role when approved.
-	JoinedAs      string `protobuf:"bytes,19,opt,name=joined_as,json=joinedAs,proto3" json:"joined_as,omitempty"`
+	JoinedAs string `protobuf:"bytes,19,opt,name=joined_as,json=joinedAs,proto3" json:"joined_as,omitempty"`
+	// Set on a node that held the consensus role when the cluster was
+	// recovered without it (a forced new cluster, or a restore from a
+	// backup): its etcd data belongs to the cluster as it was before, so the
+	// node API refuses it with this text until it is wiped and joins again
+	// (docs/architecture.md, "Disaster recovery").
+	Refused       string `protobuf:"bytes,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +702,13 @@ func (x *Node) GetDemoting() bool {
 func (x *Node) GetJoinedAs() string {
 	if x != nil {
 		return x.JoinedAs
+	}
+	return ""
+}
+
+func (x *Node) GetRefused() string {
+	if x != nil {
+		return x.Refused
 	}
 	return ""
 }
@@ -4000,6 +4013,96 @@ func (x *WatchEventsResponse) GetTruncated() bool {
 	return false
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_curator_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{57}
+}
+
+type BackupChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// In the first chunk: about how many bytes the whole snapshot holds
+	// (etcd's database size plus the checksum), for progress.
+	SizeHint      int64 `protobuf:"varint,2,opt,name=size_hint,json=sizeHint,proto3" json:"size_hint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_curator_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *BackupChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetSizeHint() int64 {
+	if x != nil {
+		return x.SizeHint
+	}
+	return 0
+}
+
 var File_curator_proto protoreflect.FileDescriptor
 
 const file_curator_proto_rawDesc = "" +
@@ -4015,7 +4118,7 @@ const file_curator_proto_rawDesc = "" +
 	"\betcd_crl\x18\x06 \x01(\fR\aetcdCrl\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xa8\x06\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xc2\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -4039,7 +4142,8 @@ const file_curator_proto_rawDesc = "" +
 	"public_key\x18\x10 \x01(\fR\tpublicKey\x127\n" +
 	"\tconsensus\x18\x11 \x01(\v2\x19.curator.v1.ConsensusJoinR\tconsensus\x12\x1a\n" +
 	"\bdemoting\x18\x12 \x01(\bR\bdemoting\x12\x1b\n" +
-	"\tjoined_as\x18\x13 \x01(\tR\bjoinedAs\x1a9\n" +
+	"\tjoined_as\x18\x13 \x01(\tR\bjoinedAs\x12\x18\n" +
+	"\arefused\x18\x14 \x01(\tR\arefused\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
@@ -4288,7 +4392,11 @@ const file_curator_proto_rawDesc = "" +
 	"\x13WatchEventsResponse\x12)\n" +
 	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated*q\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x0f\n" +
+	"\rBackupRequest\">\n" +
+	"\vBackupChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
+	"\tsize_hint\x18\x02 \x01(\x03R\bsizeHint*q\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x11\n" +
@@ -4320,7 +4428,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x14ROLLOUT_STATE_PAUSED\x10\x02\x12\x16\n" +
 	"\x12ROLLOUT_STATE_DONE\x10\x03\x12\x1b\n" +
 	"\x17ROLLOUT_STATE_CANCELLED\x10\x04\x12\x18\n" +
-	"\x14ROLLOUT_STATE_FAILED\x10\x052\xa4\v\n" +
+	"\x14ROLLOUT_STATE_FAILED\x10\x052\xe4\v\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -4349,7 +4457,8 @@ const file_curator_proto_rawDesc = "" +
 	"\rChangeRollout\x12 .curator.v1.ChangeRolloutRequest\x1a\x13.curator.v1.Rollout\x12M\n" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
-	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x012\x80\x03\n" +
+	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\x80\x03\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
@@ -4373,7 +4482,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                // 0: curator.v1.NodeState
 	(Availability)(0),             // 1: curator.v1.Availability
@@ -4438,14 +4547,16 @@ var file_curator_proto_goTypes = []any{
 	(*WatchNodesResponse)(nil),    // 60: curator.v1.WatchNodesResponse
 	(*WatchEventsRequest)(nil),    // 61: curator.v1.WatchEventsRequest
 	(*WatchEventsResponse)(nil),   // 62: curator.v1.WatchEventsResponse
-	nil,                           // 63: curator.v1.Node.LabelsEntry
-	nil,                           // 64: curator.v1.ClusterInfo.NamesEntry
-	nil,                           // 65: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                           // 66: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                           // 67: curator.v1.InstanceTemplate.EnvEntry
-	nil,                           // 68: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 70: google.protobuf.Duration
+	(*BackupRequest)(nil),         // 63: curator.v1.BackupRequest
+	(*BackupChunk)(nil),           // 64: curator.v1.BackupChunk
+	nil,                           // 65: curator.v1.Node.LabelsEntry
+	nil,                           // 66: curator.v1.ClusterInfo.NamesEntry
+	nil,                           // 67: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                           // 68: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                           // 69: curator.v1.InstanceTemplate.EnvEntry
+	nil,                           // 70: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -4453,46 +4564,46 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	63, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	69, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	69, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	69, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	65, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	71, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	71, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	71, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	8,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	69, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	71, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	9,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	64, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	69, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	66, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	71, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	18, // 16: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,  // 17: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	65, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	67, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
 	9,  // 19: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,  // 20: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	28, // 21: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	31, // 22: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	70, // 23: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	70, // 24: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	72, // 23: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	72, // 24: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	29, // 25: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	30, // 26: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	66, // 27: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	67, // 28: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	68, // 27: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	69, // 28: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	27, // 29: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	69, // 30: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	69, // 31: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	71, // 30: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	71, // 31: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
 	32, // 32: curator.v1.GroupView.group:type_name -> curator.v1.Group
 	27, // 33: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
 	33, // 34: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
 	33, // 35: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
 	5,  // 36: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	69, // 37: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	69, // 38: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	69, // 39: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	71, // 37: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	71, // 38: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	71, // 39: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
 	1,  // 40: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	68, // 41: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	70, // 41: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
 	8,  // 42: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
 	3,  // 43: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	69, // 44: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	71, // 44: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
 	9,  // 45: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
 	18, // 46: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
 	10, // 47: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
@@ -4515,42 +4626,44 @@ var file_curator_proto_depIdxs = []int32{
 	42, // 64: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
 	59, // 65: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
 	61, // 66: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	43, // 67: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	45, // 68: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	47, // 69: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	49, // 70: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	51, // 71: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	53, // 72: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	55, // 73: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11, // 74: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20, // 75: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,  // 76: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26, // 77: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,  // 78: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,  // 79: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24, // 80: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14, // 81: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,  // 82: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14, // 83: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16, // 84: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16, // 85: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	35, // 86: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	37, // 87: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	33, // 88: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	33, // 89: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	40, // 90: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	40, // 91: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	60, // 92: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	62, // 93: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	44, // 94: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	46, // 95: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	48, // 96: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	50, // 97: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	52, // 98: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	54, // 99: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	56, // 100: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	74, // [74:101] is the sub-list for method output_type
-	47, // [47:74] is the sub-list for method input_type
+	63, // 67: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	43, // 68: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	45, // 69: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	47, // 70: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	49, // 71: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	51, // 72: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	53, // 73: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	55, // 74: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11, // 75: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20, // 76: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,  // 77: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26, // 78: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,  // 79: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,  // 80: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24, // 81: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14, // 82: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,  // 83: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14, // 84: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16, // 85: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16, // 86: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	35, // 87: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	37, // 88: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	33, // 89: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	33, // 90: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	40, // 91: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	40, // 92: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	60, // 93: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	62, // 94: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	64, // 95: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	44, // 96: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	46, // 97: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	48, // 98: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	50, // 99: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	52, // 100: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	54, // 101: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	56, // 102: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	75, // [75:103] is the sub-list for method output_type
+	47, // [47:75] is the sub-list for method input_type
 	47, // [47:47] is the sub-list for extension type_name
 	47, // [47:47] is the sub-list for extension extendee
 	0,  // [0:47] is the sub-list for field type_name
@@ -4572,7 +4685,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -51,6 +51,7 @@ const (
 	Management_ChangeRollout_FullMethodName  = "/curator.v1.Management/ChangeRollout"
 	Management_WatchNodes_FullMethodName     = "/curator.v1.Management/WatchNodes"
 	Management_WatchEvents_FullMethodName    = "/curator.v1.Management/WatchEvents"
+	Management_Backup_FullMethodName         = "/curator.v1.Management/Backup"
 )
 
 // ManagementClient is the client API for Management service.
@@ -92,6 +93,9 @@ type ManagementClient interface {
 	// WatchEvents sends the events after a revision, then each new event as
 	// it is recorded, in order, each once.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
+	// Backup streams a snapshot of the leader's etcd member: etcd's own
+	// format (the database, then its SHA-256), which `agent restore` takes.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type managementClient struct {
@@ -320,6 +324,25 @@ func (c *managementClient) WatchEvents(ctx context.Context, in *WatchEventsReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_WatchEventsClient = grpc.ServerStreamingClient[WatchEventsResponse]
 
+func (c *managementClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Management_ServiceDesc.Streams[2], Management_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
 // ManagementServer is the server API for Management service.
 // All implementations must embed UnimplementedManagementServer
 // for forward compatibility.
@@ -359,6 +382,9 @@ type ManagementServer interface {
 	// WatchEvents sends the events after a revision, then each new event as
 	// it is recorded, in order, each once.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
+	// Backup streams a snapshot of the leader's etcd member: etcd's own
+	// format (the database, then its SHA-256), which `agent restore` takes.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedManagementServer()
 }
 
@@ -428,6 +454,9 @@ func (UnimplementedManagementServer) WatchNodes(*WatchNodesRequest, grpc.ServerS
 }
 func (UnimplementedManagementServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
+}
+func (UnimplementedManagementServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedManagementServer) mustEmbedUnimplementedManagementServer() {}
 func (UnimplementedManagementServer) testEmbeddedByValue()                    {}
@@ -796,6 +825,17 @@ func _Management_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_WatchEventsServer = grpc.ServerStreamingServer[WatchEventsResponse]
 
+func _Management_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagementServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Management_ServiceDesc is the grpc.ServiceDesc for Management service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -885,6 +925,11 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchEvents",
 			Handler:       _Management_WatchEvents_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Backup",
+			Handler:       _Management_Backup_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -329,7 +329,7 @@ func TestLeaderStopAndQuorumLoss(t *testing.T) {
 			survivor + " (" + s.listen + ", this manager)",
 			dead[0] + " (" + c.nodes[dead[0]].listen + ")",
 			dead[1] + " (" + c.nodes[dead[1]].listen + ")",
-			"restart the stopped managers; if they are gone for good, recover from a surviving manager (forced new cluster; not built yet)",
+			"restart the stopped managers; if they are gone for good, stop the agent of one surviving manager and restart it with `curator agent run --data-dir DIR --force-new-cluster`, then join new managers (or restore a backup: `curator agent restore`)",
 		}
 		for _, cfg := range []string{c.config, c.writeConfig(s.listen)} {
 			for _, args := range [][]string{{"node", "ls"}, {"cluster", "info"}} {

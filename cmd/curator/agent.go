@@ -32,6 +32,8 @@ type agentFlags struct {
 	downAfter         time.Duration
 	reapAfter         time.Duration
 	pprof             bool
+	// forceNewCluster is `agent run --force-new-cluster`.
+	forceNewCluster bool
 }
 
 func (f *agentFlags) register(c *cobra.Command) {
@@ -99,9 +101,10 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	a, err := node.New(node.Config{
 		DataDir: f.dataDir, Version: binaryVersion(),
 		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
-		ReapAfter: f.reapAfter,
-		Pprof:     f.pprof,
-		Logger:    lg,
+		ReapAfter:       f.reapAfter,
+		Pprof:           f.pprof,
+		ForceNewCluster: f.forceNewCluster,
+		Logger:          lg,
 	})
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 
 func newAgentCommand() *cobra.Command {
 	c := &cobra.Command{Use: "agent", Short: "Run the node agent on this machine"}
-	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(), newAgentLeaveCommand())
+	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(), newAgentLeaveCommand(), newAgentRestoreCommand())
 	return c
 }
 
@@ -324,9 +327,19 @@ func (m *machineFlags) machine() (node.Machine, error) {
 func newAgentRunCommand() *cobra.Command {
 	f := &agentFlags{}
 	c := &cobra.Command{
-		Use:   "run --data-dir DIR",
+		Use:   "run --data-dir DIR [--force-new-cluster]",
 		Short: "Restart a node from its data dir, in the foreground",
-		Args:  cobra.NoArgs,
+		Long: `Restart a node from its data dir, in the foreground.
+
+With --force-new-cluster, on a manager whose cluster lost its quorum for good
+(a majority of the managers is gone and will not come back): its etcd restarts
+as the only member of the cluster, with all its data, as 'docker swarm init
+--force-new-cluster' does. The managers that are gone lose their role, their
+nodes show down, and the groups or the reaper replace them; join new managers
+to get back to three. A former manager that comes back is refused until it is
+wiped and joins again. Stop this node's agent first; never run it on two
+survivors.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return err
@@ -335,5 +348,46 @@ func newAgentRunCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
+	c.Flags().BoolVar(&f.forceNewCluster, "force-new-cluster", false, "restart this manager's etcd as the only member of its cluster, with all its data (after a quorum lost for good)")
+	return c
+}
+
+func newAgentRestoreCommand() *cobra.Command {
+	f := &agentFlags{}
+	var listen, name, from string
+	c := &cobra.Command{
+		Use:   "restore --data-dir DIR --listen IP:PORT --from FILE",
+		Short: "Start a one-manager cluster from a backup, and run it",
+		Long: `Start a new one-manager cluster that holds every record of a backup
+('curator cluster backup FILE'), with this machine as its manager, and run it
+in the foreground. The backup's checksum is checked first: a damaged or
+truncated file is refused and nothing is written.
+
+The node gets a new identity, certificates from the backup's CAs and a new
+admin credential in DIR/admin/config.yaml; etcd gets new cluster and member
+IDs, so no manager of the old cluster can join it. Listen at an old manager's
+address and the workers that knew it find the cluster again. The old
+managers' records lose their role and show down; join new managers with the
+printed command. DIR must be new or empty.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			res, err := node.Restore(node.RestoreConfig{DataDir: f.dataDir, Address: listen, From: from, Name: name, Version: binaryVersion()})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored %d node records of cluster %s from %s.\n", res.Nodes, res.ClusterID, from)
+			printInitDone(cmd.OutOrStdout(), &res.InitResult, listen, selfCommand())
+			return runAgent(cmd.Context(), cmd, f)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&listen, "listen", "", "IP:PORT this node listens on; an old manager's address lets the workers find it (required)")
+	c.Flags().StringVar(&from, "from", "", "the backup file (required)")
+	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
+	_ = c.MarkFlagRequired("listen")
+	_ = c.MarkFlagRequired("from")
 	return c
 }

@@ -18,6 +18,7 @@ func newClusterCommand(g *globalFlags) *cobra.Command {
 	return parentCommand("cluster", "Show and change cluster settings",
 		newClusterInfoCommand(g),
 		newClusterUpdateCommand(g),
+		newClusterBackupCommand(g),
 	)
 }
 

@@ -1,0 +1,186 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Disaster recovery (docs/architecture.md, "Disaster recovery"): a
+// manager's etcd restarted as the only member of its cluster, from its own
+// data (`agent run --force-new-cluster`) or from a backup (`agent
+// restore`). Before its curator starts, Recover puts the records in order;
+// the loops do the rest, as after any change of membership: the consensus
+// sync clears the role of every node whose member is gone, the health loop
+// marks them down, and the groups or the reaper replace them.
+
+// RecoverParams says how the cluster was recovered.
+type RecoverParams struct {
+	// NodeID is the node whose etcd is now the only member.
+	NodeID string
+	// Self, for a restore, is that node's new record (a fresh identity at
+	// the address it was restored at); nil for a forced new cluster, where
+	// the node keeps its record.
+	Self *pb.Node
+	// How is said in the event and in the refusal of the old managers:
+	// "a forced new cluster" or "a restore from a backup".
+	How string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Recover writes, in one transaction and unfenced (no curator runs yet,
+// and this etcd is the only member):
+//
+//   - for a restore, the restored node's record; a record of another node
+//     at its address goes (the machine it names is the one restored on);
+//   - on every other node that held the consensus role, the refusal its
+//     agent will get from the node API: its etcd data is of the cluster
+//     before the recovery and must never serve again (a forced new cluster
+//     keeps etcd's cluster ID, so without the refusal the node would be
+//     taken back as a worker by the consensus sync, its old data wiped
+//     silently; an operator should know, and join it again on purpose);
+//   - no election keys: those of curators that cannot reach this etcd any
+//     more would hold the next leader back until their leases expire, and
+//     a restore refreshes every lease's TTL;
+//   - an event that says what happened.
+//
+// It is idempotent: a recovery cut short is finished by running it again.
+func Recover(ctx context.Context, cli *clientv3.Client, p RecoverParams) error {
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	nodes, err := nodeList(ctx, cli)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: list etcd members: %w", err)
+	}
+	var memberNames []string
+	for _, m := range members.Members {
+		memberNames = append(memberNames, m.Name)
+	}
+	ts := timestamppb.New(now())
+	var ops []clientv3.Op
+	put := func(n *pb.Node) error {
+		data, err := proto.Marshal(n)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
+		return nil
+	}
+	if p.Self != nil {
+		self := cloneNode(p.Self)
+		self.State = pb.NodeState_NODE_STATE_UP
+		self.Status = pb.NodeStatus_NODE_STATUS_UNKNOWN
+		self.Created, self.Updated, self.StatusChanged = ts, ts, ts
+		if self.Labels == nil {
+			self.Labels = map[string]string{}
+		}
+		if err := put(self); err != nil {
+			return err
+		}
+	}
+	var refused []string
+	for _, n := range nodes {
+		switch {
+		case n.Id == p.NodeID:
+		case p.Self != nil && n.Address == p.Self.Address:
+			ops = append(ops, clientv3.OpDelete(nodeKey(n.Id)))
+		case hasRole(n, pb.Role_ROLE_CONSENSUS) && !slices.Contains(memberNames, n.Id):
+			n = cloneNode(n)
+			n.Refused = refusedAfterRecovery(n.Id, p.How, now())
+			n.Updated = ts
+			if err := put(n); err != nil {
+				return err
+			}
+			refused = append(refused, n.Id)
+		}
+	}
+	ops = append(ops, clientv3.OpDelete(electionPrefix+"/", clientv3.WithPrefix()))
+	ev := &pb.Event{
+		Time: ts, Loop: "recovery", NodeId: p.NodeID, Action: "recover", Leader: p.NodeID,
+		Reason: fmt.Sprintf("the cluster was recovered by %s on this node; the managers that were not there are refused until they are wiped and join again: %v", p.How, refused),
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	ops = append(ops, clientv3.OpPut(eventKey(ev), string(data)))
+	if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("recover: write the records: %w", err)
+	}
+	return nil
+}
+
+// refusedAfterRecovery is what the node API tells an old manager.
+func refusedAfterRecovery(id, how string, at time.Time) string {
+	return fmt.Sprintf("node %s was a manager when the cluster was recovered without it (%s, %s), so its etcd data belongs to the cluster as it was before and must never run again: stop its agent, wipe its data dir (`curator agent leave --force --data-dir DIR` while the agent runs, or delete DIR) and join it again with `curator agent join`",
+		id, how, at.UTC().Format(time.RFC3339))
+}
+
+// RecordPrefix is the prefix of every key the curator keeps in etcd: what
+// a restore reads from a backup.
+const RecordPrefix = keyPrefix
+
+// BackupContents is what a restore needs from a backup's records.
+type BackupContents struct {
+	ClusterID                 string
+	CA, EtcdCA                *pki.CA
+	EtcdCRL                   []byte
+	WorkerToken, ManagerToken string
+	// Nodes is how many node records the backup holds.
+	Nodes int
+}
+
+// ReadBackup reads the cluster's records from a backup's keys (the latest
+// value of each key under RecordPrefix). A backup of something else is
+// refused.
+func ReadBackup(keys map[string][]byte) (*BackupContents, error) {
+	csData, ok := keys[clusterKey]
+	if !ok {
+		return nil, errors.New("the backup holds no curator cluster record: is it a backup of a curator cluster?")
+	}
+	cs := &pb.ClusterState{}
+	if err := proto.Unmarshal(csData, cs); err != nil {
+		return nil, fmt.Errorf("the backup's cluster record is corrupt: %w", err)
+	}
+	st := &pb.PKIState{}
+	if err := proto.Unmarshal(keys[pkiKey], st); err != nil || len(st.CaKey) == 0 {
+		return nil, fmt.Errorf("the backup's CA record is missing or corrupt (%v)", err)
+	}
+	ca, err := caFromPEM(st.CaCert, st.CaKey)
+	if err != nil {
+		return nil, fmt.Errorf("the backup's cluster CA: %w", err)
+	}
+	etcdCA, err := caFromPEM(st.EtcdCaCert, st.EtcdCaKey)
+	if err != nil {
+		return nil, fmt.Errorf("the backup's etcd CA: %w", err)
+	}
+	out := &BackupContents{ClusterID: cs.ClusterId, CA: ca, EtcdCA: etcdCA, EtcdCRL: keys[EtcdCRLKey]}
+	fp := pki.Fingerprint(ca.Cert)
+	out.WorkerToken = pki.Token{CAFingerprint: fp, Secret: cs.WorkerTokenSecret}.String()
+	out.ManagerToken = pki.Token{CAFingerprint: fp, Secret: cs.ManagerTokenSecret}.String()
+	for k := range keys {
+		if len(k) > len(nodePrefix) && k[:len(nodePrefix)] == nodePrefix {
+			out.Nodes++
+		}
+	}
+	return out, nil
+}
+
+// ErrNoSnapshot: the leader's etcd could not make a snapshot.
+var ErrNoSnapshot = errors.New("etcd could not make a snapshot")

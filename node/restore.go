@@ -1,0 +1,229 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// RestoreConfig is what `curator agent restore` takes.
+type RestoreConfig struct {
+	DataDir string
+	Address string
+	// From is the backup file (`curator cluster backup`).
+	From    string
+	Name    string
+	Version string
+	Logger  *zap.Logger
+}
+
+// RestoreResult says what was restored and where the admin config is.
+type RestoreResult struct {
+	InitResult
+	// Nodes is how many node records the backup held.
+	Nodes int
+}
+
+// restoreRecord is the restored node's record, kept on disk (restore.json,
+// 0600) from restore until its first run has written it into etcd
+// (curator.Recover), and deleted after.
+type restoreRecord struct {
+	Node []byte `json:"node"`
+}
+
+// Restore prepares dataDir as the only manager of a cluster restored from
+// a backup: it checks the backup's checksum, restores it as a new
+// one-member etcd cluster (new cluster and member IDs: no member of the
+// old cluster can join it), and makes this node a fresh identity with
+// certificates from the backup's CAs, and a new admin credential. Like
+// Init it starts nothing; the first run writes the node's record and
+// clears the old managers (curator.Recover).
+//
+// It refuses, and leaves everything as it found it, unless the backup is
+// whole, the data dir is new or empty and the four ports are free.
+func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
+	dir := cfg.DataDir
+	if dir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	if cfg.From == "" {
+		return nil, errors.New("--from is required: the backup file `curator cluster backup` wrote")
+	}
+	if err := checkNoNode(dir); err != nil {
+		return nil, err
+	}
+	ip, port, err := curator.SplitAddress(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	if cfg.Name != "" {
+		if err := curator.ValidateNodeName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("--name: %w", err)
+		}
+	}
+	if err := checkEmpty(dir); err != nil {
+		return nil, err
+	}
+	if _, err := consensus.VerifySnapshot(cfg.From); err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
+	}
+	if err := CheckPorts(cfg.Address); err != nil {
+		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pki.NodeID(key.Public())
+	if err != nil {
+		return nil, err
+	}
+
+	// etcd's data is restored beside the data dir, and moved in last.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(abs), ".curator-restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	restored, err := consensus.RestoreSnapshot(cfg.From, filepath.Join(tmp, etcdDir), id, ip.String(), port, curator.RecordPrefix, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
+	}
+	backup, err := curator.ReadBackup(restored.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
+	}
+
+	ips := []net.IP{ip}
+	nodeCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	etcdCert, err := backup.EtcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	adminKey, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	adminCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.NodeCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := pkixPublicKey(key)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.Name
+	if name == "" {
+		name = id[:12]
+	}
+	join := &pb.ConsensusJoin{
+		Peers:         []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
+		EtcdCert:      pki.EncodeCert(etcdCert),
+		EtcdCa:        pki.EncodeCert(backup.EtcdCA.Cert),
+		EtcdCrl:       backup.EtcdCRL,
+		MemberId:      restored.MemberID,
+		EtcdClusterId: restored.ClusterID,
+	}
+	self := &pb.Node{
+		Id: id, Name: name, Address: cfg.Address,
+		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
+		Availability: pb.Availability_AVAILABILITY_ACTIVE,
+		Version:      cfg.Version,
+		PublicKey:    pubDER,
+		Consensus:    join,
+		JoinedAs:     "manager",
+	}
+	nodeBytes, err := proto.Marshal(self)
+	if err != nil {
+		return nil, err
+	}
+
+	// Everything is made; now write it, state.json last. On an error,
+	// what was written goes again.
+	existed := true
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		existed = false
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if !existed {
+			os.RemoveAll(dir)
+			return
+		}
+		for _, f := range []string{nodeCertName + ".crt", nodeCertName + ".key", caCertFile, consensusFile, restoreFile, managersFile, AdminDir, etcdDir, "tls"} {
+			os.RemoveAll(filepath.Join(dir, f))
+		}
+	}()
+	if err = pki.WriteFiles(dir, nodeCertName, nodeCert, key); err != nil {
+		return nil, err
+	}
+	if err = pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(backup.CA.Cert), 0o644); err != nil {
+		return nil, err
+	}
+	if err = saveConsensus(dir, join); err != nil {
+		return nil, err
+	}
+	if err = writeJSON(filepath.Join(dir, restoreFile), restoreRecord{Node: nodeBytes}); err != nil {
+		return nil, err
+	}
+	if err = saveManagers(dir, []string{cfg.Address}); err != nil {
+		return nil, err
+	}
+	adminPath, err := client.WriteAdminConfig(filepath.Join(dir, AdminDir), backup.ClusterID, []string{cfg.Address}, backup.CA.Cert, adminCert, adminKey)
+	if err != nil {
+		return nil, fmt.Errorf("write admin config: %w", err)
+	}
+	if err = os.Rename(filepath.Join(tmp, etcdDir), filepath.Join(dir, etcdDir)); err != nil {
+		return nil, err
+	}
+	st := &State{NodeID: id, ClusterID: backup.ClusterID, Address: cfg.Address, Name: name}
+	if err = writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		return nil, err
+	}
+	return &RestoreResult{
+		InitResult: InitResult{NodeID: id, ClusterID: backup.ClusterID, AdminConfig: adminPath, WorkerToken: backup.WorkerToken, ManagerToken: backup.ManagerToken},
+		Nodes:      backup.Nodes,
+	}, nil
+}
+
+func loadRestore(dir string) (*restoreRecord, error) {
+	data, err := os.ReadFile(filepath.Join(dir, restoreFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &restoreRecord{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s is corrupt: %w", restoreFile, err)
+	}
+	return r, nil
+}

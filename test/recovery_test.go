@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/curatorproject/curator/internal/testenv"
+)
+
+// The refusal an old manager gets after a recovery (curator.Recover).
+const refusedAfterRecovery = "was a manager when the cluster was recovered without it"
+
+// TestForceNewCluster: three managers and two workers; two managers are
+// killed for good, and the third is restarted with --force-new-cluster.
+// Every record is still there, the dead managers lose their role and show
+// down, two new managers join and make three healthy voters again, the
+// cluster takes writes, and the old managers that come back are refused
+// with what to do, without splitting the cluster.
+func TestForceNewCluster(t *testing.T) {
+	c := newCluster(t, "127.0.160.")
+	c.build(3, 2)
+	all := []string{"manager-1", "manager-2", "manager-3", "worker-1", "worker-2"}
+	c.waitReady(60*time.Second, all...)
+	ids := mgmtIDs(t, c, all...)
+
+	began := time.Now()
+	for _, name := range []string{"manager-2", "manager-3"} {
+		p := c.nodes[name].proc
+		if err := p.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+	}
+	survivor := c.nodes["manager-1"]
+	if err := survivor.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = survivor.proc.wait(t, 30*time.Second)
+
+	c.agent("manager-1", "run", "--force-new-cluster")
+	testenv.Eventually(t, 60*time.Second, "every record; the dead managers down without a role", func() error {
+		nodes, err := nodeLs(t, c.config)
+		if err != nil {
+			return err
+		}
+		if err := allReady(nodes, "manager-1", "worker-1", "worker-2"); err != nil {
+			return err
+		}
+		for _, name := range []string{"manager-2", "manager-3"} {
+			n, ok := byName(nodes, name)
+			if !ok {
+				return fmt.Errorf("%s: no record", name)
+			}
+			if n.Status != "down" || slices.Contains(n.Roles, "consensus") {
+				return fmt.Errorf("%s: %s, roles %v", name, n.Status, n.Roles)
+			}
+		}
+		return nil
+	})
+	t.Logf("recovered with every record in %s", time.Since(began).Round(time.Millisecond))
+
+	token := c.token("manager")
+	c.join("manager-4", 15, token, survivor)
+	c.join("manager-5", 16, token, survivor)
+	testenv.Eventually(t, 90*time.Second, "three healthy voters again", func() error {
+		info, err := clusterInfo(t, c.config)
+		if err != nil {
+			return err
+		}
+		if len(info.Voters) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("voters %v, quorum healthy %v", info.Voters, info.QuorumHealthy)
+		}
+		return nil
+	})
+	t.Logf("three voters again %s after the kill", time.Since(began).Round(time.Millisecond))
+	if _, _, err := cli(t, "--config", c.config, "node", "update", "worker-1", "--label-add", "recovered=yes"); err != nil {
+		t.Fatalf("a write after the recovery: %v", err)
+	}
+
+	// The old managers come back: refused, saying what to do; the
+	// cluster keeps its three voters.
+	info, err := clusterInfo(t, c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"manager-2", "manager-3"} {
+		c.agent(name, "run")
+	}
+	for _, name := range []string{"manager-2", "manager-3"} {
+		log := c.nodes[name].proc.log
+		testenv.Eventually(t, 30*time.Second, name+" is refused and told to wipe and join again", func() error {
+			data, err := os.ReadFile(log)
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{refusedAfterRecovery, "curator agent join"} {
+				if !strings.Contains(string(data), want) {
+					return fmt.Errorf("its log does not say %q yet", want)
+				}
+			}
+			return nil
+		})
+	}
+	time.Sleep(3 * time.Second)
+	after, err := clusterInfo(t, c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sorted(after.Voters), sorted(info.Voters)) || !after.QuorumHealthy {
+		t.Errorf("voters %v (quorum healthy %v) after the old managers came back, want %v", after.Voters, after.QuorumHealthy, info.Voters)
+	}
+	nodes, err := nodeLs(t, c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"manager-2", "manager-3"} {
+		if n, _ := byName(nodes, name); n.Status == "ready" || n.ID != ids[name] {
+			t.Errorf("%s after it came back: %+v, want its old record, not ready", name, n)
+		}
+	}
+}
+
+// TestBackupRestore: a backup of a cluster of three managers and a worker,
+// every manager's data dir wiped, and a restore at the first manager's
+// address: every record is there, the worker (left running) finds the
+// cluster again, and a damaged or truncated backup is refused and changes
+// nothing.
+func TestBackupRestore(t *testing.T) {
+	c := newCluster(t, "127.0.161.")
+	c.build(3, 1)
+	all := []string{"manager-1", "manager-2", "manager-3", "worker-1"}
+	c.waitReady(60*time.Second, all...)
+	ids := mgmtIDs(t, c, all...)
+
+	backup := filepath.Join(t.TempDir(), "cluster.backup")
+	out, _, err := cli(t, "--config", c.config, "cluster", "backup", backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "sha256 ") {
+		t.Errorf("backup says %q, want its checksum", out)
+	}
+	fi, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("backup mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, stderr, err := cli(t, "--config", c.config, "cluster", "backup", backup); err == nil || !strings.Contains(stderr, "never overwrites") {
+		t.Errorf("a backup over an existing file: %v, %q", err, stderr)
+	}
+
+	data, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := slices.Clone(data)
+	flipped[len(flipped)/2] ^= 0xff
+	for name, bad := range map[string][]byte{"truncated": data[:len(data)-4096], "flipped": flipped, "empty": nil} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "restore-"+name)
+		_, stderr, err := cli(t, "agent", "restore", "--data-dir", dir, "--listen", c.addr(30), "--from", path)
+		if err == nil || !strings.Contains(stderr, "damaged") || !strings.Contains(stderr, "nothing was changed") {
+			t.Errorf("restore of a %s backup: %v, stderr %q", name, err, stderr)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("restore of a %s backup left %s behind: %v", name, dir, err)
+		}
+	}
+
+	// The managers are lost; the worker keeps running.
+	first := c.nodes["manager-1"].listen
+	for _, name := range []string{"manager-1", "manager-2", "manager-3"} {
+		n := c.nodes[name]
+		if err := n.proc.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-n.proc.done
+		if err := os.RemoveAll(n.dataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	restored := c.agent("restored", "restore", "--listen", first, "--from", backup, "--name", "restored")
+	restored.listen = first
+	c.config = filepath.Join(restored.dataDir, "admin", "config.yaml")
+	testenv.Eventually(t, 60*time.Second, "every record, the worker found again", func() error {
+		nodes, err := nodeLs(t, c.config)
+		if err != nil {
+			return err
+		}
+		if err := allReady(nodes, "restored", "worker-1"); err != nil {
+			return err
+		}
+		for _, name := range []string{"manager-2", "manager-3"} {
+			n, ok := byName(nodes, name)
+			if !ok || n.ID != ids[name] {
+				return fmt.Errorf("%s: no record", name)
+			}
+			if slices.Contains(n.Roles, "consensus") {
+				return fmt.Errorf("%s: roles %v", name, n.Roles)
+			}
+		}
+		if _, ok := byName(nodes, "manager-1"); ok {
+			return errors.New("manager-1's record is still there: the restored node took its address")
+		}
+		return nil
+	})
+	t.Logf("restored, the worker back, in %s", time.Since(began).Round(time.Millisecond))
+	info, err := clusterInfo(t, c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Voters) != 1 || info.Names[info.Voters[0]] != "restored" {
+		t.Errorf("voters %v, want the restored node alone", info.Voters)
+	}
+	// A restore into a data dir that holds a node is refused.
+	if _, stderr, err := cli(t, "agent", "restore", "--data-dir", restored.dataDir, "--listen", c.addr(31), "--from", backup); err == nil || !strings.Contains(stderr, "holds node") {
+		t.Errorf("restore over a node: %v, %q", err, stderr)
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
