@@ -1,0 +1,684 @@
+// Package chaos runs a cluster of real curator processes through a seeded
+// random schedule of faults (kill -9 of any node and of the leader,
+// SIGSTOP/SIGCONT, restarts) while rollouts and scaling run, with a monitor
+// that checks the cluster's invariants the whole time and once the faults
+// stop. See README.md in this directory.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/internal/testenv"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/process"
+)
+
+var (
+	flagSeeds  = flag.Int("seeds", 1, "how many seeds to run (1..N), each a new cluster")
+	flagFaults = flag.Int("faults", 8, "steps (faults and operations) per seed")
+	flagSeed   = flag.Uint64("seed", 0, "run this one seed only (a replay)")
+)
+
+const (
+	managers = 5
+	workers  = 4
+	// addresses is the loopback pool of the dev cluster's machines.
+	addresses = "127.0.185.1-127.0.185.60"
+	// port is the port dev's machines listen on.
+	port = 7000
+
+	// apiGap: the API may not stay silent longer than this while faults
+	// run (faults never take more than a minority of the voters).
+	apiGap = 15 * time.Second
+	// apiBack: the API answers within this of the last fault's end.
+	apiBack = 10 * time.Second
+	// rebootSettle: a rebooted node counts as down to the schedule for
+	// this long (its record may stay ready throughout).
+	rebootSettle = 10 * time.Second
+	// convergeTimeout bounds the wait for the cluster to settle after the
+	// faults: every group at size on its SHA, every node ready, etcd
+	// members equal to the consensus nodes.
+	convergeTimeout = 4 * time.Minute
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "curator-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	binary = filepath.Join(tmp, "curator")
+	if err := testenv.GoBuild(binary, "./cmd/curator"); err != nil {
+		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// TestChaos runs each seed's schedule against a new dev cluster of five
+// managers and four workers, all made by their groups.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos suite runs whole clusters: not in -short")
+	}
+	seeds := make([]uint64, 0, *flagSeeds)
+	if *flagSeed != 0 {
+		seeds = append(seeds, *flagSeed)
+	} else {
+		for i := range *flagSeeds {
+			seeds = append(seeds, uint64(i+1))
+		}
+	}
+	began := time.Now()
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, *flagFaults) })
+	}
+	t.Logf("%d seeds of %d steps in %s", len(seeds), *flagFaults, time.Since(began).Round(time.Second))
+}
+
+// runner is one seed's run: the cluster, the schedule's state and the log.
+type runner struct {
+	t      *testing.T
+	seed   uint64
+	dir    string
+	cl     *client.Client
+	prov   *process.Provider
+	began  time.Time
+	holds  sync.WaitGroup
+	rollNo int
+
+	mu      sync.Mutex
+	log     []string
+	stopped map[string]int // SIGSTOP'd node names, and their pids
+	// hit: node IDs killed (for good: their group replaces them with new
+	// nodes) or rebooted (until rebootSettle has passed), which the
+	// registry may still show ready for a while.
+	hit map[string]time.Time
+	seen    map[string]string
+	broken  []string // invariants broken, as found
+}
+
+func runSeed(t *testing.T, seed uint64, faults int) {
+	steps := schedule(seed, faults)
+	r := &runner{t: t, seed: seed, dir: t.TempDir(), stopped: map[string]int{}, hit: map[string]time.Time{}, seen: map[string]string{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: go test ./test/chaos -run 'TestChaos' -args -seed %d -faults %d", seed, faults)
+			t.Logf("run log of seed %d:\n%s", seed, strings.Join(r.log, "\n"))
+			r.dumpEvents()
+		}
+	})
+	r.up()
+	r.logf("schedule of seed %d: %d steps", seed, len(steps))
+	for i, s := range steps {
+		r.logf("step %d: %s", i+1, s)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	monitorDone := make(chan struct{})
+	go func() { defer close(monitorDone); r.monitor(ctx) }()
+
+	for i, s := range steps {
+		r.logf("step %d: %s", i+1, r.do(ctx, s))
+		time.Sleep(s.Gap)
+	}
+	r.holds.Wait()
+	lastFault := time.Now()
+	r.logf("faults over")
+	back := r.apiBack(lastFault)
+	cancel()
+	<-monitorDone
+	if back > apiBack {
+		r.breakf("the API answered %s after the last fault ended, limit %s", back.Round(time.Millisecond), apiBack)
+	}
+	r.converge()
+	r.checkEvents()
+	r.checkRecords()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.broken {
+		t.Error(b)
+	}
+	t.Logf("seed %d: %d steps, converged; %d invariants broken", seed, len(steps), len(r.broken))
+}
+
+func (r *runner) logf(format string, args ...any) {
+	line := fmt.Sprintf("%8.3fs ", time.Since(r.began).Seconds()) + fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	r.log = append(r.log, line)
+	r.mu.Unlock()
+	if testing.Verbose() {
+		r.t.Log(line)
+	}
+}
+
+// breakf records a broken invariant.
+func (r *runner) breakf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.logf("BROKEN: %s", msg)
+	r.mu.Lock()
+	r.broken = append(r.broken, msg)
+	r.mu.Unlock()
+}
+
+// up starts `curator dev` with the cluster's groups and waits until it is
+// up.
+func (r *runner) up() {
+	t := r.t
+	t.Helper()
+	r.began = time.Now()
+	t.Cleanup(func() { killUnder(r.dir) })
+	logPath := filepath.Join(r.dir, "dev.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "dev", "--managers", strconv.Itoa(managers), "--workers", strconv.Itoa(workers),
+		"--dir", r.dir, "--addresses", addresses)
+	// dev prints the export line on stdout once the cluster is up.
+	outPath := filepath.Join(r.dir, "dev.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = outFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logFile.Close(); outFile.Close() }()
+	t.Cleanup(func() {
+		r.contAll()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	testenv.Eventually(t, 4*time.Minute, "dev is up", func() error {
+		select {
+		case err := <-exited:
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("dev exited: %v\n%s", err, out)
+		default:
+		}
+		out, _ := os.ReadFile(outPath)
+		if !strings.Contains(string(out), "export CURATOR_CONFIG=") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	cfgPath := filepath.Join(r.dir, "config.yaml")
+	cfg, err := client.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r.cl, err = client.Dial(ctx, cfg, cfgPath, client.WithCachePath(""), client.WithAttemptTimeout(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.cl.Close() })
+	nodes, err := call(r.cl.ListNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := call(r.cl.ClusterInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.logf("dev is up: %d nodes, %d voters", len(nodes), len(info.GetVoters()))
+	pool, err := process.PoolAddresses(addresses, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.prov, err = process.New(process.Config{Dir: r.dir, Binary: binary, Addresses: pool}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// call runs fn with a bounded context.
+func call[T any](fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return fn(ctx)
+}
+
+// do runs one step and says what it did.
+func (r *runner) do(ctx context.Context, s step) string {
+	switch s.Kind {
+	case stepKill, stepKillLeader, stepStop, stepReboot:
+		target, why := r.target(s)
+		if target == nil {
+			return "skipped: " + why
+		}
+		name := target.GetNode().GetName()
+		pid, err := r.pid(target)
+		if err != nil {
+			return fmt.Sprintf("skipped: %s: %v", name, err)
+		}
+		if s.Kind == stepStop {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return fmt.Sprintf("stop %s: %v", name, err)
+			}
+			r.mu.Lock()
+			r.stopped[name] = pid
+			r.mu.Unlock()
+			r.holds.Add(1)
+			go func() {
+				defer r.holds.Done()
+				time.Sleep(s.Hold)
+				r.cont(name)
+			}()
+			return fmt.Sprintf("stopped %s (pid %d) for %s%s", name, pid, s.Hold, why)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Sprintf("kill %s: %v", name, err)
+		}
+		until := time.Now().Add(rebootSettle)
+		if s.Kind != stepReboot {
+			until = time.Now().Add(24 * time.Hour)
+		}
+		r.mu.Lock()
+		r.hit[target.GetNode().GetId()] = until
+		r.mu.Unlock()
+		if s.Kind != stepReboot {
+			return fmt.Sprintf("killed %s (pid %d)%s", name, pid, why)
+		}
+		id := target.GetNode().GetInstanceId()
+		gone := time.Now()
+		for r.alive(id) && time.Since(gone) < 5*time.Second {
+			time.Sleep(10 * time.Millisecond)
+		}
+		in, err := r.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
+		if err != nil {
+			return fmt.Sprintf("killed %s (pid %d)%s; not started again: %v", name, pid, why, err)
+		}
+		return fmt.Sprintf("rebooted %s (pid %d)%s on %s", name, pid, why, in.Address)
+	case stepScaleWorkers:
+		return r.commit("workers", func(g *pb.GroupSpec) { g.Size = workersSize(s.Pick) })
+	case stepRollWorkers, stepRollManagers:
+		group := "workers"
+		if s.Kind == stepRollManagers {
+			group = "managers"
+		}
+		r.rollNo++
+		version := fmt.Sprintf("chaos-%d", r.rollNo)
+		return r.commit(group, func(g *pb.GroupSpec) { g.Template.Version = version })
+	}
+	return "unknown step"
+}
+
+// commit changes group's spec with change and commits it.
+func (r *runner) commit(group string, change func(*pb.GroupSpec)) string {
+	g, err := call(func(ctx context.Context) (*pb.GroupView, error) { return r.cl.GetGroup(ctx, group) })
+	if err != nil {
+		return fmt.Sprintf("commit %s: not done: %v", group, err)
+	}
+	spec := g.GetGroup().GetSpec()
+	change(spec)
+	v, err := call(func(ctx context.Context) (*pb.GroupView, error) {
+		v, _, err := r.cl.CommitGroup(ctx, spec)
+		return v, err
+	})
+	if err != nil {
+		return fmt.Sprintf("commit %s: not done: %v", group, err)
+	}
+	return fmt.Sprintf("committed %s: size %d, version %s, config %s", group, spec.GetSize(), spec.GetTemplate().GetVersion(), short(v.GetGroup().GetConfigSha()))
+}
+
+// target picks a fault's node: the leader, or one of the ready nodes by
+// the step's pick. A manager is spared (a worker taken instead) unless the
+// voters that are ready and running keep a majority without it: the
+// faults never take the quorum themselves.
+func (r *runner) target(s step) (*pb.NodeView, string) {
+	nodes, err := call(r.cl.ListNodes)
+	if err != nil {
+		return nil, fmt.Sprintf("no node list: %v", err)
+	}
+	info, err := call(r.cl.ClusterInfo)
+	if err != nil {
+		return nil, fmt.Sprintf("no cluster info: %v", err)
+	}
+	// Down, to the schedule: stopped, killed, or rebooted a moment ago.
+	r.mu.Lock()
+	down := map[string]bool{}
+	for _, n := range nodes {
+		_, stopped := r.stopped[n.GetNode().GetName()]
+		if stopped || time.Now().Before(r.hit[n.GetNode().GetId()]) {
+			down[n.GetNode().GetId()] = true
+		}
+	}
+	r.mu.Unlock()
+	var ready []*pb.NodeView
+	byID := map[string]*pb.NodeView{}
+	for _, n := range nodes {
+		byID[n.GetNode().GetId()] = n
+		if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[n.GetNode().GetId()] && n.GetNode().GetInstanceId() != "" {
+			ready = append(ready, n)
+		}
+	}
+	slices.SortFunc(ready, func(a, b *pb.NodeView) int { return strings.Compare(a.GetNode().GetName(), b.GetNode().GetName()) })
+	healthy := 0
+	for _, id := range info.GetVoters() {
+		if n := byID[id]; n != nil && n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[id] {
+			healthy++
+		}
+	}
+	spare := healthy-1 >= len(info.GetVoters())/2+1
+	isVoter := func(n *pb.NodeView) bool { return slices.Contains(info.GetVoters(), n.GetNode().GetId()) }
+	if s.Kind == stepKillLeader {
+		n := byID[info.GetLeader()]
+		if n == nil || !slices.Contains(ready, n) {
+			return nil, "the leader is not a ready node"
+		}
+		if !spare {
+			return nil, fmt.Sprintf("the leader is needed: %d of %d voters healthy", healthy, len(info.GetVoters()))
+		}
+		return n, " (the curator leader)"
+	}
+	var candidates []*pb.NodeView
+	for _, n := range ready {
+		if spare || !isVoter(n) {
+			candidates = append(candidates, n)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, "no node may be hit"
+	}
+	n := candidates[int(s.Pick)%len(candidates)]
+	why := ""
+	if n.GetNode().GetId() == info.GetLeader() {
+		why = " (the curator leader)"
+	}
+	return n, why
+}
+
+// pid finds the process of n's machine by its data dir.
+func (r *runner) pid(n *pb.NodeView) (int, error) {
+	id := n.GetNode().GetInstanceId()
+	out, err := exec.Command("pgrep", "-f", "--", filepath.Join(r.dir, "instances", id)+"/").Output()
+	if err != nil {
+		return 0, fmt.Errorf("no process of instance %s", id)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) != 1 {
+		return 0, fmt.Errorf("instance %s has %d processes", id, len(fields))
+	}
+	return strconv.Atoi(fields[0])
+}
+
+// alive says whether instance id's process runs.
+func (r *runner) alive(id string) bool {
+	return exec.Command("pgrep", "-f", "--", filepath.Join(r.dir, "instances", id)+"/").Run() == nil
+}
+
+// cont continues a stopped node.
+func (r *runner) cont(name string) {
+	r.mu.Lock()
+	pid, ok := r.stopped[name]
+	delete(r.stopped, name)
+	r.mu.Unlock()
+	if ok {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		r.logf("continued %s", name)
+	}
+}
+
+// contAll continues every stopped node.
+func (r *runner) contAll() {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.stopped))
+	for name := range r.stopped {
+		names = append(names, name)
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		r.cont(name)
+	}
+}
+
+// monitor asks for the cluster info every 200 ms until ctx ends: the API
+// may not stay silent for apiGap, and each change of leader is logged.
+// It also notes every ready node, for checkRecords.
+func (r *runner) monitor(ctx context.Context) {
+	lastAnswer := time.Now()
+	silentReported := false
+	leader := ""
+	for i := 0; ctx.Err() == nil; i++ {
+		info, err := call(r.cl.ClusterInfo)
+		now := time.Now()
+		switch {
+		case err == nil:
+			if silentReported {
+				r.logf("the API answers again after %s", now.Sub(lastAnswer).Round(time.Millisecond))
+			}
+			lastAnswer, silentReported = now, false
+			if info.GetLeader() != leader {
+				leader = info.GetLeader()
+				r.logf("leader %s (%s)", short(leader), info.GetNames()[leader])
+			}
+		case now.Sub(lastAnswer) > apiGap && !silentReported:
+			silentReported = true
+			r.breakf("the API gave no answer for %s while the faults ran: %v", now.Sub(lastAnswer).Round(time.Millisecond), err)
+		}
+		if i%5 == 0 {
+			if nodes, err := call(r.cl.ListNodes); err == nil {
+				r.mu.Lock()
+				for _, n := range nodes {
+					if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+						r.seen[n.GetNode().GetId()] = n.GetNode().GetInstanceId()
+					}
+				}
+				r.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apiBack waits until the API answers and returns how long after since.
+func (r *runner) apiBack(since time.Time) time.Duration {
+	for time.Since(since) < 2*time.Minute {
+		if _, err := call(r.cl.ClusterInfo); err == nil {
+			return time.Since(since)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(since)
+}
+
+// converge waits for the cluster to settle: every group at its size, each
+// machine's node ready on the group's SHA, no rollout under way, every
+// node ready, and etcd's members exactly the nodes with the consensus
+// role, all voters.
+func (r *runner) converge() {
+	began := time.Now()
+	var last error
+	for time.Since(began) < convergeTimeout {
+		if last = r.settled(); last == nil {
+			r.logf("converged %s after the faults", time.Since(began).Round(time.Millisecond))
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	r.breakf("not converged %s after the faults: %v", convergeTimeout, last)
+}
+
+func (r *runner) settled() error {
+	groups, err := call(r.cl.ListGroups)
+	if err != nil {
+		return err
+	}
+	nodes, err := call(r.cl.ListNodes)
+	if err != nil {
+		return err
+	}
+	info, err := call(r.cl.ClusterInfo)
+	if err != nil {
+		return err
+	}
+	sha := map[string]string{}
+	for _, g := range groups {
+		name, size := g.GetGroup().GetSpec().GetName(), g.GetGroup().GetSpec().GetSize()
+		sha[name] = g.GetGroup().GetConfigSha()
+		if g.GetMachines() != size || g.GetReady() != size || uint32(len(g.GetNodeIds())) != size {
+			return fmt.Errorf("group %s: size %d, %d machines, %d ready, %d nodes", name, size, g.GetMachines(), g.GetReady(), len(g.GetNodeIds()))
+		}
+		if st := g.GetRolloutState(); st == "rolling" || st == "paused" {
+			return fmt.Errorf("group %s: rollout %s", name, st)
+		}
+	}
+	var consensus []string
+	for _, n := range nodes {
+		nd := n.GetNode()
+		if nd.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
+			return fmt.Errorf("node %s is %s", nd.GetName(), nd.GetStatus())
+		}
+		if want, ok := sha[nd.GetGroup()]; ok && nd.GetConfigSha() != want {
+			return fmt.Errorf("node %s on config %s, its group on %s", nd.GetName(), short(nd.GetConfigSha()), short(want))
+		}
+		if slices.Contains(nd.GetRoles(), pb.Role_ROLE_CONSENSUS) {
+			consensus = append(consensus, nd.GetId())
+		}
+	}
+	slices.Sort(consensus)
+	voters := slices.Sorted(slices.Values(info.GetVoters()))
+	if !slices.Equal(consensus, voters) || len(info.GetLearners()) > 0 || !info.GetQuorumHealthy() {
+		return fmt.Errorf("consensus nodes %v, voters %v, learners %v, quorum healthy %v", shorts(consensus), shorts(voters), shorts(info.GetLearners()), info.GetQuorumHealthy())
+	}
+	return nil
+}
+
+// checkEvents checks that at most one leader acted at any moment: the
+// events, in the order they were recorded, never go back to an earlier
+// term, and each term belongs to one leader. A deposed leader's write
+// would show as an older term after a newer one.
+func (r *runner) checkEvents() {
+	events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) })
+	if err != nil {
+		r.breakf("events: %v", err)
+		return
+	}
+	var term int64
+	leaderOf := map[int64]string{}
+	for _, ev := range events {
+		if ev.GetTerm() == 0 {
+			continue // recorded by a follower (a dead leader's lease revoked)
+		}
+		if l, ok := leaderOf[ev.GetTerm()]; ok && l != ev.GetLeader() {
+			r.breakf("term %d has two leaders, %s and %s", ev.GetTerm(), short(l), short(ev.GetLeader()))
+		}
+		leaderOf[ev.GetTerm()] = ev.GetLeader()
+		if ev.GetTerm() < term {
+			r.breakf("an event of term %d (leader %s) after one of term %d: %s %s %s", ev.GetTerm(), short(ev.GetLeader()), term, ev.GetLoop(), ev.GetAction(), ev.GetReason())
+		}
+		term = max(term, ev.GetTerm())
+	}
+	r.logf("%d events over %d terms", len(events), len(leaderOf))
+}
+
+// checkRecords checks that no node record was lost: every node seen ready
+// whose machine still runs has its record.
+func (r *runner) checkRecords() {
+	nodes, err := call(r.cl.ListNodes)
+	if err != nil {
+		r.breakf("nodes: %v", err)
+		return
+	}
+	have := map[string]bool{}
+	for _, n := range nodes {
+		have[n.GetNode().GetId()] = true
+	}
+	r.mu.Lock()
+	seen := maps(r.seen)
+	r.mu.Unlock()
+	for id, instance := range seen {
+		if have[id] {
+			continue
+		}
+		if r.alive(instance) {
+			r.breakf("node %s lost its record while its machine %s runs", short(id), instance)
+		}
+	}
+}
+
+// dumpEvents logs the curator's own events.
+func (r *runner) dumpEvents() {
+	events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) })
+	if err != nil {
+		r.t.Logf("events: %v", err)
+		return
+	}
+	var b strings.Builder
+	for _, ev := range events {
+		fmt.Fprintf(&b, "%s term %d leader %s %s %s %s: %s\n", ev.GetTime().AsTime().Format("15:04:05.000"), ev.GetTerm(),
+			short(ev.GetLeader()), ev.GetLoop(), ev.GetAction(), short(ev.GetNodeId()), ev.GetReason())
+	}
+	r.t.Logf("curator events:\n%s", b.String())
+}
+
+func maps(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func shorts(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = short(id)
+	}
+	return out
+}
+
+// killUnder kills every process whose command line names dir: the
+// cluster's machines.
+func killUnder(dir string) {
+	pattern := dir + "/instances/"
+	for range 50 {
+		_ = exec.Command("pkill", "-CONT", "-f", "--", pattern).Run()
+		_ = exec.Command("pkill", "-9", "-f", "--", pattern).Run()
+		time.Sleep(100 * time.Millisecond)
+		if exec.Command("pgrep", "-f", "--", pattern).Run() != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// A schedule is the faults and operations of one run, drawn from a seed
+// before the run starts: the same seed gives the same schedule. What each
+// step hits is chosen when it runs, from the cluster as it is then (the
+// step's pick indexes the candidates, sorted by name), so a replay hits the
+// same kinds of targets in the same order.
+
+type stepKind int
+
+const (
+	// stepKill kills (-9) a ready node's process: a manager only while
+	// the others keep a majority of the voters.
+	stepKill stepKind = iota + 1
+	// stepKillLeader kills the curator leader's process, under the same
+	// condition.
+	stepKillLeader
+	// stepStop freezes a node's process (SIGSTOP) for the step's hold,
+	// then continues it (SIGCONT); other steps run meanwhile.
+	stepStop
+	// stepReboot kills (-9) a ready node's process and starts it again
+	// at once from its data dir, through the process provider: a machine
+	// that reboots. Same condition as a kill.
+	stepReboot
+	// stepScaleWorkers commits the workers group with a size of 3 to 5.
+	stepScaleWorkers
+	// stepRollWorkers and stepRollManagers commit a new template version
+	// of the group: a rollout.
+	stepRollWorkers
+	stepRollManagers
+)
+
+func (k stepKind) String() string {
+	switch k {
+	case stepKill:
+		return "kill"
+	case stepKillLeader:
+		return "kill-leader"
+	case stepStop:
+		return "stop"
+	case stepReboot:
+		return "reboot"
+	case stepScaleWorkers:
+		return "scale-workers"
+	case stepRollWorkers:
+		return "roll-workers"
+	case stepRollManagers:
+		return "roll-managers"
+	}
+	return fmt.Sprintf("step(%d)", int(k))
+}
+
+// weights: how often each kind is drawn. Faults outnumber operations.
+var weights = []struct {
+	kind   stepKind
+	weight int
+}{
+	{stepKill, 3},
+	{stepKillLeader, 2},
+	{stepStop, 3},
+	{stepReboot, 2},
+	{stepScaleWorkers, 1},
+	{stepRollWorkers, 1},
+	{stepRollManagers, 1},
+}
+
+// step is one entry of a schedule.
+type step struct {
+	Kind stepKind
+	// Pick chooses the target among the candidates, or the size.
+	Pick uint32
+	// Hold is how long a stop lasts.
+	Hold time.Duration
+	// Gap is the pause before the next step.
+	Gap time.Duration
+}
+
+func (s step) String() string {
+	switch s.Kind {
+	case stepStop:
+		return fmt.Sprintf("%s pick %d hold %s, then %s", s.Kind, s.Pick, s.Hold, s.Gap)
+	case stepScaleWorkers:
+		return fmt.Sprintf("%s to %d, then %s", s.Kind, workersSize(s.Pick), s.Gap)
+	}
+	return fmt.Sprintf("%s pick %d, then %s", s.Kind, s.Pick, s.Gap)
+}
+
+// workersSize is the size a scale step commits.
+func workersSize(pick uint32) uint32 { return 3 + pick%3 }
+
+// schedule draws n steps from seed.
+func schedule(seed uint64, n int) []step {
+	rng := rand.New(rand.NewPCG(seed, 0x63757261746f72)) // "curator"
+	total := 0
+	for _, w := range weights {
+		total += w.weight
+	}
+	steps := make([]step, 0, n)
+	for range n {
+		r := rng.IntN(total)
+		var kind stepKind
+		for _, w := range weights {
+			if r < w.weight {
+				kind = w.kind
+				break
+			}
+			r -= w.weight
+		}
+		steps = append(steps, step{
+			Kind: kind,
+			Pick: rng.Uint32(),
+			Hold: time.Duration(2000+rng.IntN(6000)) * time.Millisecond,
+			Gap:  time.Duration(500+rng.IntN(2500)) * time.Millisecond,
+		})
+	}
+	return steps
+}
