@@ -61,6 +61,9 @@ type Agent struct {
 	lastRefusal string
 
 	consensus consensusState
+	// muConsensusFile orders the writes of consensus.json: the role
+	// (runRoles) and a renewed etcd certificate (certs.go).
+	muConsensusFile sync.Mutex
 
 	// sessions are the connections the heartbeat and watch streams use,
 	// one per manager.
@@ -128,7 +131,7 @@ func New(cfg Config) (*Agent, error) {
 	a.metrics = curator.NewMetrics(a.registry)
 	a.resolver = manual.NewBuilderWithScheme("curator-managers")
 	a.resolver.InitialState(resolverState(mgrs))
-	tlsCfg := pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)
+	tlsCfg := pki.ClientTLSFrom(id.certs, id.ca)
 	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
 		grpc.WithResolvers(a.resolver),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`),
@@ -181,6 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		"roles":   a.runRoles,
 		"local":   a.runLocal,
 		"http":    a.runHTTP,
+		"certs":   a.runCertRenewal,
 	}); err != nil {
 		return err
 	}
