@@ -8,12 +8,12 @@ package client
 // cannot disagree.
 
 import (
-	"time"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/curatorproject/curator/curator"
 	pb "github.com/curatorproject/curator/proto"

@@ -36,11 +36,11 @@ func newClient(endpoints []string, cert func() *tls.Certificate, ca *x509.Certif
 	return clientv3.New(clientv3.Config{
 		Endpoints: endpoints,
 		TLS: &tls.Config{
-			MinVersion:   tls.VersionTLS13,
+			MinVersion: tls.VersionTLS13,
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 				return cert(), nil
 			},
-			RootCAs:      roots,
+			RootCAs: roots,
 		},
 		// Notice a dead endpoint within seconds, so that calls move on to
 		// the others.

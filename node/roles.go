@@ -322,7 +322,7 @@ func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, bo
 		EtcdCA:      &pki.CA{Cert: etcdCert, Key: etcdKey},
 		First:       first,
 		WorkerToken: toks[0], ManagerToken: toks[1],
-		CertTTL:     boot.CertTTL,
+		CertTTL: boot.CertTTL,
 	}); err != nil {
 		return err
 	}
