@@ -177,6 +177,24 @@ func WriteAdminConfig(dir, clusterID string, managers []string, ca, cert *x509.C
 // folder of the config file at configPath, and returns the mutual TLS
 // configuration of a management client.
 func (c *Config) tlsConfig(configPath string) (*tls.Config, error) {
+	cred, err := c.credential(configPath)
+	if err != nil {
+		return nil, err
+	}
+	return pki.ClientTLS(pki.TLSCertificate(cred.cert, cred.key), cred.ca), nil
+}
+
+// adminCredential is what a config's files hold.
+type adminCredential struct {
+	ca, cert *x509.Certificate
+	key      crypto.Signer
+	// certPath is the certificate's file.
+	certPath string
+}
+
+// credential reads the CA, certificate and key named by c, relative to
+// the folder of the config file at configPath.
+func (c *Config) credential(configPath string) (adminCredential, error) {
 	dir := filepath.Dir(configPath)
 	resolve := func(p string) string {
 		if filepath.IsAbs(p) {
@@ -186,23 +204,23 @@ func (c *Config) tlsConfig(configPath string) (*tls.Config, error) {
 	}
 	ca, err := pki.ReadCert(resolve(c.CA))
 	if err != nil {
-		return nil, fmt.Errorf("cluster CA: %w", err)
+		return adminCredential{}, fmt.Errorf("cluster CA: %w", err)
 	}
 	cert, err := pki.ReadCert(resolve(c.Cert))
 	if err != nil {
-		return nil, fmt.Errorf("admin certificate: %w", err)
+		return adminCredential{}, fmt.Errorf("admin certificate: %w", err)
 	}
 	keyPEM, err := os.ReadFile(resolve(c.Key))
 	if err != nil {
-		return nil, fmt.Errorf("admin key: %w", err)
+		return adminCredential{}, fmt.Errorf("admin key: %w", err)
 	}
 	key, err := pki.DecodeKey(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("admin key %s: %w", resolve(c.Key), err)
+		return adminCredential{}, fmt.Errorf("admin key %s: %w", resolve(c.Key), err)
 	}
 	pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(key.Public()) {
-		return nil, fmt.Errorf("admin key %s does not match certificate %s", resolve(c.Key), resolve(c.Cert))
+		return adminCredential{}, fmt.Errorf("admin key %s does not match certificate %s", resolve(c.Key), resolve(c.Cert))
 	}
-	return pki.ClientTLS(pki.TLSCertificate(cert, key), ca), nil
+	return adminCredential{ca: ca, cert: cert, key: key, certPath: resolve(c.Cert)}, nil
 }

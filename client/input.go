@@ -13,6 +13,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/curatorproject/curator/curator"
 	pb "github.com/curatorproject/curator/proto"
@@ -139,13 +140,20 @@ func (u NodeUpdate) Validate() error {
 type ClusterUpdate struct {
 	RequireApproval *bool
 	MaxVoters       *uint32
+	// CertTTL is how long certificates issued from now on last.
+	CertTTL *time.Duration
 }
 
 // Validate refuses an update that changes nothing (ErrNothingToChange). The
 // limits of the settings are the cluster's to check.
 func (u ClusterUpdate) Validate() error {
-	if u.RequireApproval == nil && u.MaxVoters == nil {
+	if u.RequireApproval == nil && u.MaxVoters == nil && u.CertTTL == nil {
 		return ErrNothingToChange
+	}
+	if u.CertTTL != nil {
+		if err := curator.CheckCertTTL(*u.CertTTL); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -185,6 +187,13 @@ func (c *Client) UpdateCluster(ctx context.Context, u ClusterUpdate) (*pb.Cluste
 		return nil, err
 	}
 	return invoke(ctx, c, c.o.changeAttemptTimeout, pb.ManagementClient.UpdateCluster, &pb.UpdateClusterRequest{
-		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters,
+		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters, CertTtl: durationOrNil(u.CertTTL),
 	})
+}
+
+func durationOrNil(d *time.Duration) *durationpb.Duration {
+	if d == nil {
+		return nil
+	}
+	return durationpb.New(*d)
 }

@@ -15,10 +15,13 @@ import (
 // cert and trusts only ca, the etcd CA. It connects lazily: a bad endpoint
 // shows up on the first call, not here.
 func NewClient(endpoints []string, cert tls.Certificate, ca *x509.Certificate) (*clientv3.Client, error) {
-	return newClient(endpoints, cert, ca, nil)
+	return newClient(endpoints, func() *tls.Certificate { return &cert }, ca, nil)
 }
 
-func newClient(endpoints []string, cert tls.Certificate, ca *x509.Certificate, lg *zap.Logger) (*clientv3.Client, error) {
+// newClient is NewClient with the certificate read from cert at each
+// handshake, so that a rotated certificate (RotateCert) is presented on
+// the next connection and the open ones stay.
+func newClient(endpoints []string, cert func() *tls.Certificate, ca *x509.Certificate, lg *zap.Logger) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcd client: no endpoints")
 	}
@@ -33,9 +36,11 @@ func newClient(endpoints []string, cert tls.Certificate, ca *x509.Certificate, l
 	return clientv3.New(clientv3.Config{
 		Endpoints: endpoints,
 		TLS: &tls.Config{
-			MinVersion:   tls.VersionTLS13,
-			Certificates: []tls.Certificate{cert},
-			RootCAs:      roots,
+			MinVersion: tls.VersionTLS13,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				return cert(), nil
+			},
+			RootCAs: roots,
 		},
 		// Notice a dead endpoint within seconds, so that calls move on to
 		// the others.

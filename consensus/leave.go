@@ -70,11 +70,11 @@ func (s *Service) removeSelf(ctx context.Context, r *run) error {
 	if len(others) == 0 {
 		return fmt.Errorf("%w: removing it would destroy the cluster; promote another node first", ErrLastMember)
 	}
-	cert, ca, err := s.cfg.loadTLS()
+	_, ca, err := s.loadTLS()
 	if err != nil {
 		return err
 	}
-	cli, err := newClient(urls, cert, ca, s.lg)
+	cli, err := newClient(urls, s.clientCert.Load, ca, s.lg)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,6 +38,13 @@ type Service struct {
 	cur     *run // set while Run runs and etcd is ready
 	removed bool // the last Run ended with ErrRemoved
 	left    bool // Leave removed this member; Run must not start again
+
+	// certPEM is the etcd certificate RotateCert last installed (nil:
+	// the configured one); clientCert is what this package's own etcd
+	// clients present at their next handshake. Both under tlsMu.
+	tlsMu      sync.Mutex
+	certPEM    []byte
+	clientCert atomic.Pointer[tls.Certificate]
 }
 
 // run is one Run's etcd, from ready until it is closed.
@@ -126,11 +134,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := s.waitReady(ctx, r, sig); err != nil {
 		return err
 	}
-	cert, ca, err := s.cfg.loadTLS()
+	_, ca, err := s.loadTLS()
 	if err != nil {
 		return err
 	}
-	if r.client, err = newClient([]string{ClientURL(s.cfg.ListenIP, s.cfg.Port)}, cert, ca, s.lg); err != nil {
+	if r.client, err = newClient([]string{ClientURL(s.cfg.ListenIP, s.cfg.Port)}, s.clientCert.Load, ca, s.lg); err != nil {
 		return fmt.Errorf("run etcd: own client: %w", err)
 	}
 	s.mu.Lock()
@@ -148,7 +156,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 // start checks the ports, prepares the TLS files and starts etcd in the
 // mode the data dir and the configuration call for.
 func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
-	c := s.cfg
+	c := s.tlsCfg()
 	restart := memberExists(c.DataDir)
 	if !restart && c.ForceNewCluster {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member, so there is nothing to force a new cluster from: --force-new-cluster is for a surviving manager's own data dir", c.DataDir)
@@ -439,11 +447,11 @@ func (s *Service) currentJoin() JoinParams {
 	if len(endpoints) == 0 {
 		return *c.Join
 	}
-	cert, ca, err := c.loadTLS()
+	_, ca, err := s.loadTLS()
 	if err != nil {
 		return *c.Join
 	}
-	cli, err := newClient(endpoints, cert, ca, s.lg)
+	cli, err := newClient(endpoints, s.clientCert.Load, ca, s.lg)
 	if err != nil {
 		return *c.Join
 	}

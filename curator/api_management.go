@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/pki"
@@ -152,6 +153,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 		Leader:          m.s.cfg.NodeID,
 		MaxVoters:       cs.MaxVoters,
 		RequireApproval: cs.RequireApproval,
+		CertTtl:         durationpb.New(certTTL(cs)),
 		Managers:        slices.Clone(v.st.reg.managerList()),
 		Version:         m.s.cfg.Version,
 		Voters:          []string{},

@@ -183,6 +183,14 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 			return nil, err
 		}
 	}
+	if req.CertTtl != nil {
+		if err := req.CertTtl.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%w: cert TTL: %v", ErrInvalid, err)
+		}
+		if err := CheckCertTTL(req.CertTtl.AsDuration()); err != nil {
+			return nil, err
+		}
+	}
 	err = func() error {
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()
@@ -202,6 +210,12 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		}
 		if req.RequireApproval != nil {
 			cs.RequireApproval = *req.RequireApproval
+		}
+		if req.CertTtl != nil {
+			// Certificates issued from now on (joins, renewals) get the
+			// new life; those out there keep theirs until their agents
+			// renew them, at two thirds of their own life.
+			cs.CertTtl = req.CertTtl
 		}
 		return clusterSave(ctx, st.leadership, cs)
 	}()

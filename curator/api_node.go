@@ -31,9 +31,6 @@ type nodeAPI struct {
 	s *Service
 }
 
-// NodeCertValidity is how long node certificates last.
-const NodeCertValidity = 365 * 24 * time.Hour
-
 // Register joins a node. With the manager token the node also becomes a
 // consensus member, within the voter limit: the etcd learner is added
 // first, then the role is written together with the join parameters (if we
@@ -90,7 +87,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 
 	// The certificate depends on the key and address alone: sign it
 	// outside the lock, which every join takes in turn.
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: certTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue node certificate: %w", err)
 	}
@@ -116,6 +113,10 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		Group:      req.Group,
 		InstanceId: req.InstanceId,
 		ConfigSha:  req.ConfigSha,
+		// A retried registration hands out a new certificate, and the
+		// record keeps the first one's expiry: the agent renews by its
+		// own certificate, whose expiry the renewal records.
+		CertExpires: timestamppb.New(cert.NotAfter),
 	}
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
@@ -186,7 +187,7 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	if uint32(len(members)) >= cs.MaxVoters {
 		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
 	} else {
-		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port)
+		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port, certTTL(cs))
 		if err != nil {
 			return false, err
 		}

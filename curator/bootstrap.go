@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/pki"
@@ -28,6 +29,8 @@ type BootstrapParams struct {
 	// First is the first node's record: ID, name, address, public key,
 	// availability, version and consensus join parameters.
 	First *pb.Node
+	// CertTTL is the cluster's cert_ttl; 0 means DefaultCertTTL.
+	CertTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -63,6 +66,12 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams) (*p
 		ManagerTokenSecret: manager.Secret,
 		MaxVoters:          DefaultMaxVoters,
 		Created:            ts,
+	}
+	if p.CertTTL != 0 {
+		if err := CheckCertTTL(p.CertTTL); err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		cs.CertTtl = durationpb.New(p.CertTTL)
 	}
 	caKey, err := pki.EncodeKey(p.CA.Key)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/pki"
 )
 
 // Config is everything one curator needs. Defaults live in one place
@@ -27,6 +29,11 @@ type Config struct {
 	NodeCert *x509.Certificate
 	NodeKey  crypto.Signer
 	CA       *x509.Certificate
+	// Certs, if set, is where the node's current certificate is kept (its
+	// chain with the CA): the agent replaces it when it renews, and the
+	// curator's server and its forwarding client present whatever it
+	// holds at each handshake. Nil means NodeCert and NodeKey for ever.
+	Certs *pki.CertSource
 
 	// ElectionTTL is the lease TTL of the leader election: a crashed leader
 	// is replaced within it (plus an etcd election).

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
+	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -56,6 +57,9 @@ func New(cfg Config) (*Service, error) {
 	m := cfg.Metrics
 	if m == nil {
 		m = NewMetrics(nil)
+	}
+	if cfg.Certs == nil {
+		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen}, nil
 }
@@ -194,6 +198,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	s.metrics.LeaderChanges.Inc()
 	s.metrics.IsLeader.Set(1)
 	defer s.metrics.IsLeader.Set(0)
+	defer s.metrics.CertEarliestExpiry.Set(0)
 	lg.Info("became leader", zap.String("key", l.key), zap.Int64("revision", l.rev))
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
 		return err

@@ -201,7 +201,7 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 		return f.conn, nil
 	}
 	f.closeLocked()
-	tlsCfg := pki.ClientTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey), s.cfg.CA)
+	tlsCfg := pki.ClientTLSFrom(s.cfg.Certs, s.cfg.CA)
 	conn, err := grpc.NewClient(li.addr, transport.DialOptions(credentials.NewTLS(tlsCfg))...)
 	if err != nil {
 		return nil, fmt.Errorf("dial leader %s at %s: %w", li.id, li.addr, err)

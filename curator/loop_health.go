@@ -156,10 +156,14 @@ func (l *leaderLoops) healthTick(ctx context.Context) (loopResult, error) {
 	nodes := l.reg.nodes()
 	hn := make([]healthNode, 0, len(nodes))
 	counts := make([]int, len(pb.NodeStatus_name))
+	var earliest time.Time
 	l.hb.mu.Lock()
 	for _, n := range nodes {
 		if int(n.Status) >= 0 && int(n.Status) < len(counts) {
 			counts[n.Status]++
+		}
+		if n.CertExpires != nil && (earliest.IsZero() || n.CertExpires.AsTime().Before(earliest)) {
+			earliest = n.CertExpires.AsTime()
 		}
 		if n.State != pb.NodeState_NODE_STATE_UP {
 			continue
@@ -170,6 +174,9 @@ func (l *leaderLoops) healthTick(ctx context.Context) (loopResult, error) {
 	l.hb.mu.Unlock()
 	for v, name := range pb.NodeStatus_name {
 		l.metrics.Nodes.WithLabelValues(statusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
+	}
+	if !earliest.IsZero() {
+		l.metrics.CertEarliestExpiry.Set(float64(earliest.Unix()))
 	}
 	now := l.cfg.Now()
 	// A leader that stopped serving for a while (in doubt about its

@@ -21,6 +21,19 @@ type Metrics struct {
 	Rollouts    *prometheus.CounterVec
 	NodesRolled prometheus.Counter
 	RollSeconds prometheus.Histogram
+	// CertEarliestExpiry is when the first node certificate of the fleet
+	// expires (Unix seconds), as the leader's registry says; 0 on a
+	// curator that does not lead. CertRenewals counts the renewals the
+	// leader issued.
+	CertEarliestExpiry prometheus.Gauge
+	CertRenewals       prometheus.Counter
+	// AgentSessions counts the sessions an agent opened with the leader
+	// (a heartbeat and a watch stream each); AgentCertRenewals the
+	// renewals of its certificates, by outcome (ok, error, refused);
+	// AgentCertExpiry when its node certificate expires (Unix seconds).
+	AgentSessions     prometheus.Counter
+	AgentCertRenewals *prometheus.CounterVec
+	AgentCertExpiry   prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -61,6 +74,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:    "curator_rollout_node_seconds",
 			Help:    "Seconds a rollout took per machine (from the previous one, or its start, to the machine's destruction).",
 			Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300},
+		}),
+		CertEarliestExpiry: f.NewGauge(prometheus.GaugeOpts{
+			Name: "curator_node_cert_earliest_expiry_timestamp_seconds",
+			Help: "When the node certificate that expires first in the fleet expires (Unix time), on the leader; 0 elsewhere.",
+		}),
+		CertRenewals: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_cert_renewals_total", Help: "Node certificate renewals this curator issued as leader.",
+		}),
+		AgentSessions: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_agent_sessions_total", Help: "Sessions (heartbeat and watch streams) this agent opened with the leader.",
+		}),
+		AgentCertRenewals: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "curator_agent_cert_renewals_total", Help: "This agent's certificate renewals, by outcome: ok, error (tried again), refused (the node was removed).",
+		}, []string{"outcome"}),
+		AgentCertExpiry: f.NewGauge(prometheus.GaugeOpts{
+			Name: "curator_agent_cert_expiry_timestamp_seconds", Help: "When this agent's node certificate expires (Unix time).",
 		}),
 		Nodes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_nodes", Help: "Nodes by status, as the leader last saw them.",

@@ -144,6 +144,9 @@ type BackupContents struct {
 	WorkerToken, ManagerToken string
 	// Nodes is how many node records the backup holds.
 	Nodes int
+	// CertTTL is the cluster's cert_ttl: how long the restored node's
+	// certificates last.
+	CertTTL time.Duration
 }
 
 // ReadBackup reads the cluster's records from a backup's keys (the latest
@@ -170,7 +173,7 @@ func ReadBackup(keys map[string][]byte) (*BackupContents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the backup's etcd CA: %w", err)
 	}
-	out := &BackupContents{ClusterID: cs.ClusterId, CA: ca, EtcdCA: etcdCA, EtcdCRL: keys[EtcdCRLKey]}
+	out := &BackupContents{ClusterID: cs.ClusterId, CA: ca, EtcdCA: etcdCA, EtcdCRL: keys[EtcdCRLKey], CertTTL: certTTL(cs)}
 	fp := pki.Fingerprint(ca.Cert)
 	out.WorkerToken = pki.Token{CAFingerprint: fp, Secret: cs.WorkerTokenSecret}.String()
 	out.ManagerToken = pki.Token{CAFingerprint: fp, Secret: cs.ManagerTokenSecret}.String()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"time"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/pki"
@@ -59,7 +60,7 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
-	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port)
+	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, certTTL(cs))
 	if err != nil {
 		return err
 	}
@@ -234,8 +235,8 @@ func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *membership, m 
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
 // needs to start etcd.
-func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int) (*pb.ConsensusJoin, error) {
-	etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
+	etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate: %w", err)
 	}
@@ -283,7 +284,11 @@ func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *mem
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Id, err)
 	}
-	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: NodeCertValidity})
+	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: certTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate for %s: %w", n.Id, err)
 	}

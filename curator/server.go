@@ -19,11 +19,12 @@ import (
 )
 
 // serverTLS: the node certificate with the CA in its chain, so that a
-// joining node can pin the CA by the fingerprint in its token; client
-// certificates are verified when given (Register comes without one) and
-// checked per method by authorize.
+// joining node can pin the CA by the fingerprint in its token, read at each
+// handshake so that a renewed one is served at once; client certificates
+// are verified when given (Register comes without one) and checked per
+// method by authorize.
 func (s *Service) serverTLS() *tls.Config {
-	cfg := pki.ServerTLS(pki.TLSCertificate(s.cfg.NodeCert, s.cfg.NodeKey, s.cfg.CA), s.cfg.CA)
+	cfg := pki.ServerTLSFrom(s.cfg.Certs, s.cfg.CA)
 	cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	return cfg
 }

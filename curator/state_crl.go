@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -49,14 +50,25 @@ func (st *leaderState) currentCRL(ctx context.Context) ([]byte, error) {
 }
 
 // revokeEtcdCert lists the etcd certificate of join in the revocation
-// list, fenced. Revoking a certificate twice changes nothing.
+// list, with the earlier ones a renewal retired that have not expired yet,
+// fenced. Revoking a certificate twice changes nothing.
 func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) error {
-	if join == nil || len(join.EtcdCert) == 0 {
+	if join == nil {
 		return nil
 	}
-	cert, err := pki.DecodeCert(join.EtcdCert)
-	if err != nil {
-		return fmt.Errorf("revoke etcd certificate: %w", err)
+	var revoke []*big.Int
+	for _, pemCert := range append([][]byte{join.EtcdCert}, join.RetiredEtcdCerts...) {
+		if len(pemCert) == 0 {
+			continue
+		}
+		cert, err := pki.DecodeCert(pemCert)
+		if err != nil {
+			return fmt.Errorf("revoke etcd certificate: %w", err)
+		}
+		revoke = append(revoke, cert.SerialNumber)
+	}
+	if len(revoke) == 0 {
+		return nil
 	}
 	der, err := st.currentCRL(ctx)
 	if err != nil {
@@ -66,12 +78,17 @@ func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoi
 	if err != nil {
 		return err
 	}
-	for _, sn := range serials {
-		if sn.Cmp(cert.SerialNumber) == 0 {
-			return nil
+	added := false
+	for _, sn := range revoke {
+		if !slices.ContainsFunc(serials, func(x *big.Int) bool { return x.Cmp(sn) == 0 }) {
+			serials = append(serials, new(big.Int).Set(sn))
+			added = true
 		}
 	}
-	next, err := st.pki.EtcdCA.NewCRL(append(serials, new(big.Int).Set(cert.SerialNumber)), number+1)
+	if !added {
+		return nil
+	}
+	next, err := st.pki.EtcdCA.NewCRL(serials, number+1)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,9 @@ type Agent struct {
 	// written: a later restart of etcd in this process (once new managers
 	// joined) must not remove them again.
 	forceNewCluster atomic.Bool
+	// muConsensusFile orders the writes of consensus.json: the role
+	// (runRoles) and a renewed etcd certificate (certs.go).
+	muConsensusFile sync.Mutex
 
 	// sessions are the connections the heartbeat and watch streams use,
 	// one per manager.
@@ -148,7 +151,7 @@ func New(cfg Config) (*Agent, error) {
 	a.metrics = curator.NewMetrics(a.registry)
 	a.resolver = manual.NewBuilderWithScheme("curator-managers")
 	a.resolver.InitialState(resolverState(mgrs))
-	tlsCfg := pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)
+	tlsCfg := pki.ClientTLSFrom(id.certs, id.ca)
 	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
 		grpc.WithResolvers(a.resolver),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`),
@@ -201,6 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		"roles":   a.runRoles,
 		"local":   a.runLocal,
 		"http":    a.runHTTP,
+		"certs":   a.runCertRenewal,
 	}); err != nil {
 		return err
 	}

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
@@ -30,6 +32,9 @@ type InitConfig struct {
 	// cluster's first machine made by a provider is labelled with it
 	// before the cluster exists.
 	ClusterID string
+	// CertTTL is the cluster's cert_ttl (curator.CheckCertTTL); 0 means
+	// curator.DefaultCertTTL.
+	CertTTL time.Duration
 }
 
 // Machine is what a node made by a group's provider knows of its machine:
@@ -66,6 +71,9 @@ type bootstrapRecord struct {
 	Node         []byte `json:"node"`
 	WorkerToken  string `json:"worker_token"`
 	ManagerToken string `json:"manager_token"`
+	// CertTTL is the cluster's cert_ttl (nanoseconds; 0 in a record of an
+	// older init: the default).
+	CertTTL time.Duration `json:"cert_ttl,omitempty"`
 }
 
 // ErrAlreadyInitialised: init or join on a data dir that holds a node.
@@ -132,12 +140,18 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	certTTL := cfg.CertTTL
+	if certTTL == 0 {
+		certTTL = curator.DefaultCertTTL
+	} else if err := curator.CheckCertTTL(certTTL); err != nil {
+		return nil, fmt.Errorf("--cert-ttl: %w", err)
+	}
 	ips := []net.IP{ip}
-	nodeCert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: curator.NodeCertValidity})
+	nodeCert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: certTTL})
 	if err != nil {
 		return nil, err
 	}
-	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: curator.NodeCertValidity})
+	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: certTTL})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +159,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	adminCert, err := ca.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.NodeCertValidity})
+	adminCert, err := ca.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.AdminCertValidity})
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +210,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 		InstanceId:   cfg.Machine.InstanceID,
 		ConfigSha:    cfg.Machine.ConfigSHA,
 		Labels:       cfg.Machine.Labels,
+		CertExpires:  timestamppb.New(nodeCert.NotAfter),
 	}
 	caKey, err := pki.EncodeKey(ca.Key)
 	if err != nil {
@@ -228,7 +243,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err := saveConsensus(dir, join); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(filepath.Join(dir, bootstrapFile), bootstrapRecord{ClusterID: clusterID, PKI: pkiBytes, Node: nodeBytes, WorkerToken: workerTok.String(), ManagerToken: managerTok.String()}); err != nil {
+	if err := writeJSON(filepath.Join(dir, bootstrapFile), bootstrapRecord{ClusterID: clusterID, PKI: pkiBytes, Node: nodeBytes, WorkerToken: workerTok.String(), ManagerToken: managerTok.String(), CertTTL: certTTL}); err != nil {
 		return nil, err
 	}
 	if err := saveManagers(dir, []string{cfg.Address}); err != nil {

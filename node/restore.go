@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
@@ -114,11 +115,11 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	}
 
 	ips := []net.IP{ip}
-	nodeCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: curator.NodeCertValidity})
+	nodeCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: backup.CertTTL})
 	if err != nil {
 		return nil, err
 	}
-	etcdCert, err := backup.EtcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: curator.NodeCertValidity})
+	etcdCert, err := backup.EtcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: backup.CertTTL})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	adminCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.NodeCertValidity})
+	adminCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.AdminCertValidity})
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +155,7 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 		PublicKey:    pubDER,
 		Consensus:    join,
 		JoinedAs:     "manager",
+		CertExpires:  timestamppb.New(nodeCert.NotAfter),
 	}
 	nodeBytes, err := proto.Marshal(self)
 	if err != nil {

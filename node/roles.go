@@ -68,13 +68,8 @@ func (a *Agent) runRoles(ctx context.Context) error {
 	}
 	if desired, known, _ := a.desired.get(); join != nil && known && roleGone(join, desired) {
 		lg.Info("consensus role removed: wiping etcd data", zap.String("node", a.state.NodeID))
-		if err := os.RemoveAll(filepath.Join(dir, etcdDir)); err != nil {
+		if err := a.wipeConsensus(); err != nil {
 			return err
-		}
-		for _, f := range []string{consensusFile, etcdCRLFile} {
-			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
 		}
 		join = nil
 	}
@@ -94,7 +89,10 @@ func (a *Agent) runRoles(ctx context.Context) error {
 			case join == nil && hasConsensus(desired):
 				lg.Info("consensus role granted: starting etcd as a learner")
 				join = proto.Clone(desired.Consensus).(*pb.ConsensusJoin)
-				if err := saveConsensus(dir, join); err != nil {
+				a.muConsensusFile.Lock()
+				err := saveConsensus(dir, join)
+				a.muConsensusFile.Unlock()
+				if err != nil {
 					return err
 				}
 				if err := start(join); err != nil {
@@ -110,6 +108,22 @@ func (a *Agent) runRoles(ctx context.Context) error {
 		case <-changed:
 		}
 	}
+}
+
+// wipeConsensus deletes etcd's data and the role's files.
+func (a *Agent) wipeConsensus() error {
+	a.muConsensusFile.Lock()
+	defer a.muConsensusFile.Unlock()
+	dir := a.cfg.DataDir
+	if err := os.RemoveAll(filepath.Join(dir, etcdDir)); err != nil {
+		return err
+	}
+	for _, f := range []string{consensusFile, etcdCRLFile} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // roleGone says whether the record no longer gives this node the consensus
@@ -144,6 +158,18 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	keyPEM, err := pki.EncodeKey(a.id.key)
 	if err != nil {
 		return err
+	}
+	// The etcd certificate may have been renewed since the role was
+	// given: consensus.json holds the current one.
+	a.muConsensusFile.Lock()
+	onDisk, err := loadConsensus(dir)
+	a.muConsensusFile.Unlock()
+	if err != nil {
+		return err
+	}
+	if onDisk != nil && len(onDisk.EtcdCert) > 0 && (onDisk.MemberId == join.MemberId || join.MemberId == 0) {
+		join = proto.Clone(join).(*pb.ConsensusJoin)
+		join.EtcdCert = onDisk.EtcdCert
 	}
 	crlPath := filepath.Join(dir, etcdCRLFile)
 	etcdCA, err := pki.DecodeCert(join.EtcdCa)
@@ -227,7 +253,7 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	}
 	cur, err := curator.New(curator.Config{
 		NodeID: a.state.NodeID, Address: a.state.Address, Etcd: cli,
-		NodeCert: a.id.cert, NodeKey: a.id.key, CA: a.id.ca,
+		NodeCert: a.id.cert, NodeKey: a.id.key, CA: a.id.ca, Certs: a.id.certs,
 		ElectionTTL: a.cfg.ElectionTTL, HeartbeatInterval: a.cfg.HeartbeatInterval, DownAfter: a.cfg.DownAfter,
 		ReapAfter: a.cfg.ReapAfter,
 		Version:   a.cfg.Version, Logger: a.cfg.Logger.Named("curator"), Metrics: a.metrics,
@@ -310,6 +336,7 @@ func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, bo
 		EtcdCA:      &pki.CA{Cert: etcdCert, Key: etcdKey},
 		First:       first,
 		WorkerToken: toks[0], ManagerToken: toks[1],
+		CertTTL: boot.CertTTL,
 	}); err != nil {
 		return err
 	}

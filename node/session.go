@@ -71,7 +71,7 @@ type managerConns struct {
 
 func newManagerConns(id *identity) *managerConns {
 	return &managerConns{
-		creds:  credentials.NewTLS(pki.ClientTLS(pki.TLSCertificate(id.cert, id.key), id.ca)),
+		creds:  credentials.NewTLS(pki.ClientTLSFrom(id.certs, id.ca)),
 		conns:  map[string]*grpc.ClientConn{},
 		failed: map[string]time.Time{},
 	}
@@ -188,6 +188,7 @@ func (a *Agent) session(ctx context.Context, addr string) error {
 		return err
 	}
 	cli := pb.NewCuratorClient(conn)
+	a.metrics.AgentSessions.Inc()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)

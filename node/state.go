@@ -135,11 +135,15 @@ func loadConsensus(dir string) (*pb.ConsensusJoin, error) {
 	return join, nil
 }
 
-// identity is the node's key and certificates, loaded from disk.
+// identity is the node's key and certificates, loaded from disk. certs
+// holds the current certificate (with the CA in its chain): every TLS
+// configuration of the agent and its curator reads it at each handshake,
+// and a renewal replaces it (certs.go).
 type identity struct {
-	key  crypto.Signer
-	cert *x509.Certificate
-	ca   *x509.Certificate
+	key   crypto.Signer
+	cert  *x509.Certificate
+	ca    *x509.Certificate
+	certs *pki.CertSource
 }
 
 func loadIdentity(dir string) (*identity, error) {
@@ -151,5 +155,5 @@ func loadIdentity(dir string) (*identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster CA: %w", err)
 	}
-	return &identity{key: key, cert: cert, ca: ca}, nil
+	return &identity{key: key, cert: cert, ca: ca, certs: pki.NewCertSource(pki.TLSCertificate(cert, key, ca))}, nil
 }

@@ -30,9 +30,17 @@ const (
 	// DefaultValidity is used by Issue when CertRequest.Validity is zero.
 	DefaultValidity = 365 * 24 * time.Hour
 	// clockSkew backdates NotBefore so that a machine whose clock is a little
-	// behind accepts a certificate issued a moment ago.
+	// behind accepts a certificate issued a moment ago. A leaf certificate
+	// is backdated by a tenth of its validity at most (backdate), so that a
+	// certificate of seconds still has most of its life ahead of it.
 	clockSkew = time.Hour
 )
+
+// backdate is how far before its issue a leaf certificate valid for
+// validity starts: clockSkew, or a tenth of the validity if that is less.
+func backdate(validity time.Duration) time.Duration {
+	return min(clockSkew, validity/10)
+}
 
 // CA is a certificate authority: its certificate and the key that signs with
 // it.
@@ -125,7 +133,7 @@ func (ca *CA) Issue(req CertRequest) (*x509.Certificate, error) {
 			CommonName:   req.NodeID,
 			Organization: []string{req.Role},
 		},
-		NotBefore:   now.Add(-clockSkew),
+		NotBefore:   now.Add(-backdate(validity)),
 		NotAfter:    ca.clip(now.Add(validity)),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"sync/atomic"
 )
 
 // TLSCertificate bundles a leaf certificate, its key and the intermediates
@@ -47,4 +48,61 @@ func ClientTLS(cert tls.Certificate, roots ...*x509.Certificate) *tls.Config {
 		// are what the others would spend their CPU on.
 		ClientSessionCache: tls.NewLRUClientSessionCache(16),
 	}
+}
+
+// CertSource holds a certificate that may be replaced while connections
+// use it: TLS configurations made from it (ServerTLSFrom, ClientTLSFrom)
+// read the current one at each handshake. A replaced certificate takes
+// effect for new connections; open ones keep theirs, so no stream ends
+// because its certificate was renewed.
+type CertSource struct {
+	v atomic.Pointer[tls.Certificate]
+}
+
+// NewCertSource returns a source holding cert.
+func NewCertSource(cert tls.Certificate) *CertSource {
+	s := &CertSource{}
+	s.Set(cert)
+	return s
+}
+
+// Set replaces the certificate, for the next handshakes.
+func (s *CertSource) Set(cert tls.Certificate) {
+	s.v.Store(&cert)
+}
+
+// Get returns the current certificate.
+func (s *CertSource) Get() *tls.Certificate {
+	return s.v.Load()
+}
+
+// Leaf returns the current certificate's leaf, parsed.
+func (s *CertSource) Leaf() *x509.Certificate {
+	return s.v.Load().Leaf
+}
+
+// ServerTLSFrom is ServerTLS with the certificate read from src at each
+// handshake.
+func ServerTLSFrom(src *CertSource, clientCAs ...*x509.Certificate) *tls.Config {
+	cfg := ServerTLS(tls.Certificate{}, clientCAs...)
+	cfg.Certificates = nil
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return src.Get(), nil }
+	return cfg
+}
+
+// ClientTLSFrom is ClientTLS with the certificate read from src at each
+// handshake. Like a fixed certificate, it is left out when the server
+// asks for certificates of other CAs, so the server sees an anonymous
+// client rather than a stranger's certificate.
+func ClientTLSFrom(src *CertSource, roots ...*x509.Certificate) *tls.Config {
+	cfg := ClientTLS(tls.Certificate{}, roots...)
+	cfg.Certificates = nil
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		c := src.Get()
+		if err := cri.SupportsCertificate(c); err != nil {
+			return &tls.Certificate{}, nil
+		}
+		return c, nil
+	}
+	return cfg
 }

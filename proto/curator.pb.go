@@ -373,9 +373,13 @@ type ConsensusJoin struct {
 	// The etcd CA's revocation list (DER) when the role was given: etcd
 	// certificates of demoted and removed nodes. The node keeps it current
 	// from /curator/etcd-crl while it runs etcd.
-	EtcdCrl       []byte `protobuf:"bytes,6,opt,name=etcd_crl,json=etcdCrl,proto3" json:"etcd_crl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EtcdCrl []byte `protobuf:"bytes,6,opt,name=etcd_crl,json=etcdCrl,proto3" json:"etcd_crl,omitempty"`
+	// Earlier etcd certificates of this node (PEM) that have not expired
+	// yet: a renewal keeps the one it replaces here, so that a demotion
+	// revokes every etcd certificate the node could still present.
+	RetiredEtcdCerts [][]byte `protobuf:"bytes,7,rep,name=retired_etcd_certs,json=retiredEtcdCerts,proto3" json:"retired_etcd_certs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ConsensusJoin) Reset() {
@@ -446,6 +450,13 @@ func (x *ConsensusJoin) GetEtcdClusterId() uint64 {
 func (x *ConsensusJoin) GetEtcdCrl() []byte {
 	if x != nil {
 		return x.EtcdCrl
+	}
+	return nil
+}
+
+func (x *ConsensusJoin) GetRetiredEtcdCerts() [][]byte {
+	if x != nil {
+		return x.RetiredEtcdCerts
 	}
 	return nil
 }
@@ -538,7 +549,10 @@ type Node struct {
 	// backup): its etcd data belongs to the cluster as it was before, so the
 	// node API refuses it with this text until it is wiped and joins again
 	// (docs/architecture.md, "Disaster recovery").
-	Refused       string `protobuf:"bytes,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused string `protobuf:"bytes,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	// When the node's certificate expires; the agent renews it at about
+	// two thirds of its life (RenewCertificate).
+	CertExpires   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=cert_expires,json=certExpires,proto3" json:"cert_expires,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -711,6 +725,13 @@ func (x *Node) GetRefused() string {
 		return x.Refused
 	}
 	return ""
+}
+
+func (x *Node) GetCertExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CertExpires
+	}
+	return nil
 }
 
 // NodeView is a node as operators see it: the record plus what the leader
@@ -983,7 +1004,9 @@ type ClusterInfo struct {
 	Managers []string `protobuf:"bytes,10,rep,name=managers,proto3" json:"managers,omitempty"`
 	Version  string   `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
 	// Node names by node ID, for the IDs above.
-	Names         map[string]string `protobuf:"bytes,12,rep,name=names,proto3" json:"names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Names map[string]string `protobuf:"bytes,12,rep,name=names,proto3" json:"names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How long node, etcd and admin certificates are issued for.
+	CertTtl       *durationpb.Duration `protobuf:"bytes,13,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1098,6 +1121,13 @@ func (x *ClusterInfo) GetVersion() string {
 func (x *ClusterInfo) GetNames() map[string]string {
 	if x != nil {
 		return x.Names
+	}
+	return nil
+}
+
+func (x *ClusterInfo) GetCertTtl() *durationpb.Duration {
+	if x != nil {
+		return x.CertTtl
 	}
 	return nil
 }
@@ -1641,8 +1671,10 @@ type UpdateClusterRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	RequireApproval *bool                  `protobuf:"varint,1,opt,name=require_approval,json=requireApproval,proto3,oneof" json:"require_approval,omitempty"`
 	MaxVoters       *uint32                `protobuf:"varint,2,opt,name=max_voters,json=maxVoters,proto3,oneof" json:"max_voters,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How long certificates issued from now on last (see CertTTL).
+	CertTtl       *durationpb.Duration `protobuf:"bytes,3,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateClusterRequest) Reset() {
@@ -1687,6 +1719,13 @@ func (x *UpdateClusterRequest) GetMaxVoters() uint32 {
 		return *x.MaxVoters
 	}
 	return 0
+}
+
+func (x *UpdateClusterRequest) GetCertTtl() *durationpb.Duration {
+	if x != nil {
+		return x.CertTtl
+	}
+	return nil
 }
 
 // DemoteResponse says how far a demotion got: a curator leader demoting
@@ -3423,6 +3462,218 @@ func (x *NodeLeaveResponse) GetMessage() string {
 	return ""
 }
 
+// RenewCertificateRequest: the calling node, proven by its current node
+// certificate, asks for new certificates. The key stays: a node's ID is
+// its key's, so the leader certifies the key in the node's record, never
+// one the caller names. A node that is no longer in the registry is
+// refused.
+type RenewCertificateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCertificateRequest) Reset() {
+	*x = RenewCertificateRequest{}
+	mi := &file_curator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCertificateRequest) ProtoMessage() {}
+
+func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
+func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{47}
+}
+
+type RenewCertificateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PEM: the node certificate, for the key and address in the record,
+	// valid for the cluster's cert_ttl.
+	NodeCert []byte `protobuf:"bytes,1,opt,name=node_cert,json=nodeCert,proto3" json:"node_cert,omitempty"`
+	CaCert   []byte `protobuf:"bytes,2,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	// PEM: a new etcd certificate, when the node holds the consensus role.
+	EtcdCert      []byte `protobuf:"bytes,3,opt,name=etcd_cert,json=etcdCert,proto3" json:"etcd_cert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCertificateResponse) Reset() {
+	*x = RenewCertificateResponse{}
+	mi := &file_curator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCertificateResponse) ProtoMessage() {}
+
+func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
+func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RenewCertificateResponse) GetNodeCert() []byte {
+	if x != nil {
+		return x.NodeCert
+	}
+	return nil
+}
+
+func (x *RenewCertificateResponse) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *RenewCertificateResponse) GetEtcdCert() []byte {
+	if x != nil {
+		return x.EtcdCert
+	}
+	return nil
+}
+
+// RenewAdminCertificateRequest: an admin asks for an admin certificate for
+// a key, its own or a new one (PKIX DER of the public key).
+type RenewAdminCertificateRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PublicKey []byte                 `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// The common name of the certificate; empty means "admin".
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewAdminCertificateRequest) Reset() {
+	*x = RenewAdminCertificateRequest{}
+	mi := &file_curator_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewAdminCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewAdminCertificateRequest) ProtoMessage() {}
+
+func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
+func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *RenewAdminCertificateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RenewAdminCertificateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PEM: the admin certificate and the cluster CA.
+	Cert          []byte `protobuf:"bytes,1,opt,name=cert,proto3" json:"cert,omitempty"`
+	CaCert        []byte `protobuf:"bytes,2,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewAdminCertificateResponse) Reset() {
+	*x = RenewAdminCertificateResponse{}
+	mi := &file_curator_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewAdminCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewAdminCertificateResponse) ProtoMessage() {}
+
+func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
+func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *RenewAdminCertificateResponse) GetCert() []byte {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
+}
+
+func (x *RenewAdminCertificateResponse) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
 type AgentStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3431,7 +3682,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3694,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3707,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 type AgentStatus struct {
@@ -3472,7 +3723,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3735,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3748,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -3544,7 +3795,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3807,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3820,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -3588,7 +3839,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3851,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3864,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -3633,13 +3884,16 @@ type ClusterState struct {
 	MaxVoters          uint32                 `protobuf:"varint,4,opt,name=max_voters,json=maxVoters,proto3" json:"max_voters,omitempty"`
 	RequireApproval    bool                   `protobuf:"varint,5,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
 	Created            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created,proto3" json:"created,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How long node, etcd and admin certificates are issued for; unset
+	// means the default (90 days).
+	CertTtl       *durationpb.Duration `protobuf:"bytes,7,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3905,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3918,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -3709,6 +3963,13 @@ func (x *ClusterState) GetCreated() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ClusterState) GetCertTtl() *durationpb.Duration {
+	if x != nil {
+		return x.CertTtl
+	}
+	return nil
+}
+
 // PKIState holds the cluster CA and the etcd CA (an intermediate of it), kept
 // at /curator/pki. Only consensus members can read etcd, so only they can
 // issue certificates.
@@ -3724,7 +3985,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3997,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +4010,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -3788,7 +4049,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3800,7 +4061,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3813,7 +4074,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -3835,7 +4096,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3847,7 +4108,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3860,7 +4121,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -3906,7 +4167,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +4179,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4192,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -3964,7 +4225,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4237,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4250,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -4021,7 +4282,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4294,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4307,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 type BackupChunk struct {
@@ -4061,7 +4322,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4334,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4347,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -4108,17 +4369,18 @@ var File_curator_proto protoreflect.FileDescriptor
 const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"\rcurator.proto\x12\n" +
-	"curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
+	"curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x02\n" +
 	"\rConsensusJoin\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12/\n" +
 	"\x05peers\x18\x02 \x03(\v2\x19.curator.v1.ConsensusPeerR\x05peers\x12\x1b\n" +
 	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\x12\x17\n" +
 	"\aetcd_ca\x18\x04 \x01(\fR\x06etcdCa\x12&\n" +
 	"\x0fetcd_cluster_id\x18\x05 \x01(\x04R\retcdClusterId\x12\x19\n" +
-	"\betcd_crl\x18\x06 \x01(\fR\aetcdCrl\"C\n" +
+	"\betcd_crl\x18\x06 \x01(\fR\aetcdCrl\x12,\n" +
+	"\x12retired_etcd_certs\x18\a \x03(\fR\x10retiredEtcdCerts\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xc2\x06\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\x81\a\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -4143,7 +4405,8 @@ const file_curator_proto_rawDesc = "" +
 	"\tconsensus\x18\x11 \x01(\v2\x19.curator.v1.ConsensusJoinR\tconsensus\x12\x1a\n" +
 	"\bdemoting\x18\x12 \x01(\bR\bdemoting\x12\x1b\n" +
 	"\tjoined_as\x18\x13 \x01(\tR\bjoinedAs\x12\x18\n" +
-	"\arefused\x18\x14 \x01(\tR\arefused\x1a9\n" +
+	"\arefused\x18\x14 \x01(\tR\arefused\x12=\n" +
+	"\fcert_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vcertExpires\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
@@ -4160,7 +4423,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12ClusterInfoRequest\"\xd0\x03\n" +
+	"\x12ClusterInfoRequest\"\x86\x04\n" +
 	"\vClusterInfo\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -4177,7 +4440,8 @@ const file_curator_proto_rawDesc = "" +
 	"\bmanagers\x18\n" +
 	" \x03(\tR\bmanagers\x12\x18\n" +
 	"\aversion\x18\v \x01(\tR\aversion\x128\n" +
-	"\x05names\x18\f \x03(\v2\".curator.v1.ClusterInfo.NamesEntryR\x05names\x1a8\n" +
+	"\x05names\x18\f \x03(\v2\".curator.v1.ClusterInfo.NamesEntryR\x05names\x124\n" +
+	"\bcert_ttl\x18\r \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x1a8\n" +
 	"\n" +
 	"NamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4214,11 +4478,12 @@ const file_curator_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"$\n" +
 	"\x12RemoveNodeResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8e\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xc4\x01\n" +
 	"\x14UpdateClusterRequest\x12.\n" +
 	"\x10require_approval\x18\x01 \x01(\bH\x00R\x0frequireApproval\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"max_voters\x18\x02 \x01(\rH\x01R\tmaxVoters\x88\x01\x01B\x13\n" +
+	"max_voters\x18\x02 \x01(\rH\x01R\tmaxVoters\x88\x01\x01\x124\n" +
+	"\bcert_ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\acertTtlB\x13\n" +
 	"\x11_require_approvalB\r\n" +
 	"\v_max_voters\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
@@ -4353,7 +4618,19 @@ const file_curator_proto_rawDesc = "" +
 	"\x05force\x18\x01 \x01(\bR\x05force\"G\n" +
 	"\x11NodeLeaveResponse\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x14\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x19\n" +
+	"\x17RenewCertificateRequest\"m\n" +
+	"\x18RenewCertificateResponse\x12\x1b\n" +
+	"\tnode_cert\x18\x01 \x01(\fR\bnodeCert\x12\x17\n" +
+	"\aca_cert\x18\x02 \x01(\fR\x06caCert\x12\x1b\n" +
+	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\"Q\n" +
+	"\x1cRenewAdminCertificateRequest\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\fR\tpublicKey\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"L\n" +
+	"\x1dRenewAdminCertificateResponse\x12\x12\n" +
+	"\x04cert\x18\x01 \x01(\fR\x04cert\x12\x17\n" +
+	"\aca_cert\x18\x02 \x01(\fR\x06caCert\"\x14\n" +
 	"\x12AgentStatusRequest\"\xad\x01\n" +
 	"\vAgentStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -4364,7 +4641,7 @@ const file_curator_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\")\n" +
 	"\rLeaveResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\x8f\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xc5\x02\n" +
 	"\fClusterState\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
@@ -4373,7 +4650,8 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"max_voters\x18\x04 \x01(\rR\tmaxVoters\x12)\n" +
 	"\x10require_approval\x18\x05 \x01(\bR\x0frequireApproval\x124\n" +
-	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"|\n" +
+	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
+	"\bcert_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\acertTtl\"|\n" +
 	"\bPKIState\x12\x17\n" +
 	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
 	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12 \n" +
@@ -4428,7 +4706,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x14ROLLOUT_STATE_PAUSED\x10\x02\x12\x16\n" +
 	"\x12ROLLOUT_STATE_DONE\x10\x03\x12\x1b\n" +
 	"\x17ROLLOUT_STATE_CANCELLED\x10\x04\x12\x18\n" +
-	"\x14ROLLOUT_STATE_FAILED\x10\x052\xe4\v\n" +
+	"\x14ROLLOUT_STATE_FAILED\x10\x052\xd2\f\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -4454,17 +4732,19 @@ const file_curator_proto_rawDesc = "" +
 	"\fDestroyGroup\x12\x1f.curator.v1.DestroyGroupRequest\x1a\x15.curator.v1.GroupView\x12@\n" +
 	"\n" +
 	"GetRollout\x12\x1d.curator.v1.GetRolloutRequest\x1a\x13.curator.v1.Rollout\x12F\n" +
-	"\rChangeRollout\x12 .curator.v1.ChangeRolloutRequest\x1a\x13.curator.v1.Rollout\x12M\n" +
+	"\rChangeRollout\x12 .curator.v1.ChangeRolloutRequest\x1a\x13.curator.v1.Rollout\x12l\n" +
+	"\x15RenewAdminCertificate\x12(.curator.v1.RenewAdminCertificateRequest\x1a).curator.v1.RenewAdminCertificateResponse\x12M\n" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\x80\x03\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xdf\x03\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
 	"\tWatchNode\x12\x1c.curator.v1.WatchNodeRequest\x1a\x1d.curator.v1.WatchNodeResponse0\x01\x12N\n" +
 	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12D\n" +
-	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse2\x88\x01\n" +
+	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12]\n" +
+	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse2\x88\x01\n" +
 	"\x05Agent\x12A\n" +
 	"\x06Status\x12\x1e.curator.v1.AgentStatusRequest\x1a\x17.curator.v1.AgentStatus\x12<\n" +
 	"\x05Leave\x12\x18.curator.v1.LeaveRequest\x1a\x19.curator.v1.LeaveResponseB3Z1github.com/curatorproject/curator/proto;curatorpbb\x06proto3"
@@ -4482,81 +4762,85 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_curator_proto_goTypes = []any{
-	(NodeState)(0),                // 0: curator.v1.NodeState
-	(Availability)(0),             // 1: curator.v1.Availability
-	(NodeStatus)(0),               // 2: curator.v1.NodeStatus
-	(Role)(0),                     // 3: curator.v1.Role
-	(ManagerStatus)(0),            // 4: curator.v1.ManagerStatus
-	(RolloutState)(0),             // 5: curator.v1.RolloutState
-	(*ConsensusJoin)(nil),         // 6: curator.v1.ConsensusJoin
-	(*ConsensusPeer)(nil),         // 7: curator.v1.ConsensusPeer
-	(*Node)(nil),                  // 8: curator.v1.Node
-	(*NodeView)(nil),              // 9: curator.v1.NodeView
-	(*ListNodesRequest)(nil),      // 10: curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 11: curator.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),        // 12: curator.v1.GetNodeRequest
-	(*ClusterInfoRequest)(nil),    // 13: curator.v1.ClusterInfoRequest
-	(*ClusterInfo)(nil),           // 14: curator.v1.ClusterInfo
-	(*GetTokenRequest)(nil),       // 15: curator.v1.GetTokenRequest
-	(*TokenResponse)(nil),         // 16: curator.v1.TokenResponse
-	(*RotateTokenRequest)(nil),    // 17: curator.v1.RotateTokenRequest
-	(*Event)(nil),                 // 18: curator.v1.Event
-	(*ListEventsRequest)(nil),     // 19: curator.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 20: curator.v1.ListEventsResponse
-	(*NodeRequest)(nil),           // 21: curator.v1.NodeRequest
-	(*UpdateNodeRequest)(nil),     // 22: curator.v1.UpdateNodeRequest
-	(*RemoveNodeRequest)(nil),     // 23: curator.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 24: curator.v1.RemoveNodeResponse
-	(*UpdateClusterRequest)(nil),  // 25: curator.v1.UpdateClusterRequest
-	(*DemoteResponse)(nil),        // 26: curator.v1.DemoteResponse
-	(*GroupSpec)(nil),             // 27: curator.v1.GroupSpec
-	(*ProviderSpec)(nil),          // 28: curator.v1.ProviderSpec
-	(*ProcessProviderSpec)(nil),   // 29: curator.v1.ProcessProviderSpec
-	(*DockerProviderSpec)(nil),    // 30: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),      // 31: curator.v1.InstanceTemplate
-	(*Group)(nil),                 // 32: curator.v1.Group
-	(*GroupView)(nil),             // 33: curator.v1.GroupView
-	(*CommitGroupRequest)(nil),    // 34: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),   // 35: curator.v1.CommitGroupResponse
-	(*ListGroupsRequest)(nil),     // 36: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),    // 37: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),       // 38: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),   // 39: curator.v1.DestroyGroupRequest
-	(*Rollout)(nil),               // 40: curator.v1.Rollout
-	(*GetRolloutRequest)(nil),     // 41: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),  // 42: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),       // 43: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 44: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 45: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 46: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),      // 47: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),     // 48: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),    // 49: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),   // 50: curator.v1.GetManagersResponse
-	(*NodeLeaveRequest)(nil),      // 51: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),     // 52: curator.v1.NodeLeaveResponse
-	(*AgentStatusRequest)(nil),    // 53: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),           // 54: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),          // 55: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 56: curator.v1.LeaveResponse
-	(*ClusterState)(nil),          // 57: curator.v1.ClusterState
-	(*PKIState)(nil),              // 58: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),     // 59: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),    // 60: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),    // 61: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 62: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),         // 63: curator.v1.BackupRequest
-	(*BackupChunk)(nil),           // 64: curator.v1.BackupChunk
-	nil,                           // 65: curator.v1.Node.LabelsEntry
-	nil,                           // 66: curator.v1.ClusterInfo.NamesEntry
-	nil,                           // 67: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                           // 68: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                           // 69: curator.v1.InstanceTemplate.EnvEntry
-	nil,                           // 70: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
+	(NodeState)(0),                        // 0: curator.v1.NodeState
+	(Availability)(0),                     // 1: curator.v1.Availability
+	(NodeStatus)(0),                       // 2: curator.v1.NodeStatus
+	(Role)(0),                             // 3: curator.v1.Role
+	(ManagerStatus)(0),                    // 4: curator.v1.ManagerStatus
+	(RolloutState)(0),                     // 5: curator.v1.RolloutState
+	(*ConsensusJoin)(nil),                 // 6: curator.v1.ConsensusJoin
+	(*ConsensusPeer)(nil),                 // 7: curator.v1.ConsensusPeer
+	(*Node)(nil),                          // 8: curator.v1.Node
+	(*NodeView)(nil),                      // 9: curator.v1.NodeView
+	(*ListNodesRequest)(nil),              // 10: curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 11: curator.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),                // 12: curator.v1.GetNodeRequest
+	(*ClusterInfoRequest)(nil),            // 13: curator.v1.ClusterInfoRequest
+	(*ClusterInfo)(nil),                   // 14: curator.v1.ClusterInfo
+	(*GetTokenRequest)(nil),               // 15: curator.v1.GetTokenRequest
+	(*TokenResponse)(nil),                 // 16: curator.v1.TokenResponse
+	(*RotateTokenRequest)(nil),            // 17: curator.v1.RotateTokenRequest
+	(*Event)(nil),                         // 18: curator.v1.Event
+	(*ListEventsRequest)(nil),             // 19: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 20: curator.v1.ListEventsResponse
+	(*NodeRequest)(nil),                   // 21: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),             // 22: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),             // 23: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),            // 24: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),          // 25: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),                // 26: curator.v1.DemoteResponse
+	(*GroupSpec)(nil),                     // 27: curator.v1.GroupSpec
+	(*ProviderSpec)(nil),                  // 28: curator.v1.ProviderSpec
+	(*ProcessProviderSpec)(nil),           // 29: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),            // 30: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),              // 31: curator.v1.InstanceTemplate
+	(*Group)(nil),                         // 32: curator.v1.Group
+	(*GroupView)(nil),                     // 33: curator.v1.GroupView
+	(*CommitGroupRequest)(nil),            // 34: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),           // 35: curator.v1.CommitGroupResponse
+	(*ListGroupsRequest)(nil),             // 36: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),            // 37: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),               // 38: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),           // 39: curator.v1.DestroyGroupRequest
+	(*Rollout)(nil),                       // 40: curator.v1.Rollout
+	(*GetRolloutRequest)(nil),             // 41: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),          // 42: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),               // 43: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),              // 44: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),              // 45: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),             // 46: curator.v1.HeartbeatResponse
+	(*WatchNodeRequest)(nil),              // 47: curator.v1.WatchNodeRequest
+	(*WatchNodeResponse)(nil),             // 48: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),            // 49: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),           // 50: curator.v1.GetManagersResponse
+	(*NodeLeaveRequest)(nil),              // 51: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),             // 52: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),       // 53: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),      // 54: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),  // 55: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil), // 56: curator.v1.RenewAdminCertificateResponse
+	(*AgentStatusRequest)(nil),            // 57: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                   // 58: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                  // 59: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                 // 60: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                  // 61: curator.v1.ClusterState
+	(*PKIState)(nil),                      // 62: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),             // 63: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 64: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),            // 65: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 66: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                 // 67: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                   // 68: curator.v1.BackupChunk
+	nil,                                   // 69: curator.v1.Node.LabelsEntry
+	nil,                                   // 70: curator.v1.ClusterInfo.NamesEntry
+	nil,                                   // 71: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                   // 72: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                   // 73: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                   // 74: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),         // 75: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 76: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -4564,109 +4848,117 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	65, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	71, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	71, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	71, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	69, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	75, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	75, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	75, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	8,  // 10: curator.v1.NodeView.node:type_name -> curator.v1.Node
-	4,  // 11: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	71, // 12: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
-	9,  // 13: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	66, // 14: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	71, // 15: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	18, // 16: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,  // 17: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	67, // 18: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	9,  // 19: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	3,  // 20: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	28, // 21: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	31, // 22: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	72, // 23: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	72, // 24: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	29, // 25: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	30, // 26: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	68, // 27: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	69, // 28: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	27, // 29: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	71, // 30: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	71, // 31: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	32, // 32: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	27, // 33: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	33, // 34: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	33, // 35: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	5,  // 36: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	71, // 37: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	71, // 38: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	71, // 39: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	1,  // 40: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	70, // 41: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	8,  // 42: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 43: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	71, // 44: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	9,  // 45: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18, // 46: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10, // 47: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19, // 48: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21, // 49: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21, // 50: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22, // 51: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21, // 52: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23, // 53: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25, // 54: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12, // 55: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13, // 56: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15, // 57: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17, // 58: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	34, // 59: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	36, // 60: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	38, // 61: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	39, // 62: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41, // 63: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	42, // 64: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	59, // 65: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	61, // 66: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	63, // 67: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	43, // 68: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	45, // 69: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	47, // 70: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	49, // 71: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	51, // 72: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	53, // 73: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	55, // 74: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11, // 75: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20, // 76: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,  // 77: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26, // 78: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,  // 79: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,  // 80: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24, // 81: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14, // 82: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,  // 83: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14, // 84: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16, // 85: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16, // 86: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	35, // 87: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	37, // 88: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	33, // 89: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	33, // 90: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	40, // 91: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	40, // 92: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	60, // 93: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	62, // 94: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	64, // 95: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	44, // 96: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	46, // 97: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	48, // 98: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	50, // 99: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	52, // 100: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	54, // 101: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	56, // 102: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	75, // [75:103] is the sub-list for method output_type
-	47, // [47:75] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	75, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	8,  // 11: curator.v1.NodeView.node:type_name -> curator.v1.Node
+	4,  // 12: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
+	75, // 13: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	9,  // 14: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
+	70, // 15: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	76, // 16: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	75, // 17: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18, // 18: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,  // 19: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	71, // 20: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	76, // 21: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	9,  // 22: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,  // 23: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	28, // 24: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	31, // 25: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	76, // 26: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	76, // 27: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	29, // 28: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	30, // 29: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	72, // 30: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	73, // 31: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	27, // 32: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	75, // 33: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	75, // 34: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	32, // 35: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	27, // 36: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	33, // 37: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	33, // 38: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	5,  // 39: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	75, // 40: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	75, // 41: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	75, // 42: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	1,  // 43: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	74, // 44: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	8,  // 45: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 46: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	75, // 47: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	76, // 48: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	9,  // 49: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18, // 50: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10, // 51: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19, // 52: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21, // 53: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21, // 54: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22, // 55: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21, // 56: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23, // 57: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25, // 58: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12, // 59: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13, // 60: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15, // 61: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17, // 62: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	34, // 63: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	36, // 64: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	38, // 65: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	39, // 66: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41, // 67: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	42, // 68: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	55, // 69: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	63, // 70: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	65, // 71: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	67, // 72: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	43, // 73: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	45, // 74: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	47, // 75: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	49, // 76: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	51, // 77: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	53, // 78: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	57, // 79: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	59, // 80: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11, // 81: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20, // 82: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,  // 83: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26, // 84: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,  // 85: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,  // 86: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24, // 87: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14, // 88: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,  // 89: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14, // 90: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16, // 91: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16, // 92: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	35, // 93: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	37, // 94: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	33, // 95: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	33, // 96: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	40, // 97: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	40, // 98: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	56, // 99: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	64, // 100: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	66, // 101: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	68, // 102: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	44, // 103: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	46, // 104: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	48, // 105: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	50, // 106: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	52, // 107: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	54, // 108: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	58, // 109: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	60, // 110: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	81, // [81:111] is the sub-list for method output_type
+	51, // [51:81] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -4685,7 +4977,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   65,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -31,27 +31,28 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Management_ListNodes_FullMethodName      = "/curator.v1.Management/ListNodes"
-	Management_ListEvents_FullMethodName     = "/curator.v1.Management/ListEvents"
-	Management_PromoteNode_FullMethodName    = "/curator.v1.Management/PromoteNode"
-	Management_DemoteNode_FullMethodName     = "/curator.v1.Management/DemoteNode"
-	Management_UpdateNode_FullMethodName     = "/curator.v1.Management/UpdateNode"
-	Management_ApproveNode_FullMethodName    = "/curator.v1.Management/ApproveNode"
-	Management_RemoveNode_FullMethodName     = "/curator.v1.Management/RemoveNode"
-	Management_UpdateCluster_FullMethodName  = "/curator.v1.Management/UpdateCluster"
-	Management_GetNode_FullMethodName        = "/curator.v1.Management/GetNode"
-	Management_GetClusterInfo_FullMethodName = "/curator.v1.Management/GetClusterInfo"
-	Management_GetToken_FullMethodName       = "/curator.v1.Management/GetToken"
-	Management_RotateToken_FullMethodName    = "/curator.v1.Management/RotateToken"
-	Management_CommitGroup_FullMethodName    = "/curator.v1.Management/CommitGroup"
-	Management_ListGroups_FullMethodName     = "/curator.v1.Management/ListGroups"
-	Management_GetGroup_FullMethodName       = "/curator.v1.Management/GetGroup"
-	Management_DestroyGroup_FullMethodName   = "/curator.v1.Management/DestroyGroup"
-	Management_GetRollout_FullMethodName     = "/curator.v1.Management/GetRollout"
-	Management_ChangeRollout_FullMethodName  = "/curator.v1.Management/ChangeRollout"
-	Management_WatchNodes_FullMethodName     = "/curator.v1.Management/WatchNodes"
-	Management_WatchEvents_FullMethodName    = "/curator.v1.Management/WatchEvents"
-	Management_Backup_FullMethodName         = "/curator.v1.Management/Backup"
+	Management_ListNodes_FullMethodName             = "/curator.v1.Management/ListNodes"
+	Management_ListEvents_FullMethodName            = "/curator.v1.Management/ListEvents"
+	Management_PromoteNode_FullMethodName           = "/curator.v1.Management/PromoteNode"
+	Management_DemoteNode_FullMethodName            = "/curator.v1.Management/DemoteNode"
+	Management_UpdateNode_FullMethodName            = "/curator.v1.Management/UpdateNode"
+	Management_ApproveNode_FullMethodName           = "/curator.v1.Management/ApproveNode"
+	Management_RemoveNode_FullMethodName            = "/curator.v1.Management/RemoveNode"
+	Management_UpdateCluster_FullMethodName         = "/curator.v1.Management/UpdateCluster"
+	Management_GetNode_FullMethodName               = "/curator.v1.Management/GetNode"
+	Management_GetClusterInfo_FullMethodName        = "/curator.v1.Management/GetClusterInfo"
+	Management_GetToken_FullMethodName              = "/curator.v1.Management/GetToken"
+	Management_RotateToken_FullMethodName           = "/curator.v1.Management/RotateToken"
+	Management_CommitGroup_FullMethodName           = "/curator.v1.Management/CommitGroup"
+	Management_ListGroups_FullMethodName            = "/curator.v1.Management/ListGroups"
+	Management_GetGroup_FullMethodName              = "/curator.v1.Management/GetGroup"
+	Management_DestroyGroup_FullMethodName          = "/curator.v1.Management/DestroyGroup"
+	Management_GetRollout_FullMethodName            = "/curator.v1.Management/GetRollout"
+	Management_ChangeRollout_FullMethodName         = "/curator.v1.Management/ChangeRollout"
+	Management_RenewAdminCertificate_FullMethodName = "/curator.v1.Management/RenewAdminCertificate"
+	Management_WatchNodes_FullMethodName            = "/curator.v1.Management/WatchNodes"
+	Management_WatchEvents_FullMethodName           = "/curator.v1.Management/WatchEvents"
+	Management_Backup_FullMethodName                = "/curator.v1.Management/Backup"
 )
 
 // ManagementClient is the client API for Management service.
@@ -87,6 +88,9 @@ type ManagementClient interface {
 	// ChangeRollout cancels, pauses or resumes a group's rollout to the
 	// config SHA it names (empty: the current one).
 	ChangeRollout(ctx context.Context, in *ChangeRolloutRequest, opts ...grpc.CallOption) (*Rollout, error)
+	// RenewAdminCertificate issues an admin certificate for the caller's key
+	// (see the certificate renewal messages).
+	RenewAdminCertificate(ctx context.Context, in *RenewAdminCertificateRequest, opts ...grpc.CallOption) (*RenewAdminCertificateResponse, error)
 	// WatchNodes sends every node, then each change to them (a node's
 	// record, its manager status), as it happens.
 	WatchNodes(ctx context.Context, in *WatchNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodesResponse], error)
@@ -286,6 +290,16 @@ func (c *managementClient) ChangeRollout(ctx context.Context, in *ChangeRolloutR
 	return out, nil
 }
 
+func (c *managementClient) RenewAdminCertificate(ctx context.Context, in *RenewAdminCertificateRequest, opts ...grpc.CallOption) (*RenewAdminCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewAdminCertificateResponse)
+	err := c.cc.Invoke(ctx, Management_RenewAdminCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *managementClient) WatchNodes(ctx context.Context, in *WatchNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodesResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Management_ServiceDesc.Streams[0], Management_WatchNodes_FullMethodName, cOpts...)
@@ -376,6 +390,9 @@ type ManagementServer interface {
 	// ChangeRollout cancels, pauses or resumes a group's rollout to the
 	// config SHA it names (empty: the current one).
 	ChangeRollout(context.Context, *ChangeRolloutRequest) (*Rollout, error)
+	// RenewAdminCertificate issues an admin certificate for the caller's key
+	// (see the certificate renewal messages).
+	RenewAdminCertificate(context.Context, *RenewAdminCertificateRequest) (*RenewAdminCertificateResponse, error)
 	// WatchNodes sends every node, then each change to them (a node's
 	// record, its manager status), as it happens.
 	WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error
@@ -448,6 +465,9 @@ func (UnimplementedManagementServer) GetRollout(context.Context, *GetRolloutRequ
 }
 func (UnimplementedManagementServer) ChangeRollout(context.Context, *ChangeRolloutRequest) (*Rollout, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangeRollout not implemented")
+}
+func (UnimplementedManagementServer) RenewAdminCertificate(context.Context, *RenewAdminCertificateRequest) (*RenewAdminCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewAdminCertificate not implemented")
 }
 func (UnimplementedManagementServer) WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchNodes not implemented")
@@ -803,6 +823,24 @@ func _Management_ChangeRollout_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Management_RenewAdminCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewAdminCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).RenewAdminCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_RenewAdminCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).RenewAdminCertificate(ctx, req.(*RenewAdminCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Management_WatchNodes_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchNodesRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -915,6 +953,10 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ChangeRollout",
 			Handler:    _Management_ChangeRollout_Handler,
 		},
+		{
+			MethodName: "RenewAdminCertificate",
+			Handler:    _Management_RenewAdminCertificate_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -937,11 +979,12 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Curator_Register_FullMethodName    = "/curator.v1.Curator/Register"
-	Curator_Heartbeat_FullMethodName   = "/curator.v1.Curator/Heartbeat"
-	Curator_WatchNode_FullMethodName   = "/curator.v1.Curator/WatchNode"
-	Curator_GetManagers_FullMethodName = "/curator.v1.Curator/GetManagers"
-	Curator_Leave_FullMethodName       = "/curator.v1.Curator/Leave"
+	Curator_Register_FullMethodName         = "/curator.v1.Curator/Register"
+	Curator_Heartbeat_FullMethodName        = "/curator.v1.Curator/Heartbeat"
+	Curator_WatchNode_FullMethodName        = "/curator.v1.Curator/WatchNode"
+	Curator_GetManagers_FullMethodName      = "/curator.v1.Curator/GetManagers"
+	Curator_Leave_FullMethodName            = "/curator.v1.Curator/Leave"
+	Curator_RenewCertificate_FullMethodName = "/curator.v1.Curator/RenewCertificate"
 )
 
 // CuratorClient is the client API for Curator service.
@@ -961,6 +1004,9 @@ type CuratorClient interface {
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error)
+	// RenewCertificate issues the calling node new certificates for the key
+	// it has (see the certificate renewal messages).
+	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
 }
 
 type curatorClient struct {
@@ -1033,6 +1079,16 @@ func (c *curatorClient) Leave(ctx context.Context, in *NodeLeaveRequest, opts ..
 	return out, nil
 }
 
+func (c *curatorClient) RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewCertificateResponse)
+	err := c.cc.Invoke(ctx, Curator_RenewCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CuratorServer is the server API for Curator service.
 // All implementations must embed UnimplementedCuratorServer
 // for forward compatibility.
@@ -1050,6 +1106,9 @@ type CuratorServer interface {
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error)
+	// RenewCertificate issues the calling node new certificates for the key
+	// it has (see the certificate renewal messages).
+	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
 	mustEmbedUnimplementedCuratorServer()
 }
 
@@ -1074,6 +1133,9 @@ func (UnimplementedCuratorServer) GetManagers(context.Context, *GetManagersReque
 }
 func (UnimplementedCuratorServer) Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedCuratorServer) RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
 }
 func (UnimplementedCuratorServer) mustEmbedUnimplementedCuratorServer() {}
 func (UnimplementedCuratorServer) testEmbeddedByValue()                 {}
@@ -1168,6 +1230,24 @@ func _Curator_Leave_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Curator_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServer).RenewCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Curator_RenewCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServer).RenewCertificate(ctx, req.(*RenewCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Curator_ServiceDesc is the grpc.ServiceDesc for Curator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1186,6 +1266,10 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _Curator_Leave_Handler,
+		},
+		{
+			MethodName: "RenewCertificate",
+			Handler:    _Curator_RenewCertificate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -214,6 +214,7 @@ type nodeJSON struct {
 	InstanceID    string     `json:"instance_id"`
 	ConfigSHA     string     `json:"config_sha"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
+	CertExpires   *time.Time `json:"cert_expires"`
 }
 
 // clusterInfoJSON is the part of `cluster info -o json` the tests read.
@@ -225,6 +226,7 @@ type clusterInfoJSON struct {
 	EtcdLeader    string            `json:"etcd_leader"`
 	QuorumHealthy bool              `json:"quorum_healthy"`
 	Names         map[string]string `json:"names"`
+	CertTTL       string            `json:"cert_ttl"`
 }
 
 func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {

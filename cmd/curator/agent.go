@@ -173,6 +173,7 @@ refuses unless --force, as leaving destroys the cluster.`,
 func newAgentInitCommand() *cobra.Command {
 	f := &agentFlags{}
 	var listen, name, availability, clusterID string
+	var certTTL time.Duration
 	m := &machineFlags{}
 	c := &cobra.Command{
 		Use:   "init --data-dir DIR --listen IP:PORT",
@@ -194,7 +195,7 @@ holds a node is restarted with 'curator agent run'.`,
 			if err != nil {
 				return err
 			}
-			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion(), Machine: machine, ClusterID: clusterID})
+			res, err := node.Init(node.InitConfig{DataDir: f.dataDir, Address: listen, Name: name, Availability: av, Version: binaryVersion(), Machine: machine, ClusterID: clusterID, CertTTL: certTTL})
 			if err != nil {
 				return err
 			}
@@ -208,6 +209,7 @@ holds a node is restarted with 'curator agent run'.`,
 	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain")
 	c.Flags().StringVar(&clusterID, "cluster-id", "", "the new cluster's ID, 16 hex digits (default: a new random one)")
+	c.Flags().DurationVar(&certTTL, "cert-ttl", curator.DefaultCertTTL, "how long node and etcd certificates last (10s to 5 years; nodes renew at two thirds of it; `cluster update --cert-ttl` changes it)")
 	m.register(c)
 	return c
 }

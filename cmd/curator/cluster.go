@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ func newClusterCommand(g *globalFlags) *cobra.Command {
 		newClusterInfoCommand(g),
 		newClusterUpdateCommand(g),
 		newClusterBackupCommand(g),
+		newClusterAdminCertCommand(g),
 	)
 }
 
@@ -46,6 +48,7 @@ func newClusterUpdateCommand(g *globalFlags) *cobra.Command {
 	var (
 		requireApproval bool
 		maxVoters       uint32
+		certTTL         time.Duration
 		format          outputFormat
 	)
 	c := &cobra.Command{
@@ -54,7 +57,8 @@ func newClusterUpdateCommand(g *globalFlags) *cobra.Command {
 		Long: `Change the cluster settings whose flags are given, and leave the others as
 they are; then print the cluster as cluster info does. Give at least one.`,
 		Example: `  curator cluster update --require-approval=true
-  curator cluster update --max-voters 5`,
+  curator cluster update --max-voters 5
+  curator cluster update --cert-ttl 720h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var u client.ClusterUpdate
@@ -63,6 +67,9 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 			}
 			if cmd.Flags().Changed("max-voters") {
 				u.MaxVoters = &maxVoters
+			}
+			if cmd.Flags().Changed("cert-ttl") {
+				u.CertTTL = &certTTL
 			}
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
 				info, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.ClusterInfo, error) {
@@ -77,7 +84,8 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 	}
 	c.Flags().BoolVar(&requireApproval, "require-approval", false, "whether a joining node waits for an operator's node approve (--require-approval=true|false)")
 	c.Flags().Uint32Var(&maxVoters, "max-voters", 0, "the most etcd voters the cluster may have")
-	c.MarkFlagsOneRequired("require-approval", "max-voters")
+	c.Flags().DurationVar(&certTTL, "cert-ttl", 0, "how long node and etcd certificates issued from now on last (10s to 5 years; nodes renew at two thirds of it)")
+	c.MarkFlagsOneRequired("require-approval", "max-voters", "cert-ttl")
 	addOutputFlag(c, &format)
 	return c
 }
@@ -98,6 +106,9 @@ type clusterInfoJSON struct {
 	Managers        []string          `json:"managers"`
 	Version         string            `json:"version"`
 	Names           map[string]string `json:"names"`
+	// CertTTL is how long node and etcd certificates are issued for, as
+	// a Go duration ("2160h0m0s").
+	CertTTL string `json:"cert_ttl"`
 }
 
 func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
@@ -115,6 +126,9 @@ func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 		Managers:        list(info.GetManagers()),
 		Version:         info.GetVersion(),
 		Names:           maps.Clone(info.GetNames()),
+	}
+	if d := info.GetCertTtl(); d != nil {
+		j.CertTTL = d.AsDuration().String()
 	}
 	if j.Names == nil {
 		j.Names = map[string]string{}
@@ -172,7 +186,36 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 		{fmt.Sprintf("Learners (%d):", len(j.Learners)), orNone(named(j.Learners...))},
 		{"Max voters:", strconv.FormatUint(uint64(j.MaxVoters), 10)},
 		{"Require approval:", yesNo(j.RequireApproval, "no")},
+		{"Certificate TTL:", orNone(j.CertTTL)},
 		{"Managers:", orNone(strings.Join(j.Managers, ", "))},
 	}
 	return writeTable(w, rows)
+}
+
+func newClusterAdminCertCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "admin-cert",
+		Short: "Renew the admin certificate of the client config",
+		Long: `Ask the cluster for a new admin certificate for the key of the client config
+(--config), with the same name, and write it over the config's certificate
+file. The key stays. Admin certificates last a year whatever the cluster's
+cert_ttl: renew before the one in use expires, as an expired certificate
+opens no connection.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := g.configPath()
+			cfg, err := client.LoadConfig(path)
+			if err != nil {
+				return err
+			}
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				cert, err := c.RenewAdminCert(ctx, cfg, path)
+				if err != nil {
+					return apiError("renew admin certificate", err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "admin certificate renewed: expires %s\n", cert.NotAfter.UTC().Format(time.RFC3339))
+				return err
+			})
+		},
+	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"time"
+
 	"encoding/json"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"strings"
 	"testing"
 
@@ -41,6 +44,7 @@ Voters (2):         m1 (aaaaaaaaaaaaaaaaaaaaaaaa), bbbbbbbbbbbbbbbbbbbbbbbb
 Learners (1):       cccccccccccccccccccccccc
 Max voters:         5
 Require approval:   yes
+Certificate TTL:    (none)
 Managers:           (none)
 `},
 		{"healthy json", healthy, "json", `{
@@ -61,7 +65,8 @@ Managers:           (none)
     "127.0.100.11:7000"
   ],
   "version": "v0.1.0",
-  "names": {}
+  "names": {},
+  "cert_ttl": ""
 }
 `},
 		{"unhealthy json", unhealthy, "json", `{
@@ -86,7 +91,8 @@ Managers:           (none)
   "version": "",
   "names": {
     "aaaaaaaaaaaaaaaaaaaaaaaa": "m1"
-  }
+  },
+  "cert_ttl": ""
 }
 `},
 	} {
@@ -140,6 +146,7 @@ Voters (2):         aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb
 Learners (0):       (none)
 Max voters:         ` + maxVoters + `
 Require approval:   ` + requireApproval + `
+Certificate TTL:    (none)
 Managers:           127.0.100.10:7000, 127.0.100.11:7000
 `
 }
@@ -181,13 +188,27 @@ func TestClusterUpdate(t *testing.T) {
 		wantCalls: []string{"UpdateCluster"},
 		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{MaxVoters: u32(8)}},
 	}, {
+		name:      "cert TTL",
+		args:      []string{"cluster", "update", "--cert-ttl", "720h"},
+		want:      healthyTable("7", "no"),
+		wantCalls: []string{"UpdateCluster"},
+		wantReqs:  []proto.Message{&pb.UpdateClusterRequest{CertTtl: durationpb.New(720 * time.Hour)}},
+	}, {
+		name:    "cert TTL below the minimum: refused before it is sent",
+		args:    []string{"cluster", "update", "--cert-ttl", "1s"},
+		wantErr: "update cluster: invalid request: cert TTL 1s is shorter than the minimum, 10s: nodes renew at two thirds of it, which must leave time to reach the leader (90 days, the default, suits production)",
+	}, {
+		name:    "cert TTL above the maximum: refused before it is sent",
+		args:    []string{"cluster", "update", "--cert-ttl", "87600h"},
+		wantErr: "update cluster: invalid request: cert TTL 87600h0m0s is longer than the maximum, 43800h0m0s (5 years): certificates are renewed automatically, so a long life buys nothing but a longer use of a stolen key",
+	}, {
 		name:    "nothing to change",
 		args:    []string{"cluster", "update"},
-		wantErr: "at least one of the flags in the group [require-approval max-voters] is required",
+		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl] is required",
 	}, {
 		name:    "nothing to change, whatever -o says",
 		args:    []string{"cluster", "update", "-o", "json"},
-		wantErr: "at least one of the flags in the group [require-approval max-voters] is required",
+		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl] is required",
 	}})
 }
 

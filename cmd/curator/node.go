@@ -403,6 +403,9 @@ type nodeJSON struct {
 	JoinedAs string `json:"joined_as"`
 	// Demoting is set from a demotion's start until its end.
 	Demoting bool `json:"demoting"`
+	// CertExpires is when the node's certificate expires; its agent
+	// renews it at about two thirds of its life.
+	CertExpires *time.Time `json:"cert_expires"`
 }
 
 func nodeToJSON(v *pb.NodeView) nodeJSON {
@@ -435,6 +438,7 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		Updated:       timeOrNil(n.GetUpdated()),
 		JoinedAs:      n.GetJoinedAs(),
 		Demoting:      n.GetDemoting(),
+		CertExpires:   timeOrNil(n.GetCertExpires()),
 	}
 }
 

@@ -90,6 +90,7 @@ func TestYAMLOutput(t *testing.T) {
   updated: null
   joined_as: ""
   demoting: false
+  cert_expires: null
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("node ls -o yaml (-want +got):\n%s", diff)

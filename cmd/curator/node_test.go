@@ -60,7 +60,8 @@ const wantNodeB = `{
   "created": null,
   "updated": null,
   "joined_as": "",
-  "demoting": false
+  "demoting": false,
+  "cert_expires": null
 }`
 
 // wantNodeC is worker-1 as JSON: a node pending approval.
@@ -85,7 +86,8 @@ const wantNodeC = `{
   "created": "2026-01-02T03:04:05Z",
   "updated": "2026-01-02T03:04:05Z",
   "joined_as": "worker",
-  "demoting": false
+  "demoting": false,
+  "cert_expires": null
 }`
 
 func TestNodeLsJSON(t *testing.T) {
@@ -119,7 +121,8 @@ func TestNodeLsJSON(t *testing.T) {
     "created": "2026-01-02T03:04:05Z",
     "updated": "2026-01-02T03:05:05Z",
     "joined_as": "manager",
-    "demoting": false
+    "demoting": false,
+    "cert_expires": null
   },
   ` + indent(wantNodeB, "  ") + `,
   ` + indent(wantNodeC, "  ") + `

@@ -116,9 +116,9 @@ type runner struct {
 	// hit: node IDs killed (for good: their group replaces them with new
 	// nodes) or rebooted (until rebootSettle has passed), which the
 	// registry may still show ready for a while.
-	hit map[string]time.Time
-	seen    map[string]string
-	broken  []string // invariants broken, as found
+	hit    map[string]time.Time
+	seen   map[string]string
+	broken []string // invariants broken, as found
 }
 
 func runSeed(t *testing.T, seed uint64, faults int) {
