@@ -84,22 +84,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 }
 
 func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
-	if _, ok := pb.Availability_name[int32(req.Availability)]; !ok {
-		return nil, fmt.Errorf("%w: unknown availability %d: want active, pause or drain", ErrInvalid, req.Availability)
-	}
-	for k, v := range req.LabelAdd {
-		if err := ValidateLabel(k, v); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-	}
-	for _, k := range req.LabelRm {
-		if err := ValidateLabelKey(k); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-		if _, both := req.LabelAdd[k]; both {
-			return nil, fmt.Errorf("%w: label %q is both added and removed", ErrInvalid, k)
-		}
-	}
+	// The interceptor checked the request (CheckManagementRequest).
 	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
 		if req.Availability != pb.Availability_AVAILABILITY_UNSPECIFIED {
 			n.Availability = req.Availability

@@ -194,8 +194,8 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
-	if req.AfterRevision < 0 {
-		return fmt.Errorf("%w: after_revision %d is negative", ErrInvalid, req.AfterRevision)
+	if err := CheckManagementRequest(req); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	doubt := st.guard.servingDone()

@@ -36,8 +36,12 @@ func callCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestAuthorization is the table of who may call what: the management API,
-// the node API and etcd, with each kind of credential.
+// TestAuthorization is who may call what in-process: the management API,
+// the node API and etcd, with each kind of credential, and what only a
+// test inside the package can forge (a certificate presented whatever the
+// server asks for, a forwarded identity). The whole matrix on the real
+// binary, every surface a node serves, is TestAuthorizationMatrix in
+// test/authz_test.go.
 func TestAuthorization(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
@@ -66,6 +67,9 @@ func parseIdentity(s string) (identity, error) {
 	}
 	return identity{}, fmt.Errorf("%w: bad forwarded identity %q", ErrDenied, s)
 }
+
+// managementPrefix starts the full name of every management method.
+const managementPrefix = "/curator.v1.Management/"
 
 // forwardedForKey carries the original caller's identity when a follower
 // forwards a call to the leader.
@@ -145,7 +149,7 @@ func (s *Service) authenticate(ctx context.Context) (identity, error) {
 // authorize checks that id may call method.
 func authorize(id identity, method string) error {
 	switch {
-	case strings.HasPrefix(method, "/curator.v1.Management/"):
+	case strings.HasPrefix(method, managementPrefix):
 		if id.role != pki.RoleAdmin {
 			return fmt.Errorf("%w: the management API needs this cluster's admin certificate (%s may not call %s; a certificate from another cluster's CA is not even sent)", ErrDenied, id, method)
 		}
@@ -204,6 +208,14 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	}
 	if err := authorize(id, info.FullMethod); err != nil {
 		return nil, toStatus(err)
+	}
+	if strings.HasPrefix(info.FullMethod, managementPrefix) {
+		// Refused here, on whichever manager was called, and again on
+		// the leader (api_management_check.go).
+		m, _ := req.(proto.Message)
+		if err := CheckManagementRequest(m); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	ctx = withIdentity(ctx, id)
 	if localMethod(info.FullMethod) {

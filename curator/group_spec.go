@@ -186,7 +186,7 @@ func stringMap(n *yaml.Node, name string, check func(k, v string) error) (map[st
 	out := map[string]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		val, err := scalar(v, name+"."+k.Value)
+		val, err := scalar(v, name+" "+QuoteShort(k.Value))
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +314,7 @@ func template(n *yaml.Node) (*pb.InstanceTemplate, error) {
 		case "args":
 			t.Args, err = stringList(f.value, name)
 		case "env":
-			t.Env, err = stringMap(f.value, name, nil)
+			t.Env, err = stringMap(f.value, name, func(k, _ string) error { return ValidateEnvName(k) })
 		}
 		if err != nil {
 			return nil, err
@@ -396,9 +396,14 @@ func ValidateGroupSpec(s *pb.GroupSpec) error {
 	default:
 		errs = append(errs, errors.New("provider: name exactly one provider: process or docker"))
 	}
-	for k, v := range s.GetTemplate().GetLabels() {
-		if err := ValidateLabel(k, v); err != nil {
+	for _, k := range slices.Sorted(maps.Keys(s.GetTemplate().GetLabels())) {
+		if err := ValidateLabel(k, s.Template.Labels[k]); err != nil {
 			errs = append(errs, fmt.Errorf("template.labels: %w", err))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.GetTemplate().GetEnv())) {
+		if err := ValidateEnvName(k); err != nil {
+			errs = append(errs, fmt.Errorf("template.env: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -120,3 +120,30 @@ func TestGroupSpecErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupSpecEnvNames: an environment variable's name is a name (one with
+// '=' would set another variable), and an error about an env entry quotes
+// its key, so that a key with a newline cannot forge a line of the
+// message.
+func TestGroupSpecEnvNames(t *testing.T) {
+	const head = "name: w\nroles: [worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}}\n"
+	for _, tc := range []struct{ env, want string }{
+		{`{"A=B": x}`, `environment variable "A=B"`},
+		{`{"": x}`, `environment variable ""`},
+		{`{"1A": x}`, `environment variable "1A"`},
+		{`{"a\nb": [1]}`, `template.env "a\nb": want a single value`},
+	} {
+		_, err := ParseGroupSpec([]byte(head + "template: {env: " + tc.env + "}\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("env %s: %v, want an error of one line with %s", tc.env, err, tc.want)
+		}
+		spec := &pb.GroupSpec{Name: "w", Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{Addresses: "127.0.0.1-127.0.0.2", Dir: "/x"}}},
+			Template: &pb.InstanceTemplate{Env: map[string]string{"A=B": "x"}}}
+		if err := ValidateGroupSpec(spec); err == nil {
+			t.Error("ValidateGroupSpec accepted env A=B")
+		}
+	}
+	if _, err := ParseGroupSpec([]byte(head + "template: {env: {_A1: x, b: \"\"}}\n")); err != nil {
+		t.Errorf("good env names: %v", err)
+	}
+}

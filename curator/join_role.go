@@ -27,7 +27,7 @@ func parseJoinRole(role string) (joinRole, error) {
 	case joinWorker, joinManager:
 		return r, nil
 	}
-	return "", fmt.Errorf("%w: token role must be worker or manager, not %q", ErrInvalid, role)
+	return "", fmt.Errorf("%w: token role must be worker or manager, not %s", ErrInvalid, QuoteShort(role))
 }
 
 // joinedAs is the token node n joined with; "" for a node that joined

@@ -56,6 +56,22 @@ func ValidateLabelKey(key string) error {
 	return nil
 }
 
+// envName is an environment variable's name as POSIX shells take it.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidateEnvName checks the name of an environment variable a group's
+// machines get: a name with '=' would set another variable than the one
+// given (the environment is KEY=VALUE), and an empty one none at all.
+func ValidateEnvName(name string) error {
+	if len(name) > maxEnvName || !envName.MatchString(name) {
+		return fmt.Errorf("environment variable %s: use letters, digits and '_', not starting with a digit, up to %d", QuoteShort(name), maxEnvName)
+	}
+	return nil
+}
+
+// maxEnvName bounds an environment variable's name.
+const maxEnvName = 255
+
 // quoteLimit is how much of a value QuoteShort shows.
 const quoteLimit = MaxNameLength + 1
 

@@ -220,6 +220,20 @@ func TestRequestErrors(t *testing.T) {
 			_, err := mgmt.UpdateNode(callCtx(t), &pb.UpdateNodeRequest{Id: w.id, LabelRm: []string{huge}})
 			return err
 		}, codes.InvalidArgument, "(102400 bytes)"},
+		{"token role of 100 KB", func() error {
+			_, err := mgmt.GetToken(callCtx(t), &pb.GetTokenRequest{Role: huge})
+			return err
+		}, codes.InvalidArgument, "(102400 bytes)"},
+		{"rollout change for a SHA that is none", func() error {
+			_, err := mgmt.ChangeRollout(callCtx(t), &pb.ChangeRolloutRequest{Group: "w", Action: "cancel", TargetSha: "abc\n"})
+			return err
+		}, codes.InvalidArgument, `target SHA "abc\n"`},
+		{"group with an env name holding '='", func() error {
+			_, err := mgmt.CommitGroup(callCtx(t), &pb.CommitGroupRequest{Spec: &pb.GroupSpec{Name: "w", Roles: []pb.Role{pb.Role_ROLE_WORKER},
+				Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{Addresses: "127.0.0.1-127.0.0.2", Dir: "/x"}}},
+				Template: &pb.InstanceTemplate{Env: map[string]string{"PATH=/tmp:": "x"}}}})
+			return err
+		}, codes.InvalidArgument, `environment variable "PATH=/tmp:"`},
 		{"approve of an approved node", func() error {
 			_, err := mgmt.ApproveNode(callCtx(t), &pb.NodeRequest{Id: w.id})
 			return err

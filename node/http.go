@@ -32,8 +32,10 @@ type healthz struct {
 	Message       string `json:"message,omitempty"`
 }
 
-// runHTTP serves Prometheus metrics and a health check. Plain HTTP: it
-// tells nothing secret, and scrapers expect it.
+// runHTTP serves Prometheus metrics and a health check. Plain HTTP, with
+// no credential: scrapers and load balancers expect it, and it tells
+// nothing secret and changes nothing (docs/architecture.md, "Who may do
+// what"). Keep it so: nothing that holds a secret or acts goes here.
 func (a *Agent) runHTTP(ctx context.Context) error {
 	ip, port, err := curator.SplitAddress(a.state.Address)
 	if err != nil {
@@ -68,8 +70,10 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 		_ = json.NewEncoder(w).Encode(h)
 	})
 	if a.cfg.Pprof {
+		// Not /debug/pprof/cmdline: the command line may hold the join
+		// token (`agent join --token`), and this port takes no
+		// credential.
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

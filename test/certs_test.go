@@ -49,7 +49,7 @@ func TestCertRenewal(t *testing.T) {
 	}
 	metrics := func(name string) map[string]float64 {
 		t.Helper()
-		body, err := httpGet(fmt.Sprintf("http://%s%d:%d/metrics", c.subnet, hosts[name], port+3))
+		body, err := httpGetOK(fmt.Sprintf("http://%s%d:%d/metrics", c.subnet, hosts[name], port+3))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -198,7 +198,7 @@ func TestCertRenewal(t *testing.T) {
 	}
 }
 
-func httpGet(url string) (string, error) {
+func httpGetOK(url string) (string, error) {
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {
 		return "", err

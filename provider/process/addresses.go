@@ -7,10 +7,18 @@ import (
 	"strings"
 )
 
+// maxRangeLength is more than the longest FIRST-LAST, with room for
+// spaces around the '-'.
+const maxRangeLength = 64
+
 // AddressRange parses FIRST-LAST (two IPv4 addresses, FIRST <= LAST), as
 // `curator dev --addresses` and curator-bench take them, and returns its
 // first n addresses: nodes on one host differ by loopback address.
 func AddressRange(s string, n int) ([]netip.Addr, error) {
+	if len(s) > maxRangeLength {
+		// Not parsed, so that no error quotes a huge value.
+		return nil, fmt.Errorf("want FIRST-LAST, for example 127.0.100.10-127.0.100.250, not %d bytes", len(s))
+	}
 	firstS, lastS, ok := strings.Cut(s, "-")
 	if !ok {
 		return nil, errors.New("want FIRST-LAST, for example 127.0.100.10-127.0.100.250")
