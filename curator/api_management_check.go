@@ -33,7 +33,7 @@ func CheckManagementRequest(req proto.Message) error {
 	var err error
 	switch r := req.(type) {
 	case *pb.ListNodesRequest, *pb.ListEventsRequest, *pb.ClusterInfoRequest,
-		*pb.ListGroupsRequest, *pb.WatchNodesRequest:
+		*pb.ListGroupsRequest, *pb.WatchNodesRequest, *pb.BackupRequest:
 		// Any page size, page token or limit is an answer (the server
 		// caps what it sends).
 	case *pb.GetNodeRequest:
@@ -47,6 +47,21 @@ func CheckManagementRequest(req proto.Message) error {
 	case *pb.UpdateClusterRequest:
 		if r.MaxVoters != nil {
 			err = checkMaxVoters(*r.MaxVoters)
+		}
+		if err == nil && r.CertTtl != nil {
+			if err = r.CertTtl.CheckValid(); err != nil {
+				err = fmt.Errorf("%w: cert_ttl: %v", ErrInvalid, err)
+			} else {
+				err = CheckCertTTL(r.CertTtl.AsDuration())
+			}
+		}
+	case *pb.RenewAdminCertificateRequest:
+		if _, err = parsePublicKey(r.PublicKey); err != nil {
+			err = fmt.Errorf("%w: %v", ErrInvalid, err)
+		} else if r.Name != "" {
+			if err = ValidateNodeName(r.Name); err != nil {
+				err = fmt.Errorf("%w: admin name: %v", ErrInvalid, err)
+			}
 		}
 	case *pb.GetTokenRequest:
 		_, err = parseJoinRole(r.Role)
