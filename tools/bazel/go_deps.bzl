@@ -576,6 +576,15 @@ def go_dependencies():
         version = "v3.7.3",
     )
     go_repository(
+        name = "io_etcd_go_etcd_etcdutl_v3",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "go.etcd.io/etcd/etcdutl/v3",
+        sum = "h1:JwG6zadsUzBYihuZLn3IIfB2Mi+UX2d+aUybvcfunyk=",
+        version = "v3.7.3",
+    )
+
+    go_repository(
         name = "io_etcd_go_etcd_pkg_v3",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
