@@ -128,7 +128,11 @@ func measureFailover(ctx context.Context, cfg *failoverConfig, c *cluster, p *pr
 		res.EtcdP50S, res.EtcdP99S = secs(quantile(etcd, 0.5)), secs(quantile(etcd, 0.99))
 		res.Ratio = res.CuratorP50S / res.EtcdP50S
 	}
-	p.printf("curator leader replaced: median %.3fs p99 %.3fs; etcd's own: median %.3fs", res.CuratorP50S, res.CuratorP99S, res.EtcdP50S)
+	if cfg.freeze {
+		p.printf("curator leader replaced: median %.3fs p99 %.3fs (election TTL %s)", res.CuratorP50S, res.CuratorP99S, cfg.cluster.electionTTL)
+	} else {
+		p.printf("curator leader replaced: median %.3fs p99 %.3fs; etcd's own: median %.3fs", res.CuratorP50S, res.CuratorP99S, res.EtcdP50S)
+	}
 	return nil
 }
 
@@ -221,18 +225,32 @@ func etcdFailover(ctx context.Context, c *cluster, p *progress) (time.Duration, 
 }
 
 // settledLeader waits until the curator leader and the etcd leader are on
-// different nodes (the placement loop keeps them apart) and returns the
-// curator leader.
+// different nodes (the placement loop keeps them apart), and have been for
+// the election TTL and a second more, and returns the curator leader. The
+// wait matters: etcd extends every lease by its election timeout when it
+// changes leader (and the placement loop changes it after most failovers),
+// so a round begun right after would pay that extension on top of the
+// lease; a crash in steady state does not.
 func settledLeader(ctx context.Context, c *cluster) (string, *managerProc, error) {
 	var id string
 	var m *managerProc
-	err := c.waitFor(ctx, "the curator and etcd leaders on two nodes", func(ctx context.Context) error {
+	var pair string
+	var since time.Time
+	steady := c.cfg.electionTTL + time.Second
+	err := c.waitFor(ctx, "the curator and etcd leaders on two nodes, unchanged for "+steady.String(), func(ctx context.Context) error {
 		info, err := c.admin.ClusterInfo(ctx)
 		if err != nil {
 			return err
 		}
 		if info.GetLeader() == "" || info.GetEtcdLeader() == "" || info.GetLeader() == info.GetEtcdLeader() {
+			pair = ""
 			return fmt.Errorf("curator leader %q, etcd leader %q", info.GetLeader(), info.GetEtcdLeader())
+		}
+		if now := info.GetLeader() + " " + info.GetEtcdLeader(); now != pair {
+			pair, since = now, time.Now()
+		}
+		if d := time.Since(since); d < steady {
+			return fmt.Errorf("curator leader %s and etcd leader %s for %s only", info.GetLeader(), info.GetEtcdLeader(), d.Round(time.Millisecond))
 		}
 		id, m, err = c.leader(ctx)
 		return err
