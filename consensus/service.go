@@ -153,6 +153,11 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	if !restart && c.ForceNewCluster {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member, so there is nothing to force a new cluster from: --force-new-cluster is for a surviving manager's own data dir", c.DataDir)
 	}
+	if restart && c.ForceNewCluster {
+		if err := checkVoterData(c.DataDir, c.NodeID); err != nil {
+			return nil, nil, fmt.Errorf("start etcd: %w", err)
+		}
+	}
 	if !restart && c.Mode == ModeRestart {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member to restart: this node must join the cluster again", c.DataDir)
 	}
