@@ -116,7 +116,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		s.status.set(Status{State: Stopped})
 	}()
 
-	e, sig, err := s.start()
+	e, sig, err := s.start(ctx)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 
 // start checks the ports, prepares the TLS files and starts etcd in the
 // mode the data dir and the configuration call for.
-func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
+func (s *Service) start(ctx context.Context) (*embed.Etcd, *etcdSignals, error) {
 	c := s.cfg
 	restart := memberExists(c.DataDir)
 	if !restart && c.ForceNewCluster {
@@ -230,7 +230,18 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	case c.Mode == ModeJoin:
 		mode = "join"
 		ec.ClusterState = embed.ClusterStateFlagExisting
-		ec.InitialCluster = s.currentJoin().initialCluster()
+		j := s.currentJoin()
+		ec.InitialCluster = j.initialCluster()
+		cert, ca, err := c.loadTLS()
+		if err != nil {
+			return nil, nil, fmt.Errorf("start etcd: %w", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.ReadyTimeout)
+		err = waitPeersList(wctx, j, c.NodeID, peerURL.String(), cert, ca, s.lg)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	sig := &etcdSignals{}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(s.lg, c.EtcdLogLevel, sig))
