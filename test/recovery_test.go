@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,8 +13,6 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/internal/testenv"
-	"github.com/curatorproject/curator/provider"
-	"github.com/curatorproject/curator/provider/process"
 )
 
 // The refusal an old manager gets after a recovery (curator.Recover).
@@ -240,53 +239,67 @@ func sorted(s []string) []string {
 }
 
 // TestForceNewClusterGroups: the same disaster on a cluster whose managers
-// are a group (`curator dev`, process provider). Two manager instances are
-// killed with -9 for good (nothing restarts them: their records stay,
-// dead), and the third is stopped and started again through its provider,
-// on its own instance, with `agent run --force-new-cluster`. Every record
-// is still there; the managers group replaces the two dead machines by
-// itself (their records removed, two new machines made and promoted) until
-// there are three healthy voters again; and a rollout of the managers group
-// then finishes.
+// are a group (`curator dev`, process provider), recovered the way its
+// operator would. Two manager instances are killed with -9 for good
+// (nothing restarts them: their records stay, dead, and the next dev
+// prunes them); dev is stopped (it stops the survivor and the worker and
+// keeps them) and started again on its dir with --force-new-cluster, which
+// restarts the one manager left on its own instance with `agent run
+// --force-new-cluster`. Every record is still there; the managers group
+// replaces the two dead machines by itself (their records removed, two new
+// machines made and promoted) until there are three healthy voters again;
+// and a rollout of the managers group then finishes.
 func TestForceNewClusterGroups(t *testing.T) {
 	const addresses = "127.0.162.10-127.0.162.40"
 	d := startDevCluster(t, binary, nil, addresses, 3, 1)
-	nodes, err := nodeLs(t, d.config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Three voters before the disaster: dev is up once its nodes are
+	// ready, and a manager that joined last may still be a learner,
+	// whose data is no survivor's (etcd refuses to force a new cluster
+	// from it).
 	var managers []nodeJSON
-	for _, n := range nodes {
-		if n.Group == "managers" {
-			managers = append(managers, n)
+	testenv.Eventually(t, time.Minute, "three managers, all healthy voters", func() error {
+		nodes, err := nodeLs(t, d.config)
+		if err != nil {
+			return err
 		}
-	}
-	if len(managers) != 3 {
-		t.Fatalf("managers %+v, want 3", managers)
-	}
+		info, err := clusterInfo(t, d.config)
+		if err != nil {
+			return err
+		}
+		managers = nil
+		for _, n := range nodes {
+			if n.Group == "managers" && n.Status == "ready" && slices.Contains(info.Voters, n.ID) {
+				managers = append(managers, n)
+			}
+		}
+		if len(managers) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("voters %v, learners %v", info.Voters, info.Learners)
+		}
+		return nil
+	})
 	survivor, dead := managers[0], managers[1:]
 
 	began := time.Now()
 	for _, n := range dead {
 		killInstance(t, n.InstanceID)
 	}
-	// The survivor is restarted the way its provider runs it: stopped
-	// (its instance kept, with its data dir and address) and started again
-	// on the same instance, so that the group still owns its machine.
-	pool, err := process.PoolAddresses(addresses, port)
-	if err != nil {
-		t.Fatal(err)
+	// Dead before dev stops: dev stops (and keeps, for its next start)
+	// whatever still runs when it ends.
+	for _, n := range dead {
+		testenv.Eventually(t, 10*time.Second, n.Name+"'s process is gone", func() error {
+			if exec.Command("pgrep", "-f", "--", "/instances/"+n.InstanceID+"/data").Run() == nil {
+				return errors.New("still running")
+			}
+			return nil
+		})
 	}
-	p, err := process.New(process.Config{Dir: d.dir, Binary: binary, Addresses: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if err := p.Stop(ctx, survivor.InstanceID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Start(ctx, survivor.InstanceID, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir, "--force-new-cluster"}, nil); err != nil {
-		t.Fatal(err)
+	d.stop()
+	t.Logf("two managers killed, dev stopped in %s", time.Since(began).Round(time.Millisecond))
+	d = startDevIn(t, binary, nil, d.dir, addresses, 3, 1, "--force-new-cluster")
+	for _, x := range dead {
+		if _, err := os.Stat(filepath.Join(d.dir, "instances", x.InstanceID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the dead manager %s's instance is still there: %v", x.Name, err)
+		}
 	}
 	testenv.Eventually(t, time.Minute, "every record after the forced new cluster", func() error {
 		nodes, err := nodeLs(t, d.config)
