@@ -29,4 +29,10 @@ var (
 	// ErrLastMember: Leave was called on the only voter, which cannot remove
 	// itself without destroying the cluster.
 	ErrLastMember = errors.New("this node is the last etcd voter")
+
+	// ErrNotVoter: a new cluster was to be forced from the data dir of a
+	// member that was not a voter (a learner, still catching up, or one
+	// that had not finished joining): its data may lack what the cluster
+	// had committed, and etcd cannot make a cluster of a learner alone.
+	ErrNotVoter = errors.New("this node's etcd member was not a voter")
 )

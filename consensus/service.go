@@ -124,7 +124,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		s.status.set(Status{State: Stopped})
 	}()
 
-	e, sig, err := s.start()
+	e, sig, err := s.start(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,11 +155,16 @@ func (s *Service) Run(ctx context.Context) (err error) {
 
 // start checks the ports, prepares the TLS files and starts etcd in the
 // mode the data dir and the configuration call for.
-func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
+func (s *Service) start(ctx context.Context) (*embed.Etcd, *etcdSignals, error) {
 	c := s.tlsCfg()
 	restart := memberExists(c.DataDir)
 	if !restart && c.ForceNewCluster {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member, so there is nothing to force a new cluster from: --force-new-cluster is for a surviving manager's own data dir", c.DataDir)
+	}
+	if restart && c.ForceNewCluster {
+		if err := checkVoterData(c.DataDir, c.NodeID); err != nil {
+			return nil, nil, fmt.Errorf("start etcd: %w", err)
+		}
 	}
 	if !restart && c.Mode == ModeRestart {
 		return nil, nil, fmt.Errorf("start etcd: data dir %s holds no etcd member to restart: this node must join the cluster again", c.DataDir)
@@ -233,7 +238,18 @@ func (s *Service) start() (*embed.Etcd, *etcdSignals, error) {
 	case c.Mode == ModeJoin:
 		mode = "join"
 		ec.ClusterState = embed.ClusterStateFlagExisting
-		ec.InitialCluster = s.currentJoin().initialCluster()
+		j := s.currentJoin()
+		ec.InitialCluster = j.initialCluster()
+		cert, ca, err := c.loadTLS()
+		if err != nil {
+			return nil, nil, fmt.Errorf("start etcd: %w", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.ReadyTimeout)
+		err = waitPeersList(wctx, j, c.NodeID, peerURL.String(), cert, ca, s.lg)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	sig := &etcdSignals{}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(s.lg, c.EtcdLogLevel, sig))

@@ -55,10 +55,22 @@ type RecoverParams struct {
 //   - an event that says what happened.
 //
 // It is idempotent: a recovery cut short is finished by running it again.
+//
+// It refuses, and writes nothing, unless etcd's only member is NodeID's:
+// with another member there, other curators may be running, and deleting
+// their election keys unfenced would depose a live leader. For a forced
+// new cluster, NodeID must have a record (the cluster's records are this
+// node's own data); for a restore, Self must be NodeID's.
 func Recover(ctx context.Context, cli *clientv3.Client, p RecoverParams) error {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
+	}
+	if p.NodeID == "" {
+		return fmt.Errorf("recover: %w: no node ID", ErrInvalid)
+	}
+	if p.Self != nil && p.Self.Id != p.NodeID {
+		return fmt.Errorf("recover: %w: the restored record is node %s's, not node %s's", ErrInvalid, p.Self.Id, p.NodeID)
 	}
 	nodes, err := nodeList(ctx, cli)
 	if err != nil {
@@ -71,6 +83,12 @@ func Recover(ctx context.Context, cli *clientv3.Client, p RecoverParams) error {
 	var memberNames []string
 	for _, m := range members.Members {
 		memberNames = append(memberNames, m.Name)
+	}
+	if !slices.Equal(memberNames, []string{p.NodeID}) {
+		return fmt.Errorf("recover: %w: etcd's members are %q, not node %s alone: a recovery is only for an etcd restarted as the only member of its cluster", ErrPrecondition, memberNames, p.NodeID)
+	}
+	if p.Self == nil && !slices.ContainsFunc(nodes, func(n *pb.Node) bool { return n.Id == p.NodeID }) {
+		return fmt.Errorf("recover: %w: node %s has no record in etcd's data: it is not a node of this cluster", ErrPrecondition, p.NodeID)
 	}
 	ts := timestamppb.New(now())
 	var ops []clientv3.Op

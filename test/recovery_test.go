@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -235,4 +236,181 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestForceNewClusterGroups: the same disaster on a cluster whose managers
+// are a group (`curator dev`, process provider), recovered the way its
+// operator would. Two manager instances are killed with -9 for good
+// (nothing restarts them: their records stay, dead, and the next dev
+// prunes them); dev is stopped (it stops the survivor and the worker and
+// keeps them) and started again on its dir with --force-new-cluster, which
+// restarts the one manager left on its own instance with `agent run
+// --force-new-cluster`. Every record is still there; the managers group
+// replaces the two dead machines by itself (their records removed, two new
+// machines made and promoted) until there are three healthy voters again;
+// and a rollout of the managers group then finishes.
+func TestForceNewClusterGroups(t *testing.T) {
+	const addresses = "127.0.162.10-127.0.162.40"
+	d := startDevCluster(t, binary, nil, addresses, 3, 1)
+	// Three voters before the disaster: dev is up once its nodes are
+	// ready, and a manager that joined last may still be a learner,
+	// whose data is no survivor's (etcd refuses to force a new cluster
+	// from it).
+	var managers []nodeJSON
+	testenv.Eventually(t, time.Minute, "three managers, all healthy voters", func() error {
+		nodes, err := nodeLs(t, d.config)
+		if err != nil {
+			return err
+		}
+		info, err := clusterInfo(t, d.config)
+		if err != nil {
+			return err
+		}
+		managers = nil
+		for _, n := range nodes {
+			if n.Group == "managers" && n.Status == "ready" && slices.Contains(info.Voters, n.ID) {
+				managers = append(managers, n)
+			}
+		}
+		if len(managers) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("voters %v, learners %v", info.Voters, info.Learners)
+		}
+		return nil
+	})
+	survivor, dead := managers[0], managers[1:]
+
+	began := time.Now()
+	for _, n := range dead {
+		killInstance(t, n.InstanceID)
+	}
+	// Dead before dev stops: dev stops (and keeps, for its next start)
+	// whatever still runs when it ends.
+	for _, n := range dead {
+		testenv.Eventually(t, 10*time.Second, n.Name+"'s process is gone", func() error {
+			if exec.Command("pgrep", "-f", "--", "/instances/"+n.InstanceID+"/data").Run() == nil {
+				return errors.New("still running")
+			}
+			return nil
+		})
+	}
+	d.stop()
+	t.Logf("two managers killed, dev stopped in %s", time.Since(began).Round(time.Millisecond))
+	d = startDevIn(t, binary, nil, d.dir, addresses, 3, 1, "--force-new-cluster")
+	for _, x := range dead {
+		if _, err := os.Stat(filepath.Join(d.dir, "instances", x.InstanceID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the dead manager %s's instance is still there: %v", x.Name, err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "every record after the forced new cluster", func() error {
+		nodes, err := nodeLs(t, d.config)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.ID == survivor.ID && n.Status != "ready" {
+				return fmt.Errorf("the survivor %s is %s", n.Name, n.Status)
+			}
+		}
+		for _, x := range append(slices.Clone(dead), survivor) {
+			if _, ok := byID(nodes, x.ID); !ok {
+				return fmt.Errorf("%s: no record", x.Name)
+			}
+		}
+		return nil
+	})
+	t.Logf("recovered with every record in %s", time.Since(began).Round(time.Millisecond))
+
+	testenv.Eventually(t, 3*time.Minute, "the group replaces the dead managers: three healthy voters of the group", func() error {
+		nodes, err := nodeLs(t, d.config)
+		if err != nil {
+			return err
+		}
+		for _, x := range dead {
+			if _, ok := byID(nodes, x.ID); ok {
+				return fmt.Errorf("%s's record is still there", x.Name)
+			}
+		}
+		info, err := clusterInfo(t, d.config)
+		if err != nil {
+			return err
+		}
+		if len(info.Voters) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("voters %v, learners %v, quorum healthy %v", info.Voters, info.Learners, info.QuorumHealthy)
+		}
+		for _, id := range info.Voters {
+			n, ok := byID(nodes, id)
+			if !ok || n.Group != "managers" || n.Status != "ready" {
+				return fmt.Errorf("voter %s: %+v", id, n)
+			}
+		}
+		return nil
+	})
+	t.Logf("three healthy voters again %s after the kill", time.Since(began).Round(time.Millisecond))
+	// The recovery and the group's repair, each an event with its reason:
+	// the dead managers refused, then their records removed by the
+	// managers group and two machines made.
+	evs, err := events(t, d.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs, func(e eventJSON) bool {
+		return e.Loop == "recovery" && e.Action == "recover" && e.NodeID == survivor.ID &&
+			strings.Contains(e.Reason, dead[0].ID) && strings.Contains(e.Reason, dead[1].ID)
+	}) {
+		t.Errorf("no recovery event naming the dead managers: %+v", evs)
+	}
+	for _, x := range dead {
+		if !slices.ContainsFunc(evs, func(e eventJSON) bool {
+			return e.Loop == "groups" && e.Action == "remove-node" && e.NodeID == x.ID
+		}) {
+			t.Errorf("the managers group did not remove %s's record: %+v", x.Name, evs)
+		}
+	}
+	if n := countEvents(evs, func(e eventJSON) bool {
+		return e.Loop == "groups" && e.Action == "provision" && strings.Contains(e.Reason, "group managers has 1 of 3")
+	}); n < 1 {
+		t.Errorf("the managers group made no machine for the dead ones: %+v", evs)
+	}
+
+	rolled := time.Now()
+	sha := d.commitVersion("managers", "v2")
+	r := d.waitRollout("managers", "done", 4*time.Minute)
+	if r.TargetSHA != sha || r.Updated != 3 || r.Total != 3 {
+		t.Errorf("rollout %+v, want 3 of 3 updated to %s", r, sha)
+	}
+	testenv.Eventually(t, time.Minute, "three ready managers of the new config, three healthy voters", func() error {
+		nodes, err := nodeLs(t, d.config)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, x := range nodes {
+			if x.Group == "managers" {
+				if x.ConfigSHA != sha || x.Status != "ready" {
+					return fmt.Errorf("%s: %s %s", x.Name, x.ConfigSHA, x.Status)
+				}
+				n++
+			}
+		}
+		info, err := clusterInfo(t, d.config)
+		if err != nil {
+			return err
+		}
+		if n != 3 || len(info.Voters) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("%d managers, voters %v, quorum healthy %v", n, info.Voters, info.QuorumHealthy)
+		}
+		return nil
+	})
+	t.Logf("rolled the managers in %s after the recovery", time.Since(rolled).Round(time.Millisecond))
+}
+
+// countEvents counts the events that match.
+func countEvents(evs []eventJSON, match func(eventJSON) bool) int {
+	n := 0
+	for _, e := range evs {
+		if match(e) {
+			n++
+		}
+	}
+	return n
 }

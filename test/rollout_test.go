@@ -55,7 +55,13 @@ type devRun struct {
 // and workers on addresses, in a new dir, and waits until it is up.
 func startDevCluster(t *testing.T, bin string, env []string, addresses string, managers, workers int) *devRun {
 	t.Helper()
-	dir := t.TempDir()
+	return startDevIn(t, bin, env, t.TempDir(), addresses, managers, workers)
+}
+
+// startDevIn is startDevCluster in dir, which may hold a dev cluster to
+// restart, with extra flags for dev.
+func startDevIn(t *testing.T, bin string, env []string, dir, addresses string, managers, workers int, extra ...string) *devRun {
+	t.Helper()
 	t.Cleanup(func() { killInstancesUnder(dir) })
 	var stdout syncBuffer
 	if env != nil {
@@ -69,8 +75,8 @@ func startDevCluster(t *testing.T, bin string, env []string, addresses string, m
 			}
 		}
 	})
-	p := startBinary(t, bin, env, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev",
-		"--managers", fmt.Sprint(managers), "--workers", fmt.Sprint(workers), "--dir", dir, "--addresses", addresses)
+	p := startBinary(t, bin, env, "dev", filepath.Join(dir, "dev.log"), &stdout, append([]string{"dev",
+		"--managers", fmt.Sprint(managers), "--workers", fmt.Sprint(workers), "--dir", dir, "--addresses", addresses}, extra...)...)
 	testenv.Eventually(t, 3*time.Minute, "dev is up", func() error {
 		if p.exited() {
 			t.Fatalf("dev exited: %v", p.err)
@@ -88,6 +94,18 @@ func startDevCluster(t *testing.T, bin string, env []string, addresses string, m
 		p.wait(t, time.Minute)
 	})
 	return &devRun{t: t, dir: dir, config: filepath.Join(dir, "config.yaml"), proc: p}
+}
+
+// stop sends dev SIGTERM and waits until it has stopped its nodes (keeping
+// them) and exited.
+func (d *devRun) stop() {
+	d.t.Helper()
+	if err := d.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.proc.wait(d.t, time.Minute); err != nil {
+		d.t.Errorf("dev after SIGTERM: %v", err)
+	}
 }
 
 // commitVersion commits group with its template's version set to version

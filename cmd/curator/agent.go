@@ -199,7 +199,7 @@ holds a node is restarted with 'curator agent run'.`,
 			if err != nil {
 				return err
 			}
-			printInitDone(cmd.OutOrStdout(), res, listen, selfCommand())
+			printInitDone(cmd.OutOrStdout(), fmt.Sprintf("Initialised cluster %s. This node is %s, listening on %s.", res.ClusterID, res.NodeID, listen), res, listen, selfCommand())
 			return runAgent(cmd.Context(), cmd, f)
 		},
 	}
@@ -214,10 +214,10 @@ holds a node is restarted with 'curator agent run'.`,
 	return c
 }
 
-// printInitDone says what init made and the commands to go on with; self
-// is how to run this binary (selfCommand).
-func printInitDone(w io.Writer, res *node.InitResult, listen, self string) {
-	fmt.Fprintf(w, `Initialised cluster %s. This node is %s, listening on %s.
+// printInitDone says what init (or restore) made, headline first, and the
+// commands to go on with; self is how to run this binary (selfCommand).
+func printInitDone(w io.Writer, headline string, res *node.InitResult, listen, self string) {
+	fmt.Fprintf(w, `%s
 
 Admin config: %s
   export CURATOR_CONFIG=%s
@@ -233,8 +233,20 @@ Join a worker:
 
 Tokens can be shown again with '%s token show manager|worker'.
 
-`, res.ClusterID, res.NodeID, listen, res.AdminConfig, shellQuote(res.AdminConfig), self,
+`, headline, res.AdminConfig, shellQuote(res.AdminConfig), self,
 		self, listen, res.ManagerToken, self, listen, res.WorkerToken, self)
+}
+
+// printRestoreDone says what restore made: the cluster it restored, this
+// node as its only manager, what became of the old managers, and the
+// commands to go on with, as init's.
+func printRestoreDone(w io.Writer, res *node.RestoreResult, from, listen, self string) {
+	headline := fmt.Sprintf(`Restored cluster %s from %s: %d node records. This node is %s, listening on
+%s, the cluster's only manager. The old managers' records lose their role and
+show down; join new managers with the command below (an old manager's machine
+is wiped first: its data dir belongs to the cluster before the restore).`,
+		res.ClusterID, from, res.Nodes, res.NodeID, listen)
+	printInitDone(w, headline, &res.InitResult, listen, self)
 }
 
 func newAgentJoinCommand() *cobra.Command {
@@ -380,8 +392,7 @@ printed command. DIR must be new or empty.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Restored %d node records of cluster %s from %s.\n", res.Nodes, res.ClusterID, from)
-			printInitDone(cmd.OutOrStdout(), &res.InitResult, listen, selfCommand())
+			printRestoreDone(cmd.OutOrStdout(), res, from, listen, selfCommand())
 			return runAgent(cmd.Context(), cmd, f)
 		},
 	}

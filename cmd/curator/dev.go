@@ -65,6 +65,10 @@ type devConfig struct {
 	// provider is "process" or "docker"; network, subnet and image are
 	// the docker provider's.
 	provider, network, subnet, image string
+	// forceNewCluster: the dev cluster in dir lost its quorum for good
+	// (managers killed); its one manager left is restarted with `agent
+	// run --force-new-cluster` (see devForced).
+	forceNewCluster bool
 }
 
 // Validate checks the flags: the address range must hold a node each.
@@ -84,6 +88,9 @@ func (c *devConfig) Validate() error {
 		// The docker provider checks its settings when dev makes it.
 	default:
 		return fmt.Errorf("--provider %q: want process or docker", c.provider)
+	}
+	if c.forceNewCluster && (c.dir == "" || c.provider != "process") {
+		return errors.New("--force-new-cluster restarts the dev cluster in --dir, on the process provider: give the --dir of that cluster")
 	}
 	return nil
 }
@@ -105,6 +112,11 @@ Ctrl-C or SIGTERM, keeping them.
 
 Run again with the same --dir, dev restarts the nodes found there from disk
 (nodes left running by a dev that was killed are stopped and started again).
+Nodes killed while dev ran are not started again (their groups replace them).
+If that leaves the managers without a quorum for good (2 of 3 killed, say),
+run with --force-new-cluster: the one manager left restarts with 'agent run
+--force-new-cluster' and leads alone, and the managers group makes the others
+again (see Disaster recovery in the README).
 
 With --provider docker the nodes are containers of --image on the Docker
 network --network (--subnet, created if missing), the groups are on the docker
@@ -132,6 +144,7 @@ logs are 'docker logs ID'.`,
 	cmd.Flags().StringVar(&c.network, "network", devDockerNetwork, "the Docker network of the containers (docker provider)")
 	cmd.Flags().StringVar(&c.subnet, "subnet", devDockerSubnet, "the Docker network's subnet (docker provider)")
 	cmd.Flags().StringVar(&c.image, "image", docker.DefaultImage, "the image the containers run (docker provider)")
+	cmd.Flags().BoolVar(&c.forceNewCluster, "force-new-cluster", false, "restart the cluster in --dir whose managers lost their quorum for good: its one manager left runs with 'agent run --force-new-cluster'")
 	return cmd
 }
 
@@ -193,9 +206,12 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		}
 		stopped = append(stopped, running...)
 	}
-	if len(stopped) > 0 {
-		cl, err = dc.restart(ctx, cfgPath, stopped)
-	} else {
+	switch {
+	case c.forceNewCluster && len(stopped) == 0:
+		return fmt.Errorf("--force-new-cluster: %s holds no dev cluster to restart", dir)
+	case len(stopped) > 0:
+		cl, err = dc.restart(ctx, cfgPath, stopped, c.forceNewCluster)
+	default:
 		fmt.Fprintf(stderr, "starting %d managers and %d workers\n", c.managers, c.workers)
 		cl, err = dc.up(ctx, c, self, cfgPath, stderr)
 	}
@@ -315,13 +331,26 @@ func nodeName(in provider.Instance) string { return in.Labels[provider.LabelGrou
 func byNodeName(a, b provider.Instance) int { return strings.Compare(nodeName(a), nodeName(b)) }
 
 // restart starts every recorded node again with `agent run`, together, and
-// waits until they are ready.
-func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []provider.Instance) (*localcluster.Cluster, error) {
+// waits until they are ready; with forced, the one manager left runs with
+// --force-new-cluster (devForced).
+func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []provider.Instance, forced bool) (*localcluster.Cluster, error) {
+	survivor := ""
+	if forced {
+		var err error
+		if survivor, err = devForced(stopped); err != nil {
+			return nil, err
+		}
+	}
 	fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, len(stopped))
 	slices.SortFunc(stopped, byNodeName)
 	procs := map[string]localcluster.Process{}
 	for _, in := range stopped {
-		in, err := dc.p.Start(ctx, in.ID, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
+		args := []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}
+		if in.ID == survivor {
+			args = append(args, "--force-new-cluster")
+			fmt.Fprintf(dc.stderr, "forcing a new cluster on %s, the one manager left: it leads alone, the dead managers are refused, and the managers group makes new ones\n", nodeName(in))
+		}
+		in, err := dc.p.Start(ctx, in.ID, args, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -330,6 +359,30 @@ func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []pro
 		fmt.Fprintf(dc.stderr, "started %s on %s (log: %s)\n", nodeName(in), pr.Address(), pr.LogFile())
 	}
 	return localcluster.Resume(ctx, localcluster.Config{}, cfgPath, procs)
+}
+
+// devForced returns the instance of the one manager left among instances
+// (the dead ones were pruned), which `dev --force-new-cluster` restarts
+// with `agent run --force-new-cluster`. It refuses when no manager is left
+// (restore a backup instead) or more than one is: only one survivor may be
+// forced, and with two of three left the quorum is not lost at all.
+func devForced(instances []provider.Instance) (string, error) {
+	var managers []string
+	for _, in := range instances {
+		if in.Labels[provider.LabelGroup] == devManagers {
+			managers = append(managers, nodeName(in))
+		}
+	}
+	slices.Sort(managers)
+	switch len(managers) {
+	case 0:
+		return "", errors.New("--force-new-cluster: no manager is left to force a new cluster on: restore a backup instead (`curator agent restore`)")
+	case 1:
+		i := slices.IndexFunc(instances, func(in provider.Instance) bool { return nodeName(in) == managers[0] })
+		return instances[i].ID, nil
+	}
+	return "", fmt.Errorf("--force-new-cluster: %d managers are left (%s), and a new cluster is forced on one survivor only: start dev without --force-new-cluster if they hold a quorum, or remove the instance dirs (DIR/instances/ID) of all but one first",
+		len(managers), strings.Join(managers, ", "))
 }
 
 // writeLogs writes a line a running node: its name and the path of its

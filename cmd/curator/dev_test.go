@@ -6,6 +6,7 @@ import (
 
 	"github.com/curatorproject/curator/curator"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -52,9 +53,42 @@ func TestDevConfigValidate(t *testing.T) {
 		{devConfig{managers: 1, workers: -1, addresses: devDefaultAddresses, provider: "process"}, "--workers -1"},
 		{devConfig{managers: 3, workers: 2, addresses: "127.0.0.1-127.0.0.3", provider: "process"}, "holds 3 addresses"},
 		{devConfig{managers: 3, workers: 2, addresses: devDefaultAddresses, provider: "vm"}, `--provider "vm": want process or docker`},
+		{devConfig{managers: 3, workers: 2, addresses: devDefaultAddresses, provider: "process", forceNewCluster: true}, "give the --dir"},
+		{devConfig{managers: 3, workers: 2, dir: "/d", addresses: devDefaultAddresses, provider: "docker", forceNewCluster: true}, "on the process provider"},
 	} {
 		if err := tc.c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: Validate = %v, want an error containing %q", tc.c, err, tc.want)
 		}
+	}
+}
+
+// TestDevForced: `dev --force-new-cluster` forces the one manager left, and
+// refuses when none is left or more than one is.
+func TestDevForced(t *testing.T) {
+	in := func(id, group string) provider.Instance {
+		return provider.Instance{ID: id, Labels: map[string]string{provider.LabelGroup: group}}
+	}
+	for _, tc := range []struct {
+		name      string
+		instances []provider.Instance
+		want      string
+		wantErr   string
+	}{
+		{"one manager left", []provider.Instance{in("w1", devWorkers), in("m2", devManagers), in("w2", devWorkers)}, "m2", ""},
+		{"no manager left", []provider.Instance{in("w1", devWorkers)}, "", "restore a backup"},
+		{"two managers left", []provider.Instance{in("m1", devManagers), in("m2", devManagers), in("w1", devWorkers)}, "", "2 managers are left (managers-m1, managers-m2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := devForced(tc.instances)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("devForced: %q, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("devForced: %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
