@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -261,18 +260,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 }
 
 func loadBootstrap(dir string) (*bootstrapRecord, error) {
-	data, err := os.ReadFile(filepath.Join(dir, bootstrapFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	b := &bootstrapRecord{}
-	if err := json.Unmarshal(data, b); err != nil {
-		return nil, fmt.Errorf("%s is corrupt: %w", bootstrapFile, err)
-	}
-	return b, nil
+	return readJSONRecord[bootstrapRecord](dir, bootstrapFile)
 }
 
 // checkNoNode refuses a data dir that holds a node.

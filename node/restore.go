@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -216,16 +215,5 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 }
 
 func loadRestore(dir string) (*restoreRecord, error) {
-	data, err := os.ReadFile(filepath.Join(dir, restoreFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r := &restoreRecord{}
-	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("%s is corrupt: %w", restoreFile, err)
-	}
-	return r, nil
+	return readJSONRecord[restoreRecord](dir, restoreFile)
 }

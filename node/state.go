@@ -92,6 +92,23 @@ func writeJSON(path string, v any) error {
 	return pki.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
+// readJSONRecord reads the JSON record file in dir into a new T; a record
+// that is not there is nil, and no error.
+func readJSONRecord[T any](dir, file string) (*T, error) {
+	data, err := os.ReadFile(filepath.Join(dir, file))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("%s is corrupt: %w", file, err)
+	}
+	return v, nil
+}
+
 func saveManagers(dir string, managers []string) error {
 	return writeJSON(filepath.Join(dir, managersFile), managers)
 }

@@ -198,6 +198,8 @@ func TestCertRenewal(t *testing.T) {
 	}
 }
 
+// httpGetOK GETs url and returns its body; any status but 200 is an
+// error.
 func httpGetOK(url string) (string, error) {
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,20 +23,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	c.waitReady(30*time.Second, "manager-1", "worker-1")
 
 	get := func(host int, path string) (string, error) {
-		url := fmt.Sprintf("http://%s%d:%d%s", c.subnet, host, port+3, path)
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return "", err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return string(body), nil
+		return httpGetOK(fmt.Sprintf("http://%s%d:%d%s", c.subnet, host, port+3, path))
 	}
 
 	testenv.Eventually(t, 20*time.Second, "the leader's metrics", func() error {
