@@ -378,29 +378,7 @@ func TestForceNewClusterGroups(t *testing.T) {
 	if r.TargetSHA != sha || r.Updated != 3 || r.Total != 3 {
 		t.Errorf("rollout %+v, want 3 of 3 updated to %s", r, sha)
 	}
-	testenv.Eventually(t, time.Minute, "three ready managers of the new config, three healthy voters", func() error {
-		nodes, err := nodeLs(t, d.config)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, x := range nodes {
-			if x.Group == "managers" {
-				if x.ConfigSHA != sha || x.Status != "ready" {
-					return fmt.Errorf("%s: %s %s", x.Name, x.ConfigSHA, x.Status)
-				}
-				n++
-			}
-		}
-		info, err := clusterInfo(t, d.config)
-		if err != nil {
-			return err
-		}
-		if n != 3 || len(info.Voters) != 3 || !info.QuorumHealthy {
-			return fmt.Errorf("%d managers, voters %v, quorum healthy %v", n, info.Voters, info.QuorumHealthy)
-		}
-		return nil
-	})
+	d.waitManagersOn(sha, time.Minute)
 	t.Logf("rolled the managers in %s after the recovery", time.Since(rolled).Round(time.Millisecond))
 }
 

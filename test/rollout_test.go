@@ -136,6 +136,35 @@ func (d *devRun) commitVersion(group, version string) string {
 	return curator.GroupConfigSHA(parsed.Template)
 }
 
+// waitManagersOn waits until the managers group has three ready nodes on
+// config sha and the cluster three voters and a healthy quorum.
+func (d *devRun) waitManagersOn(sha string, timeout time.Duration) {
+	d.t.Helper()
+	testenv.Eventually(d.t, timeout, "three ready managers of the new config, three healthy voters", func() error {
+		nodes, err := nodeLs(d.t, d.config)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, x := range nodes {
+			if x.Group == "managers" {
+				if x.ConfigSHA != sha || x.Status != "ready" {
+					return fmt.Errorf("%s: %s %s", x.Name, x.ConfigSHA, x.Status)
+				}
+				n++
+			}
+		}
+		info, err := clusterInfo(d.t, d.config)
+		if err != nil {
+			return err
+		}
+		if n != 3 || len(info.Voters) != 3 || !info.QuorumHealthy {
+			return fmt.Errorf("%d managers, voters %v, quorum healthy %v", n, info.Voters, info.QuorumHealthy)
+		}
+		return nil
+	})
+}
+
 // leader returns the node of the curator leader.
 func (d *devRun) leader() nodeJSON {
 	d.t.Helper()
@@ -205,29 +234,7 @@ func TestRolloutManagers(t *testing.T) {
 	if r.TargetSHA != sha || r.Updated != 3 || r.Total != 3 {
 		t.Errorf("rollout %+v, want 3 of 3 updated to %s", r, sha)
 	}
-	testenv.Eventually(t, 2*time.Minute, "three ready managers of the new config, three voters", func() error {
-		nodes, err := nodeLs(t, d.config)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, x := range nodes {
-			if x.Group == "managers" {
-				if x.ConfigSHA != sha || x.Status != "ready" {
-					return fmt.Errorf("%s: %s %s", x.Name, x.ConfigSHA, x.Status)
-				}
-				n++
-			}
-		}
-		info, err := clusterInfo(t, d.config)
-		if err != nil {
-			return err
-		}
-		if n != 3 || len(info.Voters) != 3 {
-			return fmt.Errorf("%d managers, %d voters", n, len(info.Voters))
-		}
-		return nil
-	})
+	d.waitManagersOn(sha, 2*time.Minute)
 	// The leader's own node last: a leader drains its own node only when
 	// no other old node is left.
 	evs, err := events(t, d.config)
