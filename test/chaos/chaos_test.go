@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +22,12 @@ import (
 	"testing"
 	"time"
 
+	dockerclient "github.com/moby/moby/client"
+
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/provider"
-	"github.com/curatorproject/curator/provider/process"
+	"github.com/curatorproject/curator/provider/docker"
 )
 
 var (
@@ -79,11 +81,27 @@ func run(m *testing.M) int {
 }
 
 // TestChaos runs each seed's schedule against a new dev cluster of five
-// managers and four workers, all made by their groups.
+// managers and four workers, all made by their groups, as processes on
+// loopback addresses.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos suite runs whole clusters: not in -short")
 	}
+	runSeeds(t, func(t *testing.T, dir string) (machines, []string) {
+		m, err := newProcessMachines(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, []string{"--addresses", addresses}
+	})
+}
+
+// variant makes a seed's machines in dir, and says what dev needs to
+// make them.
+type variant func(t *testing.T, dir string) (machines, []string)
+
+// runSeeds runs every seed asked for on the variant's machines.
+func runSeeds(t *testing.T, v variant) {
 	seeds := make([]uint64, 0, *flagSeeds)
 	if *flagSeed != 0 {
 		seeds = append(seeds, *flagSeed)
@@ -94,7 +112,7 @@ func TestChaos(t *testing.T) {
 	}
 	began := time.Now()
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, *flagFaults) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, v, seed, *flagFaults) })
 	}
 	t.Logf("%d seeds of %d steps in %s", len(seeds), *flagFaults, time.Since(began).Round(time.Second))
 }
@@ -105,14 +123,15 @@ type runner struct {
 	seed   uint64
 	dir    string
 	cl     *client.Client
-	prov   *process.Provider
+	m      machines
 	began  time.Time
 	holds  sync.WaitGroup
 	rollNo int
 
-	mu      sync.Mutex
-	log     []string
-	stopped map[string]int // SIGSTOP'd node names, and their pids
+	mu  sync.Mutex
+	log []string
+	// held: the nodes stopped or cut off, by name, and their machines.
+	held map[string]heldFault
 	// hit: node IDs killed (for good: their group replaces them with new
 	// nodes) or rebooted (until rebootSettle has passed), which the
 	// registry may still show ready for a while.
@@ -121,17 +140,25 @@ type runner struct {
 	broken []string // invariants broken, as found
 }
 
-func runSeed(t *testing.T, seed uint64, faults int) {
+// heldFault is a stop or a cut that lasts: its kind and the machine.
+type heldFault struct {
+	kind     stepKind
+	instance string
+}
+
+func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	steps := schedule(seed, faults)
-	r := &runner{t: t, seed: seed, dir: t.TempDir(), stopped: map[string]int{}, hit: map[string]time.Time{}, seen: map[string]string{}}
+	r := &runner{t: t, seed: seed, dir: t.TempDir(), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{}}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay: go test ./test/chaos -run 'TestChaos' -args -seed %d -faults %d", seed, faults)
+			t.Logf("replay: go test ./test/chaos -run '^%s$' -args -seed %d -faults %d", strings.Split(t.Name(), "/")[0], seed, faults)
 			t.Logf("run log of seed %d:\n%s", seed, strings.Join(r.log, "\n"))
 			r.dumpEvents()
 		}
 	})
-	r.up()
+	var devArgs []string
+	r.m, devArgs = v(t, r.dir)
+	r.up(devArgs)
 	r.logf("schedule of seed %d: %d steps", seed, len(steps))
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, s)
@@ -184,20 +211,19 @@ func (r *runner) breakf(format string, args ...any) {
 	r.mu.Unlock()
 }
 
-// up starts `curator dev` with the cluster's groups and waits until it is
-// up.
-func (r *runner) up() {
+// up starts `curator dev` (with args added) and waits until it is up.
+func (r *runner) up(args []string) {
 	t := r.t
 	t.Helper()
 	r.began = time.Now()
-	t.Cleanup(func() { killUnder(r.dir) })
+	t.Cleanup(r.m.killAll)
 	logPath := filepath.Join(r.dir, "dev.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "dev", "--managers", strconv.Itoa(managers), "--workers", strconv.Itoa(workers),
-		"--dir", r.dir, "--addresses", addresses)
+	cmd := exec.Command(binary, append([]string{"dev", "--managers", strconv.Itoa(managers), "--workers", strconv.Itoa(workers),
+		"--dir", r.dir}, args...)...)
 	// dev prints the export line on stdout once the cluster is up.
 	outPath := filepath.Join(r.dir, "dev.out")
 	outFile, err := os.Create(outPath)
@@ -211,7 +237,7 @@ func (r *runner) up() {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); logFile.Close(); outFile.Close() }()
 	t.Cleanup(func() {
-		r.contAll()
+		r.releaseAll()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -253,13 +279,6 @@ func (r *runner) up() {
 		t.Fatal(err)
 	}
 	r.logf("dev is up: %d nodes, %d voters", len(nodes), len(info.GetVoters()))
-	pool, err := process.PoolAddresses(addresses, port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.prov, err = process.New(process.Config{Dir: r.dir, Binary: binary, Addresses: pool}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // call runs fn with a bounded context.
@@ -272,33 +291,36 @@ func call[T any](fn func(context.Context) (T, error)) (T, error) {
 // do runs one step and says what it did.
 func (r *runner) do(ctx context.Context, s step) string {
 	switch s.Kind {
-	case stepKill, stepKillLeader, stepStop, stepReboot:
+	case stepKill, stepKillLeader, stepStop, stepCut, stepReboot:
 		target, why := r.target(s)
 		if target == nil {
 			return "skipped: " + why
 		}
-		name := target.GetNode().GetName()
-		pid, err := r.pid(target)
-		if err != nil {
-			return fmt.Sprintf("skipped: %s: %v", name, err)
-		}
-		if s.Kind == stepStop {
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				return fmt.Sprintf("stop %s: %v", name, err)
+		name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
+		switch s.Kind {
+		case stepStop, stepCut:
+			kind, err := s.Kind, error(nil)
+			if kind == stepCut {
+				if err = r.m.cut(ctx, id); errors.Is(err, errNoPartition) {
+					kind, why = stepStop, why+" ("+err.Error()+")"
+				}
+			}
+			if kind == stepStop {
+				err = r.m.freeze(ctx, id)
+			}
+			if err != nil {
+				return fmt.Sprintf("%s %s: not done: %v", s.Kind, name, err)
 			}
 			r.mu.Lock()
-			r.stopped[name] = pid
+			r.held[name] = heldFault{kind: kind, instance: id}
 			r.mu.Unlock()
 			r.holds.Add(1)
 			go func() {
 				defer r.holds.Done()
 				time.Sleep(s.Hold)
-				r.cont(name)
+				r.release(name)
 			}()
-			return fmt.Sprintf("stopped %s (pid %d) for %s%s", name, pid, s.Hold, why)
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return fmt.Sprintf("kill %s: %v", name, err)
+			return fmt.Sprintf("%s %s for %s%s", map[stepKind]string{stepStop: "stopped", stepCut: "cut off"}[kind], name, s.Hold, why)
 		}
 		until := time.Now().Add(rebootSettle)
 		if s.Kind != stepReboot {
@@ -308,18 +330,15 @@ func (r *runner) do(ctx context.Context, s step) string {
 		r.hit[target.GetNode().GetId()] = until
 		r.mu.Unlock()
 		if s.Kind != stepReboot {
-			return fmt.Sprintf("killed %s (pid %d)%s", name, pid, why)
+			if err := r.m.kill(ctx, id); err != nil {
+				return fmt.Sprintf("kill %s: not done: %v", name, err)
+			}
+			return fmt.Sprintf("killed %s%s", name, why)
 		}
-		id := target.GetNode().GetInstanceId()
-		gone := time.Now()
-		for r.alive(id) && time.Since(gone) < 5*time.Second {
-			time.Sleep(10 * time.Millisecond)
+		if err := r.m.reboot(ctx, id); err != nil {
+			return fmt.Sprintf("reboot %s: not done: %v", name, err)
 		}
-		in, err := r.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
-		if err != nil {
-			return fmt.Sprintf("killed %s (pid %d)%s; not started again: %v", name, pid, why, err)
-		}
-		return fmt.Sprintf("rebooted %s (pid %d)%s on %s", name, pid, why, in.Address)
+		return fmt.Sprintf("rebooted %s%s", name, why)
 	case stepScaleWorkers:
 		return r.commit("workers", func(g *pb.GroupSpec) { g.Size = workersSize(s.Pick) })
 	case stepRollWorkers, stepRollManagers:
@@ -369,8 +388,8 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 	r.mu.Lock()
 	down := map[string]bool{}
 	for _, n := range nodes {
-		_, stopped := r.stopped[n.GetNode().GetName()]
-		if stopped || time.Now().Before(r.hit[n.GetNode().GetId()]) {
+		_, held := r.held[n.GetNode().GetName()]
+		if held || time.Now().Before(r.hit[n.GetNode().GetId()]) {
 			down[n.GetNode().GetId()] = true
 		}
 	}
@@ -419,47 +438,41 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 	return n, why
 }
 
-// pid finds the process of n's machine by its data dir.
-func (r *runner) pid(n *pb.NodeView) (int, error) {
-	id := n.GetNode().GetInstanceId()
-	out, err := exec.Command("pgrep", "-f", "--", filepath.Join(r.dir, "instances", id)+"/").Output()
-	if err != nil {
-		return 0, fmt.Errorf("no process of instance %s", id)
-	}
-	fields := strings.Fields(string(out))
-	if len(fields) != 1 {
-		return 0, fmt.Errorf("instance %s has %d processes", id, len(fields))
-	}
-	return strconv.Atoi(fields[0])
-}
-
-// alive says whether instance id's process runs.
-func (r *runner) alive(id string) bool {
-	return exec.Command("pgrep", "-f", "--", filepath.Join(r.dir, "instances", id)+"/").Run() == nil
-}
-
-// cont continues a stopped node.
-func (r *runner) cont(name string) {
+// release ends a held fault: continues a stopped node, joins a cut one
+// again.
+func (r *runner) release(name string) {
 	r.mu.Lock()
-	pid, ok := r.stopped[name]
-	delete(r.stopped, name)
+	h, ok := r.held[name]
+	delete(r.held, name)
 	r.mu.Unlock()
-	if ok {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		r.logf("continued %s", name)
+	if !ok {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if h.kind == stepCut {
+		err = r.m.heal(ctx, h.instance)
+	} else {
+		err = r.m.thaw(ctx, h.instance)
+	}
+	if err != nil {
+		r.breakf("could not release %s: %v", name, err)
+		return
+	}
+	r.logf("released %s", name)
 }
 
-// contAll continues every stopped node.
-func (r *runner) contAll() {
+// releaseAll releases every held fault.
+func (r *runner) releaseAll() {
 	r.mu.Lock()
-	names := make([]string, 0, len(r.stopped))
-	for name := range r.stopped {
+	names := make([]string, 0, len(r.held))
+	for name := range r.held {
 		names = append(names, name)
 	}
 	r.mu.Unlock()
 	for _, name := range names {
-		r.cont(name)
+		r.release(name)
 	}
 }
 
@@ -625,7 +638,7 @@ func (r *runner) checkRecords() {
 		if have[id] {
 			continue
 		}
-		if r.alive(instance) {
+		if r.m.alive(instance) {
 			r.breakf("node %s lost its record while its machine %s runs", short(id), instance)
 		}
 	}
@@ -669,16 +682,50 @@ func shorts(ids []string) []string {
 	return out
 }
 
-// killUnder kills every process whose command line names dir: the
-// cluster's machines.
-func killUnder(dir string) {
-	pattern := dir + "/instances/"
-	for range 50 {
-		_ = exec.Command("pkill", "-CONT", "-f", "--", pattern).Run()
-		_ = exec.Command("pkill", "-9", "-f", "--", pattern).Run()
-		time.Sleep(100 * time.Millisecond)
-		if exec.Command("pgrep", "-f", "--", pattern).Run() != nil {
-			return
-		}
+// TestChaosDocker runs the schedule against a dev cluster of containers on
+// a Docker network of its own: a cut disconnects a node's container from
+// the network (every link of it at once), a stop pauses it. It skips,
+// saying why, where no Docker daemon answers.
+func TestChaosDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos suite runs whole clusters: not in -short")
 	}
+	const (
+		network = "curator-chaos"
+		subnet  = "172.30.104.0/24"
+	)
+	image := fmt.Sprintf("curator-chaos:%d", os.Getpid())
+	p, err := docker.New(docker.Config{Network: network, Subnet: subnet, Image: image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err = p.Ping(ctx)
+	cancel()
+	if err != nil {
+		t.Skipf("no Docker daemon: %v", err)
+	}
+	// The image: FROM scratch and a static build of this tree.
+	static := filepath.Join(t.TempDir(), "curator")
+	t.Setenv("CGO_ENABLED", "0")
+	if err := testenv.GoBuild(static, "./cmd/curator"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.BuildImage(context.Background(), static, nil); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := dockerclient.New(dockerclient.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	m := &dockerMachines{docker: cli, network: network, ips: map[string]netip.Addr{}}
+	t.Cleanup(func() {
+		m.killAll()
+		_ = exec.Command("sh", "-c", "docker network rm "+network+"; docker rmi -f "+image).Run()
+	})
+	runSeeds(t, func(t *testing.T, dir string) (machines, []string) {
+		return m, []string{"--provider", "docker", "--network", network, "--subnet", subnet, "--image", image}
+	})
 }

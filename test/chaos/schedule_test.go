@@ -24,6 +24,11 @@ const (
 	// stepStop freezes a node's process (SIGSTOP) for the step's hold,
 	// then continues it (SIGCONT); other steps run meanwhile.
 	stepStop
+	// stepCut cuts a node's machine off the network for the step's hold,
+	// then joins it again (the Docker variant disconnects its container;
+	// processes, which share the loopback, are frozen instead). Same
+	// condition as a kill.
+	stepCut
 	// stepReboot kills (-9) a ready node's process and starts it again
 	// at once from its data dir, through the process provider: a machine
 	// that reboots. Same condition as a kill.
@@ -44,6 +49,8 @@ func (k stepKind) String() string {
 		return "kill-leader"
 	case stepStop:
 		return "stop"
+	case stepCut:
+		return "cut"
 	case stepReboot:
 		return "reboot"
 	case stepScaleWorkers:
@@ -63,7 +70,8 @@ var weights = []struct {
 }{
 	{stepKill, 3},
 	{stepKillLeader, 2},
-	{stepStop, 3},
+	{stepStop, 2},
+	{stepCut, 2},
 	{stepReboot, 2},
 	{stepScaleWorkers, 1},
 	{stepRollWorkers, 1},
@@ -75,7 +83,7 @@ type step struct {
 	Kind stepKind
 	// Pick chooses the target among the candidates, or the size.
 	Pick uint32
-	// Hold is how long a stop lasts.
+	// Hold is how long a stop or a cut lasts.
 	Hold time.Duration
 	// Gap is the pause before the next step.
 	Gap time.Duration
@@ -83,7 +91,7 @@ type step struct {
 
 func (s step) String() string {
 	switch s.Kind {
-	case stepStop:
+	case stepStop, stepCut:
 		return fmt.Sprintf("%s pick %d hold %s, then %s", s.Kind, s.Pick, s.Hold, s.Gap)
 	case stepScaleWorkers:
 		return fmt.Sprintf("%s to %d, then %s", s.Kind, workersSize(s.Pick), s.Gap)

@@ -1,0 +1,225 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/moby/moby/api/types/network"
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/process"
+)
+
+// machines is how the schedule hits the machine behind a node, by its
+// instance ID: processes on loopback (the process provider) or containers
+// on a Docker network (the docker provider).
+type machines interface {
+	// kill kills the machine's process (-9), for good.
+	kill(ctx context.Context, id string) error
+	// reboot kills it and starts it again from its data.
+	reboot(ctx context.Context, id string) error
+	// freeze and thaw stop its process and continue it.
+	freeze(ctx context.Context, id string) error
+	thaw(ctx context.Context, id string) error
+	// cut cuts it off the network, heal joins it again at its address.
+	// errNoPartition: this variant cannot.
+	cut(ctx context.Context, id string) error
+	heal(ctx context.Context, id string) error
+	// alive says whether the machine runs.
+	alive(id string) bool
+	// killAll ends every machine of the run.
+	killAll()
+}
+
+// errNoPartition: processes on one host share the loopback interface, so
+// cutting one off would take a uid each and packet filtering as root
+// (test/partition_linux_test.go does that); the process variant freezes
+// the node instead, which its peers see the same way: silence.
+var errNoPartition = errors.New("processes on one loopback cannot be cut off: frozen instead")
+
+// processMachines are the process provider's instances in dir.
+type processMachines struct {
+	dir  string
+	prov *process.Provider
+
+	mu     sync.Mutex
+	frozen map[string]int // instance ID → pid
+}
+
+func newProcessMachines(dir string) (*processMachines, error) {
+	pool, err := process.PoolAddresses(addresses, port)
+	if err != nil {
+		return nil, err
+	}
+	prov, err := process.New(process.Config{Dir: dir, Binary: binary, Addresses: pool})
+	if err != nil {
+		return nil, err
+	}
+	return &processMachines{dir: dir, prov: prov, frozen: map[string]int{}}, nil
+}
+
+// pid finds instance id's process by its data dir.
+func (m *processMachines) pid(id string) (int, error) {
+	out, err := exec.Command("pgrep", "-f", "--", m.instanceDir(id)).Output()
+	if err != nil {
+		return 0, fmt.Errorf("no process of instance %s", id)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) != 1 {
+		return 0, fmt.Errorf("instance %s has %d processes", id, len(fields))
+	}
+	return strconv.Atoi(fields[0])
+}
+
+func (m *processMachines) instanceDir(id string) string {
+	return filepath.Join(m.dir, "instances", id) + "/"
+}
+
+func (m *processMachines) signal(id string, sig syscall.Signal) (int, error) {
+	pid, err := m.pid(id)
+	if err != nil {
+		return 0, err
+	}
+	return pid, syscall.Kill(pid, sig)
+}
+
+func (m *processMachines) kill(_ context.Context, id string) error {
+	_, err := m.signal(id, syscall.SIGKILL)
+	return err
+}
+
+func (m *processMachines) reboot(ctx context.Context, id string) error {
+	if err := m.kill(ctx, id); err != nil {
+		return err
+	}
+	for gone := time.Now(); m.alive(id) && time.Since(gone) < 5*time.Second; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := m.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
+	return err
+}
+
+func (m *processMachines) freeze(_ context.Context, id string) error {
+	pid, err := m.signal(id, syscall.SIGSTOP)
+	if err == nil {
+		m.mu.Lock()
+		m.frozen[id] = pid
+		m.mu.Unlock()
+	}
+	return err
+}
+
+func (m *processMachines) thaw(_ context.Context, id string) error {
+	m.mu.Lock()
+	pid, ok := m.frozen[id]
+	delete(m.frozen, id)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return syscall.Kill(pid, syscall.SIGCONT)
+}
+
+func (m *processMachines) cut(context.Context, string) error  { return errNoPartition }
+func (m *processMachines) heal(context.Context, string) error { return nil }
+
+func (m *processMachines) alive(id string) bool {
+	return exec.Command("pgrep", "-f", "--", m.instanceDir(id)).Run() == nil
+}
+
+func (m *processMachines) killAll() {
+	pattern := filepath.Join(m.dir, "instances") + "/"
+	for range 50 {
+		_ = exec.Command("pkill", "-CONT", "-f", "--", pattern).Run()
+		_ = exec.Command("pkill", "-9", "-f", "--", pattern).Run()
+		time.Sleep(100 * time.Millisecond)
+		if exec.Command("pgrep", "-f", "--", pattern).Run() != nil {
+			return
+		}
+	}
+}
+
+// dockerMachines are the docker provider's containers on a network.
+type dockerMachines struct {
+	docker  *dockerclient.Client
+	network string
+
+	mu  sync.Mutex
+	ips map[string]netip.Addr // cut containers' addresses
+}
+
+func (m *dockerMachines) kill(ctx context.Context, id string) error {
+	_, err := m.docker.ContainerKill(ctx, id, dockerclient.ContainerKillOptions{Signal: "KILL"})
+	return err
+}
+
+func (m *dockerMachines) reboot(ctx context.Context, id string) error {
+	now := 0
+	_, err := m.docker.ContainerRestart(ctx, id, dockerclient.ContainerRestartOptions{Signal: "KILL", Timeout: &now})
+	return err
+}
+
+func (m *dockerMachines) freeze(ctx context.Context, id string) error {
+	_, err := m.docker.ContainerPause(ctx, id, dockerclient.ContainerPauseOptions{})
+	return err
+}
+
+func (m *dockerMachines) thaw(ctx context.Context, id string) error {
+	_, err := m.docker.ContainerUnpause(ctx, id, dockerclient.ContainerUnpauseOptions{})
+	return err
+}
+
+func (m *dockerMachines) cut(ctx context.Context, id string) error {
+	in, err := m.docker.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		return err
+	}
+	ep := in.Container.NetworkSettings.Networks[m.network]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		return fmt.Errorf("container %s has no address on %s", id, m.network)
+	}
+	m.mu.Lock()
+	m.ips[id] = ep.IPAddress
+	m.mu.Unlock()
+	_, err = m.docker.NetworkDisconnect(ctx, m.network, dockerclient.NetworkDisconnectOptions{Container: id, Force: true})
+	return err
+}
+
+func (m *dockerMachines) heal(ctx context.Context, id string) error {
+	m.mu.Lock()
+	ip, ok := m.ips[id]
+	delete(m.ips, id)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	// Its old address: the node's certificate names it.
+	_, err := m.docker.NetworkConnect(ctx, m.network, dockerclient.NetworkConnectOptions{
+		Container:      id,
+		EndpointConfig: &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
+	})
+	return err
+}
+
+func (m *dockerMachines) alive(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in, err := m.docker.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	return err == nil && in.Container.State != nil && in.Container.State.Running
+}
+
+func (m *dockerMachines) killAll() {
+	// dev removes its containers when it stops; this catches what a
+	// failed run leaves, the paused and the cut-off ones included.
+	_ = exec.Command("sh", "-c", "docker rm -f $(docker ps -aq --filter network="+m.network+") 2>/dev/null").Run()
+}
