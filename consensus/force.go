@@ -2,13 +2,21 @@ package consensus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 )
+
+// CheckForceNewCluster says whether a new cluster may be forced from the
+// etcd data dir dataDir of node nodeID (see checkVoterData): nil, or why
+// not and what to do instead. Run checks it again before it starts etcd.
+func CheckForceNewCluster(dataDir, nodeID string) error { return checkVoterData(dataDir, nodeID) }
 
 // checkVoterData refuses to force a new cluster from dataDir unless its
 // member, named nodeID, was a voter as its own data last recorded. A
@@ -21,7 +29,11 @@ import (
 // It reads etcd's members bucket without starting etcd, as readKeys reads
 // the keys.
 func checkVoterData(dataDir, nodeID string) error {
+	const advice = "its data may lack what the cluster had committed, so no new cluster is forced from it: force one on another surviving manager that was a voter, or restore a backup (`curator agent restore`)"
 	path := filepath.Join(dataDir, "member", "snap", "db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s holds no etcd data: this manager's etcd never ran; %s", ErrNotVoter, dataDir, advice)
+	}
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("read the member of %s: %w", dataDir, err)
@@ -51,7 +63,6 @@ func checkVoterData(dataDir, nodeID string) error {
 	if err != nil {
 		return fmt.Errorf("read the member of %s: %w", dataDir, err)
 	}
-	const advice = "its data may lack what the cluster had committed, so no new cluster is forced from it: force one on another surviving manager that was a voter, or restore a backup (`curator agent restore`)"
 	switch {
 	case self == nil:
 		return fmt.Errorf("%w: the member in %s never finished joining; %s", ErrNotVoter, dataDir, advice)

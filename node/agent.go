@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
@@ -86,6 +87,22 @@ type Agent struct {
 	// stop, and its data dir be wiped.
 	left      chan struct{}
 	leaveOnce sync.Once
+	// failed gets the error of a recovery that cannot be done (a new
+	// cluster forced from data that cannot make one, the records refused):
+	// retrying would only say it again, so the agent stops with it.
+	failed chan error
+}
+
+// Failed delivers an error the agent cannot go on from: stop it, and
+// report the error.
+func (a *Agent) Failed() <-chan error { return a.failed }
+
+// fail stops the agent with err (the first one counts).
+func (a *Agent) fail(err error) {
+	select {
+	case a.failed <- err:
+	default:
+	}
 }
 
 func (a *Agent) requestLeave() { a.leaveOnce.Do(func() { close(a.left) }) }
@@ -135,7 +152,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), sessions: newManagerConns(id)}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1), sessions: newManagerConns(id)}
 	if cfg.ForceNewCluster {
 		join, err := loadConsensus(cfg.DataDir)
 		if err != nil {
@@ -143,6 +160,11 @@ func New(cfg Config) (*Agent, error) {
 		}
 		if join == nil {
 			return nil, fmt.Errorf("--force-new-cluster: %s holds no manager (no consensus role): run it on a surviving manager's data dir", cfg.DataDir)
+		}
+		// A learner's data, or a member that never finished joining,
+		// cannot make a cluster: say so now, before anything starts.
+		if err := consensus.CheckForceNewCluster(filepath.Join(cfg.DataDir, etcdDir), st.NodeID); err != nil {
+			return nil, fmt.Errorf("--force-new-cluster: %w", err)
 		}
 		a.forceNewCluster.Store(true)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -311,5 +312,24 @@ func TestTrackerWait(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("wait did not return after the run ended")
+	}
+}
+
+// TestForceNewClusterRefusedAtStart: --force-new-cluster on a manager's
+// data dir whose etcd never ran (or a worker's, which holds no manager) is
+// refused when the agent is made, before anything starts, saying what to
+// do instead, and changes nothing.
+func TestForceNewClusterRefusedAtStart(t *testing.T) {
+	manager := filepath.Join(t.TempDir(), "manager")
+	if _, err := Init(InitConfig{DataDir: manager, Address: "127.0.0.9:7000", Name: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, manager)
+	_, err := New(Config{DataDir: manager, ForceNewCluster: true})
+	if !errors.Is(err, consensus.ErrNotVoter) || !strings.Contains(err.Error(), "etcd never ran") || !strings.Contains(err.Error(), "curator agent restore") {
+		t.Errorf("New: %v, want ErrNotVoter saying the etcd never ran and what to do", err)
+	}
+	if diff := cmp.Diff(before, snapshot(t, manager)); diff != "" {
+		t.Errorf("the refused start changed the data dir (-before +after):\n%s", diff)
 	}
 }

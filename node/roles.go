@@ -227,6 +227,9 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		}
 		select {
 		case err := <-etcdErr:
+			if forced && errors.Is(err, consensus.ErrNotVoter) {
+				a.fail(fmt.Errorf("--force-new-cluster: %w", err))
+			}
 			return fmt.Errorf("etcd: %w", err)
 		default:
 		}
@@ -248,6 +251,10 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		if err := a.recoverRecords(ctx, cli, restored); err != nil {
 			cancelEtcd()
 			<-etcdErr
+			if errors.Is(err, curator.ErrInvalid) || errors.Is(err, curator.ErrPrecondition) {
+				// Refused, not failed: another try would be refused again.
+				a.fail(err)
+			}
 			return err
 		}
 	}

@@ -112,9 +112,13 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	defer a.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	failed := make(chan error, 1)
 	go func() {
 		select {
 		case <-a.Left():
+			stop()
+		case err := <-a.Failed():
+			failed <- err
 			stop()
 		case <-ctx.Done():
 		}
@@ -122,6 +126,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	sup := supervisor.New(ctx, a.Run, supervisor.WithLogger(lg))
 	<-sup.Done()
 	select {
+	case err := <-failed:
+		return err
 	case <-a.Left():
 		if err := a.Wipe(); err != nil {
 			return fmt.Errorf("left the cluster, but could not wipe %s: %w", f.dataDir, err)
