@@ -456,11 +456,15 @@ func (r *runner) release(name string) {
 	} else {
 		err = r.m.thaw(ctx, h.instance)
 	}
-	if err != nil {
+	switch {
+	case err != nil && !r.m.alive(h.instance):
+		// Its group destroyed it meanwhile (down long enough).
+		r.logf("released %s: its machine is gone (%v)", name, err)
+	case err != nil:
 		r.breakf("could not release %s: %v", name, err)
-		return
+	default:
+		r.logf("released %s", name)
 	}
-	r.logf("released %s", name)
 }
 
 // releaseAll releases every held fault.
