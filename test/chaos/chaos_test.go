@@ -149,16 +149,18 @@ type heldFault struct {
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	steps := schedule(seed, faults)
 	r := &runner{t: t, seed: seed, dir: t.TempDir(), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{}}
+	var devArgs []string
+	r.m, devArgs = v(t, r.dir)
+	r.up(devArgs)
+	// After up's clean-ups, so that it runs before them, with the cluster
+	// still there to ask.
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replay: go test ./test/chaos -run '^%s$' -args -seed %d -faults %d", strings.Split(t.Name(), "/")[0], seed, faults)
 			t.Logf("run log of seed %d:\n%s", seed, strings.Join(r.log, "\n"))
-			r.dumpEvents()
+			r.dumpState()
 		}
 	})
-	var devArgs []string
-	r.m, devArgs = v(t, r.dir)
-	r.up(devArgs)
 	r.logf("schedule of seed %d: %d steps", seed, len(steps))
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, s)
@@ -648,19 +650,38 @@ func (r *runner) checkRecords() {
 	}
 }
 
-// dumpEvents logs the curator's own events.
-func (r *runner) dumpEvents() {
-	events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) })
-	if err != nil {
-		r.t.Logf("events: %v", err)
-		return
-	}
+// dumpState logs what the cluster says of itself: its groups and their
+// rollouts, its nodes, and the curator's own events.
+func (r *runner) dumpState() {
 	var b strings.Builder
-	for _, ev := range events {
-		fmt.Fprintf(&b, "%s term %d leader %s %s %s %s: %s\n", ev.GetTime().AsTime().Format("15:04:05.000"), ev.GetTerm(),
-			short(ev.GetLeader()), ev.GetLoop(), ev.GetAction(), short(ev.GetNodeId()), ev.GetReason())
+	if groups, err := call(r.cl.ListGroups); err == nil {
+		for _, g := range groups {
+			name := g.GetGroup().GetSpec().GetName()
+			fmt.Fprintf(&b, "group %s: size %d, config %s, %d machines, %d ready, rollout %q\n", name, g.GetGroup().GetSpec().GetSize(),
+				short(g.GetGroup().GetConfigSha()), g.GetMachines(), g.GetReady(), g.GetRolloutState())
+			if ro, err := call(func(ctx context.Context) (*pb.Rollout, error) { return r.cl.GetRollout(ctx, name) }); err == nil {
+				fmt.Fprintf(&b, "  rollout: %v\n", ro)
+			}
+		}
+	} else {
+		fmt.Fprintf(&b, "groups: %v\n", err)
 	}
-	r.t.Logf("curator events:\n%s", b.String())
+	if nodes, err := call(r.cl.ListNodes); err == nil {
+		for _, n := range nodes {
+			nd := n.GetNode()
+			fmt.Fprintf(&b, "node %s %s: %s, roles %v, config %s, manager %s, drained %v, demoting %v\n", short(nd.GetId()), nd.GetName(), nd.GetStatus(),
+				nd.GetRoles(), short(nd.GetConfigSha()), n.GetManagerStatus(), nd.GetAvailability(), nd.GetDemoting())
+		}
+	}
+	if events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) }); err == nil {
+		for _, ev := range events {
+			fmt.Fprintf(&b, "%s term %d leader %s %s %s %s: %s\n", ev.GetTime().AsTime().Format("15:04:05.000"), ev.GetTerm(),
+				short(ev.GetLeader()), ev.GetLoop(), ev.GetAction(), short(ev.GetNodeId()), ev.GetReason())
+		}
+	} else {
+		fmt.Fprintf(&b, "events: %v\n", err)
+	}
+	r.t.Logf("the cluster at the end:\n%s", b.String())
 }
 
 func maps(m map[string]string) map[string]string {
