@@ -152,7 +152,8 @@ type Engine struct {
 	done chan struct{} // closed when cmd has been waited for
 }
 
-// Start brings up cfg's engines and Swarm, and tears them down when the
+// Start brings up cfg's engines and Swarm (every node Ready, every manager
+// reachable), and tears them down when the
 // test ends. It skips the test, saying why, where the harness cannot run.
 func Start(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
@@ -315,6 +316,47 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 			return fmt.Errorf("info of %s: %w", e.Name, err)
 		}
 		e.NodeID = info.Info.Swarm.NodeID
+	}
+	return c.waitSettled(ctx)
+}
+
+// waitSettled waits until the first engine's node list shows every engine
+// Ready, and every manager reachable: a node just joined is briefly in an
+// unknown state.
+func (c *Cluster) waitSettled(ctx context.Context) error {
+	var last error
+	for {
+		last = c.settled(ctx)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Swarm did not settle: %v", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) settled(ctx context.Context) error {
+	res, err := c.Engines[0].Client.NodeList(ctx, client.NodeListOptions{})
+	if err != nil {
+		return err
+	}
+	byID := map[string]swarm.Node{}
+	for _, n := range res.Items {
+		byID[n.ID] = n
+	}
+	for _, e := range c.Engines {
+		n, ok := byID[e.NodeID]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s (node %s) is not listed", e.Name, e.NodeID)
+		case n.Status.State != swarm.NodeStateReady:
+			return fmt.Errorf("%s is %s", e.Name, n.Status.State)
+		case e.Manager && (n.ManagerStatus == nil || n.ManagerStatus.Reachability != swarm.ReachabilityReachable):
+			return fmt.Errorf("manager %s is not reachable yet", e.Name)
+		}
 	}
 	return nil
 }
