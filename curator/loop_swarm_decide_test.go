@@ -1,0 +1,225 @@
+package curator
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/swarm"
+)
+
+func TestDecideSwarm(t *testing.T) {
+	// Curator nodes: a, b, c are consensus nodes (Swarm managers A, B, C);
+	// w is a worker (Swarm worker W). Options change one.
+	type nopt func(*swarmCuratorNode)
+	type sopt func(*swarmNode)
+	var (
+		noRole    nopt = func(n *swarmCuratorNode) { n.consensus = false }
+		role      nopt = func(n *swarmCuratorNode) { n.consensus = true }
+		demoting  nopt = func(n *swarmCuratorNode) { n.demoting = true }
+		down      nopt = func(n *swarmCuratorNode) { n.ready = false }
+		refused   nopt = func(n *swarmCuratorNode) { n.refused = true }
+		requested nopt = func(n *swarmCuratorNode) { n.joinRequested = true }
+		notJoined nopt = func(n *swarmCuratorNode) { n.swarmID = "" }
+		inSwarm        = func(id string) nopt { return func(n *swarmCuratorNode) { n.swarmID = id } }
+
+		worker      sopt = func(s *swarmNode) { s.manager, s.leader, s.reachability = false, false, "" }
+		manager     sopt = func(s *swarmNode) { s.manager, s.reachability = true, swarm.ReachabilityReachable }
+		leads       sopt = func(s *swarmNode) { s.leader = true }
+		follows     sopt = func(s *swarmNode) { s.leader = false }
+		sDown       sopt = func(s *swarmNode) { s.state = swarm.NodeStateDown }
+		unreachable sopt = func(s *swarmNode) { s.reachability = swarm.ReachabilityUnreachable }
+	)
+	cn := func(id string, opts ...nopt) swarmCuratorNode {
+		n := swarmCuratorNode{id: id, consensus: id != "w", ready: true, swarmID: "S" + id}
+		for _, o := range opts {
+			o(&n)
+		}
+		return n
+	}
+	sn := func(id string, opts ...sopt) swarmNode {
+		n := swarmNode{id: id, hostname: "host-" + id, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive}
+		if id != "Sw" && id != "Sx" {
+			manager(&n)
+		}
+		if id == "Sa" {
+			n.leader = true
+		}
+		for _, o := range opts {
+			o(&n)
+		}
+		return n
+	}
+	consistent := []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w")}
+	swarm3 := []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw")}
+	with := func(base []swarmNode, extra ...swarmNode) []swarmNode {
+		return append(append([]swarmNode(nil), base...), extra...)
+	}
+
+	tests := []struct {
+		name  string
+		nodes []swarmCuratorNode
+		swarm []swarmNode
+		max   int
+		want  *swarmAction // reason is not compared
+	}{
+		// Consistent states.
+		{name: "roles match the Swarm's managers: nothing to do", nodes: consistent, swarm: swarm3},
+		{name: "a demoting Swarm worker is left to the demotions loop",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role, demoting)}, swarm: swarm3},
+		{name: "a live Swarm node of no node is left alone (a machine joining)",
+			nodes: consistent, swarm: with(swarm3, sn("Sx"))},
+
+		// Refusals that block every change.
+		{name: "no Swarm leader (quorum lost or electing): refuse",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role)}, swarm: []swarmNode{sn("Sa", follows), sn("Sb"), sn("Sc"), sn("Sw")},
+			want: &swarmAction{kind: swarmRefuse}},
+		{name: "no node in the Swarm at all (a wrong Swarm): refuse, even with orphans down",
+			nodes: []swarmCuratorNode{cn("a", inSwarm("Q1")), cn("b", inSwarm("Q2"))}, swarm: []swarmNode{sn("Sa"), sn("Sw", sDown)},
+			want: &swarmAction{kind: swarmRefuse}},
+
+		// Orphans: a Swarm node of no node (a dead machine's).
+		{name: "a down Swarm worker of no node is removed",
+			nodes: consistent, swarm: with(swarm3, sn("Sx", sDown)),
+			want: &swarmAction{kind: swarmRemoveNode, swarmID: "Sx"}},
+		{name: "a down Swarm manager of no node is demoted first",
+			nodes: consistent, swarm: with(swarm3, sn("Sd", sDown, unreachable)),
+			want: &swarmAction{kind: swarmDemote, swarmID: "Sd"}},
+		{name: "a down orphan manager is demoted when that restores the Swarm's majority",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", sDown, unreachable), sn("Sd", sDown, unreachable), sn("Sw")},
+			want: &swarmAction{kind: swarmDemote, swarmID: "Sc"}},
+		{name: "orphans go before role changes",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", demoting), cn("w")}, swarm: with(swarm3, sn("Sx", sDown)),
+			want: &swarmAction{kind: swarmRemoveNode, swarmID: "Sx"}},
+
+		// Demotions: demoting and a Swarm manager.
+		{name: "a demoting Swarm manager is demoted in Swarm",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", demoting), cn("w")}, swarm: swarm3,
+			want: &swarmAction{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}},
+		{name: "the Swarm's leader is demoted last",
+			nodes: []swarmCuratorNode{cn("a", demoting), cn("b", demoting), cn("c"), cn("w")}, swarm: swarm3,
+			want: &swarmAction{kind: swarmDemote, nodeID: "b", swarmID: "Sb"}},
+		{name: "a demoting Swarm leader goes after the other demoting managers",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", demoting), cn("c", demoting), cn("w")}, swarm: []swarmNode{sn("Sa", follows), sn("Sb", leads), sn("Sc"), sn("Sw")},
+			want: &swarmAction{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}},
+		{name: "the Swarm's leader is demoted when it is the only one",
+			nodes: []swarmCuratorNode{cn("a", demoting), cn("b"), cn("c"), cn("w")}, swarm: swarm3,
+			want: &swarmAction{kind: swarmDemote, nodeID: "a", swarmID: "Sa"}},
+		{name: "a demotion that would leave no reachable majority: refuse",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", demoting), cn("c"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", unreachable), sn("Sw")},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "b", swarmID: "Sb"}},
+		{name: "the Swarm's last manager is never demoted: refuse",
+			nodes: []swarmCuratorNode{cn("a", demoting), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sw")},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "a", swarmID: "Sa"}},
+		{name: "a refusal does not block a change behind it",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", demoting), cn("c"), cn("w", role)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", unreachable), sn("Sw")},
+			want: &swarmAction{kind: swarmPromote, nodeID: "w", swarmID: "Sw"}},
+
+		// A Swarm manager whose node lacks the role.
+		{name: "a Swarm manager without the role gets it (a promotion cut short after its Swarm step)",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", manager)},
+			want: &swarmAction{kind: swarmGrantRole, nodeID: "w", swarmID: "Sw"}},
+		{name: "a Swarm manager without the role that is down: wait (refuse)",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", down)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", manager)},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "w", swarmID: "Sw"}},
+		{name: "a refused node's Swarm manager is demoted",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", noRole, refused, down), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", sDown, unreachable), sn("Sw")},
+			want: &swarmAction{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}},
+		{name: "a Swarm manager beyond the voter limit is demoted",
+			nodes: consistent, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", manager)}, max: 3,
+			want: &swarmAction{kind: swarmDemote, nodeID: "w", swarmID: "Sw"}},
+		{name: "a Swarm manager within the voter limit gets the role",
+			nodes: consistent, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", manager)}, max: 5,
+			want: &swarmAction{kind: swarmGrantRole, nodeID: "w", swarmID: "Sw"}},
+
+		// The role without a Swarm manager.
+		{name: "a node with the role that is a Swarm worker is promoted in Swarm",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role)}, swarm: swarm3,
+			want: &swarmAction{kind: swarmPromote, nodeID: "w", swarmID: "Sw"}},
+		{name: "a node with the role whose Swarm node is down: wait (refuse)",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", sDown)},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "w", swarmID: "Sw"}},
+		{name: "a promotion where a majority is not reachable already: refuse",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("d"), cn("w", role)},
+			swarm: []swarmNode{sn("Sa"), sn("Sb", unreachable), sn("Sc", unreachable), sn("Sd", unreachable), sn("Sw")},
+			want:  &swarmAction{kind: swarmRefuse, nodeID: "w", swarmID: "Sw"}},
+
+		// Nodes not in the Swarm.
+		{name: "a node that never joined is asked to join",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", notJoined)}, swarm: swarm3[:3],
+			want: &swarmAction{kind: swarmJoin, nodeID: "w"}},
+		{name: "a node that left the Swarm is asked to join again",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w")}, swarm: swarm3[:3],
+			want: &swarmAction{kind: swarmJoin, nodeID: "w", swarmID: "Sw"}},
+		{name: "a manager that left the Swarm is asked to join again (as a worker)",
+			nodes: consistent, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sw")},
+			want: &swarmAction{kind: swarmJoin, nodeID: "c", swarmID: "Sc"}},
+		{name: "a join already requested is not requested again",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", requested)}, swarm: swarm3[:3]},
+		{name: "a down node is not asked to join",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", down)}, swarm: swarm3[:3]},
+		{name: "a refused node is not asked to join",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", refused)}, swarm: swarm3[:3]},
+
+		// One change per tick, in order.
+		{name: "demotions go before grants, grants before promotions, promotions before joins",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", demoting), cn("c"), cn("d", noRole), cn("e", role), cn("w", notJoined)},
+			swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sd"), sn("Se", worker)},
+			want:  &swarmAction{kind: swarmDemote, nodeID: "b", swarmID: "Sb"}},
+		{name: "grants before promotions",
+			nodes: []swarmCuratorNode{cn("a"), cn("c"), cn("d", noRole), cn("e", role), cn("w", notJoined)},
+			swarm: []swarmNode{sn("Sa"), sn("Sc"), sn("Sd"), sn("Se", worker)},
+			want:  &swarmAction{kind: swarmGrantRole, nodeID: "d", swarmID: "Sd"}},
+		{name: "promotions before joins",
+			nodes: []swarmCuratorNode{cn("a"), cn("c"), cn("e", role), cn("w", notJoined)},
+			swarm: []swarmNode{sn("Sa"), sn("Sc"), sn("Se", worker)},
+			want:  &swarmAction{kind: swarmPromote, nodeID: "e", swarmID: "Se"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := swarmSnapshot{nodes: tt.nodes, swarm: tt.swarm, maxVoters: tt.max}
+			nodesBefore, swarmBefore := append([]swarmCuratorNode(nil), tt.nodes...), append([]swarmNode(nil), tt.swarm...)
+			got := decideSwarm(snap)
+			if got != nil && got.reason == "" {
+				t.Errorf("action %v has no reason", got.kind)
+			}
+			if got != nil {
+				t.Logf("%v", got)
+			}
+			if diff := cmp.Diff(nodesBefore, tt.nodes, cmp.AllowUnexported(swarmCuratorNode{})); diff != "" {
+				t.Errorf("decideSwarm changed its snapshot's nodes:\n%s", diff)
+			}
+			if diff := cmp.Diff(swarmBefore, tt.swarm, cmp.AllowUnexported(swarmNode{})); diff != "" {
+				t.Errorf("decideSwarm changed its snapshot's Swarm nodes:\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(swarmAction{}), ignoreReason); diff != "" {
+				t.Errorf("decideSwarm (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSwarmQuorumAfter(t *testing.T) {
+	v := newSwarmView(swarmSnapshot{swarm: []swarmNode{
+		{id: "A", manager: true, leader: true, reachability: swarm.ReachabilityReachable},
+		{id: "B", manager: true, reachability: swarm.ReachabilityReachable},
+		{id: "C", manager: true, reachability: swarm.ReachabilityUnreachable},
+		{id: "W"},
+	}})
+	for _, tt := range []struct {
+		demote, promote string
+		want            swarmQuorum
+		ok              bool
+	}{
+		{"", "", swarmQuorum{3, 2}, true},
+		{"C", "", swarmQuorum{2, 2}, true},
+		{"B", "", swarmQuorum{2, 1}, false},
+		{"", "W", swarmQuorum{4, 3}, true},
+		{"", "A", swarmQuorum{3, 2}, true}, // promoting a manager changes nothing
+		{"W", "", swarmQuorum{3, 2}, true}, // demoting a worker changes nothing
+	} {
+		got := v.swarmQuorumAfter(tt.demote, tt.promote)
+		if got != tt.want || got.ok() != tt.ok {
+			t.Errorf("swarmQuorumAfter(%q, %q) = %v (ok %v), want %v (ok %v)", tt.demote, tt.promote, got, got.ok(), tt.want, tt.ok)
+		}
+	}
+}

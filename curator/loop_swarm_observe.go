@@ -1,0 +1,56 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
+)
+
+// swarmNodeLister is what the swarm sync needs of a Docker engine that is
+// a Swarm manager: its node list (a *client.Client, API negotiated).
+type swarmNodeLister interface {
+	NodeList(ctx context.Context, options client.NodeListOptions) (client.NodeListResult, error)
+}
+
+// observeSwarm reads the Swarm's node list through one manager's engine
+// (any manager: a follower forwards the call to the Swarm's leader, and
+// the call fails, after Swarm's own timeout, while the Swarm has no
+// leader). A worker's engine answers with an error saying it is not a
+// manager.
+func observeSwarm(ctx context.Context, engine swarmNodeLister) ([]swarmNode, error) {
+	res, err := engine.NodeList(ctx, client.NodeListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the Swarm's nodes: %w", err)
+	}
+	out := make([]swarmNode, 0, len(res.Items))
+	for _, n := range res.Items {
+		out = append(out, swarmNodeOf(n))
+	}
+	return out, nil
+}
+
+// swarmNodeOf is what the decision reads of a Swarm node.
+func swarmNodeOf(n swarm.Node) swarmNode {
+	sn := swarmNode{
+		id:           n.ID,
+		hostname:     n.Description.Hostname,
+		addr:         n.Status.Addr,
+		manager:      n.Spec.Role == swarm.NodeRoleManager,
+		state:        n.Status.State,
+		availability: n.Spec.Availability,
+	}
+	if m := n.ManagerStatus; m != nil && sn.manager {
+		sn.leader = m.Leader
+		sn.reachability = m.Reachability
+		if sn.addr == "" || sn.addr == "0.0.0.0" {
+			// A manager's status address is where its Raft listens.
+			if host, _, err := net.SplitHostPort(m.Addr); err == nil {
+				sn.addr = host
+			}
+		}
+	}
+	return sn
+}

@@ -1,0 +1,83 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/swarm"
+
+	"github.com/curatorproject/curator/internal/swarmtest"
+	"github.com/curatorproject/curator/internal/testenv"
+)
+
+// TestObserveSwarm reads a real Swarm (two managers and a worker, each a
+// Docker engine of its own) into the snapshot, and decides from it once
+// the worker's machine is gone.
+func TestObserveSwarm(t *testing.T) {
+	c := swarmtest.Start(t, swarmtest.Config{Managers: 2, Workers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m0, m1, w := c.Engines[0], c.Engines[1], c.Engines[2]
+
+	want := []swarmNode{
+		{id: m0.NodeID, hostname: m0.Name, addr: m0.Addr, manager: true, leader: true, reachability: swarm.ReachabilityReachable, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
+		{id: m1.NodeID, hostname: m1.Name, addr: m1.Addr, manager: true, reachability: swarm.ReachabilityReachable, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
+		{id: w.NodeID, hostname: w.Name, addr: w.Addr, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
+	}
+	byID := cmp.Transformer("byID", func(ns []swarmNode) map[string]swarmNode {
+		out := map[string]swarmNode{}
+		for _, n := range ns {
+			out[n.id] = n
+		}
+		return out
+	})
+	// Through the leader's engine and through a follower's: one list.
+	for _, e := range []*swarmtest.Engine{m0, m1} {
+		got, err := observeSwarm(ctx, e.Client)
+		if err != nil {
+			t.Fatalf("through %s: %v", e.Name, err)
+		}
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(swarmNode{}), byID); diff != "" {
+			t.Errorf("through %s (-want +got):\n%s", e.Name, diff)
+		}
+	}
+	// A worker's engine cannot list the Swarm.
+	if _, err := observeSwarm(ctx, w.Client); err == nil {
+		t.Errorf("a worker's engine listed the Swarm's nodes")
+	} else {
+		t.Logf("through the worker: %v", err)
+	}
+
+	// Two curator nodes, the managers; the worker's machine dies, and
+	// its Swarm node, of no curator node, is removed once it is down.
+	nodes := []swarmCuratorNode{
+		{id: "n0", consensus: true, ready: true, swarmID: m0.NodeID},
+		{id: "n1", consensus: true, ready: true, swarmID: m1.NodeID},
+	}
+	got, err := observeSwarm(ctx, m0.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := decideSwarm(swarmSnapshot{nodes: nodes, swarm: got}); a != nil {
+		t.Fatalf("a live Swarm worker of no node: want no action, got %v", a)
+	}
+	if err := w.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testenv.Eventually(t, 30*time.Second, "the dead worker's Swarm node to be removed", func() error {
+		got, err := observeSwarm(ctx, m0.Client)
+		if err != nil {
+			return err
+		}
+		a := decideSwarm(swarmSnapshot{nodes: nodes, swarm: got})
+		if a == nil || a.kind != swarmRemoveNode || a.swarmID != w.NodeID {
+			return fmt.Errorf("decided %v", a)
+		}
+		t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), a)
+		return nil
+	})
+}
