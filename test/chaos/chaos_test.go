@@ -191,7 +191,7 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	for _, b := range r.broken {
 		t.Error(b)
 	}
-	t.Logf("seed %d: %d steps, converged; %d invariants broken", seed, len(steps), len(r.broken))
+	t.Logf("seed %d: %d steps; %d invariants broken", seed, len(steps), len(r.broken))
 }
 
 func (r *runner) logf(format string, args ...any) {
