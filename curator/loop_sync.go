@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/curatorproject/curator/consensus"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -84,9 +85,26 @@ func decideSync(ms *membership) *syncAction {
 		case !member && role:
 			return &syncAction{kind: syncClearRole, nodeID: n.Id,
 				reason: fmt.Sprintf("node %s has the consensus role but is no etcd member: finishing its demotion", n.Id)}
+		case member && role && staleJoin(n, m):
+			// The node was handed a member that is gone (removed, and
+			// its peer URL added again as m): its agent would run etcd
+			// as a member the cluster no longer has, for good. Hand it
+			// m's parameters; its agent sees the member change, wipes
+			// what it ran and joins as m.
+			return &syncAction{kind: syncGrantRole, nodeID: n.Id, memberID: m.ID,
+				reason: fmt.Sprintf("node %s was handed etcd member %x, which is gone, and learner %x has its peer URL: handing it %x's join parameters", n.Id, n.GetConsensus().GetMemberId(), m.ID, m.ID)}
 		}
 	}
 	return nil
+}
+
+// staleJoin says whether node n's record names another etcd member than m,
+// the learner that has not started at its peer URL: the member it was
+// handed is gone. A started member carries its node's ID as its name, so
+// only a learner that never ran can be the node's under another ID.
+func staleJoin(n *pb.Node, m consensus.Member) bool {
+	have := n.GetConsensus().GetMemberId()
+	return m.IsLearner && m.NodeID == "" && have != 0 && have != m.ID && !n.Demoting
 }
 
 func (l *leaderLoops) syncLoop() loopSpec {

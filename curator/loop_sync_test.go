@@ -52,6 +52,23 @@ func TestDecideSync(t *testing.T) {
 			want: &syncAction{kind: syncRefuse, nodeID: leader},
 		},
 		{
+			name: "a node handed a member that is gone gets the learner at its peer URL",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8))}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
+			want: &syncAction{kind: syncGrantRole, nodeID: "b", memberID: 0xf4e7},
+		},
+		{
+			name: "a node handed the learner at its peer URL: nothing to do",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xf4e7))}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
+		},
+		{
+			name: "a started member is the node's whatever its record says",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8))}, []consensus.Member{voter(1, leader), learner(0xf4e7, "b")}},
+		},
+		{
+			name: "a demoting node is left to its demotion",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8), demoting)}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
+		},
+		{
 			name: "member of a node that does not exist is removed",
 			snap: syncSnapshot{leader, []*pb.Node{withRole(leader)}, []consensus.Member{voter(1, leader), voter(7, "gone")}},
 			want: &syncAction{kind: syncRemoveMember, nodeID: "gone", memberID: 7},
@@ -124,6 +141,11 @@ func TestDecideSync(t *testing.T) {
 // the leader: no member, a voter or a learner; the role or not; the node
 // present or missing from the registry; and the leader itself present or
 // missing from either set.
+// handed sets the member ID a node's record names.
+func handed(id uint64) func(*pb.Node) {
+	return func(n *pb.Node) { n.Consensus = &pb.ConsensusJoin{MemberId: id} }
+}
+
 func TestDecideSyncCombinations(t *testing.T) {
 	const leader, node = "leader", "n"
 	const memberID = 7

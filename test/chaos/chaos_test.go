@@ -622,7 +622,11 @@ func (r *runner) checkEvents() {
 		}
 		term = max(term, ev.GetTerm())
 	}
-	r.logf("%d events over %d terms", len(events), len(leaderOf))
+	actions := map[string]int{}
+	for _, ev := range events {
+		actions[ev.GetLoop()+"/"+ev.GetAction()]++
+	}
+	r.logf("%d events over %d terms: %v", len(events), len(leaderOf), actions)
 }
 
 // checkRecords checks that no node record was lost: every node seen ready
