@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/internal/testenv"
-	"github.com/curatorproject/curator/provider/docker"
 )
 
 // TestDevDocker runs `curator dev --provider docker`: its nodes are
@@ -26,27 +25,7 @@ func TestDevDocker(t *testing.T) {
 		network = "curator-e2e-dev"
 		subnet  = "172.30.102.0/24"
 	)
-	image := fmt.Sprintf("curator-e2e:%d", os.Getpid())
-	p, err := docker.New(docker.Config{Network: network, Subnet: subnet, Image: image})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	err = p.Ping(ctx)
-	cancel()
-	if err != nil {
-		t.Skipf("no Docker daemon: %v", err)
-	}
-	// The image: FROM scratch and a static build of this tree.
-	static := filepath.Join(t.TempDir(), "curator")
-	t.Setenv("CGO_ENABLED", "0")
-	if err := testenv.GoBuild(static, "./cmd/curator"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.BuildImage(context.Background(), static, nil); err != nil {
-		t.Fatal(err)
-	}
+	p, image := dockertest.Image(t, network, subnet, "curator-e2e")
 	t.Cleanup(func() {
 		exec.Command("sh", "-c", "docker rm -f $(docker ps -aq --filter network="+network+") ; docker network rm "+network+"; docker rmi -f "+image).Run()
 	})

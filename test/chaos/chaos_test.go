@@ -25,9 +25,9 @@ import (
 	dockerclient "github.com/moby/moby/client"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/provider/docker"
 )
 
 var (
@@ -723,27 +723,7 @@ func TestChaosDocker(t *testing.T) {
 		network = "curator-chaos"
 		subnet  = "172.30.104.0/24"
 	)
-	image := fmt.Sprintf("curator-chaos:%d", os.Getpid())
-	p, err := docker.New(docker.Config{Network: network, Subnet: subnet, Image: image})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	err = p.Ping(ctx)
-	cancel()
-	if err != nil {
-		t.Skipf("no Docker daemon: %v", err)
-	}
-	// The image: FROM scratch and a static build of this tree.
-	static := filepath.Join(t.TempDir(), "curator")
-	t.Setenv("CGO_ENABLED", "0")
-	if err := testenv.GoBuild(static, "./cmd/curator"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.BuildImage(context.Background(), static, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, image := dockertest.Image(t, network, subnet, "curator-chaos")
 	cli, err := dockerclient.New(dockerclient.FromEnv)
 	if err != nil {
 		t.Fatal(err)
