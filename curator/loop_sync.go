@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/curatorproject/curator/consensus"
 	pb "github.com/curatorproject/curator/proto"
@@ -85,7 +86,7 @@ func decideSync(ms *membership) *syncAction {
 		case !member && role:
 			return &syncAction{kind: syncClearRole, nodeID: n.Id,
 				reason: fmt.Sprintf("node %s has the consensus role but is no etcd member: finishing its demotion", n.Id)}
-		case member && role && staleJoin(n, m):
+		case member && role && staleJoin(ms, n, m):
 			// The node was handed a member that is gone (removed, and
 			// its peer URL added again as m): its agent would run etcd
 			// as a member the cluster no longer has, for good. Hand it
@@ -101,10 +102,16 @@ func decideSync(ms *membership) *syncAction {
 // staleJoin says whether node n's record names another etcd member than m,
 // the learner that has not started at its peer URL: the member it was
 // handed is gone. A started member carries its node's ID as its name, so
-// only a learner that never ran can be the node's under another ID.
-func staleJoin(n *pb.Node, m consensus.Member) bool {
+// only a learner that never ran can be the node's under another ID. Only a
+// ready node is handed it (a node that is down may be a dead machine whose
+// address a new one took, whose learner m is), and only a learner no
+// other record names.
+func staleJoin(ms *membership, n *pb.Node, m consensus.Member) bool {
 	have := n.GetConsensus().GetMemberId()
-	return m.IsLearner && m.NodeID == "" && have != 0 && have != m.ID && !n.Demoting
+	if !m.IsLearner || m.NodeID != "" || have == 0 || have == m.ID || n.Demoting || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+		return false
+	}
+	return !slices.ContainsFunc(ms.nodes, func(o *pb.Node) bool { return o.Id != n.Id && o.GetConsensus().GetMemberId() == m.ID })
 }
 
 func (l *leaderLoops) syncLoop() loopSpec {

@@ -65,6 +65,14 @@ func TestDecideSync(t *testing.T) {
 			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8))}, []consensus.Member{voter(1, leader), learner(0xf4e7, "b")}},
 		},
 		{
+			name: "a node that is not ready is not handed the learner at its peer URL",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8), notReady)}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
+		},
+		{
+			name: "a learner another record names is not handed",
+			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8)), tnode("c", handed(0xf4e7), noRole, notReady)}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
+		},
+		{
 			name: "a demoting node is left to its demotion",
 			snap: syncSnapshot{leader, []*pb.Node{withRole(leader), tnode("b", handed(0xeee8), demoting)}, []consensus.Member{voter(1, leader), tlearner(0xf4e7, "b", false)}},
 		},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -405,9 +406,12 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 		}
 	}
 	slices.SortFunc(ready, func(a, b *pb.NodeView) int { return strings.Compare(a.GetNode().GetName(), b.GetNode().GetName()) })
+	// A voter counts as healthy when its node is ready, the schedule has
+	// not hit it, and its etcd takes connections: a node's record stays
+	// ready across a reboot, while its etcd may not be back yet.
 	healthy := 0
 	for _, id := range info.GetVoters() {
-		if n := byID[id]; n != nil && n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[id] {
+		if n := byID[id]; n != nil && n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[id] && etcdAnswers(n.GetNode().GetAddress()) {
 			healthy++
 		}
 	}
@@ -438,6 +442,25 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 		why = " (the curator leader)"
 	}
 	return n, why
+}
+
+// etcdAnswers says whether the etcd of the node at addr (IP:PORT; etcd's
+// client port is PORT+2) takes a connection.
+func etcdAnswers(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(p+2)), 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }
 
 // release ends a held fault: continues a stopped node, joins a cut one
