@@ -297,9 +297,11 @@ func TestPartitionEtcdLeaderCut(t *testing.T) {
 	// While etcd elects a leader no lease renewal succeeds, and the curator
 	// leader is in doubt for a moment: it answers nothing, and says it does
 	// not lead, but keeps its leadership (no one else leads, above). That
-	// moment must stay short: within one election TTL.
-	if maxDoubt := int(electionTTL / healthzPollEvery); denials[b.leader] > maxDoubt {
-		t.Errorf("curator leader %s said it does not lead in %d /healthz rounds (more than %s)", b.leader, denials[b.leader], electionTTL)
+	// moment must stay short: within two election TTLs (one, on a quiet
+	// machine; etcd's election takes longer on a busy one, and the doubt
+	// lasts until it is over).
+	if maxDoubt := int(2 * electionTTL / healthzPollEvery); denials[b.leader] > maxDoubt {
+		t.Errorf("curator leader %s said it does not lead in %d /healthz rounds (more than %s)", b.leader, denials[b.leader], 2*electionTTL)
 	} else if denials[b.leader] > 0 {
 		t.Logf("curator leader %s was in doubt for %d /healthz rounds during etcd's election, and kept its leadership", b.leader, denials[b.leader])
 	}
