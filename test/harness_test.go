@@ -43,22 +43,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "curator-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	binary = filepath.Join(tmp, "curator")
-	if err := testenv.GoBuild(binary, "./cmd/curator"); err != nil {
-		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.RunWithCurator(m, "curator-e2e-", &binary))
 }
 
 // proc is one process the test started, with its output in a log file.

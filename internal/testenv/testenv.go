@@ -185,3 +185,22 @@ func GoBuild(out, pkg string, flags ...string) error {
 	}
 	return nil
 }
+
+// RunWithCurator is a TestMain's body for tests that run the real binary:
+// it builds ./cmd/curator into a new temporary dir (named by prefix),
+// sets *binary to its path, runs m and removes the dir. It returns the
+// exit code.
+func RunWithCurator(m *testing.M, prefix string, binary *string) int {
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	*binary = filepath.Join(tmp, "curator")
+	if err := GoBuild(*binary, "./cmd/curator"); err != nil {
+		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}

@@ -63,22 +63,7 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "curator-chaos-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	binary = filepath.Join(tmp, "curator")
-	if err := testenv.GoBuild(binary, "./cmd/curator"); err != nil {
-		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.RunWithCurator(m, "curator-chaos-", &binary))
 }
 
 // TestChaos runs each seed's schedule against a new dev cluster of five
