@@ -164,6 +164,15 @@ func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
 		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)
 	}
 	if n := st.reg.nodeAt(node.Address); n != nil {
+		if node.InstanceId != "" {
+			// A provider's machine: its provider gave it the address
+			// because none of its machines holds it, so the record is a
+			// machine's that is gone (killed, not yet found down).
+			// Refusing for good would have the group make machine after
+			// machine at that address until the record goes.
+			return false, fmt.Errorf("%w: the address %s is still named by node %s (%s), whose machine no longer has it: waiting for that record to go (its group removes it once the node is down; a node joined by hand: `curator node rm %s`)",
+				ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
+		}
 		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, node.Address, n.Id, n.Name)
 	}
 	return false, nil

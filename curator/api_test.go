@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -344,6 +345,46 @@ func TestRegister(t *testing.T) {
 		_, err := registerKey(anon, key, workerToken, "w-other", worker.address)
 		if got := status.Code(err); got != codes.AlreadyExists {
 			t.Errorf("Register: %v (%v), want AlreadyExists", got, err)
+		}
+	})
+
+	t.Run("address still named, for a provider's machine", func(t *testing.T) {
+		// A group's machine at the address of a machine gone a moment
+		// ago waits for the stale record to go instead of giving up.
+		before, err := nodeList(callCtx(t), c.cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := newKey(t)
+		der, err := x509.MarshalPKIXPublicKey(key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pb.NewCuratorClient(anon).Register(callCtx(t), &pb.RegisterRequest{
+			Token: workerToken, PublicKey: der, Name: "w-machine", Address: worker.address,
+			Group: "workers", InstanceId: "proc-0000aaaa",
+		})
+		if got := status.Code(err); got != codes.Unavailable {
+			t.Fatalf("Register: %v (%v), want Unavailable", got, err)
+		}
+		var reasons []string
+		for _, d := range status.Convert(err).Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				reasons = append(reasons, info.Reason)
+			}
+		}
+		if diff := cmp.Diff([]string{AddressHeldReason}, reasons); diff != "" {
+			t.Errorf("error details (-want +got):\n%s", diff)
+		}
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, worker.id) {
+			t.Errorf("message %q does not name node %s", msg, worker.id)
+		}
+		after, err := nodeList(callCtx(t), c.cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before) {
+			t.Errorf("%d nodes before, %d after", len(before), len(after))
 		}
 	})
 

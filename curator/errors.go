@@ -36,6 +36,12 @@ var (
 	ErrPrecondition = errors.New("refused")
 	// ErrNodeGone: a node record to change was removed meanwhile.
 	ErrNodeGone = errors.New("the node was removed meanwhile")
+	// ErrAddressHeld: a machine made by a provider joins at an address
+	// that a node record still names. The provider handed the address
+	// out because no machine of its holds it any more, so the record is
+	// stale and goes soon (its group removes it once it is down): the
+	// joiner is to try again, not give up.
+	ErrAddressHeld = errors.New("address still held")
 )
 
 // The details of a gRPC status that says the quorum is lost: an
@@ -46,6 +52,9 @@ const (
 	// NotManagerReason marks a PermissionDenied that a forwarding node,
 	// not the caller, earned: the caller is to ask another manager.
 	NotManagerReason = "FORWARDER_NOT_MANAGER"
+	// AddressHeldReason marks an Unavailable join: the joiner's address is
+	// still named by a stale node record (ErrAddressHeld).
+	AddressHeldReason = "ADDRESS_HELD"
 )
 
 // toStatus turns an error from the curator into a gRPC status error.
@@ -68,6 +77,12 @@ func toStatus(err error) error {
 	}
 	code := codes.Internal
 	switch {
+	case errors.Is(err, ErrAddressHeld):
+		st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: AddressHeldReason, Domain: ErrorDomain})
+		if derr != nil {
+			return status.Error(codes.Unavailable, err.Error())
+		}
+		return st.Err()
 	case errors.Is(err, ErrNotManager):
 		st, derr := status.New(codes.PermissionDenied, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: NotManagerReason, Domain: ErrorDomain})
 		if derr != nil {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -141,15 +142,21 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 }
 
 // register tries each manager in turn until one answers. Unavailable
-// managers (down, or no leader elected yet) are retried until ctx ends;
-// a refusal (bad token, name taken) is final.
+// managers (down, or no leader elected yet) are retried until ctx ends, as
+// is a machine's address still named by a stale record (a provider's
+// machine, see curator.ErrAddressHeld); a refusal (bad token, name taken)
+// is final.
 func register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
-	var lastErr error
+	var lastErr, held error
 	for attempt := 0; ; attempt++ {
 		for _, m := range managers {
 			resp, err := registerWith(ctx, tok, m, req)
 			if err == nil {
 				return resp, nil
+			}
+			if addressHeld(err) {
+				held = fmt.Errorf("join refused by %s: %s", m, status.Convert(err).Message())
+				break // the leader answered: wait, then ask again
 			}
 			switch status.Code(err) {
 			case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
@@ -160,10 +167,24 @@ func register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 		}
 		select {
 		case <-ctx.Done():
+			if held != nil {
+				return nil, fmt.Errorf("could not join in time: %w", held)
+			}
 			return nil, fmt.Errorf("could not join: no manager answered in time (last error: %v)", lastErr)
 		case <-time.After(time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond):
 		}
 	}
+}
+
+// addressHeld says whether err is the cluster's answer that the joiner's
+// address is still named by a stale node record.
+func addressHeld(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == curator.ErrorDomain && info.Reason == curator.AddressHeldReason {
+			return true
+		}
+	}
+	return false
 }
 
 func registerWith(ctx context.Context, tok pki.Token, manager string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {

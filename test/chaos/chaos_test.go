@@ -35,6 +35,7 @@ var (
 	flagSeeds  = flag.Int("seeds", 1, "how many seeds to run (1..N), each a new cluster")
 	flagFaults = flag.Int("faults", 8, "steps (faults and operations) per seed")
 	flagSeed   = flag.Uint64("seed", 0, "run this one seed only (a replay)")
+	flagKeep   = flag.String("keep", "", "keep each seed's machines (data, logs) under this directory instead of a temporary one")
 )
 
 const (
@@ -134,7 +135,7 @@ type heldFault struct {
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	steps := schedule(seed, faults)
-	r := &runner{t: t, seed: seed, dir: t.TempDir(), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{}}
+	r := &runner{t: t, seed: seed, dir: seedDir(t, seed), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{}}
 	var devArgs []string
 	r.m, devArgs = v(t, r.dir)
 	r.up(devArgs)
@@ -170,7 +171,7 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		r.breakf("the API answered %s after the last fault ended, limit %s", back.Round(time.Millisecond), apiBack)
 	}
 	r.converge()
-	r.checkEvents()
+	r.checkEvents(steps)
 	r.checkRecords()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -178,6 +179,23 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		t.Error(b)
 	}
 	t.Logf("seed %d: %d steps; %d invariants broken", seed, len(steps), len(r.broken))
+}
+
+// seedDir is where a seed's machines live: a temporary directory, or one
+// under -keep that outlives the test for reading its logs.
+func seedDir(t *testing.T, seed uint64) string {
+	if *flagKeep == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(*flagKeep, strings.Split(t.Name(), "/")[0], fmt.Sprintf("seed-%d", seed))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("machines kept in %s", dir)
+	return dir
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -608,8 +626,11 @@ func (r *runner) settled() error {
 // checkEvents checks that at most one leader acted at any moment: the
 // events, in the order they were recorded, never go back to an earlier
 // term, and each term belongs to one leader. A deposed leader's write
-// would show as an older term after a newer one.
-func (r *runner) checkEvents() {
+// would show as an older term after a newer one. It also checks that the
+// groups made no more machines than the steps called for, twice over (see
+// machinesNeeded): a machine that cannot join and is made again and
+// again shows here, even when the cluster converges in the end.
+func (r *runner) checkEvents(steps []step) {
 	events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) })
 	if err != nil {
 		r.breakf("events: %v", err)
@@ -635,6 +656,29 @@ func (r *runner) checkEvents() {
 		actions[ev.GetLoop()+"/"+ev.GetAction()]++
 	}
 	r.logf("%d events over %d terms: %v", len(events), len(leaderOf), actions)
+	if made, need := actions["groups/provision"], machinesNeeded(steps); made > 2*need {
+		r.breakf("the groups made %d machines, the steps called for %d: machines made again and again", made, need)
+	}
+}
+
+// machinesNeeded is how many machines a schedule calls for at most: the
+// cluster's own, one for each fault (a node hit may be replaced), a group
+// size's worth for each rollout, and two for each scale-up.
+func machinesNeeded(steps []step) int {
+	need := managers + workers
+	for _, s := range steps {
+		switch s.Kind {
+		case stepRollManagers:
+			need += managers
+		case stepRollWorkers:
+			need += int(workersSize(2))
+		case stepScaleWorkers:
+			need += int(workersSize(2)) - int(workersSize(0))
+		default:
+			need++
+		}
+	}
+	return need
 }
 
 // checkRecords checks that no node record was lost: every node seen ready
