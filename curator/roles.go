@@ -60,6 +60,9 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
+	if err := st.swarmPromoteFirst(ctx, cs, n); err != nil {
+		return err
+	}
 	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, certTTL(cs))
 	if err != nil {
 		return err
@@ -114,6 +117,11 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 			return "", err
 		}
 	}
+	// With the Swarm flavor on, the Swarm manager goes first.
+	swarmManager, err := st.swarmManagerToDemote(ctx, n)
+	if err != nil {
+		return "", err
+	}
 	if !n.Demoting {
 		n.Demoting = true
 		n.Updated = st.timestamp()
@@ -124,6 +132,9 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 	if n.Id == st.cfg.NodeID {
 		st.resign()
 		return handedOver, nil
+	}
+	if err := st.swarmDemoteFirst(ctx, swarmManager); err != nil {
+		return "", err
 	}
 	if _, err := st.finishDemotion(ctx, ms, n); err != nil {
 		return "", err
