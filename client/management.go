@@ -187,7 +187,7 @@ func (c *Client) UpdateCluster(ctx context.Context, u ClusterUpdate) (*pb.Cluste
 		return nil, err
 	}
 	return invoke(ctx, c, c.o.changeAttemptTimeout, pb.ManagementClient.UpdateCluster, &pb.UpdateClusterRequest{
-		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters, CertTtl: durationOrNil(u.CertTTL),
+		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters, CertTtl: durationOrNil(u.CertTTL), Swarm: u.Swarm,
 	})
 }
 

@@ -406,6 +406,14 @@ type nodeJSON struct {
 	// CertExpires is when the node's certificate expires; its agent
 	// renews it at about two thirds of its life.
 	CertExpires *time.Time `json:"cert_expires"`
+	// The Swarm flavor: the node's Swarm node ID as its agent reported
+	// it, whether the leader asked its agent to join the Swarm, and its
+	// Swarm role and state as the leader last read them ("" when its
+	// Swarm node is not in the Swarm's list, or the flavor is off).
+	SwarmNodeID        string `json:"swarm_node_id"`
+	SwarmJoinRequested bool   `json:"swarm_join_requested"`
+	SwarmRole          string `json:"swarm_role"`
+	SwarmState         string `json:"swarm_state"`
 }
 
 func nodeToJSON(v *pb.NodeView) nodeJSON {
@@ -439,6 +447,11 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		JoinedAs:      n.GetJoinedAs(),
 		Demoting:      n.GetDemoting(),
 		CertExpires:   timeOrNil(n.GetCertExpires()),
+
+		SwarmNodeID:        n.GetSwarmNodeId(),
+		SwarmJoinRequested: n.GetSwarmJoinRequested(),
+		SwarmRole:          v.GetSwarmRole(),
+		SwarmState:         v.GetSwarmState(),
 	}
 }
 
@@ -458,12 +471,29 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 	if format.structured() {
 		return writeData(w, format, list)
 	}
-	rows := [][]string{{"ID", "NAME", "ADDRESS", "STATE", "STATUS", "AVAILABILITY", "ROLES", "MANAGER STATUS", "VERSION"}}
+	// The Swarm columns show where the Swarm flavor is: some node has a
+	// Swarm node, or is asked to join one.
+	swarm := slices.ContainsFunc(list, func(n nodeJSON) bool {
+		return n.SwarmRole != "" || n.SwarmNodeID != "" || n.SwarmJoinRequested
+	})
+	header := []string{"ID", "NAME", "ADDRESS", "STATE", "STATUS", "AVAILABILITY", "ROLES", "MANAGER STATUS", "VERSION"}
+	if swarm {
+		header = append(header, "SWARM ROLE", "SWARM STATE")
+	}
+	rows := [][]string{header}
 	for _, n := range list {
-		rows = append(rows, []string{
+		row := []string{
 			n.ID, n.Name, n.Address, n.State, n.Status, n.Availability,
 			strings.Join(n.Roles, ","), n.ManagerStatus, n.Version,
-		})
+		}
+		if swarm {
+			role, state := cmp.Or(n.SwarmRole, "-"), cmp.Or(n.SwarmState, "-")
+			if n.SwarmJoinRequested {
+				state = "joining"
+			}
+			row = append(row, role, state)
+		}
+		rows = append(rows, row)
 	}
 	return writeTable(w, rows)
 }

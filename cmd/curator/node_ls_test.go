@@ -91,6 +91,10 @@ func TestYAMLOutput(t *testing.T) {
   joined_as: ""
   demoting: false
   cert_expires: null
+  swarm_node_id: ""
+  swarm_join_requested: false
+  swarm_role: ""
+  swarm_state: ""
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("node ls -o yaml (-want +got):\n%s", diff)
