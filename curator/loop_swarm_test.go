@@ -220,7 +220,9 @@ func TestSwarmSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(members, func(m consensus.Member) bool { return m.ID == c.loadNode(b.id).GetConsensus().GetMemberId() && m.IsLearner }) {
+		if !slices.ContainsFunc(members, func(m consensus.Member) bool {
+			return m.ID == c.loadNode(b.id).GetConsensus().GetMemberId() && m.IsLearner
+		}) {
 			t.Errorf("node b's etcd learner is not among the members %+v", members)
 		}
 		t.Logf("finished in %v", time.Since(start).Round(time.Millisecond))
