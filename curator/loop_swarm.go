@@ -39,9 +39,12 @@ import (
 //     quorum), and the Swarm node ID the agent reports is what ties a
 //     node to its Swarm node.
 //
-// The read happens before muNodes is taken (it may take up to
-// SwarmTimeout); the decision and the act run under muNodes, on the
-// registry as it is then.
+// The decision and the act run under muNodes, which every change of
+// roles holds (the management API's promote and demote change the Swarm
+// too), on the registry and on a Swarm node list read under it. A first
+// read happens before muNodes is taken (it may take up to SwarmTimeout),
+// so that a tick with nothing to do does not hold the lock that long; a
+// tick that would act reads again under the lock and decides again.
 
 // swarmSeen is the Swarm's node list as the swarm sync last read it (nil
 // while the flavor is off, or before the first read), for the node views.
@@ -170,6 +173,21 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 	l.muNodes.Lock()
 	defer l.muNodes.Unlock()
 	a := decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+	if a != nil && a.kind != swarmRefuse {
+		// The list was read before muNodes: a promote or demote of the
+		// management API may have changed the Swarm since, and acting on
+		// the old list would undo it (a node just demoted would look
+		// like a promotion cut short). Act only on a list read under
+		// muNodes, which every change of roles holds.
+		if seen, err = l.readSwarm(ctx); err != nil {
+			if ctx.Err() != nil {
+				return loopResult{}, ctx.Err()
+			}
+			return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
+		}
+		l.swarmSeen.set(seen)
+		a = decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+	}
 	if a == nil {
 		return loopResult{}, nil
 	}

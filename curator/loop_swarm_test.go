@@ -301,6 +301,55 @@ func TestSwarmSync(t *testing.T) {
 		t.Logf("promoted and demoted in %v", time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("a demotion left to the loops changes the Swarm first", func(t *testing.T) {
+		// A leader that marked a node demoting and resigned (its own) or
+		// died: the next one demotes the Swarm manager, and only then
+		// removes the etcd member. On e's engine, never a manager yet: a
+		// Swarm node demoted a moment ago takes half a minute to be a
+		// reachable manager again.
+		start := time.Now()
+		e := nodes["e"]
+		pctx, pcancel := context.WithTimeout(ctx, testTimeout)
+		defer pcancel()
+		if _, err := mgmt.PromoteNode(pctx, &pb.NodeRequest{Id: e.id}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, swarmTestTimeout, "w2 to be a reachable manager", func() error {
+			got, err := swarmNodes(ctx, m0)
+			if err != nil {
+				return err
+			}
+			if sn := got[w2.NodeID]; !sn.reachable() {
+				return fmt.Errorf("w2 is %+v", sn)
+			}
+			return nil
+		})
+		stop()
+		n := c.loadNode(e.id)
+		n.Demoting = true
+		if err := putNode(ctx, c, n); err != nil {
+			t.Fatal(err)
+		}
+		svc, stop = startCurator()
+		swarmDemote := c.swarmEvent(start, "swarm-sync", string(swarmDemote), e.id)
+		finish := c.swarmEvent(start, "demotions", string(demotionFinish), e.id)
+		if !finish.Time.AsTime().After(swarmDemote.Time.AsTime()) {
+			t.Errorf("the etcd member was removed (%v) before the Swarm demote (%v)", finish.Time.AsTime(), swarmDemote.Time.AsTime())
+		}
+		waitFor(t, "node e's demotion to finish", func() bool {
+			n := c.loadNode(e.id)
+			return !hasRole(n, pb.Role_ROLE_CONSENSUS) && !n.Demoting
+		})
+		got, err := swarmNodes(ctx, m0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[w2.NodeID].manager {
+			t.Errorf("w2 is still a Swarm manager: %+v", got[w2.NodeID])
+		}
+		t.Logf("finished in %v", time.Since(start).Round(time.Millisecond))
+	})
+
 	t.Run("a dead machine's Swarm node is removed once it is down", func(t *testing.T) {
 		start := time.Now()
 		if err := w3.Kill(); err != nil {
