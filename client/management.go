@@ -30,6 +30,11 @@ const (
 	// DemotePromotionCalledOff: the node was approved as a manager but
 	// not promoted yet; it stays a worker.
 	DemotePromotionCalledOff = "promotion-called-off"
+	// DemoteLeftToLoops: with the Swarm flavor on, the node is marked
+	// demoting but the Swarm did not take the demotion of its manager yet
+	// (one promoted a moment ago is not in the Swarm's Raft yet); the
+	// leader's loops finish (WaitNode with UntilDemoted).
+	DemoteLeftToLoops = "left-to-loops"
 )
 
 // rpc is a method of pb.ManagementClient as a method expression, such as

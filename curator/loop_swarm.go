@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -90,6 +91,11 @@ func (st *leaderState) swarmOn(ctx context.Context) (bool, error) {
 	}
 	return cs.Swarm, nil
 }
+
+// errSwarm wraps what a Swarm call answered: the Swarm's refusal or
+// failure, which the next tick tries again (a manager promoted a moment
+// ago is not in the Swarm's Raft yet and cannot be demoted).
+var errSwarm = errors.New("the Swarm did not take the change")
 
 // errNoEngine: the flavor is on, and this curator has no engine to act
 // through.
@@ -217,6 +223,11 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 	case swarmJoin:
 		err = l.requestSwarmJoin(ctx, a.nodeID)
 	}
+	if errors.Is(err, errSwarm) && ctx.Err() == nil {
+		// Not a failed tick: say what the Swarm answered, and try
+		// again next tick.
+		return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("%s, but %v", a.reason, err)}, nil
+	}
 	return res, err
 }
 
@@ -237,7 +248,7 @@ func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.N
 	defer cancel()
 	got, err := st.cfg.Docker.NodeInspect(ctx, id, client.NodeInspectOptions{})
 	if err != nil {
-		return fmt.Errorf("inspect Swarm node %s: %w", id, err)
+		return fmt.Errorf("%w: inspect Swarm node %s: %v", errSwarm, id, err)
 	}
 	if got.Node.Spec.Role == role {
 		return nil
@@ -248,7 +259,7 @@ func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.N
 		return err
 	}
 	if _, err := st.cfg.Docker.NodeUpdate(ctx, id, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
-		return fmt.Errorf("make Swarm node %s a %s: %w", id, role, err)
+		return fmt.Errorf("%w: make Swarm node %s a %s: %v", errSwarm, id, role, err)
 	}
 	return nil
 }
@@ -264,7 +275,7 @@ func (st *leaderState) swarmRemove(ctx context.Context, id string) error {
 		return err
 	}
 	if _, err := st.cfg.Docker.NodeRemove(ctx, id, client.NodeRemoveOptions{}); err != nil {
-		return fmt.Errorf("remove Swarm node %s: %w", id, err)
+		return fmt.Errorf("%w: remove Swarm node %s: %v", errSwarm, id, err)
 	}
 	return nil
 }
@@ -309,7 +320,9 @@ func (st *leaderState) swarmPromoteFirst(ctx context.Context, cs *pb.ClusterStat
 	if err := v.checkSwarmChange("", sn.id); err != nil {
 		return fmt.Errorf("promote node %s's Swarm node %s: %w", n.Id, sn.id, err)
 	}
-	if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleManager); err != nil {
+	if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleManager); errors.Is(err, errSwarm) {
+		return fmt.Errorf("%w: a promotion changes the Swarm first, and %v: try again", ErrPrecondition, err)
+	} else if err != nil {
 		return err
 	}
 	faultPoint(FaultSwarmAfterPromote)

@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -79,6 +80,10 @@ func (o demoteOutcome) String() string { return string(o) }
 const (
 	demoted    demoteOutcome = "demoted"
 	handedOver demoteOutcome = "handed-over"
+	// leftToLoops: with the Swarm flavor on, the node is marked demoting
+	// but the Swarm did not take its manager's demotion yet; the swarm
+	// sync and the demotions loop finish.
+	leftToLoops demoteOutcome = "left-to-loops"
 	// notManager: the node holds no consensus role and is no etcd member;
 	// nothing changed.
 	notManager demoteOutcome = "not-a-manager"
@@ -133,7 +138,9 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 		st.resign()
 		return handedOver, nil
 	}
-	if err := st.swarmDemoteFirst(ctx, swarmManager); err != nil {
+	if err := st.swarmDemoteFirst(ctx, swarmManager); errors.Is(err, errSwarm) {
+		return leftToLoops, nil
+	} else if err != nil {
 		return "", err
 	}
 	if _, err := st.finishDemotion(ctx, ms, n); err != nil {

@@ -202,6 +202,8 @@ before it are done.`,
 						continue
 					case client.DemoteHandedOver:
 						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
+					case client.DemoteLeftToLoops:
+						fmt.Fprintf(out, "node %s is marked demoting: the Swarm did not take the demotion of its manager yet, and the leader's loops finish it (see `curator events`)\n", nodeLabel(v))
 					default:
 						// A newer server: say what it said.
 						fmt.Fprintf(out, "demote %s: %s\n", nodeLabel(v), resp.GetOutcome())
@@ -214,7 +216,7 @@ before it are done.`,
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(out, "demoted %s: the next leader finished, no longer a consensus member\n", nodeLabel(v))
+					fmt.Fprintf(out, "demoted %s: the demotion was finished by the leader's loops, no longer a consensus member\n", nodeLabel(v))
 				}
 				return nil
 			})
