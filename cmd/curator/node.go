@@ -212,11 +212,19 @@ before it are done.`,
 					if !w.wait {
 						continue
 					}
-					v, err = w.waitNode(ctx, c, v, "the next leader to finish demoting node "+nodeLabel(v), client.UntilDemoted)
+					waitFor := "the next leader to finish demoting node " + nodeLabel(v)
+					if resp.GetOutcome() == client.DemoteLeftToLoops {
+						waitFor = "the leader's loops to finish demoting node " + nodeLabel(v)
+					}
+					v, err = w.waitNode(ctx, c, v, waitFor, client.UntilDemoted)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(out, "demoted %s: the demotion was finished by the leader's loops, no longer a consensus member\n", nodeLabel(v))
+					who := "the next leader finished"
+					if resp.GetOutcome() == client.DemoteLeftToLoops {
+						who = "the leader's loops finished"
+					}
+					fmt.Fprintf(out, "demoted %s: %s, no longer a consensus member\n", nodeLabel(v), who)
 				}
 				return nil
 			})
