@@ -158,3 +158,132 @@ func TestSwarmFlavor(t *testing.T) {
 	})
 	t.Logf("demoted in %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestSwarmFaults: the only manager dies at the Swarm flavor's fault
+// points, in the middle of an operator's promote (swarm/after-promote: the
+// Swarm worker promoted, nothing else done) and demote
+// (swarm/after-demote: the node marked demoting and its Swarm manager
+// demoted, its etcd member still there). Restarted without the fault, the
+// cluster finishes each change on its own.
+func TestSwarmFaults(t *testing.T) {
+	sw := swarmtest.Start(t, swarmtest.Config{Managers: 1, Workers: 1})
+	m0, w0 := sw.Engines[0], sw.Engines[1]
+	engineArgs := func(e *swarmtest.Engine) []string {
+		return []string{"--docker-socket", e.Socket, "--swarm-advertise-addr", e.Addr}
+	}
+	c := newCluster(t, "127.0.232.")
+	promotePoint, demotePoint := "swarm/after-promote", "swarm/after-demote"
+	m1 := c.initWith(c.faulty(promotePoint), "manager-1", 10, engineArgs(m0)...)
+	w := c.faultAgent("", "worker-1", nil, "join", append([]string{"--listen", c.addr(11), "--name", "worker-1", "--token", c.token("worker"), "--manager", m1.listen}, engineArgs(w0)...)...)
+	w.listen = c.addr(11)
+	c.waitReady(60*time.Second, "manager-1", "worker-1")
+	workerID := c.nodeID("worker-1")
+	if _, _, err := cli(t, "--config", c.config, "cluster", "update", "--swarm"); err != nil {
+		t.Fatal(err)
+	}
+	swarmRole := func(name, role string) func() error {
+		return func() error {
+			nodes, err := swarmNodes(t, c.config)
+			if err != nil {
+				return err
+			}
+			if n := nodes[name]; n.SwarmRole != role || n.SwarmState != "ready" {
+				return fmt.Errorf("%s: %+v", name, n)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, 60*time.Second, "worker-1 shown as a Swarm worker", swarmRole("worker-1", "worker"))
+
+	t.Run(promotePoint, func(t *testing.T) {
+		promote := c.operatorCommand("promote", c.writeConfig(m1.listen), "node", "promote", "worker-1")
+		waitFault(t, m1.proc, promotePoint)
+		stopProc(promote)
+		crashed := time.Now()
+		// The Swarm manager exists, the role does not: the restarted
+		// leader's swarm sync carries the promotion on at its etcd step.
+		c.faultAgent(demotePoint, "manager-1", nil, "run", engineArgs(m0)...)
+		testenv.Eventually(t, convergeTimeout, "worker-1 a voter with the role and a Swarm manager", func() error {
+			info, err := clusterInfo(t, c.config)
+			if err != nil {
+				return err
+			}
+			nodes, err := nodeLs(t, c.config)
+			if err != nil {
+				return err
+			}
+			if err := isVoterWithRole(info, nodes, workerID); err != nil {
+				return err
+			}
+			return swarmRole("worker-1", "manager")()
+		})
+		t.Logf("converged %v after the crash", time.Since(crashed).Round(time.Millisecond))
+		evs, err := events(t, c.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, ok := findEvent(evs, workerID, [2]string{"swarm-sync", "grant-role"}); !ok {
+			t.Errorf("no swarm-sync grant-role event for worker-1: %+v", evs)
+		} else {
+			t.Logf("event: %s", ev.Reason)
+		}
+	})
+
+	t.Run(demotePoint, func(t *testing.T) {
+		info, err := clusterInfo(t, c.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Leader == workerID {
+			t.Skip("worker-1's curator leads: the fault is armed in manager-1's")
+		}
+		// A manager promoted a moment ago is not in the Swarm's Raft yet,
+		// and the Swarm refuses its demotion until it is.
+		testenv.Eventually(t, 60*time.Second, "worker-1 a reachable Swarm manager", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			got, err := m0.Client.NodeInspect(ctx, w0.NodeID, client.NodeInspectOptions{})
+			if err != nil {
+				return err
+			}
+			if ms := got.Node.ManagerStatus; ms == nil || ms.Reachability != "reachable" {
+				return fmt.Errorf("manager status %+v", ms)
+			}
+			return nil
+		})
+		demote := c.operatorCommand("demote", c.writeConfig(m1.listen), "node", "demote", "worker-1")
+		waitFault(t, m1.proc, demotePoint)
+		stopProc(demote)
+		crashed := time.Now()
+		// worker-1 is marked demoting and a Swarm worker, and still an
+		// etcd voter: the restarted leader's demotions loop finishes.
+		c.faultAgent("", "manager-1", nil, "run", engineArgs(m0)...)
+		testenv.Eventually(t, convergeTimeout, "worker-1 no consensus node, a Swarm worker", func() error {
+			info, err := clusterInfo(t, c.config)
+			if err != nil {
+				return err
+			}
+			if len(info.Voters) != 1 || slices.Contains(info.Voters, workerID) {
+				return fmt.Errorf("voters %v", info.Voters)
+			}
+			nodes, err := swarmNodes(t, c.config)
+			if err != nil {
+				return err
+			}
+			if n := nodes["worker-1"]; slices.Contains(n.Roles, "consensus") || n.SwarmRole != "worker" {
+				return fmt.Errorf("worker-1: %+v", n)
+			}
+			return nil
+		})
+		t.Logf("converged %v after the crash", time.Since(crashed).Round(time.Millisecond))
+		evs, err := events(t, c.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, ok := findEvent(evs, workerID, [2]string{"demotions", "demote"}); !ok {
+			t.Errorf("no demotions demote event for worker-1: %+v", evs)
+		} else {
+			t.Logf("event: %s", ev.Reason)
+		}
+	})
+}
