@@ -372,8 +372,14 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 			return leaveResponse(leaveDemoting, "the Swarm did not take the demotion of this node's Swarm manager yet: the leader's loops finish its demotion"), nil
 		}
 	}
+	swarmOn, err := st.swarmOn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := st.destroyNode(ctx, id); err != nil {
 		return nil, err
 	}
-	return leaveResponse(leaveLeft, "node %s left the cluster", id), nil
+	resp := leaveResponse(leaveLeft, "node %s left the cluster", id)
+	resp.LeaveSwarm = swarmOn
+	return resp, nil
 }

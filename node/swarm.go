@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,4 +59,18 @@ func (a *Agent) runSwarm(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// leaveSwarm takes the engine out of the Swarm, once the node has left the
+// cluster with the flavor on, and says how that went: a failure is said,
+// not fatal (the node has left; the leader removes its Swarm node once it
+// is down, and `docker swarm leave` does the rest by hand).
+func (a *Agent) leaveSwarm(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, swarmAnswerTimeout)
+	defer cancel()
+	if err := swarmagent.Leave(ctx, a.docker); err != nil {
+		a.cfg.Logger.Warn("could not take the Docker engine out of the Swarm", zap.Error(err))
+		return fmt.Sprintf("its Docker engine did not leave the Swarm (%v): run `docker swarm leave` on it", err)
+	}
+	return "its Docker engine left the Swarm"
 }

@@ -3642,8 +3642,12 @@ func (x *NodeLeaveRequest) GetForce() bool {
 type NodeLeaveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "demoting" (call again), "left".
-	Outcome       string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Outcome string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// With the Swarm flavor on, once the node has left: its agent takes its
+	// Docker engine out of the Swarm too (a Swarm manager was demoted
+	// first), and the leader removes the Swarm node once it is down.
+	LeaveSwarm    bool `protobuf:"varint,3,opt,name=leave_swarm,json=leaveSwarm,proto3" json:"leave_swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3690,6 +3694,13 @@ func (x *NodeLeaveResponse) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *NodeLeaveResponse) GetLeaveSwarm() bool {
+	if x != nil {
+		return x.LeaveSwarm
+	}
+	return false
 }
 
 // RenewCertificateRequest: the calling node, proven by its current node
@@ -4870,10 +4881,12 @@ const file_curator_proto_rawDesc = "" +
 	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\"\x19\n" +
 	"\x17ReportSwarmNodeResponse\"(\n" +
 	"\x10NodeLeaveRequest\x12\x14\n" +
-	"\x05force\x18\x01 \x01(\bR\x05force\"G\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"h\n" +
 	"\x11NodeLeaveResponse\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x19\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
+	"\vleave_swarm\x18\x03 \x01(\bR\n" +
+	"leaveSwarm\"\x19\n" +
 	"\x17RenewCertificateRequest\"m\n" +
 	"\x18RenewCertificateResponse\x12\x1b\n" +
 	"\tnode_cert\x18\x01 \x01(\fR\bnodeCert\x12\x17\n" +

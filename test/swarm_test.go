@@ -157,6 +157,40 @@ func TestSwarmFlavor(t *testing.T) {
 		},
 	})
 	t.Logf("demoted in %v", time.Since(start).Round(time.Millisecond))
+
+	// worker-2 leaves the cluster: its agent takes its engine out of the
+	// Swarm, and the leader removes the Swarm node, down, of no node.
+	start = time.Now()
+	nodes, err := swarmNodes(t, c.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := nodes["worker-2"].SwarmNodeID
+	if out, _, err := cli(t, "agent", "leave", "--data-dir", c.nodes["worker-2"].dataDir); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("agent leave: %s", strings.TrimSpace(out))
+	}
+	testenv.Eventually(t, 60*time.Second, "worker-2's engine out of the Swarm and its Swarm node removed", func() error {
+		info, err := w1.Client.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return err
+		}
+		if st := info.Info.Swarm.LocalNodeState; st != "inactive" {
+			return fmt.Errorf("worker-2's engine is %s", st)
+		}
+		list, err := m0.Client.NodeList(ctx, client.NodeListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range list.Items {
+			if n.ID == gone {
+				return fmt.Errorf("Swarm node %s is still listed, %s", gone, n.Status.State)
+			}
+		}
+		return nil
+	})
+	t.Logf("left, and its Swarm node removed, in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // TestSwarmFaults: the only manager dies at the Swarm flavor's fault

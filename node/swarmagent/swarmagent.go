@@ -138,3 +138,21 @@ func report(ctx context.Context, leader Leader, id string) error {
 	}
 	return nil
 }
+
+// Leave takes the engine out of its Swarm, once its node has left the
+// cluster: without force, so that an engine that is still a Swarm manager
+// (its demotion did not reach the Swarm) is refused rather than taken out
+// of the Swarm's quorum. An engine in no Swarm has nothing to leave.
+func Leave(ctx context.Context, engine Engine) error {
+	info, err := engine.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return fmt.Errorf("read the Docker engine's info: %w", err)
+	}
+	if info.Info.Swarm.LocalNodeState == swarm.LocalNodeStateInactive {
+		return nil
+	}
+	if _, err := engine.SwarmLeave(ctx, client.SwarmLeaveOptions{}); err != nil {
+		return fmt.Errorf("leave the Swarm: %w", err)
+	}
+	return nil
+}
