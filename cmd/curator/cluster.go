@@ -56,7 +56,12 @@ func newClusterUpdateCommand(g *globalFlags) *cobra.Command {
 		Use:   "update",
 		Short: "Change cluster settings",
 		Long: `Change the cluster settings whose flags are given, and leave the others as
-they are; then print the cluster as cluster info does. Give at least one.`,
+they are; then print the cluster as cluster info does. Give at least one.
+
+--swarm turns the Swarm flavor on: the leader keeps the Docker Swarm's
+managers the consensus nodes, through its own node's engine, a Swarm
+manager, and asks each agent run with --docker-socket whose engine is not in
+the Swarm to join it as a worker (README, "Running over a Docker Swarm").`,
 		Example: `  curator cluster update --require-approval=true
   curator cluster update --max-voters 5
   curator cluster update --cert-ttl 720h

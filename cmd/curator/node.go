@@ -122,6 +122,9 @@ The command returns once the learner is added. With --wait it waits, for each
 node before the next, until the node is a voter: etcd lets one learner catch
 up at a time, so promote several nodes with --wait.
 
+With the Swarm flavor on (cluster update --swarm), the node's Docker engine
+is made a Swarm manager first, within the Swarm's quorum.
+
 It stops at the first node the cluster refuses (down, pending approval, past
 the voter limit), after the ones before it are done.`,
 		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
@@ -173,6 +176,11 @@ A node that runs the curator leader cannot finish its own demotion: it marks
 itself, resigns, and the next leader finishes. --wait (the default) waits
 until that is done, so that the command returns with the node demoted;
 --wait=false returns at once.
+
+With the Swarm flavor on (cluster update --swarm), the node's Swarm manager
+is demoted first, within the Swarm's quorum. One the Swarm does not take at
+once (a manager promoted a moment ago is not in its Raft yet) is left to the
+leader's loops, which --wait waits for as well.
 
 It stops at the first node the cluster refuses (the last voter, or one whose
 removal would leave fewer healthy voters than a quorum), after the ones
