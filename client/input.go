@@ -142,12 +142,14 @@ type ClusterUpdate struct {
 	MaxVoters       *uint32
 	// CertTTL is how long certificates issued from now on last.
 	CertTTL *time.Duration
+	// Swarm turns the Swarm flavor on or off.
+	Swarm *bool
 }
 
 // Validate refuses an update that changes nothing (ErrNothingToChange). The
 // limits of the settings are the cluster's to check.
 func (u ClusterUpdate) Validate() error {
-	if u.RequireApproval == nil && u.MaxVoters == nil && u.CertTTL == nil {
+	if u.RequireApproval == nil && u.MaxVoters == nil && u.CertTTL == nil && u.Swarm == nil {
 		return ErrNothingToChange
 	}
 	if u.CertTTL != nil {

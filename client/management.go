@@ -30,6 +30,11 @@ const (
 	// DemotePromotionCalledOff: the node was approved as a manager but
 	// not promoted yet; it stays a worker.
 	DemotePromotionCalledOff = "promotion-called-off"
+	// DemoteLeftToLoops: with the Swarm flavor on, the node is marked
+	// demoting but the Swarm did not take the demotion of its manager yet
+	// (one promoted a moment ago is not in the Swarm's Raft yet); the
+	// leader's loops finish (WaitNode with UntilDemoted).
+	DemoteLeftToLoops = "left-to-loops"
 )
 
 // rpc is a method of pb.ManagementClient as a method expression, such as
@@ -187,7 +192,7 @@ func (c *Client) UpdateCluster(ctx context.Context, u ClusterUpdate) (*pb.Cluste
 		return nil, err
 	}
 	return invoke(ctx, c, c.o.changeAttemptTimeout, pb.ManagementClient.UpdateCluster, &pb.UpdateClusterRequest{
-		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters, CertTtl: durationOrNil(u.CertTTL),
+		RequireApproval: u.RequireApproval, MaxVoters: u.MaxVoters, CertTtl: durationOrNil(u.CertTTL), Swarm: u.Swarm,
 	})
 }
 

@@ -83,6 +83,9 @@ func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 	if last, ok := v.st.hb.get(n.Id); ok {
 		nv.LastHeartbeat = timestamppb.New(last)
 	}
+	if sn, ok := v.st.swarmSeen.get(n.SwarmNodeId); ok {
+		nv.SwarmRole, nv.SwarmState = sn.role(), string(sn.state)
+	}
 	// Join parameters carry certificates: not for listing. The record is
 	// the registry's: change a copy.
 	if n.Consensus != nil {
@@ -153,6 +156,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 		Leader:          m.s.cfg.NodeID,
 		MaxVoters:       cs.MaxVoters,
 		RequireApproval: cs.RequireApproval,
+		Swarm:           cs.Swarm,
 		CertTtl:         durationpb.New(certTTL(cs)),
 		Managers:        slices.Clone(v.st.reg.managerList()),
 		Version:         m.s.cfg.Version,

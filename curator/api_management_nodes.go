@@ -196,6 +196,9 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		if req.RequireApproval != nil {
 			cs.RequireApproval = *req.RequireApproval
 		}
+		if req.Swarm != nil {
+			cs.Swarm = *req.Swarm
+		}
 		if req.CertTtl != nil {
 			// Certificates issued from now on (joins, renewals) get the
 			// new life; those out there keep theirs until their agents

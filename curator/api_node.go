@@ -377,9 +377,18 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 		if outcome == handedOver {
 			return leaveResponse(leaveDemoting, "this node led the curators: it resigned, and the next leader finishes its demotion"), nil
 		}
+		if outcome == leftToLoops {
+			return leaveResponse(leaveDemoting, "the Swarm did not take the demotion of this node's Swarm manager yet: the leader's loops finish its demotion"), nil
+		}
+	}
+	swarmOn, err := st.swarmOn(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := st.destroyNode(ctx, id); err != nil {
 		return nil, err
 	}
-	return leaveResponse(leaveLeft, "node %s left the cluster", id), nil
+	resp := leaveResponse(leaveLeft, "node %s left the cluster", id)
+	resp.LeaveSwarm = swarmOn
+	return resp, nil
 }

@@ -80,6 +80,17 @@ type Config struct {
 	// ReapAfter is how long a node that belongs to no group may be down
 	// before the reaper removes it.
 	ReapAfter time.Duration
+	// Docker is this node's Docker engine, for the Swarm flavor (nil: the
+	// node's agent runs without one). Leading with the flavor on, the
+	// curator reads and changes the Swarm through it.
+	Docker SwarmEngine
+	// SwarmInterval is the resync period of the swarm sync, which reads
+	// the Swarm's node list (it has no watch here); node changes trigger
+	// it at once. SwarmTimeout bounds each call to the engine: during a
+	// Swarm election a manager's calls hang about 12 s, and a tick must
+	// not wait for that.
+	SwarmInterval time.Duration
+	SwarmTimeout  time.Duration
 	// Version is the binary's version, reported by cluster info.
 	Version string
 	// Now is the clock; nil means time.Now.
@@ -108,6 +119,8 @@ const (
 	DefaultApprovalInterval     = 5 * time.Second
 	DefaultGroupInterval        = 2 * time.Second
 	DefaultReapAfter            = time.Hour
+	DefaultSwarmInterval        = 2 * time.Second
+	DefaultSwarmTimeout         = 1500 * time.Millisecond
 )
 
 func (c Config) withDefaults() Config {
@@ -129,6 +142,8 @@ func (c Config) withDefaults() Config {
 		{&c.ApprovalInterval, DefaultApprovalInterval},
 		{&c.GroupInterval, DefaultGroupInterval},
 		{&c.ReapAfter, DefaultReapAfter},
+		{&c.SwarmInterval, DefaultSwarmInterval},
+		{&c.SwarmTimeout, DefaultSwarmTimeout},
 	} {
 		if *d.field == 0 {
 			*d.field = d.def
@@ -169,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if c.PromoteTimeout <= 0 || c.MoveLeaderTimeout <= 0 || c.PlacementMoveTimeout <= 0 {
 		errs = append(errs, errors.New("promote, move-leader and placement move timeouts must be positive"))
+	}
+	if c.SwarmInterval < 0 || c.SwarmTimeout < 0 {
+		errs = append(errs, errors.New("swarm interval and swarm timeout must not be negative"))
 	}
 	if c.PlacementInterval <= 0 || c.PlacementGap < 0 || c.ApprovalInterval <= 0 {
 		errs = append(errs, errors.New("placement and approval intervals must be positive, and the placement gap not negative"))

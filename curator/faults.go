@@ -15,4 +15,10 @@ const (
 	FaultRolloutSurgeLearner = "rollout/after-surge-learner"
 	// FaultRolloutAfterDemote: a rollout demoted an old manager.
 	FaultRolloutAfterDemote = "rollout/after-demote"
+	// FaultSwarmAfterPromote: a node's Swarm worker was promoted to
+	// manager, and nothing else of its promotion done yet.
+	FaultSwarmAfterPromote = "swarm/after-promote"
+	// FaultSwarmAfterDemote: a demoting node's Swarm manager was demoted
+	// to worker, and its etcd member not yet removed.
+	FaultSwarmAfterDemote = "swarm/after-demote"
 )

@@ -42,6 +42,10 @@ type leaderState struct {
 	// records.
 	muGroups sync.Mutex
 
+	// swarmSeen is the Swarm's node list as the swarm sync last read it,
+	// for `node ls`.
+	swarmSeen swarmSeen
+
 	// streams are the nodes' open heartbeat and watch streams, so that
 	// removing a node ends them at once.
 	streams nodeStreams

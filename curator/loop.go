@@ -58,6 +58,7 @@ func (l *leaderLoops) loops() []loopSpec {
 		l.approvalLoop(),
 		l.groupLoop(),
 		l.reaperLoop(),
+		l.swarmLoop(),
 	}
 }
 

@@ -31,8 +31,12 @@ type demotionAction struct {
 }
 
 // decideDemotions returns what to do about the first node, by ID, that is
-// marked demoting, or nil when none is.
-func decideDemotions(ms *membership) *demotionAction {
+// marked demoting, or nil when none is. With the Swarm flavor on, a
+// demotion changes the Swarm first: a node in swarmManager (its Swarm node
+// is still a manager) waits for the swarm sync to demote it, and is
+// refused with that reason when no other demotion can go on.
+func decideDemotions(ms *membership, swarmManager map[string]bool) *demotionAction {
+	var wait *demotionAction
 	for _, n := range ms.nodes {
 		if !n.Demoting {
 			continue
@@ -40,6 +44,13 @@ func decideDemotions(ms *membership) *demotionAction {
 		if n.Id == ms.self {
 			return &demotionAction{kind: demotionResign, nodeID: n.Id,
 				reason: fmt.Sprintf("this curator's node %s is being demoted: resigning so the next leader finishes", n.Id)}
+		}
+		if swarmManager[n.Id] {
+			if wait == nil {
+				wait = &demotionAction{kind: demotionRefuse, nodeID: n.Id,
+					reason: fmt.Sprintf("node %s is being demoted: waiting for the swarm sync to demote its Swarm manager first", n.Id)}
+			}
+			continue
 		}
 		if m, member := ms.memberOf[n.Id]; member {
 			if err := ms.checkRemoval(m, n.Id); err != nil {
@@ -49,11 +60,18 @@ func decideDemotions(ms *membership) *demotionAction {
 		return &demotionAction{kind: demotionFinish, nodeID: n.Id,
 			reason: fmt.Sprintf("node %s is marked demoting: finishing its demotion", n.Id)}
 	}
-	return nil
+	return wait
 }
 
 func (l *leaderLoops) demotionTick(ctx context.Context, ms *membership) (loopResult, error) {
-	a := decideDemotions(ms)
+	swarmManager, err := l.swarmManagersOf(ctx, ms)
+	if err != nil {
+		if ctx.Err() != nil {
+			return loopResult{}, ctx.Err()
+		}
+		return loopResult{refused: true, reason: fmt.Sprintf("a demotion changes the Swarm first, and the Swarm cannot be read to see whether it has: %v", err)}, nil
+	}
+	a := decideDemotions(ms, swarmManager)
 	switch {
 	case a == nil:
 		return loopResult{}, nil

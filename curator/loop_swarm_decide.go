@@ -11,8 +11,8 @@ import (
 
 // The swarm sync's decision (docs/architecture.md, "The swarm flavor"):
 // a pure function from one snapshot of the curator's nodes and of a Docker
-// Swarm's node list to at most one change, with its reason. Not wired yet:
-// nothing runs it but its tests.
+// Swarm's node list to at most one change, with its reason. The swarm
+// sync loop (loop_swarm.go) runs it.
 //
 // The mapping: a node with the consensus role is a Swarm manager, any other
 // node a Swarm worker. The Swarm's membership says how far a change that
@@ -343,14 +343,22 @@ func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)
 }
 
 // decideJoins: a node that is not in the Swarm is asked to join it, once
-// it is ready (its agent must be there to answer).
+// it is ready (its agent must be there to answer). So is a ready node
+// whose Swarm node is Down: its engine left the Swarm (a node that leaves
+// stays in the Swarm's list, Down, until it is removed), or is not
+// running; the agent joins only an engine that is not in a Swarm, and
+// the Swarm node left behind is removed as an orphan.
 func (v *swarmView) decideJoins(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
-		if _, ok := v.swarmByID[n.swarmID]; ok || n.joinRequested || n.refused || !n.ready {
+		sn, in := v.swarmByID[n.swarmID]
+		if (in && sn.state != swarm.NodeStateDown) || n.joinRequested || n.refused || !n.ready {
 			continue
 		}
 		why := "has not joined the Swarm"
-		if n.swarmID != "" {
+		switch {
+		case in:
+			why = fmt.Sprintf("is ready, but its Swarm node %s is down (its engine left the Swarm, or does not run)", n.swarmID)
+		case n.swarmID != "":
 			why = fmt.Sprintf("left the Swarm (its Swarm node %s is gone)", n.swarmID)
 		}
 		return &swarmAction{kind: swarmJoin, nodeID: n.id, swarmID: n.swarmID,

@@ -9,10 +9,23 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// swarmNodeLister is what the swarm sync needs of a Docker engine that is
-// a Swarm manager: its node list (a *client.Client, API negotiated).
+// swarmNodeLister is what reading the Swarm needs of a Docker engine that
+// is a Swarm manager: its node list.
 type swarmNodeLister interface {
 	NodeList(ctx context.Context, options client.NodeListOptions) (client.NodeListResult, error)
+}
+
+// SwarmEngine is what the leader needs of its own node's Docker engine
+// with the Swarm flavor on (a *client.Client, API version negotiated):
+// the leader holds the consensus role, so its engine is a Swarm manager,
+// through which it reads and changes the Swarm's nodes and reads the
+// worker join token.
+type SwarmEngine interface {
+	swarmNodeLister
+	NodeInspect(ctx context.Context, nodeID string, options client.NodeInspectOptions) (client.NodeInspectResult, error)
+	NodeUpdate(ctx context.Context, nodeID string, options client.NodeUpdateOptions) (client.NodeUpdateResult, error)
+	NodeRemove(ctx context.Context, nodeID string, options client.NodeRemoveOptions) (client.NodeRemoveResult, error)
+	SwarmInspect(ctx context.Context, options client.SwarmInspectOptions) (client.SwarmInspectResult, error)
 }
 
 // observeSwarm reads the Swarm's node list through one manager's engine

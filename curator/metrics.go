@@ -34,6 +34,9 @@ type Metrics struct {
 	AgentSessions     prometheus.Counter
 	AgentCertRenewals *prometheus.CounterVec
 	AgentCertExpiry   prometheus.Gauge
+	// SwarmNodes counts the Swarm's nodes by role and state, as the
+	// leader's swarm sync last read them (none with the flavor off).
+	SwarmNodes *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -91,6 +94,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AgentCertExpiry: f.NewGauge(prometheus.GaugeOpts{
 			Name: "curator_agent_cert_expiry_timestamp_seconds", Help: "When this agent's node certificate expires (Unix time).",
 		}),
+		SwarmNodes: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_swarm_nodes", Help: "The Docker Swarm's nodes by role and state, as the leader last read them (Swarm flavor).",
+		}, []string{"role", "state"}),
 		Nodes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_nodes", Help: "Nodes by status, as the leader last saw them.",
 		}, []string{"status"}),

@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -60,6 +61,9 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
+	if err := st.swarmPromoteFirst(ctx, cs, n); err != nil {
+		return err
+	}
 	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, certTTL(cs))
 	if err != nil {
 		return err
@@ -76,6 +80,10 @@ func (o demoteOutcome) String() string { return string(o) }
 const (
 	demoted    demoteOutcome = "demoted"
 	handedOver demoteOutcome = "handed-over"
+	// leftToLoops: with the Swarm flavor on, the node is marked demoting
+	// but the Swarm did not take its manager's demotion yet; the swarm
+	// sync and the demotions loop finish.
+	leftToLoops demoteOutcome = "left-to-loops"
 	// notManager: the node holds no consensus role and is no etcd member;
 	// nothing changed.
 	notManager demoteOutcome = "not-a-manager"
@@ -114,6 +122,11 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 			return "", err
 		}
 	}
+	// With the Swarm flavor on, the Swarm manager goes first.
+	swarmManager, err := st.swarmManagerToDemote(ctx, n)
+	if err != nil {
+		return "", err
+	}
 	if !n.Demoting {
 		n.Demoting = true
 		n.Updated = st.timestamp()
@@ -124,6 +137,11 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 	if n.Id == st.cfg.NodeID {
 		st.resign()
 		return handedOver, nil
+	}
+	if err := st.swarmDemoteFirst(ctx, swarmManager); errors.Is(err, errSwarm) {
+		return leftToLoops, nil
+	} else if err != nil {
+		return "", err
 	}
 	if _, err := st.finishDemotion(ctx, ms, n); err != nil {
 		return "", err

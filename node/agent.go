@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	dockerclient "github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -45,6 +47,12 @@ type Config struct {
 	// --force-new-cluster`): the way back from a lost quorum whose other
 	// managers are gone for good.
 	ForceNewCluster bool
+	// DockerSocket is this machine's Docker engine, for the Swarm flavor
+	// (a unix socket path, or a unix:// or tcp:// URL; empty: none).
+	// SwarmAdvertise is the address the engine advertises when the agent
+	// joins it to the Swarm (empty: the engine picks).
+	DockerSocket   string
+	SwarmAdvertise string
 	// EtcdTickMs and EtcdElectionMs shorten etcd's timers in tests.
 	EtcdTickMs, EtcdElectionMs uint
 	// Logger is the base logger for etcd and the API handlers.
@@ -75,6 +83,9 @@ type Agent struct {
 	// muConsensusFile orders the writes of consensus.json: the role
 	// (runRoles) and a renewed etcd certificate (certs.go).
 	muConsensusFile sync.Mutex
+
+	// docker is the machine's Docker engine (nil without --docker-socket).
+	docker *dockerclient.Client
 
 	// sessions are the connections the heartbeat and watch streams use,
 	// one per manager.
@@ -168,6 +179,15 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.forceNewCluster.Store(true)
 	}
+	if cfg.DockerSocket != "" {
+		host := cfg.DockerSocket
+		if !strings.Contains(host, "://") {
+			host = "unix://" + host
+		}
+		if a.docker, err = dockerclient.New(dockerclient.WithHost(host)); err != nil {
+			return nil, fmt.Errorf("--docker-socket %s: %w", cfg.DockerSocket, err)
+		}
+	}
 	a.registry = prometheus.NewRegistry()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = curator.NewMetrics(a.registry)
@@ -221,13 +241,17 @@ func (a *Agent) setManagers(ctx context.Context, mgrs []string) {
 
 // Run is the agent's runnable.
 func (a *Agent) Run(ctx context.Context) error {
-	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
+	runnables := map[string]supervisor.Runnable{
 		"session": a.runSession,
 		"roles":   a.runRoles,
 		"local":   a.runLocal,
 		"http":    a.runHTTP,
 		"certs":   a.runCertRenewal,
-	}); err != nil {
+	}
+	if a.docker != nil {
+		runnables["swarm"] = a.runSwarm
+	}
+	if err := supervisor.RunGroup(ctx, runnables); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.Healthy)
@@ -239,6 +263,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // Close releases the connection to the managers.
 func (a *Agent) Close() error {
 	a.sessions.close()
+	if a.docker != nil {
+		a.docker.Close()
+	}
 	return a.conn.Close()
 }
 

@@ -84,8 +84,12 @@ func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.Leav
 		code := status.Code(err)
 		switch {
 		case err == nil && resp.Outcome == "left":
+			msg := resp.Message
+			if resp.LeaveSwarm && a.docker != nil {
+				msg += "; " + a.leaveSwarm(ctx)
+			}
 			a.requestLeave()
-			return &pb.LeaveResponse{Message: resp.Message}, nil
+			return &pb.LeaveResponse{Message: msg}, nil
 		case err == nil:
 			asked = true
 			a.cfg.Logger.Info("leaving: " + resp.Message)

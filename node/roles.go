@@ -258,13 +258,18 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 			return err
 		}
 	}
-	cur, err := curator.New(curator.Config{
+	ccfg := curator.Config{
 		NodeID: a.state.NodeID, Address: a.state.Address, Etcd: cli,
 		NodeCert: a.id.cert, NodeKey: a.id.key, CA: a.id.ca, Certs: a.id.certs,
 		ElectionTTL: a.cfg.ElectionTTL, HeartbeatInterval: a.cfg.HeartbeatInterval, DownAfter: a.cfg.DownAfter,
 		ReapAfter: a.cfg.ReapAfter,
 		Version:   a.cfg.Version, Logger: a.cfg.Logger.Named("curator"), Metrics: a.metrics,
-	})
+	}
+	if a.docker != nil {
+		// Not a nil *Client in the interface: none means none.
+		ccfg.Docker = a.docker
+	}
+	cur, err := curator.New(ccfg)
 	if err != nil {
 		cancelEtcd()
 		<-etcdErr

@@ -552,9 +552,17 @@ type Node struct {
 	Refused string `protobuf:"bytes,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	// When the node's certificate expires; the agent renews it at about
 	// two thirds of its life (RenewCertificate).
-	CertExpires   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=cert_expires,json=certExpires,proto3" json:"cert_expires,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CertExpires *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=cert_expires,json=certExpires,proto3" json:"cert_expires,omitempty"`
+	// The Swarm flavor (docs/architecture.md, "The swarm flavor"): the
+	// node's Swarm node ID, as its agent last reported it from its Docker
+	// engine (ReportSwarmNode); empty until it has.
+	SwarmNodeId string `protobuf:"bytes,22,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	// Set by the leader when the node is not in the Swarm: its agent joins
+	// its engine to the Swarm as a worker (SwarmJoin) and reports its new
+	// Swarm node ID, whose write clears this.
+	SwarmJoinRequested bool `protobuf:"varint,23,opt,name=swarm_join_requested,json=swarmJoinRequested,proto3" json:"swarm_join_requested,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -734,6 +742,20 @@ func (x *Node) GetCertExpires() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Node) GetSwarmNodeId() string {
+	if x != nil {
+		return x.SwarmNodeId
+	}
+	return ""
+}
+
+func (x *Node) GetSwarmJoinRequested() bool {
+	if x != nil {
+		return x.SwarmJoinRequested
+	}
+	return false
+}
+
 // NodeView is a node as operators see it: the record plus what the leader
 // observes (heartbeats, etcd membership).
 type NodeView struct {
@@ -741,6 +763,12 @@ type NodeView struct {
 	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	ManagerStatus ManagerStatus          `protobuf:"varint,2,opt,name=manager_status,json=managerStatus,proto3,enum=curator.v1.ManagerStatus" json:"manager_status,omitempty"`
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// With the Swarm flavor on: the node's Swarm role ("manager" or
+	// "worker") and state ("ready", "down", ...), as the leader last read
+	// the Swarm's node list; empty when its Swarm node is not in it (or the
+	// flavor is off).
+	SwarmRole     string `protobuf:"bytes,4,opt,name=swarm_role,json=swarmRole,proto3" json:"swarm_role,omitempty"`
+	SwarmState    string `protobuf:"bytes,5,opt,name=swarm_state,json=swarmState,proto3" json:"swarm_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,6 +822,20 @@ func (x *NodeView) GetLastHeartbeat() *timestamppb.Timestamp {
 		return x.LastHeartbeat
 	}
 	return nil
+}
+
+func (x *NodeView) GetSwarmRole() string {
+	if x != nil {
+		return x.SwarmRole
+	}
+	return ""
+}
+
+func (x *NodeView) GetSwarmState() string {
+	if x != nil {
+		return x.SwarmState
+	}
+	return ""
 }
 
 // ListNodes pages through the nodes in ID order, so that no fleet size meets
@@ -1006,7 +1048,10 @@ type ClusterInfo struct {
 	// Node names by node ID, for the IDs above.
 	Names map[string]string `protobuf:"bytes,12,rep,name=names,proto3" json:"names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// How long node, etcd and admin certificates are issued for.
-	CertTtl       *durationpb.Duration `protobuf:"bytes,13,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	CertTtl *durationpb.Duration `protobuf:"bytes,13,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	// The Swarm flavor is on: the leader keeps the Docker Swarm's managers
+	// the consensus nodes.
+	Swarm         bool `protobuf:"varint,14,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1130,6 +1175,13 @@ func (x *ClusterInfo) GetCertTtl() *durationpb.Duration {
 		return x.CertTtl
 	}
 	return nil
+}
+
+func (x *ClusterInfo) GetSwarm() bool {
+	if x != nil {
+		return x.Swarm
+	}
+	return false
 }
 
 type GetTokenRequest struct {
@@ -1672,7 +1724,9 @@ type UpdateClusterRequest struct {
 	RequireApproval *bool                  `protobuf:"varint,1,opt,name=require_approval,json=requireApproval,proto3,oneof" json:"require_approval,omitempty"`
 	MaxVoters       *uint32                `protobuf:"varint,2,opt,name=max_voters,json=maxVoters,proto3,oneof" json:"max_voters,omitempty"`
 	// How long certificates issued from now on last (see CertTTL).
-	CertTtl       *durationpb.Duration `protobuf:"bytes,3,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	CertTtl *durationpb.Duration `protobuf:"bytes,3,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	// Turn the Swarm flavor on or off.
+	Swarm         *bool `protobuf:"varint,4,opt,name=swarm,proto3,oneof" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1726,6 +1780,13 @@ func (x *UpdateClusterRequest) GetCertTtl() *durationpb.Duration {
 		return x.CertTtl
 	}
 	return nil
+}
+
+func (x *UpdateClusterRequest) GetSwarm() bool {
+	if x != nil && x.Swarm != nil {
+		return *x.Swarm
+	}
+	return false
 }
 
 // DemoteResponse says how far a demotion got: a curator leader demoting
@@ -3364,6 +3425,175 @@ func (x *GetManagersResponse) GetLeader() string {
 	return ""
 }
 
+type SwarmJoinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwarmJoinRequest) Reset() {
+	*x = SwarmJoinRequest{}
+	mi := &file_curator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwarmJoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwarmJoinRequest) ProtoMessage() {}
+
+func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
+func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{45}
+}
+
+type SwarmJoinResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	WorkerToken string                 `protobuf:"bytes,1,opt,name=worker_token,json=workerToken,proto3" json:"worker_token,omitempty"`
+	// The Swarm managers' addresses, IP:PORT.
+	ManagerAddrs  []string `protobuf:"bytes,2,rep,name=manager_addrs,json=managerAddrs,proto3" json:"manager_addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwarmJoinResponse) Reset() {
+	*x = SwarmJoinResponse{}
+	mi := &file_curator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwarmJoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwarmJoinResponse) ProtoMessage() {}
+
+func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
+func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SwarmJoinResponse) GetWorkerToken() string {
+	if x != nil {
+		return x.WorkerToken
+	}
+	return ""
+}
+
+func (x *SwarmJoinResponse) GetManagerAddrs() []string {
+	if x != nil {
+		return x.ManagerAddrs
+	}
+	return nil
+}
+
+type ReportSwarmNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SwarmNodeId   string                 `protobuf:"bytes,1,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSwarmNodeRequest) Reset() {
+	*x = ReportSwarmNodeRequest{}
+	mi := &file_curator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSwarmNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSwarmNodeRequest) ProtoMessage() {}
+
+func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
+func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
+	if x != nil {
+		return x.SwarmNodeId
+	}
+	return ""
+}
+
+type ReportSwarmNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSwarmNodeResponse) Reset() {
+	*x = ReportSwarmNodeResponse{}
+	mi := &file_curator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSwarmNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSwarmNodeResponse) ProtoMessage() {}
+
+func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
+func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{48}
+}
+
 type NodeLeaveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Leave even as the last manager, which destroys the cluster.
@@ -3374,7 +3604,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3616,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3629,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -3412,15 +3642,19 @@ func (x *NodeLeaveRequest) GetForce() bool {
 type NodeLeaveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "demoting" (call again), "left".
-	Outcome       string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Outcome string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// With the Swarm flavor on, once the node has left: its agent takes its
+	// Docker engine out of the Swarm too (a Swarm manager was demoted
+	// first), and the leader removes the Swarm node once it is down.
+	LeaveSwarm    bool `protobuf:"varint,3,opt,name=leave_swarm,json=leaveSwarm,proto3" json:"leave_swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3666,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3679,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -3462,6 +3696,13 @@ func (x *NodeLeaveResponse) GetMessage() string {
 	return ""
 }
 
+func (x *NodeLeaveResponse) GetLeaveSwarm() bool {
+	if x != nil {
+		return x.LeaveSwarm
+	}
+	return false
+}
+
 // RenewCertificateRequest: the calling node, proven by its current node
 // certificate, asks for new certificates. The key stays: a node's ID is
 // its key's, so the leader certifies the key in the node's record, never
@@ -3475,7 +3716,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3728,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3741,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 type RenewCertificateResponse struct {
@@ -3517,7 +3758,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3770,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3783,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -3579,7 +3820,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3591,7 +3832,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3604,7 +3845,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -3632,7 +3873,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3885,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3898,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -3682,7 +3923,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3935,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3948,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 type AgentStatus struct {
@@ -3723,7 +3964,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3735,7 +3976,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3748,7 +3989,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -3795,7 +4036,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +4048,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +4061,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -3839,7 +4080,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3851,7 +4092,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3864,7 +4105,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -3886,14 +4127,16 @@ type ClusterState struct {
 	Created            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created,proto3" json:"created,omitempty"`
 	// How long node, etcd and admin certificates are issued for; unset
 	// means the default (90 days).
-	CertTtl       *durationpb.Duration `protobuf:"bytes,7,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	CertTtl *durationpb.Duration `protobuf:"bytes,7,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
+	// The Swarm flavor is on (docs/architecture.md, "The swarm flavor").
+	Swarm         bool `protobuf:"varint,8,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +4148,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +4161,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -3970,6 +4213,13 @@ func (x *ClusterState) GetCertTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *ClusterState) GetSwarm() bool {
+	if x != nil {
+		return x.Swarm
+	}
+	return false
+}
+
 // PKIState holds the cluster CA and the etcd CA (an intermediate of it), kept
 // at /curator/pki. Only consensus members can read etcd, so only they can
 // issue certificates.
@@ -3985,7 +4235,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3997,7 +4247,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4010,7 +4260,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -4049,7 +4299,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4311,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4324,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -4096,7 +4346,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4358,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4371,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -4167,7 +4417,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4429,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4442,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -4225,7 +4475,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4487,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4500,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -4282,7 +4532,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4544,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4557,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 type BackupChunk struct {
@@ -4322,7 +4572,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4584,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4597,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -4380,7 +4630,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x12retired_etcd_certs\x18\a \x03(\fR\x10retiredEtcdCerts\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\x81\a\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xd7\a\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -4406,14 +4656,20 @@ const file_curator_proto_rawDesc = "" +
 	"\bdemoting\x18\x12 \x01(\bR\bdemoting\x12\x1b\n" +
 	"\tjoined_as\x18\x13 \x01(\tR\bjoinedAs\x12\x18\n" +
 	"\arefused\x18\x14 \x01(\tR\arefused\x12=\n" +
-	"\fcert_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vcertExpires\x1a9\n" +
+	"\fcert_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vcertExpires\x12\"\n" +
+	"\rswarm_node_id\x18\x16 \x01(\tR\vswarmNodeId\x120\n" +
+	"\x14swarm_join_requested\x18\x17 \x01(\bR\x12swarmJoinRequested\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\bNodeView\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12@\n" +
 	"\x0emanager_status\x18\x02 \x01(\x0e2\x19.curator.v1.ManagerStatusR\rmanagerStatus\x12A\n" +
-	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"N\n" +
+	"\x0elast_heartbeat\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12\x1d\n" +
+	"\n" +
+	"swarm_role\x18\x04 \x01(\tR\tswarmRole\x12\x1f\n" +
+	"\vswarm_state\x18\x05 \x01(\tR\n" +
+	"swarmState\"N\n" +
 	"\x10ListNodesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -4423,7 +4679,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12ClusterInfoRequest\"\x86\x04\n" +
+	"\x12ClusterInfoRequest\"\x9c\x04\n" +
 	"\vClusterInfo\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -4441,7 +4697,8 @@ const file_curator_proto_rawDesc = "" +
 	" \x03(\tR\bmanagers\x12\x18\n" +
 	"\aversion\x18\v \x01(\tR\aversion\x128\n" +
 	"\x05names\x18\f \x03(\v2\".curator.v1.ClusterInfo.NamesEntryR\x05names\x124\n" +
-	"\bcert_ttl\x18\r \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x1a8\n" +
+	"\bcert_ttl\x18\r \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x14\n" +
+	"\x05swarm\x18\x0e \x01(\bR\x05swarm\x1a8\n" +
 	"\n" +
 	"NamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4478,14 +4735,16 @@ const file_curator_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"$\n" +
 	"\x12RemoveNodeResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xc4\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xe9\x01\n" +
 	"\x14UpdateClusterRequest\x12.\n" +
 	"\x10require_approval\x18\x01 \x01(\bH\x00R\x0frequireApproval\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"max_voters\x18\x02 \x01(\rH\x01R\tmaxVoters\x88\x01\x01\x124\n" +
-	"\bcert_ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\acertTtlB\x13\n" +
+	"\bcert_ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x19\n" +
+	"\x05swarm\x18\x04 \x01(\bH\x02R\x05swarm\x88\x01\x01B\x13\n" +
 	"\x11_require_approvalB\r\n" +
-	"\v_max_voters\"T\n" +
+	"\v_max_votersB\b\n" +
+	"\x06_swarm\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
 	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xec\x02\n" +
@@ -4613,12 +4872,21 @@ const file_curator_proto_rawDesc = "" +
 	"\x12GetManagersRequest\"I\n" +
 	"\x13GetManagersResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"(\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\"\x12\n" +
+	"\x10SwarmJoinRequest\"[\n" +
+	"\x11SwarmJoinResponse\x12!\n" +
+	"\fworker_token\x18\x01 \x01(\tR\vworkerToken\x12#\n" +
+	"\rmanager_addrs\x18\x02 \x03(\tR\fmanagerAddrs\"<\n" +
+	"\x16ReportSwarmNodeRequest\x12\"\n" +
+	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\"\x19\n" +
+	"\x17ReportSwarmNodeResponse\"(\n" +
 	"\x10NodeLeaveRequest\x12\x14\n" +
-	"\x05force\x18\x01 \x01(\bR\x05force\"G\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"h\n" +
 	"\x11NodeLeaveResponse\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x19\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
+	"\vleave_swarm\x18\x03 \x01(\bR\n" +
+	"leaveSwarm\"\x19\n" +
 	"\x17RenewCertificateRequest\"m\n" +
 	"\x18RenewCertificateResponse\x12\x1b\n" +
 	"\tnode_cert\x18\x01 \x01(\fR\bnodeCert\x12\x17\n" +
@@ -4641,7 +4909,7 @@ const file_curator_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\")\n" +
 	"\rLeaveResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xc5\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xdb\x02\n" +
 	"\fClusterState\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
@@ -4651,7 +4919,8 @@ const file_curator_proto_rawDesc = "" +
 	"max_voters\x18\x04 \x01(\rR\tmaxVoters\x12)\n" +
 	"\x10require_approval\x18\x05 \x01(\bR\x0frequireApproval\x124\n" +
 	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
-	"\bcert_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\acertTtl\"|\n" +
+	"\bcert_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x14\n" +
+	"\x05swarm\x18\b \x01(\bR\x05swarm\"|\n" +
 	"\bPKIState\x12\x17\n" +
 	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
 	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12 \n" +
@@ -4737,14 +5006,16 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xdf\x03\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\x85\x05\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
 	"\tWatchNode\x12\x1c.curator.v1.WatchNodeRequest\x1a\x1d.curator.v1.WatchNodeResponse0\x01\x12N\n" +
 	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12D\n" +
 	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12]\n" +
-	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse2\x88\x01\n" +
+	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse\x12H\n" +
+	"\tSwarmJoin\x12\x1c.curator.v1.SwarmJoinRequest\x1a\x1d.curator.v1.SwarmJoinResponse\x12Z\n" +
+	"\x0fReportSwarmNode\x12\".curator.v1.ReportSwarmNodeRequest\x1a#.curator.v1.ReportSwarmNodeResponse2\x88\x01\n" +
 	"\x05Agent\x12A\n" +
 	"\x06Status\x12\x1e.curator.v1.AgentStatusRequest\x1a\x17.curator.v1.AgentStatus\x12<\n" +
 	"\x05Leave\x12\x18.curator.v1.LeaveRequest\x1a\x19.curator.v1.LeaveResponseB3Z1github.com/curatorproject/curator/proto;curatorpbb\x06proto3"
@@ -4762,7 +5033,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                        // 0: curator.v1.NodeState
 	(Availability)(0),                     // 1: curator.v1.Availability
@@ -4815,32 +5086,36 @@ var file_curator_proto_goTypes = []any{
 	(*WatchNodeResponse)(nil),             // 48: curator.v1.WatchNodeResponse
 	(*GetManagersRequest)(nil),            // 49: curator.v1.GetManagersRequest
 	(*GetManagersResponse)(nil),           // 50: curator.v1.GetManagersResponse
-	(*NodeLeaveRequest)(nil),              // 51: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),             // 52: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),       // 53: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),      // 54: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),  // 55: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil), // 56: curator.v1.RenewAdminCertificateResponse
-	(*AgentStatusRequest)(nil),            // 57: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                   // 58: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                  // 59: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                 // 60: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                  // 61: curator.v1.ClusterState
-	(*PKIState)(nil),                      // 62: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),             // 63: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),            // 64: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),            // 65: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 66: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                 // 67: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                   // 68: curator.v1.BackupChunk
-	nil,                                   // 69: curator.v1.Node.LabelsEntry
-	nil,                                   // 70: curator.v1.ClusterInfo.NamesEntry
-	nil,                                   // 71: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                   // 72: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                   // 73: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                   // 74: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),         // 75: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 76: google.protobuf.Duration
+	(*SwarmJoinRequest)(nil),              // 51: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),             // 52: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),        // 53: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),       // 54: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),              // 55: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),             // 56: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),       // 57: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),      // 58: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),  // 59: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil), // 60: curator.v1.RenewAdminCertificateResponse
+	(*AgentStatusRequest)(nil),            // 61: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                   // 62: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                  // 63: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                 // 64: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                  // 65: curator.v1.ClusterState
+	(*PKIState)(nil),                      // 66: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),             // 67: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 68: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),            // 69: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 70: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                 // 71: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                   // 72: curator.v1.BackupChunk
+	nil,                                   // 73: curator.v1.Node.LabelsEntry
+	nil,                                   // 74: curator.v1.ClusterInfo.NamesEntry
+	nil,                                   // 75: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                   // 76: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                   // 77: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                   // 78: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),         // 79: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 80: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -4848,50 +5123,50 @@ var file_curator_proto_depIdxs = []int32{
 	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	69, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	75, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	75, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	75, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	73, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	79, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	79, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	79, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	75, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	79, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
 	8,  // 11: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,  // 12: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	75, // 13: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	79, // 13: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	9,  // 14: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	70, // 15: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	76, // 16: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	75, // 17: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	74, // 15: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	80, // 16: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	79, // 17: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	18, // 18: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,  // 19: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	71, // 20: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	76, // 21: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	75, // 20: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	80, // 21: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	9,  // 22: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,  // 23: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	28, // 24: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	31, // 25: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	76, // 26: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	76, // 27: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	80, // 26: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	80, // 27: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	29, // 28: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	30, // 29: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	72, // 30: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	73, // 31: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	76, // 30: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	77, // 31: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	27, // 32: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	75, // 33: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	75, // 34: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	79, // 33: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	79, // 34: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
 	32, // 35: curator.v1.GroupView.group:type_name -> curator.v1.Group
 	27, // 36: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
 	33, // 37: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
 	33, // 38: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
 	5,  // 39: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	75, // 40: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	75, // 41: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	75, // 42: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	79, // 40: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	79, // 41: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	79, // 42: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
 	1,  // 43: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	74, // 44: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	78, // 44: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
 	8,  // 45: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
 	3,  // 46: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	75, // 47: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	76, // 48: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	79, // 47: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	80, // 48: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
 	9,  // 49: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
 	18, // 50: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
 	10, // 51: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
@@ -4912,50 +5187,54 @@ var file_curator_proto_depIdxs = []int32{
 	39, // 66: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
 	41, // 67: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
 	42, // 68: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	55, // 69: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	63, // 70: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	65, // 71: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	67, // 72: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	59, // 69: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	67, // 70: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	69, // 71: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	71, // 72: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
 	43, // 73: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
 	45, // 74: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
 	47, // 75: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
 	49, // 76: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	51, // 77: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	53, // 78: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	57, // 79: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	59, // 80: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11, // 81: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20, // 82: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,  // 83: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26, // 84: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,  // 85: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,  // 86: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24, // 87: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14, // 88: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,  // 89: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14, // 90: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16, // 91: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16, // 92: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	35, // 93: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	37, // 94: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	33, // 95: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	33, // 96: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	40, // 97: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	40, // 98: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	56, // 99: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	64, // 100: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	66, // 101: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	68, // 102: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	44, // 103: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	46, // 104: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	48, // 105: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	50, // 106: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	52, // 107: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	54, // 108: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	58, // 109: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	60, // 110: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	81, // [81:111] is the sub-list for method output_type
-	51, // [51:81] is the sub-list for method input_type
+	55, // 77: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	57, // 78: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	51, // 79: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	53, // 80: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	61, // 81: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	63, // 82: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11, // 83: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20, // 84: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,  // 85: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26, // 86: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,  // 87: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,  // 88: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24, // 89: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14, // 90: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,  // 91: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14, // 92: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16, // 93: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16, // 94: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	35, // 95: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	37, // 96: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	33, // 97: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	33, // 98: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	40, // 99: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	40, // 100: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	60, // 101: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	68, // 102: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	70, // 103: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	72, // 104: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	44, // 105: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	46, // 106: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	48, // 107: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	50, // 108: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	56, // 109: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	58, // 110: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	52, // 111: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	54, // 112: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	62, // 113: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	64, // 114: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	83, // [83:115] is the sub-list for method output_type
+	51, // [51:83] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -4977,7 +5256,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   69,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

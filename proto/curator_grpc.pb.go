@@ -985,6 +985,8 @@ const (
 	Curator_GetManagers_FullMethodName      = "/curator.v1.Curator/GetManagers"
 	Curator_Leave_FullMethodName            = "/curator.v1.Curator/Leave"
 	Curator_RenewCertificate_FullMethodName = "/curator.v1.Curator/RenewCertificate"
+	Curator_SwarmJoin_FullMethodName        = "/curator.v1.Curator/SwarmJoin"
+	Curator_ReportSwarmNode_FullMethodName  = "/curator.v1.Curator/ReportSwarmNode"
 )
 
 // CuratorClient is the client API for Curator service.
@@ -1007,6 +1009,13 @@ type CuratorClient interface {
 	// RenewCertificate issues the calling node new certificates for the key
 	// it has (see the certificate renewal messages).
 	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
+	// SwarmJoin hands the calling node, whose record carries a Swarm join
+	// request, what its engine needs to join the Swarm as a worker: the
+	// worker join token (never kept in a record) and managers' addresses.
+	SwarmJoin(ctx context.Context, in *SwarmJoinRequest, opts ...grpc.CallOption) (*SwarmJoinResponse, error)
+	// ReportSwarmNode records the Swarm node ID of the calling node's
+	// engine; a new ID clears the node's Swarm join request.
+	ReportSwarmNode(ctx context.Context, in *ReportSwarmNodeRequest, opts ...grpc.CallOption) (*ReportSwarmNodeResponse, error)
 }
 
 type curatorClient struct {
@@ -1089,6 +1098,26 @@ func (c *curatorClient) RenewCertificate(ctx context.Context, in *RenewCertifica
 	return out, nil
 }
 
+func (c *curatorClient) SwarmJoin(ctx context.Context, in *SwarmJoinRequest, opts ...grpc.CallOption) (*SwarmJoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SwarmJoinResponse)
+	err := c.cc.Invoke(ctx, Curator_SwarmJoin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *curatorClient) ReportSwarmNode(ctx context.Context, in *ReportSwarmNodeRequest, opts ...grpc.CallOption) (*ReportSwarmNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportSwarmNodeResponse)
+	err := c.cc.Invoke(ctx, Curator_ReportSwarmNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CuratorServer is the server API for Curator service.
 // All implementations must embed UnimplementedCuratorServer
 // for forward compatibility.
@@ -1109,6 +1138,13 @@ type CuratorServer interface {
 	// RenewCertificate issues the calling node new certificates for the key
 	// it has (see the certificate renewal messages).
 	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
+	// SwarmJoin hands the calling node, whose record carries a Swarm join
+	// request, what its engine needs to join the Swarm as a worker: the
+	// worker join token (never kept in a record) and managers' addresses.
+	SwarmJoin(context.Context, *SwarmJoinRequest) (*SwarmJoinResponse, error)
+	// ReportSwarmNode records the Swarm node ID of the calling node's
+	// engine; a new ID clears the node's Swarm join request.
+	ReportSwarmNode(context.Context, *ReportSwarmNodeRequest) (*ReportSwarmNodeResponse, error)
 	mustEmbedUnimplementedCuratorServer()
 }
 
@@ -1136,6 +1172,12 @@ func (UnimplementedCuratorServer) Leave(context.Context, *NodeLeaveRequest) (*No
 }
 func (UnimplementedCuratorServer) RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
+}
+func (UnimplementedCuratorServer) SwarmJoin(context.Context, *SwarmJoinRequest) (*SwarmJoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SwarmJoin not implemented")
+}
+func (UnimplementedCuratorServer) ReportSwarmNode(context.Context, *ReportSwarmNodeRequest) (*ReportSwarmNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportSwarmNode not implemented")
 }
 func (UnimplementedCuratorServer) mustEmbedUnimplementedCuratorServer() {}
 func (UnimplementedCuratorServer) testEmbeddedByValue()                 {}
@@ -1248,6 +1290,42 @@ func _Curator_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Curator_SwarmJoin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SwarmJoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServer).SwarmJoin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Curator_SwarmJoin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServer).SwarmJoin(ctx, req.(*SwarmJoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Curator_ReportSwarmNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportSwarmNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServer).ReportSwarmNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Curator_ReportSwarmNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServer).ReportSwarmNode(ctx, req.(*ReportSwarmNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Curator_ServiceDesc is the grpc.ServiceDesc for Curator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1270,6 +1348,14 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewCertificate",
 			Handler:    _Curator_RenewCertificate_Handler,
+		},
+		{
+			MethodName: "SwarmJoin",
+			Handler:    _Curator_SwarmJoin_Handler,
+		},
+		{
+			MethodName: "ReportSwarmNode",
+			Handler:    _Curator_ReportSwarmNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -34,6 +34,9 @@ type agentFlags struct {
 	pprof             bool
 	// forceNewCluster is `agent run --force-new-cluster`.
 	forceNewCluster bool
+	// dockerSocket and swarmAdvertiseAddr are for the Swarm flavor.
+	dockerSocket       string
+	swarmAdvertiseAddr string
 }
 
 func (f *agentFlags) register(c *cobra.Command) {
@@ -44,6 +47,8 @@ func (f *agentFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.downAfter, "down-after", curator.DefaultDownAfter, "how long without a heartbeat before a node is marked down")
 	c.Flags().DurationVar(&f.reapAfter, "reap-after", curator.DefaultReapAfter, "how long a node that no group answers for may be down before the leader removes it")
 	c.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go's profiles at http://IP:PORT+3/debug/pprof/ (no authentication: for a trusted network)")
+	c.Flags().StringVar(&f.dockerSocket, "docker-socket", "", "this machine's Docker engine (a unix socket path, or unix:// tcp:// URL) for the Swarm flavor: the agent joins it to the cluster's Swarm and reports its Swarm node ID, and as leader the curator keeps the Swarm's managers through it (turn the flavor on with `curator cluster update --swarm`)")
+	c.Flags().StringVar(&f.swarmAdvertiseAddr, "swarm-advertise-addr", "", "the address (IP or IP:PORT) the engine advertises when the agent joins it to the Swarm; empty lets the engine pick")
 	_ = c.MarkFlagRequired("data-dir")
 }
 
@@ -104,6 +109,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 		ReapAfter:       f.reapAfter,
 		Pprof:           f.pprof,
 		ForceNewCluster: f.forceNewCluster,
+		DockerSocket:    f.dockerSocket,
+		SwarmAdvertise:  f.swarmAdvertiseAddr,
 		Logger:          lg,
 	})
 	if err != nil {

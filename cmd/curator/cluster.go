@@ -49,16 +49,23 @@ func newClusterUpdateCommand(g *globalFlags) *cobra.Command {
 		requireApproval bool
 		maxVoters       uint32
 		certTTL         time.Duration
+		swarm           bool
 		format          outputFormat
 	)
 	c := &cobra.Command{
 		Use:   "update",
 		Short: "Change cluster settings",
 		Long: `Change the cluster settings whose flags are given, and leave the others as
-they are; then print the cluster as cluster info does. Give at least one.`,
+they are; then print the cluster as cluster info does. Give at least one.
+
+--swarm turns the Swarm flavor on: the leader keeps the Docker Swarm's
+managers the consensus nodes, through its own node's engine, a Swarm
+manager, and asks each agent run with --docker-socket whose engine is not in
+the Swarm to join it as a worker (README, "Running over a Docker Swarm").`,
 		Example: `  curator cluster update --require-approval=true
   curator cluster update --max-voters 5
-  curator cluster update --cert-ttl 720h`,
+  curator cluster update --cert-ttl 720h
+  curator cluster update --swarm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var u client.ClusterUpdate
@@ -70,6 +77,9 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 			}
 			if cmd.Flags().Changed("cert-ttl") {
 				u.CertTTL = &certTTL
+			}
+			if cmd.Flags().Changed("swarm") {
+				u.Swarm = &swarm
 			}
 			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
 				info, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.ClusterInfo, error) {
@@ -85,7 +95,8 @@ they are; then print the cluster as cluster info does. Give at least one.`,
 	c.Flags().BoolVar(&requireApproval, "require-approval", false, "whether a joining node waits for an operator's node approve (--require-approval=true|false)")
 	c.Flags().Uint32Var(&maxVoters, "max-voters", 0, "the most etcd voters the cluster may have")
 	c.Flags().DurationVar(&certTTL, "cert-ttl", 0, "how long node and etcd certificates issued from now on last (10s to 5 years; nodes renew at two thirds of it)")
-	c.MarkFlagsOneRequired("require-approval", "max-voters", "cert-ttl")
+	c.Flags().BoolVar(&swarm, "swarm", false, "the Swarm flavor (--swarm=true|false): the leader keeps the Docker Swarm's managers the consensus nodes, and asks each node's agent (run with --docker-socket) to join its engine to the Swarm")
+	c.MarkFlagsOneRequired("require-approval", "max-voters", "cert-ttl", "swarm")
 	addOutputFlag(c, &format)
 	return c
 }
@@ -109,6 +120,8 @@ type clusterInfoJSON struct {
 	// CertTTL is how long node and etcd certificates are issued for, as
 	// a Go duration ("2160h0m0s").
 	CertTTL string `json:"cert_ttl"`
+	// Swarm: the Swarm flavor is on.
+	Swarm bool `json:"swarm"`
 }
 
 func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
@@ -126,6 +139,7 @@ func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 		Managers:        list(info.GetManagers()),
 		Version:         info.GetVersion(),
 		Names:           maps.Clone(info.GetNames()),
+		Swarm:           info.GetSwarm(),
 	}
 	if d := info.GetCertTtl(); d != nil {
 		j.CertTTL = d.AsDuration().String()
@@ -188,6 +202,9 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 		{"Require approval:", yesNo(j.RequireApproval, "no")},
 		{"Certificate TTL:", orNone(j.CertTTL)},
 		{"Managers:", orNone(strings.Join(j.Managers, ", "))},
+	}
+	if j.Swarm {
+		rows = append(rows, []string{"Swarm flavor:", "on"})
 	}
 	return writeTable(w, rows)
 }

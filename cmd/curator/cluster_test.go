@@ -66,7 +66,8 @@ Managers:           (none)
   ],
   "version": "v0.1.0",
   "names": {},
-  "cert_ttl": ""
+  "cert_ttl": "",
+  "swarm": false
 }
 `},
 		{"unhealthy json", unhealthy, "json", `{
@@ -92,7 +93,8 @@ Managers:           (none)
   "names": {
     "aaaaaaaaaaaaaaaaaaaaaaaa": "m1"
   },
-  "cert_ttl": ""
+  "cert_ttl": "",
+  "swarm": false
 }
 `},
 	} {
@@ -204,11 +206,11 @@ func TestClusterUpdate(t *testing.T) {
 	}, {
 		name:    "nothing to change",
 		args:    []string{"cluster", "update"},
-		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl] is required",
+		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl swarm] is required",
 	}, {
 		name:    "nothing to change, whatever -o says",
 		args:    []string{"cluster", "update", "-o", "json"},
-		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl] is required",
+		wantErr: "at least one of the flags in the group [require-approval max-voters cert-ttl swarm] is required",
 	}})
 }
 

@@ -122,6 +122,9 @@ The command returns once the learner is added. With --wait it waits, for each
 node before the next, until the node is a voter: etcd lets one learner catch
 up at a time, so promote several nodes with --wait.
 
+With the Swarm flavor on (cluster update --swarm), the node's Docker engine
+is made a Swarm manager first, within the Swarm's quorum.
+
 It stops at the first node the cluster refuses (down, pending approval, past
 the voter limit), after the ones before it are done.`,
 		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
@@ -174,6 +177,11 @@ itself, resigns, and the next leader finishes. --wait (the default) waits
 until that is done, so that the command returns with the node demoted;
 --wait=false returns at once.
 
+With the Swarm flavor on (cluster update --swarm), the node's Swarm manager
+is demoted first, within the Swarm's quorum. One the Swarm does not take at
+once (a manager promoted a moment ago is not in its Raft yet) is left to the
+leader's loops, which --wait waits for as well.
+
 It stops at the first node the cluster refuses (the last voter, or one whose
 removal would leave fewer healthy voters than a quorum), after the ones
 before it are done.`,
@@ -202,6 +210,8 @@ before it are done.`,
 						continue
 					case client.DemoteHandedOver:
 						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
+					case client.DemoteLeftToLoops:
+						fmt.Fprintf(out, "node %s is marked demoting: the Swarm did not take the demotion of its manager yet, and the leader's loops finish it (see `curator events`)\n", nodeLabel(v))
 					default:
 						// A newer server: say what it said.
 						fmt.Fprintf(out, "demote %s: %s\n", nodeLabel(v), resp.GetOutcome())
@@ -210,11 +220,19 @@ before it are done.`,
 					if !w.wait {
 						continue
 					}
-					v, err = w.waitNode(ctx, c, v, "the next leader to finish demoting node "+nodeLabel(v), client.UntilDemoted)
+					waitFor := "the next leader to finish demoting node " + nodeLabel(v)
+					if resp.GetOutcome() == client.DemoteLeftToLoops {
+						waitFor = "the leader's loops to finish demoting node " + nodeLabel(v)
+					}
+					v, err = w.waitNode(ctx, c, v, waitFor, client.UntilDemoted)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(out, "demoted %s: the next leader finished, no longer a consensus member\n", nodeLabel(v))
+					who := "the next leader finished"
+					if resp.GetOutcome() == client.DemoteLeftToLoops {
+						who = "the leader's loops finished"
+					}
+					fmt.Fprintf(out, "demoted %s: %s, no longer a consensus member\n", nodeLabel(v), who)
 				}
 				return nil
 			})
@@ -406,6 +424,14 @@ type nodeJSON struct {
 	// CertExpires is when the node's certificate expires; its agent
 	// renews it at about two thirds of its life.
 	CertExpires *time.Time `json:"cert_expires"`
+	// The Swarm flavor: the node's Swarm node ID as its agent reported
+	// it, whether the leader asked its agent to join the Swarm, and its
+	// Swarm role and state as the leader last read them ("" when its
+	// Swarm node is not in the Swarm's list, or the flavor is off).
+	SwarmNodeID        string `json:"swarm_node_id"`
+	SwarmJoinRequested bool   `json:"swarm_join_requested"`
+	SwarmRole          string `json:"swarm_role"`
+	SwarmState         string `json:"swarm_state"`
 }
 
 func nodeToJSON(v *pb.NodeView) nodeJSON {
@@ -439,6 +465,11 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		JoinedAs:      n.GetJoinedAs(),
 		Demoting:      n.GetDemoting(),
 		CertExpires:   timeOrNil(n.GetCertExpires()),
+
+		SwarmNodeID:        n.GetSwarmNodeId(),
+		SwarmJoinRequested: n.GetSwarmJoinRequested(),
+		SwarmRole:          v.GetSwarmRole(),
+		SwarmState:         v.GetSwarmState(),
 	}
 }
 
@@ -458,12 +489,29 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 	if format.structured() {
 		return writeData(w, format, list)
 	}
-	rows := [][]string{{"ID", "NAME", "ADDRESS", "STATE", "STATUS", "AVAILABILITY", "ROLES", "MANAGER STATUS", "VERSION"}}
+	// The Swarm columns show where the Swarm flavor is: some node has a
+	// Swarm node, or is asked to join one.
+	swarm := slices.ContainsFunc(list, func(n nodeJSON) bool {
+		return n.SwarmRole != "" || n.SwarmNodeID != "" || n.SwarmJoinRequested
+	})
+	header := []string{"ID", "NAME", "ADDRESS", "STATE", "STATUS", "AVAILABILITY", "ROLES", "MANAGER STATUS", "VERSION"}
+	if swarm {
+		header = append(header, "SWARM ROLE", "SWARM STATE")
+	}
+	rows := [][]string{header}
 	for _, n := range list {
-		rows = append(rows, []string{
+		row := []string{
 			n.ID, n.Name, n.Address, n.State, n.Status, n.Availability,
 			strings.Join(n.Roles, ","), n.ManagerStatus, n.Version,
-		})
+		}
+		if swarm {
+			role, state := cmp.Or(n.SwarmRole, "-"), cmp.Or(n.SwarmState, "-")
+			if n.SwarmJoinRequested {
+				state = "joining"
+			}
+			row = append(row, role, state)
+		}
+		rows = append(rows, row)
 	}
 	return writeTable(w, rows)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	pb "github.com/curatorproject/curator/proto"
 )
 
 // The filters of node ls, on the fake cluster's three nodes: manager-1
@@ -91,6 +93,10 @@ func TestYAMLOutput(t *testing.T) {
   joined_as: ""
   demoting: false
   cert_expires: null
+  swarm_node_id: ""
+  swarm_join_requested: false
+  swarm_role: ""
+  swarm_state: ""
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("node ls -o yaml (-want +got):\n%s", diff)
@@ -130,5 +136,44 @@ func TestNodeCompletion(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || lines[0] != "worker-1\tcccccccccccccccccccccccc" {
 		t.Errorf("completion of node inspect work: %q", out)
+	}
+}
+
+// TestNodeLsSwarmColumns: the table shows SWARM ROLE and SWARM STATE where
+// the Swarm flavor is (some node has a Swarm node or a join request), with
+// "joining" for a request pending and "-" for what the leader did not see.
+func TestNodeLsSwarmColumns(t *testing.T) {
+	node := func(id, name string) *pb.Node {
+		return &pb.Node{Id: id, Name: name, State: pb.NodeState_NODE_STATE_UP, Status: pb.NodeStatus_NODE_STATUS_READY}
+	}
+	plain := []*pb.NodeView{{Node: node("a1", "m")}, {Node: node("b2", "w")}}
+	var b strings.Builder
+	if err := writeNodes(&b, formatTable, plain); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "SWARM") {
+		t.Errorf("Swarm columns without the flavor:\n%s", b.String())
+	}
+
+	m, w, j := node("a1", "m"), node("b2", "w"), node("c3", "j")
+	m.SwarmNodeId, w.SwarmNodeId = "swarmm", "swarmw"
+	j.SwarmJoinRequested = true
+	views := []*pb.NodeView{
+		{Node: m, SwarmRole: "manager", SwarmState: "ready"},
+		{Node: w, SwarmRole: "worker", SwarmState: "down"},
+		{Node: j},
+	}
+	b.Reset()
+	if err := writeNodes(&b, formatTable, views); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if !strings.HasSuffix(lines[0], "SWARM ROLE   SWARM STATE") {
+		t.Errorf("header %q", lines[0])
+	}
+	for i, want := range []string{"-   joining", "manager   ready", "worker    down"} {
+		if got := strings.Join(strings.Fields(lines[i+1])[len(strings.Fields(lines[i+1]))-2:], " "); got != strings.Join(strings.Fields(want), " ") {
+			t.Errorf("row %d %q: ends %q, want %q", i+1, lines[i+1], got, want)
+		}
 	}
 }

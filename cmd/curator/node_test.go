@@ -61,7 +61,11 @@ const wantNodeB = `{
   "updated": null,
   "joined_as": "",
   "demoting": false,
-  "cert_expires": null
+  "cert_expires": null,
+  "swarm_node_id": "",
+  "swarm_join_requested": false,
+  "swarm_role": "",
+  "swarm_state": ""
 }`
 
 // wantNodeC is worker-1 as JSON: a node pending approval.
@@ -87,7 +91,11 @@ const wantNodeC = `{
   "updated": "2026-01-02T03:04:05Z",
   "joined_as": "worker",
   "demoting": false,
-  "cert_expires": null
+  "cert_expires": null,
+  "swarm_node_id": "",
+  "swarm_join_requested": false,
+  "swarm_role": "",
+  "swarm_state": ""
 }`
 
 func TestNodeLsJSON(t *testing.T) {
@@ -122,7 +130,11 @@ func TestNodeLsJSON(t *testing.T) {
     "updated": "2026-01-02T03:05:05Z",
     "joined_as": "manager",
     "demoting": false,
-    "cert_expires": null
+    "cert_expires": null,
+    "swarm_node_id": "",
+    "swarm_join_requested": false,
+    "swarm_role": "",
+    "swarm_state": ""
   },
   ` + indent(wantNodeB, "  ") + `,
   ` + indent(wantNodeC, "  ") + `

@@ -1,0 +1,395 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// The swarm sync loop (docs/architecture.md, "The swarm flavor"): with the
+// cluster's Swarm flavor on, the leader keeps the Docker Swarm's managers
+// the consensus nodes. Each tick reads the Swarm's node list through the
+// leader's own engine (a Swarm manager: the leader holds the consensus
+// role), decides on one change (decideSwarm, a pure function) and makes
+// it.
+//
+// Why it is safe:
+//   - Every Swarm write is fenced as a membership change is: the election
+//     key must still hold this leadership's revision just before the call
+//     (a Swarm call cannot be part of an etcd transaction). A deposed
+//     leader stops there.
+//   - Every change of the Swarm's managers is held to the Swarm's own
+//     quorum (swarmQuorumAfter), on a node list read this tick; a list
+//     that names no Swarm leader, or shares no node with the curator,
+//     changes nothing.
+//   - The order of a change makes a change cut short visible in the
+//     Swarm's membership: a promotion changes Swarm first, a demotion
+//     too, so the loop finishes either from what the Swarm shows (the
+//     fault points swarm/after-promote and swarm/after-demote are the cuts
+//     the tests make). The demotions loop waits for the Swarm demote.
+//   - The leader never reaches into another node's engine: a node that is
+//     not in the Swarm gets a join request in its record, which its agent
+//     answers (joining as a worker, so a join never changes the Swarm's
+//     quorum), and the Swarm node ID the agent reports is what ties a
+//     node to its Swarm node.
+//
+// The decision and the act run under muNodes, which every change of
+// roles holds (the management API's promote and demote change the Swarm
+// too), on the registry and on a Swarm node list read under it. A first
+// read happens before muNodes is taken (it may take up to SwarmTimeout),
+// so that a tick with nothing to do does not hold the lock that long; a
+// tick that would act reads again under the lock and decides again.
+
+// swarmSeen is the Swarm's node list as the swarm sync last read it (nil
+// while the flavor is off, or before the first read), for the node views.
+type swarmSeen struct {
+	mu   sync.Mutex
+	byID map[string]swarmNode
+}
+
+func (s *swarmSeen) set(nodes []swarmNode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if nodes == nil {
+		s.byID = nil
+		return
+	}
+	s.byID = make(map[string]swarmNode, len(nodes))
+	for _, sn := range nodes {
+		s.byID[sn.id] = sn
+	}
+}
+
+// get returns Swarm node id as last read.
+func (s *swarmSeen) get(id string) (swarmNode, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.byID[id]
+	return sn, ok && id != ""
+}
+
+// swarmRole is a Swarm node's role as `node ls` shows it.
+func (sn swarmNode) role() string {
+	if sn.manager {
+		return string(swarm.NodeRoleManager)
+	}
+	return string(swarm.NodeRoleWorker)
+}
+
+// swarmOn says whether the cluster's Swarm flavor is on.
+func (st *leaderState) swarmOn(ctx context.Context) (bool, error) {
+	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return false, err
+	}
+	return cs.Swarm, nil
+}
+
+// errSwarm wraps what a Swarm call answered: the Swarm's refusal or
+// failure, which the next tick tries again (a manager promoted a moment
+// ago is not in the Swarm's Raft yet and cannot be demoted).
+var errSwarm = errors.New("the Swarm did not take the change")
+
+// errNoEngine: the flavor is on, and this curator has no engine to act
+// through.
+var errNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", ErrPrecondition)
+
+// readSwarm reads the Swarm's node list through this node's engine,
+// within SwarmTimeout.
+func (st *leaderState) readSwarm(ctx context.Context) ([]swarmNode, error) {
+	if st.cfg.Docker == nil {
+		return nil, errNoEngine
+	}
+	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
+	defer cancel()
+	return observeSwarm(ctx, st.cfg.Docker)
+}
+
+// swarmSnapshotOf is what decideSwarm reads of the nodes (those that are
+// up: a pending node is not the Swarm's yet) and of the Swarm.
+func swarmSnapshotOf(self string, nodes []*pb.Node, seen []swarmNode, maxVoters int) swarmSnapshot {
+	s := swarmSnapshot{swarm: seen, maxVoters: maxVoters}
+	for _, n := range nodes {
+		if n.State != pb.NodeState_NODE_STATE_UP {
+			continue
+		}
+		s.nodes = append(s.nodes, swarmCuratorNode{
+			id:            n.Id,
+			consensus:     hasRole(n, pb.Role_ROLE_CONSENSUS),
+			demoting:      n.Demoting,
+			ready:         n.Status == pb.NodeStatus_NODE_STATUS_READY || n.Id == self,
+			refused:       n.Refused != "",
+			swarmID:       n.SwarmNodeId,
+			joinRequested: n.SwarmJoinRequested,
+		})
+	}
+	return s
+}
+
+// swarmChange picks the node changes the swarm sync looks at.
+func swarmChange(old, new *pb.Node) bool {
+	if old == nil || new == nil {
+		return true
+	}
+	return hasRole(old, pb.Role_ROLE_CONSENSUS) != hasRole(new, pb.Role_ROLE_CONSENSUS) ||
+		old.Demoting != new.Demoting || old.Status != new.Status || old.State != new.State ||
+		old.Refused != new.Refused || old.SwarmNodeId != new.SwarmNodeId ||
+		old.SwarmJoinRequested != new.SwarmJoinRequested
+}
+
+func (l *leaderLoops) swarmLoop() loopSpec {
+	return loopSpec{
+		name:        "swarm-sync",
+		tick:        l.swarmTick,
+		nodeChanges: swarmChange,
+		resync:      l.cfg.SwarmInterval,
+		minGap:      l.cfg.MinActionGap,
+	}
+}
+
+func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
+	cs, err := clusterLoad(ctx, l.cfg.Etcd)
+	if err != nil {
+		return loopResult{}, err
+	}
+	if !cs.Swarm {
+		l.swarmSeen.set(nil)
+		l.metrics.SwarmNodes.Reset()
+		return loopResult{}, nil
+	}
+	seen, err := l.readSwarm(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return loopResult{}, ctx.Err()
+		}
+		// Not a failed tick: the Swarm may be electing, or the engine
+		// restarting. Say so, and look again next tick.
+		return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
+	}
+	l.swarmSeen.set(seen)
+	l.countSwarm(seen)
+
+	l.muNodes.Lock()
+	defer l.muNodes.Unlock()
+	a := decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+	if a != nil && a.kind != swarmRefuse {
+		// The list was read before muNodes: a promote or demote of the
+		// management API may have changed the Swarm since, and acting on
+		// the old list would undo it (a node just demoted would look
+		// like a promotion cut short). Act only on a list read under
+		// muNodes, which every change of roles holds.
+		if seen, err = l.readSwarm(ctx); err != nil {
+			if ctx.Err() != nil {
+				return loopResult{}, ctx.Err()
+			}
+			return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
+		}
+		l.swarmSeen.set(seen)
+		a = decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+	}
+	if a == nil {
+		return loopResult{}, nil
+	}
+	res := loopResult{action: string(a.kind), nodeID: a.nodeID, reason: a.reason}
+	switch a.kind {
+	case swarmRefuse:
+		res.refused = true
+	case swarmPromote:
+		err = l.swarmSetRole(ctx, a.swarmID, swarm.NodeRoleManager)
+		faultPoint(FaultSwarmAfterPromote)
+	case swarmDemote:
+		err = l.swarmSetRole(ctx, a.swarmID, swarm.NodeRoleWorker)
+		faultPoint(FaultSwarmAfterDemote)
+	case swarmGrantRole:
+		n := l.reg.node(a.nodeID)
+		if n == nil {
+			return loopResult{}, nil // gone meanwhile: the next tick sees it
+		}
+		// The promotion carries on at its etcd step, with its guards
+		// (the voter limit among them).
+		err = l.promote(ctx, cloneNode(n))
+		if isPrecondition(err) {
+			return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.reason, err)}, nil
+		}
+	case swarmRemoveNode:
+		err = l.swarmRemove(ctx, a.swarmID)
+	case swarmJoin:
+		err = l.requestSwarmJoin(ctx, a.nodeID)
+	}
+	if errors.Is(err, errSwarm) && ctx.Err() == nil {
+		// Not a failed tick: say what the Swarm answered, and try
+		// again next tick.
+		return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("%s, but %v", a.reason, err)}, nil
+	}
+	return res, err
+}
+
+// countSwarm sets the Swarm's node counts from a read.
+func (l *leaderLoops) countSwarm(seen []swarmNode) {
+	l.metrics.SwarmNodes.Reset()
+	for _, sn := range seen {
+		l.metrics.SwarmNodes.WithLabelValues(sn.role(), string(sn.state)).Inc()
+	}
+}
+
+// swarmSetRole promotes or demotes Swarm node id, fenced.
+func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.NodeRole) error {
+	if st.cfg.Docker == nil {
+		return errNoEngine
+	}
+	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
+	defer cancel()
+	got, err := st.cfg.Docker.NodeInspect(ctx, id, client.NodeInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: inspect Swarm node %s: %v", errSwarm, id, err)
+	}
+	if got.Node.Spec.Role == role {
+		return nil
+	}
+	spec := got.Node.Spec
+	spec.Role = role
+	if _, err := st.txnAsLeader(ctx); err != nil {
+		return err
+	}
+	if _, err := st.cfg.Docker.NodeUpdate(ctx, id, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
+		return fmt.Errorf("%w: make Swarm node %s a %s: %v", errSwarm, id, role, err)
+	}
+	return nil
+}
+
+// swarmRemove removes Swarm node id (a Down worker), fenced.
+func (st *leaderState) swarmRemove(ctx context.Context, id string) error {
+	if st.cfg.Docker == nil {
+		return errNoEngine
+	}
+	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
+	defer cancel()
+	if _, err := st.txnAsLeader(ctx); err != nil {
+		return err
+	}
+	if _, err := st.cfg.Docker.NodeRemove(ctx, id, client.NodeRemoveOptions{}); err != nil {
+		return fmt.Errorf("%w: remove Swarm node %s: %v", errSwarm, id, err)
+	}
+	return nil
+}
+
+// requestSwarmJoin sets the Swarm join request in node id's record, for
+// its agent to answer. Called with muNodes.
+func (st *leaderState) requestSwarmJoin(ctx context.Context, id string) error {
+	shared := st.reg.node(id)
+	if shared == nil {
+		return nil // gone meanwhile
+	}
+	n := cloneNode(shared)
+	n.SwarmJoinRequested = true
+	n.Updated = st.timestamp()
+	return nodeSave(ctx, st.leadership, n)
+}
+
+// swarmPromoteFirst is a promotion's Swarm step, made before its etcd
+// step when the flavor is on: node n's Swarm worker is promoted, within
+// the Swarm's quorum. A node not in the Swarm yet is promoted in etcd
+// alone: the swarm sync promotes it in Swarm once its agent has joined.
+// Called with muNodes.
+func (st *leaderState) swarmPromoteFirst(ctx context.Context, cs *pb.ClusterState, n *pb.Node) error {
+	if !cs.Swarm || n.SwarmNodeId == "" {
+		return nil
+	}
+	seen, err := st.readSwarm(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: a promotion changes the Swarm first, and it cannot be read: %v", ErrPrecondition, err)
+	}
+	v := newSwarmView(swarmSnapshot{swarm: seen})
+	sn, ok := v.swarmByID[n.SwarmNodeId]
+	if !ok || sn.manager {
+		return nil
+	}
+	if sn.state != swarm.NodeStateReady {
+		return fmt.Errorf("%w: node %s's Swarm node %s is %s, and a promotion changes the Swarm first: bring its Docker engine back", ErrPrecondition, n.Id, sn.id, sn.state)
+	}
+	if !slices.ContainsFunc(seen, func(sn swarmNode) bool { return sn.leader }) {
+		return fmt.Errorf("%w: the Swarm's node list names no leader (its quorum is lost, or it is electing one): promote node %s once it has one", ErrPrecondition, n.Id)
+	}
+	if err := v.checkSwarmChange("", sn.id); err != nil {
+		return fmt.Errorf("promote node %s's Swarm node %s: %w", n.Id, sn.id, err)
+	}
+	if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleManager); errors.Is(err, errSwarm) {
+		return fmt.Errorf("%w: a promotion changes the Swarm first, and %v: try again", ErrPrecondition, err)
+	} else if err != nil {
+		return err
+	}
+	faultPoint(FaultSwarmAfterPromote)
+	return nil
+}
+
+// swarmManagerToDemote returns node n's Swarm manager that its demotion
+// must demote first ("" for none: the flavor is off, or the node is not
+// a Swarm manager), checked against the Swarm's quorum. Called with
+// muNodes.
+func (st *leaderState) swarmManagerToDemote(ctx context.Context, n *pb.Node) (string, error) {
+	on, err := st.swarmOn(ctx)
+	if err != nil || !on || n.SwarmNodeId == "" {
+		return "", err
+	}
+	seen, err := st.readSwarm(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: a demotion changes the Swarm first, and it cannot be read: %v", ErrPrecondition, err)
+	}
+	v := newSwarmView(swarmSnapshot{swarm: seen})
+	sn, ok := v.swarmByID[n.SwarmNodeId]
+	if !ok || !sn.manager {
+		return "", nil
+	}
+	if err := v.checkSwarmChange(sn.id, ""); err != nil {
+		return "", fmt.Errorf("demote node %s's Swarm manager %s: %w", n.Id, sn.id, err)
+	}
+	return sn.id, nil
+}
+
+// swarmDemoteFirst demotes Swarm manager id ("": none), a demotion's
+// first step with the flavor on.
+func (st *leaderState) swarmDemoteFirst(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := st.swarmSetRole(ctx, id, swarm.NodeRoleWorker); err != nil {
+		return err
+	}
+	faultPoint(FaultSwarmAfterDemote)
+	return nil
+}
+
+// swarmManagersOf returns the demoting nodes whose Swarm node is still a
+// manager, for the demotions loop to wait on (nil when the flavor is off
+// or no other node is demoting).
+func (st *leaderState) swarmManagersOf(ctx context.Context, ms *membership) (map[string]bool, error) {
+	if !slices.ContainsFunc(ms.nodes, func(n *pb.Node) bool { return n.Demoting && n.Id != ms.self }) {
+		return nil, nil
+	}
+	on, err := st.swarmOn(ctx)
+	if err != nil || !on {
+		return nil, err
+	}
+	seen, err := st.readSwarm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]swarmNode{}
+	for _, sn := range seen {
+		byID[sn.id] = sn
+	}
+	out := map[string]bool{}
+	for _, n := range ms.nodes {
+		if sn, ok := byID[n.SwarmNodeId]; ok && n.Demoting && sn.manager {
+			out[n.Id] = true
+		}
+	}
+	return out, nil
+}
