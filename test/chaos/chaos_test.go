@@ -568,10 +568,17 @@ func (r *runner) apiBack(since time.Time) time.Duration {
 func (r *runner) converge() {
 	began := time.Now()
 	var last error
+	said := ""
 	for time.Since(began) < convergeTimeout {
 		if last = r.settled(); last == nil {
 			r.logf("converged %s after the faults", time.Since(began).Round(time.Millisecond))
 			return
+		}
+		// What it waits for, each time that changes: a slow convergence
+		// reads from the log.
+		if last.Error() != said {
+			said = last.Error()
+			r.logf("not converged yet: %s", said)
 		}
 		time.Sleep(time.Second)
 	}
