@@ -513,7 +513,7 @@ func (r *runner) releaseAll() {
 // It also notes every ready node, for checkRecords.
 func (r *runner) monitor(ctx context.Context) {
 	lastAnswer := time.Now()
-	silentReported := false
+	silentReported, quorumReported := false, false
 	leader := ""
 	for i := 0; ctx.Err() == nil; i++ {
 		info, err := call(r.cl.ClusterInfo)
@@ -528,6 +528,13 @@ func (r *runner) monitor(ctx context.Context) {
 				leader = info.GetLeader()
 				r.logf("leader %s (%s)", short(leader), info.GetNames()[leader])
 			}
+		case errors.Is(err, client.ErrQuorumLost) && !quorumReported:
+			// Only a manager that finds too few voters answering says so
+			// (an election under way is not a loss), and the faults
+			// never take more than a minority of the voters: a quorum
+			// lost is the curator's own doing.
+			quorumReported = true
+			r.breakf("the cluster said its quorum was lost, with faults on a minority of the voters: %v", err)
 		case now.Sub(lastAnswer) > apiGap && !silentReported:
 			silentReported = true
 			r.breakf("the API gave no answer for %s while the faults ran: %v", now.Sub(lastAnswer).Round(time.Millisecond), err)
