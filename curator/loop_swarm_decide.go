@@ -107,6 +107,10 @@ type swarmCuratorNode struct {
 	// joinRequested: a request to join the Swarm is pending in its
 	// record.
 	joinRequested bool
+	// leaving: its record asks its agent to leave the Swarm (its machine
+	// is about to be destroyed): it is neither promoted nor asked to
+	// join again.
+	leaving bool
 }
 
 // swarmNode is what the decision reads of one Swarm node (observeSwarm).
@@ -325,7 +329,7 @@ func (v *swarmView) decideRoleless(refuse func(nodeID, swarmID, reason string)) 
 func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
 		sn, ok := v.swarmByID[n.swarmID]
-		if !n.consensus || n.demoting || !ok || sn.manager {
+		if !n.consensus || n.demoting || n.leaving || !ok || sn.manager {
 			continue
 		}
 		what := fmt.Sprintf("node %s has the consensus role but is Swarm worker %s", n.id, sn.id)
@@ -351,7 +355,7 @@ func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)
 func (v *swarmView) decideJoins(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
 		sn, in := v.swarmByID[n.swarmID]
-		if (in && sn.state != swarm.NodeStateDown) || n.joinRequested || n.refused || !n.ready {
+		if (in && sn.state != swarm.NodeStateDown) || n.joinRequested || n.leaving || n.refused || !n.ready {
 			continue
 		}
 		why := "has not joined the Swarm"

@@ -19,6 +19,7 @@ func TestDecideSwarm(t *testing.T) {
 		down      nopt = func(n *swarmCuratorNode) { n.ready = false }
 		refused   nopt = func(n *swarmCuratorNode) { n.refused = true }
 		requested nopt = func(n *swarmCuratorNode) { n.joinRequested = true }
+		leaving   nopt = func(n *swarmCuratorNode) { n.leaving = true }
 		notJoined nopt = func(n *swarmCuratorNode) { n.swarmID = "" }
 		inSwarm        = func(id string) nopt { return func(n *swarmCuratorNode) { n.swarmID = id } }
 
@@ -166,6 +167,10 @@ func TestDecideSwarm(t *testing.T) {
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", down)}, swarm: swarm3[:3]},
 		{name: "a refused node is not asked to join",
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", refused)}, swarm: swarm3[:3]},
+		{name: "a node asked to leave the Swarm (its machine is going) is not asked to join again",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", leaving)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", sDown)}},
+		{name: "a node with the role asked to leave the Swarm is not promoted in it",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role, leaving)}, swarm: swarm3},
 
 		// One change per tick, in order.
 		{name: "demotions go before grants, grants before promotions, promotions before joins",

@@ -13,7 +13,11 @@
 //     the managers' addresses asked of the leader (SwarmJoin: the token is
 //     never kept in a record), then the join, then the new Swarm node ID
 //     reported, which clears the request;
-//   - an engine that is joining (pending) is left to finish.
+//   - an engine that is joining (pending) is left to finish;
+//   - an engine in a Swarm whose record asks it to leave (its machine is
+//     about to be destroyed on purpose: a rollout, a group made smaller)
+//     leaves it, without force (Leave), and is not joined again while
+//     the record asks it to leave.
 //
 // Always as a worker: the leader's swarm sync promotes a consensus node's
 // Swarm node afterwards, within the Swarm's quorum.
@@ -70,6 +74,8 @@ const (
 	// Joined: the engine joined the Swarm as a worker, and its new Swarm
 	// node ID was reported.
 	Joined Outcome = "joined"
+	// Left: the engine left the Swarm, as the record asked.
+	Left Outcome = "left"
 )
 
 // Answer makes the engine what node, the node's own record as the leader
@@ -82,6 +88,12 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 	sw := info.Info.Swarm
 	switch sw.LocalNodeState {
 	case swarm.LocalNodeStateActive:
+		if node.GetSwarmLeaveRequested() != nil {
+			if err := Leave(ctx, engine); err != nil {
+				return Nothing, fmt.Errorf("the node's record asks its engine to leave the Swarm before its machine goes: %w", err)
+			}
+			return Left, nil
+		}
 		if sw.NodeID == "" || sw.NodeID == node.GetSwarmNodeId() {
 			return Nothing, nil
 		}
@@ -94,7 +106,7 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 	case swarm.LocalNodeStateLocked:
 		return Nothing, fmt.Errorf("the Docker engine's Swarm state is locked (autolock): unlock it with `docker swarm unlock`")
 	}
-	if !node.GetSwarmJoinRequested() {
+	if !node.GetSwarmJoinRequested() || node.GetSwarmLeaveRequested() != nil {
 		return Nothing, nil
 	}
 	if sw.LocalNodeState != swarm.LocalNodeStateInactive {
