@@ -451,7 +451,7 @@ func (st *leaderState) removeSwarmNodeOf(ctx context.Context, n *pb.Node) {
 		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm's node list names no leader")
 		return
 	}
-	if sn.manager {
+	if sn.manager && sn.reachability != "" { // one that never joined the Swarm's Raft is removed as it is
 		if err := v.checkSwarmChange(sn.id, ""); err != nil {
 			lg.Warn("node removed; its Swarm node, a down manager, is left to the swarm sync", zap.Error(err))
 			return

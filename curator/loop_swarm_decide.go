@@ -251,6 +251,13 @@ func (v *swarmView) decideOrphans(refuse func(nodeID, swarmID, reason string)) *
 		if !sn.manager {
 			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is down: removing it"}
 		}
+		if sn.reachability == "" {
+			// A manager in name only: promoted, and down before it joined
+			// the Swarm's Raft (the Swarm lists no manager status). Swarm
+			// refuses to demote it (it finds no Raft member), takes no
+			// vote away by removing it, and removes it as it is.
+			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is a down manager that never joined the Swarm's Raft: removing it"}
+		}
 		if err := v.checkSwarmChange(sn.id, ""); err != nil {
 			refuse("", sn.id, fmt.Sprintf("%s and is a down manager, but demoting it now is unsafe: %v", what, err))
 			continue

@@ -29,6 +29,7 @@ func TestDecideSwarm(t *testing.T) {
 		follows     sopt = func(s *swarmNode) { s.leader = false }
 		sDown       sopt = func(s *swarmNode) { s.state = swarm.NodeStateDown }
 		unreachable sopt = func(s *swarmNode) { s.reachability = swarm.ReachabilityUnreachable }
+		noStatus    sopt = func(s *swarmNode) { s.reachability = "" }
 	)
 	cn := func(id string, opts ...nopt) swarmCuratorNode {
 		n := swarmCuratorNode{id: id, consensus: id != "w", ready: true, swarmID: "S" + id}
@@ -85,6 +86,9 @@ func TestDecideSwarm(t *testing.T) {
 		{name: "a down Swarm manager of no node is demoted first",
 			nodes: consistent, swarm: with(swarm3, sn("Sd", sDown, unreachable)),
 			want: &swarmAction{kind: swarmDemote, swarmID: "Sd"}},
+		{name: "a down manager of no node that never joined the Swarm's Raft (no manager status) is removed as it is",
+			nodes: consistent, swarm: with(swarm3, sn("Sd", sDown, noStatus)),
+			want: &swarmAction{kind: swarmRemoveNode, swarmID: "Sd"}},
 		{name: "a down orphan manager is demoted when that restores the Swarm's majority",
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", sDown, unreachable), sn("Sd", sDown, unreachable), sn("Sw")},
 			want: &swarmAction{kind: swarmDemote, swarmID: "Sc"}},

@@ -156,6 +156,23 @@ func TestSwarmRollout(t *testing.T) {
 	all := append([]*swarmtest.Engine{m0}, spare...)
 
 	c := newCluster(t, "127.0.233.")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if evs, err := events(t, c.config); err == nil {
+			for _, e := range evs {
+				if e.Loop == "groups" || e.Loop == "swarm-sync" {
+					t.Logf("event %s/%s %s: %s", e.Loop, e.Action, e.NodeID, e.Reason)
+				}
+			}
+		}
+		if list, err := swarmList(context.Background(), all); err == nil {
+			for id, n := range list {
+				t.Logf("Swarm node %s (%s): role %s, state %s, manager status %+v", id, n.Description.Hostname, n.Spec.Role, n.Status.State, n.ManagerStatus)
+			}
+		}
+	})
 	c.init("manager-1", 10, "--docker-socket", m0.Socket, "--swarm-advertise-addr", m0.Addr)
 	if _, stderr, err := cli(t, "--config", c.config, "cluster", "update", "--swarm"); err != nil {
 		t.Fatalf("cluster update --swarm: %v\n%s", err, stderr)
