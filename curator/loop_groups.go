@@ -208,7 +208,7 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			}
 			if sn, ok := st.swarmSeen.get(n.SwarmNodeId); ok && snap.Swarm {
 				gn.SwarmIn = sn.state != swarm.NodeStateDown
-				gn.SwarmManager, gn.SwarmLeader = sn.manager, sn.leader
+				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.manager, sn.reachable(), sn.leader
 			}
 			if n.SwarmLeaveRequested != nil {
 				gn.SwarmLeaveAsked = n.SwarmLeaveRequested.AsTime()

@@ -119,8 +119,11 @@ type groupNode struct {
 	Leader bool
 	// With the Swarm flavor on (groupSnapshot.Swarm), the node's Swarm
 	// node as the swarm sync last read it: SwarmIn, it is listed and not
-	// Down; SwarmManager, a manager; SwarmLeader, the Swarm's leader.
-	SwarmIn, SwarmManager, SwarmLeader bool
+	// Down; SwarmManager, a manager (its role in the Swarm's spec);
+	// SwarmVoter, a manager the Swarm lists reachable in its Raft (one
+	// promoted a moment ago is a manager before it is a voter);
+	// SwarmLeader, the Swarm's leader.
+	SwarmIn, SwarmManager, SwarmVoter, SwarmLeader bool
 	// SwarmLeaveAsked is when its record asked its agent to leave the
 	// Swarm (zero: not asked).
 	SwarmLeaveAsked time.Time
@@ -331,7 +334,7 @@ func orNone(s string) string {
 func freshReady(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) bool {
 	n, ok := nodeOf[m.ID]
 	return m.ConfigSHA == s.TargetSHA && ok && n.Status == pb.NodeStatus_NODE_STATUS_READY &&
-		(!s.ConsensusGroup || (n.Consensus && !n.Learner && (!s.Swarm || n.SwarmManager)))
+		(!s.ConsensusGroup || (n.Consensus && !n.Learner && (!s.Swarm || n.SwarmVoter)))
 }
 
 // leaveSwarmFirst is action destroy (of node n's machine; joined: the
@@ -417,8 +420,8 @@ func decideRollout(s groupSnapshot, ms []groupMachine, have int, nodeOf map[stri
 			what := "its node never joined"
 			if n, ok := nodeOf[m.ID]; ok {
 				what = fmt.Sprintf("its node %s is not a ready member yet", n.ID)
-				if s.Swarm && s.ConsensusGroup && n.Consensus && !n.Learner && !n.SwarmManager {
-					what = fmt.Sprintf("its node %s is not a Swarm manager yet (is its agent given its Docker engine, --docker-socket?)", n.ID)
+				if s.Swarm && s.ConsensusGroup && n.Consensus && !n.Learner && !n.SwarmVoter {
+					what = fmt.Sprintf("its node %s is not a reachable Swarm manager yet (is its agent given its Docker engine, --docker-socket?)", n.ID)
 				}
 			}
 			return &groupAction{Kind: groupRolloutFail, Machine: m.ID,

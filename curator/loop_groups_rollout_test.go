@@ -28,7 +28,8 @@ func TestDecideRollout(t *testing.T) {
 	drainedN := func(g groupNode) groupNode { g.Drained = true; return g }
 	notReady := func(g groupNode) groupNode { g.Status = pb.NodeStatus_NODE_STATUS_UNKNOWN; return g }
 	swarmOn := func(s groupSnapshot) groupSnapshot { s.Swarm = true; return s }
-	inSwarm := func(g groupNode) groupNode { g.SwarmIn, g.SwarmManager = true, true; return g }
+	inSwarm := func(g groupNode) groupNode { g.SwarmIn, g.SwarmManager, g.SwarmVoter = true, true, true; return g }
+	notInRaft := func(g groupNode) groupNode { g.SwarmIn, g.SwarmManager = true, true; return g }
 	swarmWorker := func(g groupNode) groupNode { g.SwarmIn = true; return g }
 	swarmLeader := func(g groupNode) groupNode { g.SwarmLeader = true; return g }
 	leaveAsked := func(g groupNode, ago time.Duration) groupNode { g.SwarmLeaveAsked = now.Add(-ago); return g }
@@ -121,6 +122,9 @@ func TestDecideRollout(t *testing.T) {
 		{"swarm: a new member not yet a Swarm manager is waited for", swarmOn(managers(
 			[]groupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, time.Second)},
 			[]groupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), swarmWorker(voter(n("D", "d")))})), nil},
+		{"swarm: a new member promoted in Swarm but not in its Raft yet is waited for", swarmOn(managers(
+			[]groupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, time.Second)},
+			[]groupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), notInRaft(voter(n("D", "d")))})), nil},
 		{"swarm: the new member a Swarm manager, drain an old one", swarmOn(managers(
 			[]groupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, time.Second)},
 			[]groupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), inSwarm(voter(n("D", "d")))})),
@@ -167,7 +171,7 @@ func TestDecideRollout(t *testing.T) {
 		{"swarm: a new member never a Swarm manager fails the rollout, saying so", swarmOn(managers(
 			[]groupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, 3*time.Minute)},
 			[]groupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), swarmWorker(voter(n("D", "d")))})),
-			&groupAction{Kind: groupRolloutFail, Machine: "d", Reason: "rollout of group m to 111111111111 failed: machine d was made 3m0s ago and its node D is not a Swarm manager yet (is its agent given its Docker engine, --docker-socket?) (join_timeout 3m0s); the old machines keep serving"}},
+			&groupAction{Kind: groupRolloutFail, Machine: "d", Reason: "rollout of group m to 111111111111 failed: machine d was made 3m0s ago and its node D is not a reachable Swarm manager yet (is its agent given its Docker engine, --docker-socket?) (join_timeout 3m0s); the old machines keep serving"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := cmp.Diff(tc.want, decideGroup(tc.s)); d != "" {

@@ -319,8 +319,8 @@ func TestSwarmRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	idOf := map[string]string{}
-	for name := range old {
-		idOf[c.nodeID(name)] = name
+	for name, n := range old {
+		idOf[n.ID] = name
 	}
 	var leaves []string
 	destroyed := map[string]bool{}
