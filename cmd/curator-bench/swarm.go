@@ -311,7 +311,7 @@ func (b *swarmBench) agree(ctx context.Context) error {
 	slices.Sort(managers)
 	slices.Sort(consensus)
 	if !slices.Equal(managers, consensus) {
-		return fmt.Errorf("Swarm managers %v, consensus nodes' Swarm nodes %v", managers, consensus)
+		return fmt.Errorf("the Swarm's managers %v, the consensus nodes' Swarm nodes %v", managers, consensus)
 	}
 	return nil
 }
@@ -332,10 +332,10 @@ func (b *swarmBench) settle(ctx context.Context, what string) error {
 		}
 		for id, sn := range list {
 			if sn.Status.State != swarm.NodeStateReady {
-				return fmt.Errorf("Swarm node %s is %s", id, sn.Status.State)
+				return fmt.Errorf("the Swarm's node %s is %s", id, sn.Status.State)
 			}
 			if sn.Spec.Role == swarm.NodeRoleManager && (sn.ManagerStatus == nil || sn.ManagerStatus.Reachability != swarm.ReachabilityReachable) {
-				return fmt.Errorf("Swarm manager %s is not reachable yet", id)
+				return fmt.Errorf("the Swarm's manager %s is not reachable yet", id)
 			}
 		}
 		nodes, err := b.c.admin.ListNodes(ctx)
