@@ -145,6 +145,14 @@ func TestSwarmRollout(t *testing.T) {
 	const pool = "127.0.233.20-127.0.233.22"
 	sockets, dir := t.TempDir(), t.TempDir()
 	t.Cleanup(func() { killInstancesUnder(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "instances", "*", "agent.log"))
+			for _, l := range logs {
+				dumpLog(t, &proc{name: filepath.Base(filepath.Dir(l)), log: l})
+			}
+		}
+	})
 	engineAt := map[string]*swarmtest.Engine{}
 	for i, e := range spare {
 		addr := fmt.Sprintf("127.0.233.%d:%d", 20+i, port)
