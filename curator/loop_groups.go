@@ -314,6 +314,17 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		n.SwarmJoinRequested = false
 		n.Updated = n.SwarmLeaveRequested
 		return nodeSave(ctx, st.leadership, n)
+	case groupSwarmStay:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil || n.SwarmLeaveRequested == nil {
+			return nil
+		}
+		n = cloneNode(n)
+		n.SwarmLeaveRequested = nil
+		n.Updated = st.timestamp()
+		return nodeSave(ctx, st.leadership, n)
 	case groupRemoveNode:
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()

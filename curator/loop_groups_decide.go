@@ -35,6 +35,8 @@ import (
 //     healthy majority of voters: refused, with the reason, when it
 //     would not), and its machine destroyed once it holds no role.
 //  6. A group being destroyed with no machine and no node left is deleted.
+//  7. A ready node asked to leave the Swarm whose machine stays (its
+//     rollout cancelled) has the request cleared.
 //
 // With the Swarm flavor on, a ready node's machine is destroyed on purpose
 // (rules 5 and the rollout's) only once its engine has left the Swarm:
@@ -62,6 +64,9 @@ const (
 	// groupSwarmLeave asks a node's agent to take its engine out of the
 	// Swarm before its machine is destroyed.
 	groupSwarmLeave
+	// groupSwarmStay clears a leave request of a node whose machine
+	// stays.
+	groupSwarmStay
 	// groupWait: nothing to do until something the group waits for
 	// happens (an engine leaving the Swarm); not a refusal.
 	groupWait
@@ -89,6 +94,8 @@ func (k groupActionKind) String() string {
 		return "rollout-failed"
 	case groupSwarmLeave:
 		return "swarm-leave"
+	case groupSwarmStay:
+		return "swarm-stay"
 	case groupWait:
 		return "wait"
 	}
@@ -261,6 +268,15 @@ func decideGroup(s groupSnapshot) *groupAction {
 	// 6. A destroyed group with nothing left.
 	if s.Destroying && len(ms) == 0 && len(nodes) == 0 {
 		return &groupAction{Kind: groupDelete, Reason: fmt.Sprintf("group %s is destroyed: no machine and no node left", s.Name)}
+	}
+	// 7. A ready node asked to leave the Swarm whose machine no rule takes
+	// away any more (its rollout was cancelled, its group grown again)
+	// stays: the request is cleared, and the swarm sync joins it again.
+	for _, n := range nodes {
+		if _, ok := machines[n.InstanceID]; ok && !n.SwarmLeaveAsked.IsZero() && n.Status == pb.NodeStatus_NODE_STATUS_READY {
+			return &groupAction{Kind: groupSwarmStay, Node: n.ID, Machine: n.InstanceID,
+				Reason: fmt.Sprintf("node %s was asked to leave the Swarm, but its machine %s stays (group %s has %d of %d machines): clearing the request, so that it joins the Swarm again", n.ID, n.InstanceID, s.Name, len(ms), size)}
+		}
 	}
 	return nil
 }

@@ -168,6 +168,11 @@ func TestDecideRollout(t *testing.T) {
 			s.Rolling, s.Size = false, 1
 			return s
 		}(), &groupAction{Kind: groupSwarmLeave, Machine: "a", Node: "A", Reason: "group w has 2 machines, wants 1: node A's engine leaves the Swarm before its machine goes"}},
+		{"swarm: a rollout cancelled after a node was asked to leave: the request is cleared", func() groupSnapshot {
+			s := swarmOn(workers(1, []groupMachine{m("a", old, time.Hour), m("b", old, time.Hour)}, []groupNode{leaveAsked(drainedN(n("A", "a")), time.Second), swarmWorker(n("B", "b"))}))
+			s.Rolling = false
+			return s
+		}(), &groupAction{Kind: groupSwarmStay, Node: "A", Machine: "a", Reason: "node A was asked to leave the Swarm, but its machine a stays (group w has 2 of 2 machines): clearing the request, so that it joins the Swarm again"}},
 		{"swarm: a new member never a Swarm manager fails the rollout, saying so", swarmOn(managers(
 			[]groupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, 3*time.Minute)},
 			[]groupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), swarmWorker(voter(n("D", "d")))})),
