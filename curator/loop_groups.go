@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/moby/moby/api/types/swarm"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -136,7 +135,7 @@ func groupChange(old, new *pb.Node) bool {
 	case new == nil:
 		return old.Group != ""
 	}
-	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles))
+	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles) || old.SwarmNodeId != new.SwarmNodeId)
 }
 
 func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
@@ -206,8 +205,8 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 				Leader:    n.Id == st.cfg.NodeID,
 			}
+			gn.SwarmIn = n.SwarmNodeId != ""
 			if sn, ok := st.swarmSeen.get(n.SwarmNodeId); ok && snap.Swarm {
-				gn.SwarmIn = sn.state != swarm.NodeStateDown
 				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.manager, sn.reachable(), sn.leader
 			}
 			if n.SwarmLeaveRequested != nil {

@@ -124,9 +124,10 @@ type groupNode struct {
 	Drained bool
 	// Leader: the node is the curator leader's own.
 	Leader bool
-	// With the Swarm flavor on (groupSnapshot.Swarm), the node's Swarm
-	// node as the swarm sync last read it: SwarmIn, it is listed and not
-	// Down; SwarmManager, a manager (its role in the Swarm's spec);
+	// With the Swarm flavor on (groupSnapshot.Swarm): SwarmIn, its record
+	// names a Swarm node (its agent reported one, and has not reported
+	// that its engine left); and its Swarm node as the swarm sync last
+	// read it: SwarmManager, a manager (its role in the Swarm's spec);
 	// SwarmVoter, a manager the Swarm lists reachable in its Raft (one
 	// promoted a moment ago is a manager before it is a voter);
 	// SwarmLeader, the Swarm's leader.
@@ -365,10 +366,12 @@ func freshReady(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) bo
 // destroyed, and the swarm sync removes its Swarm node once it is Down.
 func leaveSwarmFirst(s groupSnapshot, n groupNode, joined bool, destroy *groupAction) *groupAction {
 	if !s.Swarm || !joined || n.Status != pb.NodeStatus_NODE_STATUS_READY || !n.SwarmIn {
+		// Not ready (no agent to ask), or in no Swarm: never joined, or
+		// its agent reported that its engine left.
 		return destroy
 	}
 	wait := &groupAction{Kind: groupWait, Machine: destroy.Machine, Node: n.ID, Step: destroy.Step}
-	if n.SwarmManager {
+	if n.SwarmManager && n.SwarmLeaveAsked.IsZero() {
 		wait.Reason = fmt.Sprintf("%s: node %s's engine is still a Swarm manager; it leaves the Swarm once the swarm sync has demoted it", destroy.Reason, n.ID)
 		return wait
 	}

@@ -3528,8 +3528,12 @@ func (x *SwarmJoinResponse) GetManagerAddrs() []string {
 }
 
 type ReportSwarmNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SwarmNodeId   string                 `protobuf:"bytes,1,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SwarmNodeId string                 `protobuf:"bytes,1,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	// The engine left the Swarm, as the node's record asked
+	// (swarm_leave_requested): the leader clears the node's Swarm node ID,
+	// and its machine may go. swarm_node_id is empty then.
+	Left          bool `protobuf:"varint,2,opt,name=left,proto3" json:"left,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3569,6 +3573,13 @@ func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
 		return x.SwarmNodeId
 	}
 	return ""
+}
+
+func (x *ReportSwarmNodeRequest) GetLeft() bool {
+	if x != nil {
+		return x.Left
+	}
+	return false
 }
 
 type ReportSwarmNodeResponse struct {
@@ -4890,9 +4901,10 @@ const file_curator_proto_rawDesc = "" +
 	"\x10SwarmJoinRequest\"[\n" +
 	"\x11SwarmJoinResponse\x12!\n" +
 	"\fworker_token\x18\x01 \x01(\tR\vworkerToken\x12#\n" +
-	"\rmanager_addrs\x18\x02 \x03(\tR\fmanagerAddrs\"<\n" +
+	"\rmanager_addrs\x18\x02 \x03(\tR\fmanagerAddrs\"P\n" +
 	"\x16ReportSwarmNodeRequest\x12\"\n" +
-	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\"\x19\n" +
+	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\x12\x12\n" +
+	"\x04left\x18\x02 \x01(\bR\x04left\"\x19\n" +
 	"\x17ReportSwarmNodeResponse\"(\n" +
 	"\x10NodeLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\"h\n" +

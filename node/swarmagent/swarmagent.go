@@ -86,14 +86,11 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 		return Nothing, fmt.Errorf("read the Docker engine's info (is --docker-socket right, and dockerd running?): %w", err)
 	}
 	sw := info.Info.Swarm
+	if node.GetSwarmLeaveRequested() != nil {
+		return leaveAsked(ctx, engine, leader, node, sw.LocalNodeState)
+	}
 	switch sw.LocalNodeState {
 	case swarm.LocalNodeStateActive:
-		if node.GetSwarmLeaveRequested() != nil {
-			if err := Leave(ctx, engine); err != nil {
-				return Nothing, fmt.Errorf("the node's record asks its engine to leave the Swarm before its machine goes: %w", err)
-			}
-			return Left, nil
-		}
 		if sw.NodeID == "" || sw.NodeID == node.GetSwarmNodeId() {
 			return Nothing, nil
 		}
@@ -142,6 +139,33 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 		return Nothing, err
 	}
 	return Joined, nil
+}
+
+// leaveAsked answers a record that asks the engine to leave the Swarm: an
+// engine in it leaves (Leave: without force, so a Swarm manager is
+// refused), and once it is in none, that is reported, which clears the
+// record's Swarm node ID and lets its machine go. An engine joining or in
+// a broken state is left as it is; the group loop stops waiting for it at
+// its join timeout.
+func leaveAsked(ctx context.Context, engine Engine, leader Leader, node *pb.Node, state swarm.LocalNodeState) (Outcome, error) {
+	out := Nothing
+	switch state {
+	case swarm.LocalNodeStateActive:
+		if err := Leave(ctx, engine); err != nil {
+			return Nothing, fmt.Errorf("the node's record asks its engine to leave the Swarm before its machine goes: %w", err)
+		}
+		out = Left
+	case swarm.LocalNodeStateInactive:
+	default:
+		return Nothing, nil
+	}
+	if node.GetSwarmNodeId() == "" {
+		return out, nil
+	}
+	if _, err := leader.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err != nil {
+		return Nothing, fmt.Errorf("report to the leader that the engine left the Swarm: %w", err)
+	}
+	return Left, nil
 }
 
 func report(ctx context.Context, leader Leader, id string) error {
