@@ -257,10 +257,48 @@ func (b *swarmBench) round(ctx context.Context, repair func(context.Context) err
 	}
 	if repair != nil {
 		if err := b.setRole(ctx, n.GetSwarmNodeId(), swarm.NodeRoleWorker); err != nil {
-			return 0, fmt.Errorf("demote worker-1's Swarm node after the round: %w", err)
+			// A promoted engine now and then never joins the Swarm's
+			// Raft, and the Swarm can then not demote it: take it out
+			// and join it again, as an operator would.
+			b.p.printf("the Swarm does not demote worker-1's Swarm node (%v): joining its engine again", err)
+			if err := b.rejoin(ctx, n.GetSwarmNodeId()); err != nil {
+				return 0, err
+			}
 		}
 	}
-	return d, b.settle(ctx, "worker-1 a worker again, the cluster settled")
+	if err := b.settle(ctx, "worker-1 a worker again, the cluster settled"); err != nil {
+		b.p.printf("not settled (%v): joining worker-1's engine again", err)
+		if err := b.rejoin(ctx, n.GetSwarmNodeId()); err != nil {
+			return 0, err
+		}
+		return d, b.settle(ctx, "worker-1 a worker again after joining its engine again")
+	}
+	return d, nil
+}
+
+// rejoin takes the worker's engine out of the Swarm (`docker swarm leave
+// --force`), removes its Swarm node old (`docker node rm --force`) and
+// joins the engine again as a worker; its agent reports the new Swarm
+// node ID. Between rounds only: a promoted engine that never joined the
+// Swarm's Raft cannot be demoted.
+func (b *swarmBench) rejoin(ctx context.Context, old string) error {
+	w := b.sw.Engines[len(b.sw.Engines)-1]
+	if _, err := w.Client.SwarmLeave(ctx, mobyclient.SwarmLeaveOptions{Force: true}); err != nil {
+		return fmt.Errorf("worker-1's engine: swarm leave --force: %w", err)
+	}
+	m := b.sw.Engines[0]
+	var last error
+	if err := b.c.waitFor(ctx, "worker-1's old Swarm node removed", func(ctx context.Context) error {
+		_, last = m.Client.NodeRemove(ctx, old, mobyclient.NodeRemoveOptions{Force: true})
+		return last
+	}); err != nil {
+		return err
+	}
+	token, _, err := m.JoinTokens(ctx)
+	if err != nil {
+		return err
+	}
+	return w.Join(ctx, token, m.SwarmAddr())
 }
 
 // byHand is what an operator runs: `docker node ls`, `curator node ls`,
