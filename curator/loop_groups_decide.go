@@ -41,7 +41,8 @@ import (
 // With the Swarm flavor on, a ready node's machine is destroyed on purpose
 // (rules 5 and the rollout's) only once its engine has left the Swarm:
 // its record asks its agent to leave (swarm-leave), and the group waits
-// for its Swarm node to be Down (leaveSwarmFirst). A machine whose node
+// for the agent to report its engine out of the Swarm (leaveSwarmFirst).
+// A machine whose node
 // is down is destroyed as before: there is no agent to ask, and the swarm
 // sync removes the Swarm node it leaves behind.
 //
@@ -358,7 +359,10 @@ func freshReady(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) bo
 // machine has a node) with the Swarm flavor on: a ready node still in the
 // Swarm has its engine leave it first, so that the Swarm sees a node go
 // rather than lose one. Its record asks its agent (swarm-leave), and the
-// group waits for the Swarm to show its node Down; a Swarm manager is
+// group waits for the agent's report that its engine left (which clears
+// the record's Swarm node ID), not for the Swarm to show the node Down: a
+// Swarm leader just demoted shows Down for a moment while its engine is
+// still in the Swarm. A Swarm manager is
 // waited for too (its demotion changes the Swarm first, and the swarm
 // sync finishes one cut short: an engine leaving as a manager would take
 // a vote out of the Swarm's quorum). An agent that has not answered
