@@ -31,6 +31,9 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	if err != nil {
 		return nil, err
 	}
+	if req.Left {
+		return a.reportSwarmLeft(ctx, st)
+	}
 	if !swarmNodeIDPattern.MatchString(req.SwarmNodeId) {
 		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", ErrInvalid, QuoteShort(req.SwarmNodeId))
 	}
@@ -57,6 +60,33 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node reported", zap.String("node", id), zap.String("swarm_node", req.SwarmNodeId), zap.String("was", shared.SwarmNodeId))
+	return &pb.ReportSwarmNodeResponse{}, nil
+}
+
+// reportSwarmLeft: the calling node's engine left the Swarm, as its
+// record asked; its Swarm node ID is cleared, which tells the group loop
+// its machine may go (leaveSwarmFirst).
+func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.ReportSwarmNodeResponse, error) {
+	id := identityFrom(ctx).nodeID
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	shared := st.reg.node(id)
+	if shared == nil {
+		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	if shared.SwarmLeaveRequested == nil {
+		return nil, fmt.Errorf("%w: node %s's record does not ask it to leave the Swarm: join its engine again (`docker swarm join`), or let the leader ask it to", ErrPrecondition, id)
+	}
+	if shared.SwarmNodeId == "" {
+		return &pb.ReportSwarmNodeResponse{}, nil
+	}
+	n := cloneNode(shared)
+	n.SwarmNodeId = ""
+	n.Updated = st.timestamp()
+	if err := nodeSave(ctx, st.leadership, n); err != nil {
+		return nil, err
+	}
+	a.s.logger(ctx).Info("swarm node left", zap.String("node", id), zap.String("was", shared.SwarmNodeId))
 	return &pb.ReportSwarmNodeResponse{}, nil
 }
 

@@ -135,7 +135,7 @@ func groupChange(old, new *pb.Node) bool {
 	case new == nil:
 		return old.Group != ""
 	}
-	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles))
+	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles) || old.SwarmNodeId != new.SwarmNodeId)
 }
 
 func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
@@ -191,6 +191,7 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			Rolling:   ro != nil && ro.State == pb.RolloutState_ROLLOUT_STATE_ROLLING && ro.TargetSha == g.ConfigSha,
 			TargetSHA: g.ConfigSha, MaxParallel: int(g.Spec.GetMaxParallel()),
 			ConsensusGroup: slices.Contains(g.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS),
+			Swarm:          cs.Swarm && st.swarmSeen.read(),
 		}
 		for _, m := range machines {
 			snap.Machines = append(snap.Machines, groupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
@@ -204,12 +205,22 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 				Leader:    n.Id == st.cfg.NodeID,
 			}
+			gn.SwarmIn = n.SwarmNodeId != ""
+			if sn, ok := st.swarmSeen.get(n.SwarmNodeId); ok && snap.Swarm {
+				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.manager, sn.reachable(), sn.leader
+			}
+			if n.SwarmLeaveRequested != nil {
+				gn.SwarmLeaveAsked = n.SwarmLeaveRequested.AsTime()
+			}
 			if snap.Rolling && gn.Learner && n.ConfigSha == g.ConfigSha {
 				faultPoint(FaultRolloutSurgeLearner)
 			}
 			snap.Nodes = append(snap.Nodes, gn)
 		}
 		a := decideGroup(snap)
+		if a != nil && a.Kind == groupWait {
+			continue // not a refusal: what it waits for makes it tick again
+		}
 		if a == nil {
 			if pr, ok := p.(pruner); ok {
 				if _, err := pr.Prune(ctx); err != nil {
@@ -290,6 +301,29 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		return nodeSave(ctx, st.leadership, n)
 	case groupRolloutDone, groupRolloutFail:
 		return nil // noteRollout writes the outcome
+	case groupSwarmLeave:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil {
+			return nil
+		}
+		n = cloneNode(n)
+		n.SwarmLeaveRequested = st.timestamp()
+		n.SwarmJoinRequested = false
+		n.Updated = n.SwarmLeaveRequested
+		return nodeSave(ctx, st.leadership, n)
+	case groupSwarmStay:
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := st.reg.node(a.Node)
+		if n == nil || n.SwarmLeaveRequested == nil {
+			return nil
+		}
+		n = cloneNode(n)
+		n.SwarmLeaveRequested = nil
+		n.Updated = st.timestamp()
+		return nodeSave(ctx, st.leadership, n)
 	case groupRemoveNode:
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()

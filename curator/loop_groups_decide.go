@@ -35,6 +35,16 @@ import (
 //     healthy majority of voters: refused, with the reason, when it
 //     would not), and its machine destroyed once it holds no role.
 //  6. A group being destroyed with no machine and no node left is deleted.
+//  7. A ready node asked to leave the Swarm whose machine stays (its
+//     rollout cancelled) has the request cleared.
+//
+// With the Swarm flavor on, a ready node's machine is destroyed on purpose
+// (rules 5 and the rollout's) only once its engine has left the Swarm:
+// its record asks its agent to leave (swarm-leave), and the group waits
+// for the agent to report its engine out of the Swarm (leaveSwarmFirst).
+// A machine whose node
+// is down is destroyed as before: there is no agent to ask, and the swarm
+// sync removes the Swarm node it leaves behind.
 //
 // One action per tick: the loop runs again at once after an action, and
 // each tick observes anew, so a leader that dies between two actions
@@ -52,6 +62,15 @@ const (
 	groupDrain
 	groupRolloutDone
 	groupRolloutFail
+	// groupSwarmLeave asks a node's agent to take its engine out of the
+	// Swarm before its machine is destroyed.
+	groupSwarmLeave
+	// groupSwarmStay clears a leave request of a node whose machine
+	// stays.
+	groupSwarmStay
+	// groupWait: nothing to do until something the group waits for
+	// happens (an engine leaving the Swarm); not a refusal.
+	groupWait
 )
 
 func (k groupActionKind) String() string {
@@ -74,6 +93,12 @@ func (k groupActionKind) String() string {
 		return "rollout-done"
 	case groupRolloutFail:
 		return "rollout-failed"
+	case groupSwarmLeave:
+		return "swarm-leave"
+	case groupSwarmStay:
+		return "swarm-stay"
+	case groupWait:
+		return "wait"
 	}
 	return fmt.Sprintf("groupAction(%d)", int(k))
 }
@@ -100,6 +125,17 @@ type groupNode struct {
 	Drained bool
 	// Leader: the node is the curator leader's own.
 	Leader bool
+	// With the Swarm flavor on (groupSnapshot.Swarm): SwarmIn, its record
+	// names a Swarm node (its agent reported one, and has not reported
+	// that its engine left); and its Swarm node as the swarm sync last
+	// read it: SwarmManager, a manager (its role in the Swarm's spec);
+	// SwarmVoter, a manager the Swarm lists reachable in its Raft (one
+	// promoted a moment ago is a manager before it is a voter);
+	// SwarmLeader, the Swarm's leader.
+	SwarmIn, SwarmManager, SwarmVoter, SwarmLeader bool
+	// SwarmLeaveAsked is when its record asked its agent to leave the
+	// Swarm (zero: not asked).
+	SwarmLeaveAsked time.Time
 }
 
 // groupSnapshot is what decideGroup reads.
@@ -124,6 +160,11 @@ type groupSnapshot struct {
 	// one at a time, a replacement first (surge).
 	MaxParallel    int
 	ConsensusGroup bool
+	// Swarm: the cluster's Swarm flavor is on and the Swarm's node list
+	// was read; a consensus node is then a fresh member once it is a
+	// Swarm manager too, and a ready node leaves the Swarm before its
+	// machine goes.
+	Swarm bool
 }
 
 type groupAction struct {
@@ -224,11 +265,20 @@ func decideGroup(s groupSnapshot) *groupAction {
 			}
 			return &groupAction{Kind: groupDemote, Node: n.ID, Machine: victim.ID, Reason: why + ": demoting node " + n.ID + " before its machine goes"}
 		}
-		return &groupAction{Kind: groupDestroyMachine, Machine: victim.ID, Node: n.ID, Reason: why}
+		return leaveSwarmFirst(s, n, joined, &groupAction{Kind: groupDestroyMachine, Machine: victim.ID, Node: n.ID, Reason: why})
 	}
 	// 6. A destroyed group with nothing left.
 	if s.Destroying && len(ms) == 0 && len(nodes) == 0 {
 		return &groupAction{Kind: groupDelete, Reason: fmt.Sprintf("group %s is destroyed: no machine and no node left", s.Name)}
+	}
+	// 7. A ready node asked to leave the Swarm whose machine no rule takes
+	// away any more (its rollout was cancelled, its group grown again)
+	// stays: the request is cleared, and the swarm sync joins it again.
+	for _, n := range nodes {
+		if _, ok := machines[n.InstanceID]; ok && !n.SwarmLeaveAsked.IsZero() && n.Status == pb.NodeStatus_NODE_STATUS_READY {
+			return &groupAction{Kind: groupSwarmStay, Node: n.ID, Machine: n.InstanceID,
+				Reason: fmt.Sprintf("node %s was asked to leave the Swarm, but its machine %s stays (group %s has %d of %d machines): clearing the request, so that it joins the Swarm again", n.ID, n.InstanceID, s.Name, len(ms), size)}
+		}
 	}
 	return nil
 }
@@ -236,7 +286,8 @@ func decideGroup(s groupSnapshot) *groupAction {
 // removalRank orders a group's machines for taking one away: lowest first.
 // In a rollout, machines of the old config before those of the new; then
 // machines with no node, then not-ready nodes, then workers, then
-// consensus members; the curator leader's own node last of all.
+// consensus members; the node whose engine leads the Swarm next to last,
+// the curator leader's own node last of all.
 func removalRank(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) int {
 	rank := 0
 	if s.Rolling && m.ConfigSHA == s.TargetSHA {
@@ -247,6 +298,8 @@ func removalRank(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) i
 	case !ok:
 	case n.Leader:
 		rank = 100
+	case n.SwarmLeader:
+		rank = 99
 	case n.Status != pb.NodeStatus_NODE_STATUS_READY:
 		rank++
 	case !n.Consensus:
@@ -299,7 +352,47 @@ func orNone(s string) string {
 func freshReady(s groupSnapshot, m groupMachine, nodeOf map[string]groupNode) bool {
 	n, ok := nodeOf[m.ID]
 	return m.ConfigSHA == s.TargetSHA && ok && n.Status == pb.NodeStatus_NODE_STATUS_READY &&
-		(!s.ConsensusGroup || (n.Consensus && !n.Learner))
+		(!s.ConsensusGroup || (n.Consensus && !n.Learner && (!s.Swarm || n.SwarmVoter)))
+}
+
+// leaveSwarmFirst is action destroy (of node n's machine; joined: the
+// machine has a node) with the Swarm flavor on: a ready node still in the
+// Swarm has its engine leave it first, so that the Swarm sees a node go
+// rather than lose one. Its record asks its agent (swarm-leave), and the
+// group waits for the agent's report that its engine left (which clears
+// the record's Swarm node ID), not for the Swarm to show the node Down: a
+// Swarm leader just demoted shows Down for a moment while its engine is
+// still in the Swarm. A Swarm manager is
+// waited for too (its demotion changes the Swarm first, and the swarm
+// sync finishes one cut short: an engine leaving as a manager would take
+// a vote out of the Swarm's quorum). An agent that has not answered
+// within join_timeout does not hold the machine back any longer: it is
+// destroyed, and the swarm sync removes its Swarm node once it is Down.
+func leaveSwarmFirst(s groupSnapshot, n groupNode, joined bool, destroy *groupAction) *groupAction {
+	if !s.Swarm || !joined || n.Status != pb.NodeStatus_NODE_STATUS_READY || !n.SwarmIn {
+		// Not ready (no agent to ask), or in no Swarm: never joined, or
+		// its agent reported that its engine left.
+		return destroy
+	}
+	wait := &groupAction{Kind: groupWait, Machine: destroy.Machine, Node: n.ID, Step: destroy.Step}
+	if n.SwarmManager && n.SwarmLeaveAsked.IsZero() {
+		wait.Reason = fmt.Sprintf("%s: node %s's engine is still a Swarm manager; it leaves the Swarm once the swarm sync has demoted it", destroy.Reason, n.ID)
+		return wait
+	}
+	if n.SwarmLeaveAsked.IsZero() {
+		step := ""
+		if destroy.Step != "" {
+			step = "swarm-leave"
+		}
+		return &groupAction{Kind: groupSwarmLeave, Machine: destroy.Machine, Node: n.ID, Step: step,
+			Reason: fmt.Sprintf("%s: node %s's engine leaves the Swarm before its machine goes", destroy.Reason, n.ID)}
+	}
+	if waited := s.Now.Sub(n.SwarmLeaveAsked); waited < s.JoinTimeout {
+		wait.Reason = fmt.Sprintf("%s: waiting for node %s's engine to leave the Swarm", destroy.Reason, n.ID)
+		return wait
+	}
+	destroy.Reason += fmt.Sprintf(": node %s's engine did not leave the Swarm within join_timeout %v; its Swarm node is removed once it is down", n.ID, s.JoinTimeout)
+	return destroy
 }
 
 // coming counts the machines a rollout waits for: machines of the target
@@ -350,6 +443,9 @@ func decideRollout(s groupSnapshot, ms []groupMachine, have int, nodeOf map[stri
 			what := "its node never joined"
 			if n, ok := nodeOf[m.ID]; ok {
 				what = fmt.Sprintf("its node %s is not a ready member yet", n.ID)
+				if s.Swarm && s.ConsensusGroup && n.Consensus && !n.Learner && !n.SwarmVoter {
+					what = fmt.Sprintf("its node %s is not a reachable Swarm manager yet (is its agent given its Docker engine, --docker-socket?)", n.ID)
+				}
 			}
 			return &groupAction{Kind: groupRolloutFail, Machine: m.ID,
 				Reason: fmt.Sprintf("rollout of group %s to %s failed: machine %s was made %v ago and %s (join_timeout %v); the old machines keep serving", s.Name, shortConfigSHA(s.TargetSHA), m.ID, age.Round(time.Second), what, s.JoinTimeout)}
@@ -371,7 +467,7 @@ func decideRollout(s groupSnapshot, ms []groupMachine, have int, nodeOf map[stri
 		// A drained stale node goes at once.
 		for _, m := range stale {
 			if d, ok := nodeOf[m.ID]; ok && d.Drained {
-				return &groupAction{Kind: groupDestroyMachine, Machine: m.ID, Node: d.ID, Step: "destroy", Reason: why + ": node " + d.ID + " is drained"}
+				return leaveSwarmFirst(s, d, true, &groupAction{Kind: groupDestroyMachine, Machine: m.ID, Node: d.ID, Step: "destroy", Reason: why + ": node " + d.ID + " is drained"})
 			}
 		}
 		if have < s.Size {
@@ -395,7 +491,7 @@ func decideRollout(s groupSnapshot, ms []groupMachine, have int, nodeOf map[stri
 		return &groupAction{Kind: groupProvision, Step: "surge", Reason: why + ": a new member first, beside the old ones"}
 	}
 	if !joined || !n.Consensus {
-		return &groupAction{Kind: groupDestroyMachine, Machine: victim.ID, Node: n.ID, Step: "destroy", Reason: why}
+		return leaveSwarmFirst(s, n, joined, &groupAction{Kind: groupDestroyMachine, Machine: victim.ID, Node: n.ID, Step: "destroy", Reason: why})
 	}
 	if ready && !n.Drained {
 		return &groupAction{Kind: groupDrain, Machine: victim.ID, Node: n.ID, Step: "drain", Reason: why}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
+	"go.uber.org/zap"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -54,17 +55,35 @@ type swarmSeen struct {
 	byID map[string]swarmNode
 }
 
-func (s *swarmSeen) set(nodes []swarmNode) {
+// set keeps nodes as the last read, and says whether a node's role,
+// state or leadership changed since the read before (the group loop,
+// which reads them, is then ticked).
+func (s *swarmSeen) set(nodes []swarmNode) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if nodes == nil {
+		changed := s.byID != nil
 		s.byID = nil
-		return
+		return changed
 	}
-	s.byID = make(map[string]swarmNode, len(nodes))
+	byID := make(map[string]swarmNode, len(nodes))
 	for _, sn := range nodes {
-		s.byID[sn.id] = sn
+		byID[sn.id] = sn
 	}
+	changed := s.byID == nil || len(byID) != len(s.byID)
+	for id, sn := range byID {
+		old, ok := s.byID[id]
+		changed = changed || !ok || old.manager != sn.manager || old.state != sn.state || old.leader != sn.leader
+	}
+	s.byID = byID
+	return changed
+}
+
+// read says whether the Swarm has been read (with the flavor on).
+func (s *swarmSeen) read() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID != nil
 }
 
 // get returns Swarm node id as last read.
@@ -128,6 +147,7 @@ func swarmSnapshotOf(self string, nodes []*pb.Node, seen []swarmNode, maxVoters 
 			refused:       n.Refused != "",
 			swarmID:       n.SwarmNodeId,
 			joinRequested: n.SwarmJoinRequested,
+			leaving:       n.SwarmLeaveRequested != nil,
 		})
 	}
 	return s
@@ -141,7 +161,8 @@ func swarmChange(old, new *pb.Node) bool {
 	return hasRole(old, pb.Role_ROLE_CONSENSUS) != hasRole(new, pb.Role_ROLE_CONSENSUS) ||
 		old.Demoting != new.Demoting || old.Status != new.Status || old.State != new.State ||
 		old.Refused != new.Refused || old.SwarmNodeId != new.SwarmNodeId ||
-		old.SwarmJoinRequested != new.SwarmJoinRequested
+		old.SwarmJoinRequested != new.SwarmJoinRequested ||
+		(old.SwarmLeaveRequested == nil) != (new.SwarmLeaveRequested == nil)
 }
 
 func (l *leaderLoops) swarmLoop() loopSpec {
@@ -173,7 +194,9 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 		// restarting. Say so, and look again next tick.
 		return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
 	}
-	l.swarmSeen.set(seen)
+	if l.swarmSeen.set(seen) {
+		kickGroups(l.leaderState)
+	}
 	l.countSwarm(seen)
 
 	l.muNodes.Lock()
@@ -191,7 +214,9 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 			}
 			return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
 		}
-		l.swarmSeen.set(seen)
+		if l.swarmSeen.set(seen) {
+			kickGroups(l.leaderState)
+		}
 		a = decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
 	}
 	if a == nil {
@@ -392,4 +417,53 @@ func (st *leaderState) swarmManagersOf(ctx context.Context, ms *membership) (map
 		}
 	}
 	return out, nil
+}
+
+// removeSwarmNodeOf removes node n's Swarm node, n's record just removed,
+// when the flavor is on and the Swarm shows it Down (a dead machine's, or
+// an engine that left): a manager is demoted first, within the Swarm's
+// quorum. It is the swarm sync's orphan rule made at once rather than on
+// its next tick, and what it cannot do now (the Swarm node still up, the
+// Swarm not read, a refusal) is left to that rule: said in the log, not
+// failed, since the node is gone already. Called with muNodes.
+func (st *leaderState) removeSwarmNodeOf(ctx context.Context, n *pb.Node) {
+	if n.SwarmNodeId == "" {
+		return
+	}
+	if on, err := st.swarmOn(ctx); err != nil || !on {
+		return
+	}
+	lg := st.cfg.Logger.With(zap.String("node", n.Id), zap.String("swarm_node", n.SwarmNodeId))
+	seen, err := st.readSwarm(ctx)
+	if err != nil {
+		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm cannot be read", zap.Error(err))
+		return
+	}
+	v := newSwarmView(swarmSnapshot{swarm: seen})
+	sn, ok := v.swarmByID[n.SwarmNodeId]
+	switch {
+	case !ok:
+		return
+	case sn.state != swarm.NodeStateDown:
+		lg.Info("node removed; its Swarm node is not down yet, and the swarm sync removes it once it is", zap.String("state", string(sn.state)))
+		return
+	case !slices.ContainsFunc(seen, func(sn swarmNode) bool { return sn.leader }):
+		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm's node list names no leader")
+		return
+	}
+	if sn.manager && sn.reachability != "" { // one that never joined the Swarm's Raft is removed as it is
+		if err := v.checkSwarmChange(sn.id, ""); err != nil {
+			lg.Warn("node removed; its Swarm node, a down manager, is left to the swarm sync", zap.Error(err))
+			return
+		}
+		if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleWorker); err != nil {
+			lg.Warn("node removed; demoting its Swarm node, a down manager, failed: the swarm sync tries again", zap.Error(err))
+			return
+		}
+	}
+	if err := st.swarmRemove(ctx, sn.id); err != nil {
+		lg.Warn("node removed; removing its Swarm node failed: the swarm sync tries again", zap.Error(err))
+		return
+	}
+	lg.Info("node removed, and its Swarm node")
 }

@@ -107,6 +107,10 @@ type swarmCuratorNode struct {
 	// joinRequested: a request to join the Swarm is pending in its
 	// record.
 	joinRequested bool
+	// leaving: its record asks its agent to leave the Swarm (its machine
+	// is about to be destroyed): it is neither promoted nor asked to
+	// join again.
+	leaving bool
 }
 
 // swarmNode is what the decision reads of one Swarm node (observeSwarm).
@@ -247,6 +251,13 @@ func (v *swarmView) decideOrphans(refuse func(nodeID, swarmID, reason string)) *
 		if !sn.manager {
 			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is down: removing it"}
 		}
+		if sn.reachability == "" {
+			// A manager in name only: promoted, and down before it joined
+			// the Swarm's Raft (the Swarm lists no manager status). Swarm
+			// refuses to demote it (it finds no Raft member), takes no
+			// vote away by removing it, and removes it as it is.
+			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is a down manager that never joined the Swarm's Raft: removing it"}
+		}
 		if err := v.checkSwarmChange(sn.id, ""); err != nil {
 			refuse("", sn.id, fmt.Sprintf("%s and is a down manager, but demoting it now is unsafe: %v", what, err))
 			continue
@@ -325,7 +336,7 @@ func (v *swarmView) decideRoleless(refuse func(nodeID, swarmID, reason string)) 
 func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
 		sn, ok := v.swarmByID[n.swarmID]
-		if !n.consensus || n.demoting || !ok || sn.manager {
+		if !n.consensus || n.demoting || n.leaving || !ok || sn.manager {
 			continue
 		}
 		what := fmt.Sprintf("node %s has the consensus role but is Swarm worker %s", n.id, sn.id)
@@ -351,7 +362,7 @@ func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)
 func (v *swarmView) decideJoins(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
 		sn, in := v.swarmByID[n.swarmID]
-		if (in && sn.state != swarm.NodeStateDown) || n.joinRequested || n.refused || !n.ready {
+		if (in && sn.state != swarm.NodeStateDown) || n.joinRequested || n.leaving || n.refused || !n.ready {
 			continue
 		}
 		why := "has not joined the Swarm"

@@ -19,6 +19,7 @@ func TestDecideSwarm(t *testing.T) {
 		down      nopt = func(n *swarmCuratorNode) { n.ready = false }
 		refused   nopt = func(n *swarmCuratorNode) { n.refused = true }
 		requested nopt = func(n *swarmCuratorNode) { n.joinRequested = true }
+		leaving   nopt = func(n *swarmCuratorNode) { n.leaving = true }
 		notJoined nopt = func(n *swarmCuratorNode) { n.swarmID = "" }
 		inSwarm        = func(id string) nopt { return func(n *swarmCuratorNode) { n.swarmID = id } }
 
@@ -28,6 +29,7 @@ func TestDecideSwarm(t *testing.T) {
 		follows     sopt = func(s *swarmNode) { s.leader = false }
 		sDown       sopt = func(s *swarmNode) { s.state = swarm.NodeStateDown }
 		unreachable sopt = func(s *swarmNode) { s.reachability = swarm.ReachabilityUnreachable }
+		noStatus    sopt = func(s *swarmNode) { s.reachability = "" }
 	)
 	cn := func(id string, opts ...nopt) swarmCuratorNode {
 		n := swarmCuratorNode{id: id, consensus: id != "w", ready: true, swarmID: "S" + id}
@@ -84,6 +86,9 @@ func TestDecideSwarm(t *testing.T) {
 		{name: "a down Swarm manager of no node is demoted first",
 			nodes: consistent, swarm: with(swarm3, sn("Sd", sDown, unreachable)),
 			want: &swarmAction{kind: swarmDemote, swarmID: "Sd"}},
+		{name: "a down manager of no node that never joined the Swarm's Raft (no manager status) is removed as it is",
+			nodes: consistent, swarm: with(swarm3, sn("Sd", sDown, noStatus)),
+			want: &swarmAction{kind: swarmRemoveNode, swarmID: "Sd"}},
 		{name: "a down orphan manager is demoted when that restores the Swarm's majority",
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc", sDown, unreachable), sn("Sd", sDown, unreachable), sn("Sw")},
 			want: &swarmAction{kind: swarmDemote, swarmID: "Sc"}},
@@ -166,6 +171,10 @@ func TestDecideSwarm(t *testing.T) {
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", down)}, swarm: swarm3[:3]},
 		{name: "a refused node is not asked to join",
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", refused)}, swarm: swarm3[:3]},
+		{name: "a node asked to leave the Swarm (its machine is going) is not asked to join again",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", leaving)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", sDown)}},
+		{name: "a node with the role asked to leave the Swarm is not promoted in it",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role, leaving)}, swarm: swarm3},
 
 		// One change per tick, in order.
 		{name: "demotions go before grants, grants before promotions, promotions before joins",

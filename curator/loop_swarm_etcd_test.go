@@ -127,6 +127,31 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		t.Errorf("after a new ID: request %v, ID %q", n.SwarmJoinRequested, n.SwarmNodeId)
 	}
 
+	// Leaving: refused without a request in the record; with one, the
+	// report clears the Swarm node ID (the group loop's sign that the
+	// machine may go), and again changes nothing.
+	if _, err := bAPI.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err == nil || !strings.Contains(err.Error(), "does not ask it to leave") {
+		t.Errorf("a left report without a request: %v", err)
+	}
+	func() {
+		st.muNodes.Lock()
+		defer st.muNodes.Unlock()
+		n := cloneNode(st.reg.node(b.id))
+		n.SwarmLeaveRequested = st.timestamp()
+		if err := nodeSave(ctx, st.leadership, n); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	waitFor(t, "the leave request in the leader's view", func() bool { return st.reg.node(b.id).GetSwarmLeaveRequested() != nil })
+	for range 2 {
+		if _, err := bAPI.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.loadNode(b.id); n.SwarmNodeId != "" || n.SwarmLeaveRequested == nil {
+			t.Errorf("after the left report: ID %q, leave requested %v", n.SwarmNodeId, n.SwarmLeaveRequested)
+		}
+	}
+
 	// The flavor on, and this curator has no engine: the swarm sync
 	// refuses, with what to do, and the join token is not handed out.
 	setSwarm(t, admin, true)

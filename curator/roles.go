@@ -340,7 +340,9 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 }
 
 // removeNode takes node n out of the cluster: its etcd member first
-// (within the quorum guard), then its etcd certificate and its record. The
+// (within the quorum guard), then its etcd certificate and its record,
+// then, with the Swarm flavor on, its Swarm node if the Swarm shows it
+// Down (removeSwarmNodeOf). The
 // curator leader's own node is refused: it is demoted first, and the next
 // leader removes it. Called with muNodes.
 func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
@@ -362,5 +364,9 @@ func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
 	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
-	return st.destroyNode(ctx, n.Id)
+	if err := st.destroyNode(ctx, n.Id); err != nil {
+		return err
+	}
+	st.removeSwarmNodeOf(ctx, n)
+	return nil
 }

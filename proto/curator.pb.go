@@ -561,8 +561,14 @@ type Node struct {
 	// its engine to the Swarm as a worker (SwarmJoin) and reports its new
 	// Swarm node ID, whose write clears this.
 	SwarmJoinRequested bool `protobuf:"varint,23,opt,name=swarm_join_requested,json=swarmJoinRequested,proto3" json:"swarm_join_requested,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Set by the leader before a ready node's machine is destroyed on
+	// purpose (a rollout, a group made smaller or destroyed): its agent
+	// takes its engine out of the Swarm (`swarm leave`, without force, once
+	// the node holds no role and its Swarm node is a worker), so the Swarm
+	// sees it go rather than lose it. When it was asked; unset for none.
+	SwarmLeaveRequested *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=swarm_leave_requested,json=swarmLeaveRequested,proto3" json:"swarm_leave_requested,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -754,6 +760,13 @@ func (x *Node) GetSwarmJoinRequested() bool {
 		return x.SwarmJoinRequested
 	}
 	return false
+}
+
+func (x *Node) GetSwarmLeaveRequested() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SwarmLeaveRequested
+	}
+	return nil
 }
 
 // NodeView is a node as operators see it: the record plus what the leader
@@ -3515,8 +3528,12 @@ func (x *SwarmJoinResponse) GetManagerAddrs() []string {
 }
 
 type ReportSwarmNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SwarmNodeId   string                 `protobuf:"bytes,1,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SwarmNodeId string                 `protobuf:"bytes,1,opt,name=swarm_node_id,json=swarmNodeId,proto3" json:"swarm_node_id,omitempty"`
+	// The engine left the Swarm, as the node's record asked
+	// (swarm_leave_requested): the leader clears the node's Swarm node ID,
+	// and its machine may go. swarm_node_id is empty then.
+	Left          bool `protobuf:"varint,2,opt,name=left,proto3" json:"left,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3556,6 +3573,13 @@ func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
 		return x.SwarmNodeId
 	}
 	return ""
+}
+
+func (x *ReportSwarmNodeRequest) GetLeft() bool {
+	if x != nil {
+		return x.Left
+	}
+	return false
 }
 
 type ReportSwarmNodeResponse struct {
@@ -4630,7 +4654,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x12retired_etcd_certs\x18\a \x03(\fR\x10retiredEtcdCerts\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xd7\a\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xa7\b\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -4658,7 +4682,8 @@ const file_curator_proto_rawDesc = "" +
 	"\arefused\x18\x14 \x01(\tR\arefused\x12=\n" +
 	"\fcert_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vcertExpires\x12\"\n" +
 	"\rswarm_node_id\x18\x16 \x01(\tR\vswarmNodeId\x120\n" +
-	"\x14swarm_join_requested\x18\x17 \x01(\bR\x12swarmJoinRequested\x1a9\n" +
+	"\x14swarm_join_requested\x18\x17 \x01(\bR\x12swarmJoinRequested\x12N\n" +
+	"\x15swarm_leave_requested\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x13swarmLeaveRequested\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
@@ -4876,9 +4901,10 @@ const file_curator_proto_rawDesc = "" +
 	"\x10SwarmJoinRequest\"[\n" +
 	"\x11SwarmJoinResponse\x12!\n" +
 	"\fworker_token\x18\x01 \x01(\tR\vworkerToken\x12#\n" +
-	"\rmanager_addrs\x18\x02 \x03(\tR\fmanagerAddrs\"<\n" +
+	"\rmanager_addrs\x18\x02 \x03(\tR\fmanagerAddrs\"P\n" +
 	"\x16ReportSwarmNodeRequest\x12\"\n" +
-	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\"\x19\n" +
+	"\rswarm_node_id\x18\x01 \x01(\tR\vswarmNodeId\x12\x12\n" +
+	"\x04left\x18\x02 \x01(\bR\x04left\"\x19\n" +
 	"\x17ReportSwarmNodeResponse\"(\n" +
 	"\x10NodeLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\"h\n" +
@@ -5129,115 +5155,116 @@ var file_curator_proto_depIdxs = []int32{
 	79, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
 	79, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	8,  // 11: curator.v1.NodeView.node:type_name -> curator.v1.Node
-	4,  // 12: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	79, // 13: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
-	9,  // 14: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	74, // 15: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	80, // 16: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	79, // 17: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	18, // 18: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,  // 19: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	75, // 20: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	80, // 21: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
-	9,  // 22: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	3,  // 23: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	28, // 24: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	31, // 25: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	80, // 26: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	80, // 27: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	29, // 28: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	30, // 29: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	76, // 30: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	77, // 31: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	27, // 32: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	79, // 33: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	79, // 34: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	32, // 35: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	27, // 36: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	33, // 37: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	33, // 38: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	5,  // 39: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	79, // 40: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	79, // 41: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	79, // 42: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	1,  // 43: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	78, // 44: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	8,  // 45: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 46: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	79, // 47: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	80, // 48: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	9,  // 49: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18, // 50: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10, // 51: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19, // 52: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21, // 53: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21, // 54: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22, // 55: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21, // 56: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23, // 57: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25, // 58: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12, // 59: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13, // 60: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15, // 61: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17, // 62: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	34, // 63: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	36, // 64: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	38, // 65: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	39, // 66: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41, // 67: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	42, // 68: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	59, // 69: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	67, // 70: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	69, // 71: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	71, // 72: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	43, // 73: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	45, // 74: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	47, // 75: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	49, // 76: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	55, // 77: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	57, // 78: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	51, // 79: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	53, // 80: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	61, // 81: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	63, // 82: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11, // 83: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20, // 84: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,  // 85: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26, // 86: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,  // 87: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,  // 88: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24, // 89: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14, // 90: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,  // 91: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14, // 92: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16, // 93: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16, // 94: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	35, // 95: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	37, // 96: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	33, // 97: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	33, // 98: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	40, // 99: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	40, // 100: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	60, // 101: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	68, // 102: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	70, // 103: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	72, // 104: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	44, // 105: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	46, // 106: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	48, // 107: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	50, // 108: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	56, // 109: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	58, // 110: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	52, // 111: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	54, // 112: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	62, // 113: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	64, // 114: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	83, // [83:115] is the sub-list for method output_type
-	51, // [51:83] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	79, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	8,  // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
+	4,  // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
+	79, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	9,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
+	74, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	80, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	79, // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18, // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,  // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	75, // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	80, // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	9,  // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,  // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	28, // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	31, // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	80, // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	80, // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	29, // 29: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	30, // 30: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	76, // 31: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	77, // 32: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	27, // 33: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	79, // 34: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	79, // 35: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	32, // 36: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	27, // 37: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	33, // 38: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	33, // 39: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	5,  // 40: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	79, // 41: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	79, // 42: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	79, // 43: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	1,  // 44: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	78, // 45: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	8,  // 46: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	3,  // 47: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	79, // 48: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	80, // 49: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	9,  // 50: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18, // 51: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10, // 52: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19, // 53: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21, // 54: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21, // 55: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22, // 56: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21, // 57: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23, // 58: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25, // 59: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12, // 60: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13, // 61: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15, // 62: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17, // 63: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	34, // 64: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	36, // 65: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	38, // 66: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	39, // 67: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41, // 68: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	42, // 69: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	59, // 70: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	67, // 71: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	69, // 72: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	71, // 73: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	43, // 74: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	45, // 75: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	47, // 76: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	49, // 77: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	55, // 78: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	57, // 79: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	51, // 80: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	53, // 81: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	61, // 82: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	63, // 83: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11, // 84: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20, // 85: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,  // 86: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26, // 87: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,  // 88: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,  // 89: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24, // 90: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14, // 91: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,  // 92: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14, // 93: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16, // 94: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16, // 95: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	35, // 96: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	37, // 97: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	33, // 98: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	33, // 99: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	40, // 100: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	40, // 101: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	60, // 102: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	68, // 103: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	70, // 104: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	72, // 105: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	44, // 106: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	46, // 107: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	48, // 108: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	50, // 109: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	56, // 110: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	58, // 111: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	52, // 112: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	54, // 113: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	62, // 114: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	64, // 115: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	84, // [84:116] is the sub-list for method output_type
+	52, // [52:84] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }

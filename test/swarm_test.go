@@ -17,6 +17,7 @@ import (
 
 // swarmNodeJSON is the part of `node ls -o json` the Swarm flavor adds.
 type swarmNodeJSON struct {
+	ID           string   `json:"id"`
 	Name         string   `json:"name"`
 	Roles        []string `json:"roles"`
 	Status       string   `json:"status"`

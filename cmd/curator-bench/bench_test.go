@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/internal/swarmtest"
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
@@ -173,5 +174,26 @@ func TestFailoverShort(t *testing.T) {
 	// 2-core machine runs other tests beside it.
 	if res.CuratorP50S >= res.TTL {
 		t.Errorf("a killed leader was replaced after %.2fs (median), not before its %.0fs lease: crash detection did not act", res.CuratorP50S, res.TTL)
+	}
+}
+
+// TestSwarmShort runs the real tool on a short `swarm`: one round of each
+// repair of a Swarm promotion cut half-way, on a real Swarm
+// (internal/swarmtest: skipped, saying why, without root and dockerd),
+// and asserts that both repairs ended with the figures.
+func TestSwarmShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Swarm and a cluster")
+	}
+	if err := swarmtest.Available(); err != nil {
+		t.Skipf("swarmtest: %v", err)
+	}
+	var res swarmBenchResult
+	runErr := runBench(t, &res, "swarm", "--rounds", "1", "--addresses", "127.0.155.10-127.0.155.40")
+	if runErr != nil || res.Error != "" {
+		t.Fatalf("curator-bench swarm: %v; %s", runErr, res.Error)
+	}
+	if len(res.CuratorS) != 1 || len(res.HandS) != 1 || res.CuratorP50 <= 0 || res.HandP50 <= 0 {
+		t.Errorf("figures missing: %+v", res)
 	}
 }

@@ -271,6 +271,7 @@ func (c *cluster) start(name string, addr netip.AddrPort, env []string, verb str
 	if c.cfg.pprof {
 		argv = append(argv, "--pprof")
 	}
+	argv = append(argv, c.cfg.nodeArgs[name]...)
 	return c.run(name, addr, dataDir, env, append(argv, args...))
 }
 

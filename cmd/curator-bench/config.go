@@ -51,6 +51,9 @@ type clusterConfig struct {
 	// pprof starts the managers with --pprof, so the leader can be
 	// profiled.
 	pprof bool
+	// nodeArgs are more agent arguments of the node of each name (not a
+	// flag: `swarm` gives each its own Docker engine).
+	nodeArgs map[string][]string
 }
 
 func (c *clusterConfig) register(cmd *cobra.Command) {

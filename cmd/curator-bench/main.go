@@ -8,6 +8,7 @@
 //	curator-bench list --nodes N [--rounds 20]
 //	curator-bench rollout [--managers 3] [--workers 3]
 //	curator-bench failover [--rounds 10] [--freeze]
+//	curator-bench swarm [--managers 3] [--rounds 5]
 package main
 
 import (
@@ -41,6 +42,6 @@ stdout; progress goes to stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newHeartbeatsCommand(), newListCommand(), newRolloutCommand(), newFailoverCommand())
+	root.AddCommand(newHeartbeatsCommand(), newListCommand(), newRolloutCommand(), newFailoverCommand(), newSwarmCommand())
 	return root
 }

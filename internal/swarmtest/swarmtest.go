@@ -68,6 +68,9 @@ type Config struct {
 	// Managers is how many engines are Swarm managers (at least 1: the
 	// first inits the Swarm); Workers how many are workers.
 	Managers, Workers int
+	// Spare is how many more engines are started outside the Swarm (for
+	// machines a test makes, whose agents join them to it).
+	Spare int
 	// DispatcherHeartbeat is the Swarm's dispatcher heartbeat period.
 	DispatcherHeartbeat time.Duration
 	// NoSwarm starts the engines without forming a Swarm.
@@ -79,11 +82,11 @@ func (c Config) Validate() error {
 	if c.Managers < 1 && !c.NoSwarm {
 		return fmt.Errorf("swarmtest: %d managers: a Swarm needs at least one", c.Managers)
 	}
-	if c.Managers < 0 || c.Workers < 0 || c.Managers+c.Workers == 0 {
-		return fmt.Errorf("swarmtest: %d managers and %d workers: no engine to start", c.Managers, c.Workers)
+	if c.Managers < 0 || c.Workers < 0 || c.Spare < 0 || c.Managers+c.Workers+c.Spare == 0 {
+		return fmt.Errorf("swarmtest: %d managers, %d workers and %d spare engines: no engine to start", c.Managers, c.Workers, c.Spare)
 	}
-	if c.Managers+c.Workers > 200 {
-		return fmt.Errorf("swarmtest: %d engines: the subnet has room for 200", c.Managers+c.Workers)
+	if c.Managers+c.Workers+c.Spare > 200 {
+		return fmt.Errorf("swarmtest: %d engines: the subnet has room for 200", c.Managers+c.Workers+c.Spare)
 	}
 	return nil
 }
@@ -114,7 +117,8 @@ func Available() error {
 // Cluster is a harness: its engines, in order (managers first, the first
 // one inited the Swarm), their bridge, and what they keep on disk.
 type Cluster struct {
-	// Engines are the managers, then the workers.
+	// Engines are the managers, then the workers, then the spare
+	// engines (Spare).
 	Engines []*Engine
 	// Prefix starts the name of every namespace, and the hostname of
 	// every engine, of this harness.
@@ -204,11 +208,14 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.makeBridge(ctx); err != nil {
 		return c, err
 	}
-	for i := range cfg.Managers + cfg.Workers {
+	for i := range cfg.Managers + cfg.Workers + cfg.Spare {
 		manager := i < cfg.Managers
 		name := fmt.Sprintf("%s-w%d", prefix, i-cfg.Managers)
-		if manager {
+		switch {
+		case manager:
 			name = fmt.Sprintf("%s-m%d", prefix, i)
+		case i >= cfg.Managers+cfg.Workers:
+			name = fmt.Sprintf("%s-s%d", prefix, i-cfg.Managers-cfg.Workers)
 		}
 		e := &Engine{Name: name, Addr: fmt.Sprintf("10.213.0.%d", 10+i), Manager: manager, dir: filepath.Join(dir, name)}
 		e.Socket = filepath.Join(e.dir, "docker.sock")
@@ -301,7 +308,7 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("swarm inspect on %s: %w", first.Name, err)
 	}
-	for _, e := range c.Engines[1:] {
+	for _, e := range c.Engines[1:c.swarmSize()] {
 		token := sw.Swarm.JoinTokens.Worker
 		if e.Manager {
 			token = sw.Swarm.JoinTokens.Manager
@@ -310,7 +317,7 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, e := range c.Engines {
+	for _, e := range c.Engines[:c.swarmSize()] {
 		info, err := e.Client.Info(ctx, client.InfoOptions{})
 		if err != nil {
 			return fmt.Errorf("info of %s: %w", e.Name, err)
@@ -319,6 +326,12 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 	}
 	return c.waitSettled(ctx)
 }
+
+// swarmSize is how many of the engines, the first, form the Swarm.
+func (c *Cluster) swarmSize() int { return c.cfg.Managers + c.cfg.Workers }
+
+// Spare returns the engines started outside the Swarm (Config.Spare).
+func (c *Cluster) Spare() []*Engine { return c.Engines[c.swarmSize():] }
 
 // waitSettled waits until the first engine's node list shows every engine
 // Ready, and every manager reachable: a node just joined is briefly in an
@@ -347,7 +360,7 @@ func (c *Cluster) settled(ctx context.Context) error {
 	for _, n := range res.Items {
 		byID[n.ID] = n
 	}
-	for _, e := range c.Engines {
+	for _, e := range c.Engines[:c.swarmSize()] {
 		n, ok := byID[e.NodeID]
 		switch {
 		case !ok:

@@ -148,6 +148,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{}, false},
 		{Config{Managers: -1, Workers: 2}, false},
 		{Config{Managers: 150, Workers: 60}, false},
+		{Config{Managers: 1, Spare: 3}, true},
+		{Config{Managers: 1, Spare: -1}, false},
+		{Config{Managers: 100, Workers: 50, Spare: 51}, false},
 	} {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v.Validate() = %v, want ok %v", tt.cfg, err, tt.ok)

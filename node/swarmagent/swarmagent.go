@@ -13,7 +13,11 @@
 //     the managers' addresses asked of the leader (SwarmJoin: the token is
 //     never kept in a record), then the join, then the new Swarm node ID
 //     reported, which clears the request;
-//   - an engine that is joining (pending) is left to finish.
+//   - an engine that is joining (pending) is left to finish;
+//   - an engine in a Swarm whose record asks it to leave (its machine is
+//     about to be destroyed on purpose: a rollout, a group made smaller)
+//     leaves it, without force (Leave), and is not joined again while
+//     the record asks it to leave.
 //
 // Always as a worker: the leader's swarm sync promotes a consensus node's
 // Swarm node afterwards, within the Swarm's quorum.
@@ -70,6 +74,8 @@ const (
 	// Joined: the engine joined the Swarm as a worker, and its new Swarm
 	// node ID was reported.
 	Joined Outcome = "joined"
+	// Left: the engine left the Swarm, as the record asked.
+	Left Outcome = "left"
 )
 
 // Answer makes the engine what node, the node's own record as the leader
@@ -80,6 +86,9 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 		return Nothing, fmt.Errorf("read the Docker engine's info (is --docker-socket right, and dockerd running?): %w", err)
 	}
 	sw := info.Info.Swarm
+	if node.GetSwarmLeaveRequested() != nil {
+		return leaveAsked(ctx, engine, leader, node, sw.LocalNodeState)
+	}
 	switch sw.LocalNodeState {
 	case swarm.LocalNodeStateActive:
 		if sw.NodeID == "" || sw.NodeID == node.GetSwarmNodeId() {
@@ -94,7 +103,7 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 	case swarm.LocalNodeStateLocked:
 		return Nothing, fmt.Errorf("the Docker engine's Swarm state is locked (autolock): unlock it with `docker swarm unlock`")
 	}
-	if !node.GetSwarmJoinRequested() {
+	if !node.GetSwarmJoinRequested() || node.GetSwarmLeaveRequested() != nil {
 		return Nothing, nil
 	}
 	if sw.LocalNodeState != swarm.LocalNodeStateInactive {
@@ -130,6 +139,33 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 		return Nothing, err
 	}
 	return Joined, nil
+}
+
+// leaveAsked answers a record that asks the engine to leave the Swarm: an
+// engine in it leaves (Leave: without force, so a Swarm manager is
+// refused), and once it is in none, that is reported, which clears the
+// record's Swarm node ID and lets its machine go. An engine joining or in
+// a broken state is left as it is; the group loop stops waiting for it at
+// its join timeout.
+func leaveAsked(ctx context.Context, engine Engine, leader Leader, node *pb.Node, state swarm.LocalNodeState) (Outcome, error) {
+	out := Nothing
+	switch state {
+	case swarm.LocalNodeStateActive:
+		if err := Leave(ctx, engine); err != nil {
+			return Nothing, fmt.Errorf("the node's record asks its engine to leave the Swarm before its machine goes: %w", err)
+		}
+		out = Left
+	case swarm.LocalNodeStateInactive:
+	default:
+		return Nothing, nil
+	}
+	if node.GetSwarmNodeId() == "" {
+		return out, nil
+	}
+	if _, err := leader.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err != nil {
+		return Nothing, fmt.Errorf("report to the leader that the engine left the Swarm: %w", err)
+	}
+	return Left, nil
 }
 
 func report(ctx context.Context, leader Leader, id string) error {
