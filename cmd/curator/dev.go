@@ -431,7 +431,7 @@ func (dc *devCluster) watch(ctx context.Context) {
 		}
 		for id, in := range known {
 			if _, ok := now[id]; !ok {
-				fmt.Fprintf(dc.stderr, "%s exited; see %s\n", nodeName(in), dc.p.LogFile(id))
+				fmt.Fprintf(dc.stderr, "%s exited; see %s (once its group prunes it: %s)\n", nodeName(in), dc.p.LogFile(id), filepath.Join(dc.p.PrunedLogDir(), id+".log"))
 			}
 		}
 		known = now

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -126,6 +129,7 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 		case r.Stopped || r.alive():
 			continue
 		}
+		p.keepLog(id)
 		if err := p.recordDestroy(id); err != nil {
 			errs = append(errs, err)
 			continue
@@ -137,4 +141,44 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 		return pruned, fmt.Errorf("prune: %w", err)
 	}
 	return pruned, nil
+}
+
+// KeptLogs is how many logs of pruned instances PrunedLogDir keeps, the
+// newest.
+const KeptLogs = 32
+
+// PrunedLogDir holds the agent logs of instances that died on their own
+// (a crash, a kill behind the provider's back), kept by Prune as
+// <id>.log: why a machine died is in its log, and the dir goes with it.
+func (p *Provider) PrunedLogDir() string { return filepath.Join(p.cfg.Dir, "pruned") }
+
+// keepLog moves a dead instance's log to PrunedLogDir and trims that to
+// the newest KeptLogs. Best effort: a log that cannot be kept does not
+// keep a dead instance's dir around.
+func (p *Provider) keepLog(id string) {
+	dir := p.PrunedLogDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	if err := os.Rename(p.LogFile(id), filepath.Join(dir, id+".log")); err != nil {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) <= KeptLogs {
+		return
+	}
+	type kept struct {
+		name string
+		mod  time.Time
+	}
+	var logs []kept
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			logs = append(logs, kept{e.Name(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(logs, func(a, b kept) int { return b.mod.Compare(a.mod) })
+	for _, l := range logs[min(KeptLogs, len(logs)):] {
+		os.Remove(filepath.Join(dir, l.name))
+	}
 }

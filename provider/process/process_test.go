@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,9 +268,36 @@ func TestPrune(t *testing.T) {
 		return len(insts) == 1 && insts[0].ID == live.ID
 	})
 
+	// Logs of instances pruned before, older than the dead one's: the
+	// oldest goes to make room.
+	if err := os.MkdirAll(p.PrunedLogDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := range KeptLogs {
+		f := filepath.Join(p.PrunedLogDir(), fmt.Sprintf("proc-1%07d.log", i))
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour + time.Duration(i)*time.Second)
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	pruned, err := p.Prune(ctx)
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
+	}
+	kept, err := os.ReadDir(p.PrunedLogDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keptNames []string
+	for _, e := range kept {
+		keptNames = append(keptNames, e.Name())
+	}
+	if len(keptNames) != KeptLogs || !slices.Contains(keptNames, dead.ID+".log") || slices.Contains(keptNames, "proc-10000000.log") {
+		t.Errorf("pruned logs kept: %v; want %d, the dead instance's (%s.log) among them and the oldest (proc-10000000.log) gone", keptNames, KeptLogs, dead.ID)
 	}
 	want := []string{"proc-00000001", "proc-00000002", dead.ID}
 	slices.Sort(want)
