@@ -85,8 +85,9 @@ type Config struct {
 	// curator reads and changes the Swarm through it.
 	Docker SwarmEngine
 	// SwarmInterval is the resync period of the swarm sync, which reads
-	// the Swarm's node list (it has no watch here); node changes trigger
-	// it at once. SwarmTimeout bounds each call to the engine: during a
+	// the Swarm's node list; node changes and the Swarm's node events
+	// (its engine's events stream) trigger it at once, and the period
+	// covers what the stream missed. SwarmTimeout bounds each call to the engine: during a
 	// Swarm election a manager's calls hang about 12 s, and a tick must
 	// not wait for that.
 	SwarmInterval time.Duration

@@ -16,8 +16,9 @@ import (
 // A leader loop observes the whole state, decides on at most one action
 // (a pure function), and acts. It is level-triggered: each tick recomputes
 // from scratch, so a missed event or a new leader loses nothing; etcd watch
-// events only make it tick sooner, and a periodic resync covers what has no
-// watch (etcd's member list). After an action it waits at least minGap
+// events (and a loop's own watch, such as the swarm sync's of the Swarm's
+// node events) only make it tick sooner, and a periodic resync covers what
+// has no watch (etcd's member list) or what a watch missed. After an action it waits at least minGap
 // before the next, so a loop that disagrees with reality cannot hammer it.
 // A failed tick ends the runnable and the supervisor restarts it with
 // backoff.
@@ -117,6 +118,10 @@ type loopSpec struct {
 	nodeChanges func(old, new *pb.Node) bool
 	// kick, if set, also triggers a tick.
 	kick <-chan struct{}
+	// watch, if set, runs beside the loop, started and ended with it (and
+	// not run with PollOnly): a watch of something outside etcd that
+	// kicks the loop (kick) when it changes.
+	watch func(ctx context.Context)
 	// resync is the period of ticks without events.
 	resync time.Duration
 	// minGap is the least time between two actions.
@@ -131,6 +136,18 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 		ch, unsubscribe := l.reg.subscribe(spec.nodeChanges)
 		defer unsubscribe()
 		trigger = ch
+	}
+	if spec.watch != nil && !l.cfg.PollOnly {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			spec.watch(wctx)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
 	}
 
 	supervisor.Signal(ctx, supervisor.Healthy)

@@ -165,14 +165,23 @@ func swarmChange(old, new *pb.Node) bool {
 		(old.SwarmLeaveRequested == nil) != (new.SwarmLeaveRequested == nil)
 }
 
+// swarmLoop is the swarm sync's spec: it ticks on node changes, on the
+// Swarm's node events (watchSwarm, through the leader's engine) and on
+// SwarmInterval, the fallback for what the events stream missed.
 func (l *leaderLoops) swarmLoop() loopSpec {
-	return loopSpec{
+	spec := loopSpec{
 		name:        "swarm-sync",
 		tick:        l.swarmTick,
 		nodeChanges: swarmChange,
 		resync:      l.cfg.SwarmInterval,
 		minGap:      l.cfg.MinActionGap,
 	}
+	if l.cfg.Docker != nil {
+		ch := make(chan struct{}, 1)
+		spec.kick = ch
+		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, ch) }
+	}
+	return spec
 }
 
 func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {

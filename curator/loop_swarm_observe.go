@@ -19,9 +19,10 @@ type swarmNodeLister interface {
 // with the Swarm flavor on (a *client.Client, API version negotiated):
 // the leader holds the consensus role, so its engine is a Swarm manager,
 // through which it reads and changes the Swarm's nodes and reads the
-// worker join token.
+// worker join token, and whose node events it watches.
 type SwarmEngine interface {
 	swarmNodeLister
+	swarmEventer
 	NodeInspect(ctx context.Context, nodeID string, options client.NodeInspectOptions) (client.NodeInspectResult, error)
 	NodeUpdate(ctx context.Context, nodeID string, options client.NodeUpdateOptions) (client.NodeUpdateResult, error)
 	NodeRemove(ctx context.Context, nodeID string, options client.NodeRemoveOptions) (client.NodeRemoveResult, error)
