@@ -100,27 +100,6 @@ func (m *swarmMonitor) end() (int, []string) {
 	return m.reads, m.violations
 }
 
-// swarmList reads the Swarm's nodes by ID through the first of engines that
-// answers.
-func swarmList(ctx context.Context, engines []*swarmtest.Engine) (map[string]swarm.Node, error) {
-	var last error
-	for _, e := range engines {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		list, err := e.Client.NodeList(rctx, client.NodeListOptions{})
-		cancel()
-		if err != nil {
-			last = err
-			continue
-		}
-		out := map[string]swarm.Node{}
-		for _, n := range list.Items {
-			out[n.ID] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("no engine answers: %v", last)
-}
-
 // TestSwarmRollout rolls a managers group whose machines each own a Docker
 // engine of a real Swarm (internal/swarmtest): the first node's engine
 // inits the Swarm; the group's two machines are process-provider agents
@@ -177,7 +156,7 @@ func TestSwarmRollout(t *testing.T) {
 				}
 			}
 		}
-		if list, err := swarmList(context.Background(), all); err == nil {
+		if list, err := swarmtest.NodesVia(context.Background(), all, 2*time.Second); err == nil {
 			for id, n := range list {
 				t.Logf("Swarm node %s (%s): role %s, state %s, manager status %+v", id, n.Description.Hostname, n.Spec.Role, n.Status.State, n.ManagerStatus)
 			}
@@ -225,7 +204,7 @@ func TestSwarmRollout(t *testing.T) {
 					return fmt.Errorf("node %s: %+v", n.Name, n)
 				}
 			}
-			list, err := swarmList(ctx, all)
+			list, err := swarmtest.NodesVia(ctx, all, 2*time.Second)
 			if err != nil {
 				return err
 			}
@@ -259,7 +238,7 @@ func TestSwarmRollout(t *testing.T) {
 	})
 	var swarmLeader string // the group node whose engine leads the Swarm
 	testenv.Eventually(t, time.Minute, "the Swarm led by a group machine's engine", func() error {
-		list, err := swarmList(ctx, spare)
+		list, err := swarmtest.NodesVia(ctx, spare, 2*time.Second)
 		if err != nil {
 			return err
 		}
@@ -313,7 +292,7 @@ func TestSwarmRollout(t *testing.T) {
 			t.Errorf("node %s was not replaced", name)
 		}
 	}
-	list, err := swarmList(ctx, all)
+	list, err := swarmtest.NodesVia(ctx, all, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +365,7 @@ func TestSwarmRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, "the dead machine's Swarm node removed", func() error {
-		list, err := swarmList(ctx, all)
+		list, err := swarmtest.NodesVia(ctx, all, 2*time.Second)
 		if err != nil {
 			return err
 		}

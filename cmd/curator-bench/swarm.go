@@ -413,22 +413,7 @@ func (b *swarmBench) node(ctx context.Context, id string) (*pb.Node, error) {
 // swarmNodes reads the Swarm's node list, by ID, through the first engine
 // that answers (a manager).
 func (b *swarmBench) swarmNodes(ctx context.Context) (map[string]swarm.Node, error) {
-	var last error
-	for _, e := range b.sw.Engines {
-		cctx, cancel := context.WithTimeout(ctx, swarmCallTimeout)
-		list, err := e.Client.NodeList(cctx, mobyclient.NodeListOptions{})
-		cancel()
-		if err != nil {
-			last = err
-			continue
-		}
-		out := map[string]swarm.Node{}
-		for _, n := range list.Items {
-			out[n.ID] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("no engine answers with the Swarm's node list: %w", last)
+	return swarmtest.NodesVia(ctx, b.sw.Engines, swarmCallTimeout)
 }
 
 // setRole makes Swarm node id a manager or a worker, through the first

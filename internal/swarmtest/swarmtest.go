@@ -630,3 +630,25 @@ func (c *Cluster) dumpLogs(t testing.TB) {
 		t.Logf("swarmtest: end of %s's log:\n%s", e.Name, strings.Join(lines, "\n"))
 	}
 }
+
+// NodesVia reads the Swarm's node list, by ID, through the first of
+// engines that answers within timeout (a manager; a worker's engine, or
+// one in an election, fails and the next is asked).
+func NodesVia(ctx context.Context, engines []*Engine, timeout time.Duration) (map[string]swarm.Node, error) {
+	var last error
+	for _, e := range engines {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		list, err := e.Client.NodeList(cctx, client.NodeListOptions{})
+		cancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		out := make(map[string]swarm.Node, len(list.Items))
+		for _, n := range list.Items {
+			out[n.ID] = n
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("no engine answers with the Swarm's node list: %w", last)
+}
