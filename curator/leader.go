@@ -38,6 +38,9 @@ type leaderState struct {
 	// specs, which the group loop and the group API use.
 	kickGroups chan struct{}
 	providers  groupProviders
+	// crashes holds back the provisions of groups whose new machines
+	// die before their nodes join.
+	crashes crashBackoff
 	// muGroups serialises the group API's read-modify-writes of group
 	// records.
 	muGroups sync.Mutex

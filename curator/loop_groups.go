@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -217,7 +218,13 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			}
 			snap.Nodes = append(snap.Nodes, gn)
 		}
+		for _, d := range st.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now) {
+			l.machineExited(ctx, p, name, d)
+		}
 		a := decideGroup(snap)
+		if a != nil && a.Kind == groupProvision && st.crashes.hold(name, snap.Now) > 0 {
+			continue // its new machines die before joining: not yet
+		}
 		if a != nil && a.Kind == groupWait {
 			continue // not a refusal: what it waits for makes it tick again
 		}
@@ -260,6 +267,28 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 	return loopResult{}, nil
 }
 
+// machineExited says that machine d.Machine of group name died before its
+// node joined, with its last words where provider p keeps them, and
+// makes the loop look again once the group's provisions may go on.
+func (l *leaderLoops) machineExited(ctx context.Context, p provider.Provider, name string, d crashDeath) {
+	var words string
+	if lw, ok := p.(provider.LastWords); ok {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		w, err := lw.LastWords(wctx, d.Machine)
+		cancel()
+		if err != nil {
+			supervisor.Logger(ctx).Warn("could not read a dead machine's output", zap.String("group", name), zap.String("machine", d.Machine), zap.Error(err))
+		}
+		words = w
+	}
+	res := loopResult{action: "machine-exited", reason: d.reason(name, words)}
+	supervisor.Logger(ctx).Warn(res.action, zap.String("reason", res.reason))
+	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
+	l.recordEvent(ctx, "groups", res)
+	st := l.leaderState
+	time.AfterFunc(d.Wait, func() { kickGroups(st) })
+}
+
 // groupAct does what decideGroup decided.
 func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p provider.Provider, a *groupAction) error {
 	switch a.Kind {
@@ -273,6 +302,7 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		}
 		a.Machine = inst.ID
 		a.Reason += ": made machine " + inst.ID
+		st.crashes.made(g.Spec.GetName(), inst.ID)
 		if a.Step != "" {
 			faultPoint(FaultRolloutAfterProvision)
 		}
@@ -281,6 +311,7 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		if _, err := st.txnAsLeader(ctx); err != nil {
 			return err
 		}
+		st.crashes.destroyed(g.Spec.GetName(), a.Machine)
 		if err := p.Destroy(ctx, a.Machine); err != nil {
 			return err
 		}
@@ -348,6 +379,7 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		return nil
 	case groupDelete:
 		st.providers.drop(g.Spec.GetName())
+		st.crashes.forget(g.Spec.GetName())
 		return groupDestroy(ctx, st.leadership, g.Spec.GetName())
 	}
 	return fmt.Errorf("unknown action %v", a.Kind)

@@ -89,3 +89,22 @@ func Matches(labels, selector map[string]string) bool {
 	}
 	return true
 }
+
+// LastWords is what a provider that keeps a dead machine's output until
+// it is pruned can say of why the machine ended: the last line its agent
+// wrote (an agent that exits writes its error last), or "" when there is
+// nothing.
+type LastWords interface {
+	LastWords(ctx context.Context, id string) (string, error)
+}
+
+// LastLine returns the last non-blank line of out, cut to 400 bytes: an
+// agent's last words as LastWords returns them.
+func LastLine(out []byte) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\r\n\t "), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if len(last) > 400 {
+		last = last[:400] + "…"
+	}
+	return last
+}

@@ -132,11 +132,12 @@ func stopProc(p *proc) {
 
 // eventJSON is the part of `events -o json` the tests read.
 type eventJSON struct {
-	Loop   string `json:"loop"`
-	NodeID string `json:"node_id"`
-	Action string `json:"action"`
-	Reason string `json:"reason"`
-	Leader string `json:"leader"`
+	Time   *time.Time `json:"time"`
+	Loop   string     `json:"loop"`
+	NodeID string     `json:"node_id"`
+	Action string     `json:"action"`
+	Reason string     `json:"reason"`
+	Leader string     `json:"leader"`
 }
 
 func events(t *testing.T, config string) ([]eventJSON, error) {

@@ -234,3 +234,91 @@ func killInstancesUnder(dir string) {
 		}
 	}
 }
+
+// TestGroupCrashLoopBackoff commits a workers group whose machines exit at
+// once (an argument the agent does not know): each death is an event with
+// the agent's last words, the group's provisions are held back 1 s, 2 s,
+// 4 s... after each (not one made every tick), and committing the fixed
+// file (a new config SHA) ends the backoff and the worker joins.
+func TestGroupCrashLoopBackoff(t *testing.T) {
+	c := newCluster(t, "127.0.215.")
+	c.init("manager-1", 10)
+	dir := t.TempDir()
+	t.Cleanup(func() { killInstancesUnder(dir) })
+	const addresses = "127.0.215.20-127.0.215.40"
+	file := filepath.Join(t.TempDir(), "workers.yaml")
+	commit := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, stderr, err := cli(t, "--config", c.config, "group", "commit", file); err != nil {
+			t.Fatalf("commit: %v\n%s%s", err, out, stderr)
+		}
+	}
+	good := workersFile(1, addresses, dir)
+	commit(strings.Replace(good, "args: [--heartbeat-interval, 200ms]", "args: [--no-such-flag]", 1))
+
+	var exited, provisioned []eventJSON
+	testenv.Eventually(t, time.Minute, "four machines of the group dead before joining", func() error {
+		evs, err := events(t, c.config)
+		if err != nil {
+			return err
+		}
+		exited, provisioned = nil, nil
+		for _, e := range evs {
+			switch {
+			case e.Loop == "groups" && e.Action == "machine-exited":
+				exited = append(exited, e)
+			case e.Loop == "groups" && e.Action == "provision":
+				provisioned = append(provisioned, e)
+			}
+		}
+		if len(exited) < 4 {
+			return fmt.Errorf("%d machine-exited events", len(exited))
+		}
+		return nil
+	})
+	byTime := func(a, b eventJSON) int { return a.Time.Compare(*b.Time) }
+	slices.SortFunc(exited, byTime)
+	slices.SortFunc(provisioned, byTime)
+	for i, e := range exited {
+		for _, want := range []string{fmt.Sprintf("(%d in a row)", i+1), fmt.Sprintf("the next is made in %v", time.Second<<i), `its last words: Error: unknown flag: --no-such-flag`} {
+			if !strings.Contains(e.Reason, want) {
+				t.Errorf("death %d: reason %q lacks %q", i+1, e.Reason, want)
+			}
+		}
+		// The next provision waits for the backoff (the event is
+		// recorded a moment after the death was seen).
+		for _, p := range provisioned {
+			if p.Time.After(*e.Time) {
+				if gap := p.Time.Sub(*e.Time); gap < time.Second<<i-100*time.Millisecond {
+					t.Errorf("death %d: the next machine made %v after it, before the %v backoff", i+1, gap, time.Second<<i)
+				}
+				break
+			}
+		}
+	}
+	// Without the backoff a machine is made every tick: dozens by now.
+	if len(provisioned) > len(exited)+1 {
+		t.Errorf("%d machines made for %d deaths", len(provisioned), len(exited))
+	}
+	if t.Failed() {
+		t.Logf("deaths %+v\nprovisions %+v", exited, provisioned)
+	}
+
+	// The fix, committed, is made at once: its worker joins.
+	commit(good)
+	testenv.Eventually(t, 30*time.Second, "the fixed group's worker ready", func() error {
+		nodes, err := nodeLs(t, c.config)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Group == "workers" && n.Status == "ready" {
+				return nil
+			}
+		}
+		return fmt.Errorf("nodes %+v", nodes)
+	})
+}

@@ -316,14 +316,19 @@ func TestPrune(t *testing.T) {
 	})
 	ctx := context.Background()
 
-	// A node that exits at once: its container is dead.
-	dead := providertest.Provision(t, p, provider.Spec{Labels: initSpec("managers").Labels, Args: []string{"version"}})
-	waitFor(t, "the container of `curator version` to exit", func() error {
+	// A node that exits at once: its container is dead, and what it
+	// wrote last is its last words.
+	dead := providertest.Provision(t, p, provider.Spec{Labels: initSpec("managers").Labels, Args: []string{"no-such-command"}})
+	waitFor(t, "the container of `curator no-such-command` to exit", func() error {
 		if s := containerState(t, p, dead.ID); s != container.StateExited {
 			return fmt.Errorf("state %q", s)
 		}
 		return nil
 	})
+	const lastWords = `Error: unknown command "no-such-command" for "curator"`
+	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
+		t.Errorf("LastWords = %q, %v; want %q", got, err, lastWords)
+	}
 	// What a Provision that crashed between create and start leaves.
 	if err := p.ensureNetwork(ctx); err != nil {
 		t.Fatal(err)
@@ -377,6 +382,9 @@ func TestPrune(t *testing.T) {
 	}
 	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
 		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
+	}
+	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != "" {
+		t.Errorf("LastWords of a pruned container = %q, %v; want nothing", got, err)
 	}
 }
 

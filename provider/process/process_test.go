@@ -268,6 +268,19 @@ func TestPrune(t *testing.T) {
 		return len(insts) == 1 && insts[0].ID == live.ID
 	})
 
+	// What the dead instance wrote last is its last words, in its dir
+	// and, once pruned, in the pruned logs.
+	f, err := os.OpenFile(p.LogFile(dead.ID), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "some line\nError: listen 127.0.0.1:7000: address in use\n\n")
+	f.Close()
+	const lastWords = "Error: listen 127.0.0.1:7000: address in use"
+	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
+		t.Errorf("LastWords before Prune = %q, %v; want %q", got, err, lastWords)
+	}
+
 	// Logs of instances pruned before, older than the dead one's: the
 	// oldest goes to make room.
 	if err := os.MkdirAll(p.PrunedLogDir(), 0o700); err != nil {
@@ -313,6 +326,15 @@ func TestPrune(t *testing.T) {
 	}
 	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
 		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
+	}
+	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
+		t.Errorf("LastWords after Prune = %q, %v; want %q", got, err, lastWords)
+	}
+	if got, err := p.LastWords(ctx, "proc-ffffffff"); err != nil || got != "" {
+		t.Errorf("LastWords of an instance never made = %q, %v; want nothing", got, err)
+	}
+	if _, err := p.LastWords(ctx, "../etc"); err == nil {
+		t.Error("LastWords of a bad ID: no error")
 	}
 }
 

@@ -1,0 +1,150 @@
+package curator
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A group whose new machines die before their nodes join (a bad template
+// argument, an address some other process holds, a binary that crashes)
+// would otherwise have one made every tick: rule 4 sees one machine too
+// few the moment the last one is gone. Like a crash-loop backoff, the
+// group loop holds the group's next provision back, 1 s after the first
+// such death, doubling each time, to at most a minute, and says why in an
+// event with the dead machine's last words where its provider keeps them.
+// A machine of the group whose node joins ends the backoff, and so does a
+// new config SHA (the operator's fix).
+//
+// A machine the loop made, or one the provider listed with no node of its
+// instance, that is then no longer listed while still no node names it
+// died before joining, unless the loop destroyed it itself. What the
+// provider lists counts as well as what the loop made, so a new leader
+// goes on where the last left off (its count starting from zero); what
+// the loop made counts as well as what it saw, since a machine can be
+// made and die between two looks.
+
+const (
+	crashBackoffFirst = time.Second
+	crashBackoffMax   = time.Minute
+)
+
+// crashBackoff is the group loop's memory of deaths before joining, per
+// group; the zero value is ready to use.
+type crashBackoff struct {
+	mu     sync.Mutex
+	groups map[string]*groupCrashes
+}
+
+type groupCrashes struct {
+	// unjoined: the machines listed at the last look with no node of
+	// their instance, and those made since.
+	unjoined map[string]bool
+	// destroyed: the machines this loop destroyed since the last look.
+	destroyed map[string]bool
+	// sha is the config SHA the deaths were counted under.
+	sha string
+	// deaths in a row, and until when provisions wait.
+	deaths int
+	until  time.Time
+}
+
+func (b *crashBackoff) group(name string) *groupCrashes {
+	if b.groups == nil {
+		b.groups = map[string]*groupCrashes{}
+	}
+	g, ok := b.groups[name]
+	if !ok {
+		g = &groupCrashes{unjoined: map[string]bool{}, destroyed: map[string]bool{}}
+		b.groups[name] = g
+	}
+	return g
+}
+
+// crashDeath is one machine found dead before its node joined.
+type crashDeath struct {
+	Machine string
+	// InARow counts it with the deaths before it since the last join.
+	InARow int
+	// Wait is how long the group's next provision waits.
+	Wait time.Duration
+}
+
+// observe takes a look at group name (its config SHA, the machines its
+// provider lists and its nodes) at now, and returns the machines that
+// died before joining since the last look.
+func (b *crashBackoff) observe(name, sha string, machines []groupMachine, nodes []groupNode, now time.Time) []crashDeath {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.group(name)
+	if g.sha != sha {
+		g.sha, g.deaths, g.until = sha, 0, time.Time{}
+	}
+	joined := map[string]bool{}
+	for _, n := range nodes {
+		joined[n.InstanceID] = true
+	}
+	listed := map[string]bool{}
+	for _, m := range machines {
+		listed[m.ID] = true
+	}
+	var out []crashDeath
+	for id := range g.unjoined {
+		switch {
+		case joined[id]:
+			g.deaths, g.until = 0, time.Time{}
+		case !listed[id] && !g.destroyed[id]:
+			g.deaths++
+			wait := min(crashBackoffFirst<<min(g.deaths-1, 16), crashBackoffMax)
+			g.until = now.Add(wait)
+			out = append(out, crashDeath{Machine: id, InARow: g.deaths, Wait: wait})
+		}
+	}
+	clear(g.unjoined)
+	clear(g.destroyed)
+	for id := range listed {
+		if !joined[id] {
+			g.unjoined[id] = true
+		}
+	}
+	return out
+}
+
+// made notes that the loop made machine id of group name.
+func (b *crashBackoff) made(name, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.group(name).unjoined[id] = true
+}
+
+// destroyed notes that the loop destroyed machine id of group name: its
+// going is not a death.
+func (b *crashBackoff) destroyed(name, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.group(name).destroyed[id] = true
+}
+
+// hold says how long group name's next provision still waits at now (0:
+// none).
+func (b *crashBackoff) hold(name string, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.group(name).until.Sub(now), 0)
+}
+
+// forget drops group name (deleted).
+func (b *crashBackoff) forget(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.groups, name)
+}
+
+// reason is the event's reason for death d of group name.
+func (d crashDeath) reason(name, lastWords string) string {
+	s := fmt.Sprintf("group %s: machine %s exited before its node joined (%d in a row); the next is made in %v", name, d.Machine, d.InARow, d.Wait)
+	if lastWords != "" {
+		s += "; its last words: " + lastWords
+	}
+	return s
+}

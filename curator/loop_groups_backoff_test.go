@@ -1,0 +1,116 @@
+package curator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCrashBackoff follows one group through looks of the group loop: a
+// machine that goes unjoined is a death (1 s, then doubling to a minute),
+// one the loop destroyed is not, a join ends the backoff, and so does a
+// new config SHA.
+func TestCrashBackoff(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(ids ...string) []groupMachine {
+		var out []groupMachine
+		for _, id := range ids {
+			out = append(out, groupMachine{ID: id})
+		}
+		return out
+	}
+	ns := func(instances ...string) []groupNode {
+		var out []groupNode
+		for _, id := range instances {
+			out = append(out, groupNode{ID: "node-" + id, InstanceID: id})
+		}
+		return out
+	}
+	var b crashBackoff
+	type look struct {
+		sha       string
+		machines  []groupMachine
+		nodes     []groupNode
+		made      []string // by the loop before this look
+		destroyed []string
+		at        time.Duration
+		deaths    []crashDeath
+		hold      time.Duration
+	}
+	for i, l := range []look{
+		// Two machines, one joined: nothing died.
+		{sha: "a", machines: ms("m1", "m2"), nodes: ns("m1"), at: 0},
+		// m2 is gone with no node: the first death, 1 s.
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: time.Second,
+			deaths: []crashDeath{{Machine: "m2", InARow: 1, Wait: time.Second}}, hold: time.Second},
+		// The hold runs out.
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 2 * time.Second},
+		// m3 made and dead before the next look, seen only as made:
+		// 2 s; m4 seen, then dead: 4 s.
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), made: []string{"m3"}, at: 4 * time.Second,
+			deaths: []crashDeath{{Machine: "m3", InARow: 2, Wait: 2 * time.Second}}, hold: 2 * time.Second},
+		{sha: "a", machines: ms("m1", "m4"), nodes: ns("m1"), at: 7 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 8 * time.Second,
+			deaths: []crashDeath{{Machine: "m4", InARow: 3, Wait: 4 * time.Second}}, hold: 4 * time.Second},
+		// m5 made, then destroyed by the loop (a scale down): not a
+		// death, the backoff stays.
+		{sha: "a", machines: ms("m1", "m5"), nodes: ns("m1"), made: []string{"m5"}, at: 13 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), destroyed: []string{"m5"}, at: 14 * time.Second},
+		{sha: "a", machines: ms("m1", "m6"), nodes: ns("m1"), at: 15 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 16 * time.Second,
+			deaths: []crashDeath{{Machine: "m6", InARow: 4, Wait: 8 * time.Second}}, hold: 8 * time.Second},
+		// m7 joins and then dies as a node: the backoff ends; a node's
+		// death is not a death before joining.
+		{sha: "a", machines: ms("m1", "m7"), nodes: ns("m1"), at: 25 * time.Second},
+		{sha: "a", machines: ms("m1", "m7"), nodes: ns("m1", "m7"), at: 26 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1", "m7"), at: 27 * time.Second},
+		{sha: "a", machines: ms("m1", "m8"), nodes: ns("m1"), at: 28 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 29 * time.Second,
+			deaths: []crashDeath{{Machine: "m8", InARow: 1, Wait: time.Second}}, hold: time.Second},
+		// A new config SHA (the operator's fix) ends the backoff.
+		{sha: "b", machines: ms("m1"), nodes: ns("m1"), at: 29 * time.Second},
+	} {
+		for _, id := range l.made {
+			b.made("g", id)
+		}
+		for _, id := range l.destroyed {
+			b.destroyed("g", id)
+		}
+		now := t0.Add(l.at)
+		got := b.observe("g", l.sha, l.machines, l.nodes, now)
+		if diff := cmp.Diff(l.deaths, got); diff != "" {
+			t.Errorf("look %d: deaths (-want +got):\n%s", i, diff)
+		}
+		if h := b.hold("g", now); h != l.hold {
+			t.Errorf("look %d: hold %v, want %v", i, h, l.hold)
+		}
+		if h := b.hold("other", now); h != 0 {
+			t.Errorf("look %d: another group held %v", i, h)
+		}
+	}
+
+	// The wait doubles to a minute and stays there.
+	var c crashBackoff
+	var waits []time.Duration
+	for i := range 9 {
+		id := string(rune('a' + i))
+		c.observe("g", "a", ms(id), nil, t0)
+		d := c.observe("g", "a", nil, nil, t0)
+		if len(d) != 1 {
+			t.Fatalf("death %d: %+v", i, d)
+		}
+		waits = append(waits, d[0].Wait)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	c.forget("g")
+	if h := c.hold("g", t0); h != 0 {
+		t.Errorf("a forgotten group held %v", h)
+	}
+}
