@@ -31,6 +31,10 @@ type loopResult struct {
 	reason string
 	// refused: the loop found something wrong it will not touch.
 	refused bool
+	// waiting: the loop waits for a step another loop takes (reason
+	// says which); not a refusal, logged once when it changes, and the
+	// loop ticks again on the change that step makes.
+	waiting bool
 }
 
 // leaderLoops runs the leader's loops. One is made per leadership, and
@@ -180,6 +184,10 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 			l.metrics.Refusals.WithLabelValues(spec.name).Inc()
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			l.recordEvent(ctx, spec.name, res)
+		case res.waiting:
+			if l.newRefusal(spec.name, "waiting: "+res.reason) {
+				lg.Info("waiting", zap.String("node", res.nodeID), zap.String("reason", res.reason))
+			}
 		case res.action != "":
 			l.clearRefusal(spec.name)
 			if divergedAt.IsZero() {
@@ -247,7 +255,8 @@ func (l *leaderLoops) clearRefusal(loop string) {
 	delete(l.lastRefusal, loop)
 }
 
-// newRefusal notes a loop's refusal and says whether it differs from the
+// newRefusal notes a loop's refusal (or what it waits for, prefixed
+// "waiting: ") and says whether it differs from the
 // loop's last one.
 func (l *leaderLoops) newRefusal(loop, reason string) bool {
 	l.muRefusals.Lock()

@@ -22,6 +22,9 @@ const (
 	demotionResign demotionActionKind = "resign"
 	demotionFinish demotionActionKind = "demote"
 	demotionRefuse demotionActionKind = "refuse"
+	// demotionWait: another loop (the swarm sync) has a step to take
+	// first; not a refusal.
+	demotionWait demotionActionKind = "wait"
 )
 
 type demotionAction struct {
@@ -33,8 +36,8 @@ type demotionAction struct {
 // decideDemotions returns what to do about the first node, by ID, that is
 // marked demoting, or nil when none is. With the Swarm flavor on, a
 // demotion changes the Swarm first: a node in swarmManager (its Swarm node
-// is still a manager) waits for the swarm sync to demote it, and is
-// refused with that reason when no other demotion can go on.
+// is still a manager) waits for the swarm sync to demote it, which is
+// said (demotionWait) when no other demotion can go on.
 func decideDemotions(ms *membership, swarmManager map[string]bool) *demotionAction {
 	var wait *demotionAction
 	for _, n := range ms.nodes {
@@ -47,7 +50,7 @@ func decideDemotions(ms *membership, swarmManager map[string]bool) *demotionActi
 		}
 		if swarmManager[n.Id] {
 			if wait == nil {
-				wait = &demotionAction{kind: demotionRefuse, nodeID: n.Id,
+				wait = &demotionAction{kind: demotionWait, nodeID: n.Id,
 					reason: fmt.Sprintf("node %s is being demoted: waiting for the swarm sync to demote its Swarm manager first", n.Id)}
 			}
 			continue
@@ -77,6 +80,8 @@ func (l *leaderLoops) demotionTick(ctx context.Context, ms *membership) (loopRes
 		return loopResult{}, nil
 	case a.kind == demotionRefuse:
 		return loopResult{refused: true, nodeID: a.nodeID, reason: a.reason}, nil
+	case a.kind == demotionWait:
+		return loopResult{waiting: true, nodeID: a.nodeID, reason: a.reason}, nil
 	case a.kind == demotionResign:
 		l.resign()
 		return loopResult{action: string(a.kind), nodeID: a.nodeID, reason: a.reason}, nil
