@@ -320,41 +320,24 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 		}
 		return nil
 	case groupDrain:
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
-		n := st.reg.node(a.Node)
-		if n == nil {
-			return nil
-		}
-		n = cloneNode(n)
-		n.Availability = pb.Availability_AVAILABILITY_DRAIN
-		n.Updated = st.timestamp()
-		return nodeSave(ctx, st.leadership, n)
+		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
+			n.Availability = pb.Availability_AVAILABILITY_DRAIN
+			return true
+		})
 	case groupRolloutDone, groupRolloutFail:
 		return nil // noteRollout writes the outcome
 	case groupSwarmLeave:
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
-		n := st.reg.node(a.Node)
-		if n == nil {
-			return nil
-		}
-		n = cloneNode(n)
-		n.SwarmLeaveRequested = st.timestamp()
-		n.SwarmJoinRequested = false
-		n.Updated = n.SwarmLeaveRequested
-		return nodeSave(ctx, st.leadership, n)
+		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
+			n.SwarmLeaveRequested = st.timestamp()
+			n.SwarmJoinRequested = false
+			return true
+		})
 	case groupSwarmStay:
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
-		n := st.reg.node(a.Node)
-		if n == nil || n.SwarmLeaveRequested == nil {
-			return nil
-		}
-		n = cloneNode(n)
-		n.SwarmLeaveRequested = nil
-		n.Updated = st.timestamp()
-		return nodeSave(ctx, st.leadership, n)
+		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
+			had := n.SwarmLeaveRequested != nil
+			n.SwarmLeaveRequested = nil
+			return had
+		})
 	case groupRemoveNode:
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()

@@ -317,14 +317,10 @@ func (st *leaderState) swarmRemove(ctx context.Context, id string) error {
 // requestSwarmJoin sets the Swarm join request in node id's record, for
 // its agent to answer. Called with muNodes.
 func (st *leaderState) requestSwarmJoin(ctx context.Context, id string) error {
-	shared := st.reg.node(id)
-	if shared == nil {
-		return nil // gone meanwhile
-	}
-	n := cloneNode(shared)
-	n.SwarmJoinRequested = true
-	n.Updated = st.timestamp()
-	return nodeSave(ctx, st.leadership, n)
+	return st.changeNodeLocked(ctx, id, func(n *pb.Node) bool {
+		n.SwarmJoinRequested = true
+		return true
+	})
 }
 
 // swarmPromoteFirst is a promotion's Swarm step, made before its etcd

@@ -192,6 +192,29 @@ func (l *leadership) seen(ctx context.Context, rev int64) error {
 // view are shared.
 func cloneNode(n *pb.Node) *pb.Node { return proto.Clone(n).(*pb.Node) }
 
+// changeNode changes node id's record under muNodes: change is given a
+// copy of it and says whether it changed anything; if so the copy is
+// saved, fenced, with its Updated time. A node that is gone is left so.
+func (st *leaderState) changeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
+	st.muNodes.Lock()
+	defer st.muNodes.Unlock()
+	return st.changeNodeLocked(ctx, id, change)
+}
+
+// changeNodeLocked is changeNode for a caller that holds muNodes.
+func (st *leaderState) changeNodeLocked(ctx context.Context, id string, change func(n *pb.Node) bool) error {
+	shared := st.reg.node(id)
+	if shared == nil {
+		return nil
+	}
+	n := cloneNode(shared)
+	if !change(n) {
+		return nil
+	}
+	n.Updated = st.timestamp()
+	return nodeSave(ctx, st.leadership, n)
+}
+
 // hasRole says whether n holds role r.
 func hasRole(n *pb.Node, r pb.Role) bool {
 	for _, have := range n.Roles {

@@ -90,20 +90,9 @@ var ErrAlreadyInitialised = errors.New("data dir already holds a node")
 // of the same node), and one that holds anything else is not ours to fill.
 func Init(cfg InitConfig) (*InitResult, error) {
 	dir := cfg.DataDir
-	if dir == "" {
-		return nil, errors.New("--data-dir is required")
-	}
-	if err := checkNoNode(dir); err != nil {
-		return nil, err
-	}
-	ip, port, err := curator.SplitAddress(cfg.Address)
+	ip, port, err := checkNewNode(dir, cfg.Address, cfg.Name)
 	if err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
-	}
-	if cfg.Name != "" {
-		if err := curator.ValidateNodeName(cfg.Name); err != nil {
-			return nil, fmt.Errorf("--name: %w", err)
-		}
+		return nil, err
 	}
 	if err := cfg.Machine.validate(); err != nil {
 		return nil, err
@@ -117,8 +106,8 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err := checkEmpty(dir); err != nil {
 		return nil, err
 	}
-	if err := CheckPorts(cfg.Address); err != nil {
-		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
+	if err := checkPortsFree(cfg.Address); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -261,6 +250,37 @@ func Init(cfg InitConfig) (*InitResult, error) {
 
 func loadBootstrap(dir string) (*bootstrapRecord, error) {
 	return readJSONRecord[bootstrapRecord](dir, bootstrapFile)
+}
+
+// checkNewNode checks the flags every command that makes a node (init,
+// join, restore) shares: a data dir that holds no node, an IP:PORT to
+// listen on, which it returns split, and the name if one is given.
+func checkNewNode(dir, address, name string) (net.IP, int, error) {
+	if dir == "" {
+		return nil, 0, errors.New("--data-dir is required")
+	}
+	if err := checkNoNode(dir); err != nil {
+		return nil, 0, err
+	}
+	ip, port, err := curator.SplitAddress(address)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--listen: %w", err)
+	}
+	if name != "" {
+		if err := curator.ValidateNodeName(name); err != nil {
+			return nil, 0, fmt.Errorf("--name: %w", err)
+		}
+	}
+	return ip, port, nil
+}
+
+// checkPortsFree is CheckPorts with what to do, before anything is
+// written.
+func checkPortsFree(address string) error {
+	if err := CheckPorts(address); err != nil {
+		return fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
+	}
+	return nil
 }
 
 // checkNoNode refuses a data dir that holds a node.

@@ -51,23 +51,12 @@ type JoinConfig struct {
 // again picks the same node up (the leader hands it its certificate again).
 func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	dir := cfg.DataDir
-	if dir == "" {
-		return nil, errors.New("--data-dir is required")
-	}
-	if err := checkNoNode(dir); err != nil {
+	if _, _, err := checkNewNode(dir, cfg.Address, cfg.Name); err != nil {
 		return nil, err
 	}
 	tok, err := pki.ParseToken(cfg.Token)
 	if err != nil {
 		return nil, fmt.Errorf("--token: %w", err)
-	}
-	if _, _, err := curator.SplitAddress(cfg.Address); err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
-	}
-	if cfg.Name != "" {
-		if err := curator.ValidateNodeName(cfg.Name); err != nil {
-			return nil, fmt.Errorf("--name: %w", err)
-		}
 	}
 	if err := cfg.Machine.validate(); err != nil {
 		return nil, err
@@ -80,8 +69,8 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 			return nil, fmt.Errorf("--manager %s: want IP:PORT", curator.QuoteShort(m))
 		}
 	}
-	if err := CheckPorts(cfg.Address); err != nil {
-		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
+	if err := checkPortsFree(cfg.Address); err != nil {
+		return nil, err
 	}
 	key, err := loadOrNewKey(dir)
 	if err != nil {

@@ -55,23 +55,12 @@ type restoreRecord struct {
 // whole, the data dir is new or empty and the four ports are free.
 func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	dir := cfg.DataDir
-	if dir == "" {
-		return nil, errors.New("--data-dir is required")
-	}
 	if cfg.From == "" {
 		return nil, errors.New("--from is required: the backup file `curator cluster backup` wrote")
 	}
-	if err := checkNoNode(dir); err != nil {
-		return nil, err
-	}
-	ip, port, err := curator.SplitAddress(cfg.Address)
+	ip, port, err := checkNewNode(dir, cfg.Address, cfg.Name)
 	if err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
-	}
-	if cfg.Name != "" {
-		if err := curator.ValidateNodeName(cfg.Name); err != nil {
-			return nil, fmt.Errorf("--name: %w", err)
-		}
+		return nil, err
 	}
 	if err := checkEmpty(dir); err != nil {
 		return nil, err
@@ -79,8 +68,8 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	if _, err := consensus.VerifySnapshot(cfg.From); err != nil {
 		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
 	}
-	if err := CheckPorts(cfg.Address); err != nil {
-		return nil, fmt.Errorf("%w: stop that process, or pick another --listen address (a node needs PORT to PORT+3); nothing was written", err)
+	if err := checkPortsFree(cfg.Address); err != nil {
+		return nil, err
 	}
 	key, err := pki.NewKey()
 	if err != nil {
