@@ -230,7 +230,7 @@ func TestPartitionFrozenLeader(t *testing.T) {
 // leader after since: its leadership ended at the fault.
 func (c *netCluster) noEventsBy(b *baseline, name string, since time.Time) {
 	c.t.Helper()
-	evs, err := partitionEvents(c.t, c.config)
+	evs, err := events(c.t, c.config)
 	if err != nil {
 		c.t.Errorf("events: %v", err)
 		return
@@ -305,7 +305,7 @@ func TestPartitionEtcdLeaderCut(t *testing.T) {
 	} else if denials[b.leader] > 0 {
 		t.Logf("curator leader %s was in doubt for %d /healthz rounds during etcd's election, and kept its leadership", b.leader, denials[b.leader])
 	}
-	evs, err := partitionEvents(t, w.config)
+	evs, err := events(t, w.config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -375,7 +375,7 @@ func (w *watch) report() {
 
 	// The polls sample; the health loop's events record every mark-down,
 	// however brief.
-	evs, err := partitionEvents(w.t, w.config)
+	evs, err := events(w.t, w.config)
 	if err != nil {
 		w.t.Errorf("events: %v", err)
 		return
@@ -427,29 +427,6 @@ func (w *watch) name(id string) string {
 		return w.byID[id]
 	}
 	return id
-}
-
-// partitionEvent is one entry of `events -o json`, with its time.
-type partitionEvent struct {
-	Time   *time.Time `json:"time"`
-	Loop   string     `json:"loop"`
-	NodeID string     `json:"node_id"`
-	Action string     `json:"action"`
-	Reason string     `json:"reason"`
-	Leader string     `json:"leader"`
-}
-
-func partitionEvents(t *testing.T, config string) ([]partitionEvent, error) {
-	t.Helper()
-	out, _, err := cli(t, "--config", config, "events", "-o", "json", "--limit", "0")
-	if err != nil {
-		return nil, err
-	}
-	var evs []partitionEvent
-	if err := json.Unmarshal([]byte(out), &evs); err != nil {
-		return nil, fmt.Errorf("events -o json: %w: %q", err, out)
-	}
-	return evs, nil
 }
 
 // waitFor calls check until it returns nil and returns how long that took,
