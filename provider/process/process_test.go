@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,6 +193,31 @@ func TestAddresses(t *testing.T) {
 		t.Errorf("after Destroy, Provision got %s, want the freed %s", c.Address, a.Address)
 	}
 	readReport(t, p, c.ID) // it did start
+}
+
+// An address some other process listens on is not handed out: the node
+// made there would exit at once.
+func TestAddressHeldByAnother(t *testing.T) {
+	p := newTestProvider(t, t.TempDir(), testAddrs[:2], 0)
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", testAddrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	a := providertest.Provision(t, p, sleeperSpec("workers"))
+	if a.Address != testAddrs[1] {
+		t.Errorf("Provision got %s, which another process listens on; want %s", a.Address, testAddrs[1])
+	}
+	_, err = p.Provision(ctx, sleeperSpec("workers"))
+	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "1 of them ("+testAddrs[0]+") by processes that are not this provider's") {
+		t.Errorf("Provision with the rest of the pool held by another process = %v; want ErrPoolExhausted naming %s", err, testAddrs[0])
+	}
+	ln.Close()
+	if b := providertest.Provision(t, p, sleeperSpec("workers")); b.Address != testAddrs[0] {
+		t.Errorf("after the other process let go, Provision got %s, want %s", b.Address, testAddrs[0])
+	}
 }
 
 // Leaders racing on one host (two Providers on one dir) never hand out one

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -73,8 +75,11 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 }
 
 // freeAddress returns the first address of the pool that no live or
-// stopped instance holds. Dead instances' addresses are free, recorded or
-// not.
+// stopped instance holds, and on whose port nothing listens. Dead
+// instances' addresses are free, recorded or not, once their process is
+// all gone; an address another process of this host listens on (another
+// program, another provider's instance on the same pool) is skipped: a
+// node made there would find its port taken and exit at once.
 func (p *Provider) freeAddress() (string, error) {
 	ids, err := p.recordIDs()
 	if err != nil {
@@ -90,12 +95,35 @@ func (p *Provider) freeAddress() (string, error) {
 			used[r.Address] = true
 		}
 	}
+	var foreign []string
 	for _, a := range p.cfg.Addresses {
-		if !used[a] {
-			return a, nil
+		if used[a] {
+			continue
 		}
+		if portTaken(a) {
+			foreign = append(foreign, a)
+			continue
+		}
+		if len(foreign) > 0 {
+			p.cfg.Logger.Warn("skipped addresses some other process listens on", zap.Strings("addresses", foreign))
+		}
+		return a, nil
+	}
+	if len(foreign) > 0 {
+		return "", fmt.Errorf("all %d addresses in use, %d of them (%s) by processes that are not this provider's: %w",
+			len(p.cfg.Addresses), len(foreign), strings.Join(foreign, ", "), ErrPoolExhausted)
 	}
 	return "", fmt.Errorf("all %d addresses in use: %w", len(p.cfg.Addresses), ErrPoolExhausted)
+}
+
+// portTaken says whether some process listens on addr (IP:PORT) already.
+func portTaken(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	ln.Close()
+	return false
 }
 
 // newInstanceDir creates the dir of a new instance, and its data dir, under
