@@ -200,7 +200,8 @@ func TestAddresses(t *testing.T) {
 func TestAddressHeldByAnother(t *testing.T) {
 	p := newTestProvider(t, t.TempDir(), testAddrs[:2], 0)
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", testAddrs[0])
+	// The HTTP port, PORT+3: a worker listens on that one alone.
+	ln, err := net.Listen("tcp", strings.Replace(testAddrs[0], ":7000", ":7003", 1))
 	if err != nil {
 		t.Fatal(err)
 	}

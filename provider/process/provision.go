@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -77,9 +78,10 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 // freeAddress returns the first address of the pool that no live or
 // stopped instance holds, and on whose port nothing listens. Dead
 // instances' addresses are free, recorded or not, once their process is
-// all gone; an address another process of this host listens on (another
-// program, another provider's instance on the same pool) is skipped: a
-// node made there would find its port taken and exit at once.
+// all gone; an address on one of whose node ports another process of this
+// host listens (another program, another provider's instance on the same
+// pool, a killed instance whose threads are still on their way out) is
+// skipped: a node made there would find its port taken and exit at once.
 func (p *Provider) freeAddress() (string, error) {
 	ids, err := p.recordIDs()
 	if err != nil {
@@ -116,13 +118,27 @@ func (p *Provider) freeAddress() (string, error) {
 	return "", fmt.Errorf("all %d addresses in use: %w", len(p.cfg.Addresses), ErrPoolExhausted)
 }
 
-// portTaken says whether some process listens on addr (IP:PORT) already.
+// nodePorts is how many ports from an address's PORT a node listens on:
+// gRPC, etcd peer, etcd client and HTTP (a worker on HTTP alone).
+const nodePorts = 4
+
+// portTaken says whether some process listens on one of the node ports of
+// addr (IP:PORT) already.
 func portTaken(addr string) bool {
-	ln, err := net.Listen("tcp", addr)
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return errors.Is(err, syscall.EADDRINUSE)
+		return false // the pool was validated: not reached
 	}
-	ln.Close()
+	for off := range uint16(nodePorts) {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(ap.Addr(), ap.Port()+off).String())
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return true
+			}
+			continue
+		}
+		ln.Close()
+	}
 	return false
 }
 
