@@ -117,6 +117,9 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 	var errs []error
 	for _, id := range ids {
 		r, err := p.recordLoad(id)
+		if err == nil {
+			r = p.adoptOrphans(ctx, []record{r}, true)[0]
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Under the lock, a dir without a record is a crashed

@@ -34,12 +34,17 @@
 // caller, a level-triggered loop, counts the machines with List before it
 // provisions. What a crash in the middle of Provision can leave behind is a
 // record with no process (pid 0, or a dir with no record at all), which List
-// ignores and Prune removes.
+// ignores and Prune removes, or, when the crash came between starting the
+// process and recording its pid, a running node whose record says pid 0:
+// List and Prune find that process by its data dir (on Linux) and record
+// it (adopt.go).
 //
 // Two leaders on one host cannot hand out one address twice: Provision and
-// Prune hold an flock on DIR/lock. The address pool is the only check that
-// an address is free: the provider does not probe the ports, so the pool
-// must not hold addresses that something else on the host uses.
+// Prune hold an flock on DIR/lock. Provision also skips an address on
+// whose node ports (PORT to PORT+3) another process listens, so that
+// something else on the host, or a killed node not quite gone, does not
+// make the new node exit at once; still, the pool should not hold
+// addresses that something else on the host uses.
 //
 // The package builds on Linux and the BSDs (macOS included): it needs
 // sessions, flock(2) and signals.

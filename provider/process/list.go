@@ -16,9 +16,10 @@ import (
 // List returns the live instances whose labels match selector, sorted by
 // ID. An instance whose process has died is not listed (the Instance type
 // has no status to show it with): to the caller it is gone, and Prune
-// removes what it left. It takes no lock: records are written atomically,
+// removes what it left. It takes no lock (records are written atomically,
 // and a record half made by a running Provision has no pid yet, so it is
-// not live.
+// not live), except to adopt the process of an instance whose starter
+// crashed before recording it (adoptOrphans).
 func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
 	out, err := p.listWhere(ctx, selector, record.alive)
 	if err != nil {
@@ -38,7 +39,7 @@ func (p *Provider) listWhere(ctx context.Context, selector map[string]string, ke
 	if err != nil {
 		return nil, err
 	}
-	var out []provider.Instance
+	var records []record
 	for _, id := range ids {
 		r, err := p.recordLoad(id)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -49,7 +50,13 @@ func (p *Provider) listWhere(ctx context.Context, selector map[string]string, ke
 			p.cfg.Logger.Warn("skipping unreadable instance record", zap.String("id", id), zap.Error(err))
 			continue
 		}
-		if provider.Matches(r.Labels, selector) && keep(r) {
+		if provider.Matches(r.Labels, selector) {
+			records = append(records, r)
+		}
+	}
+	var out []provider.Instance
+	for _, r := range p.adoptOrphans(ctx, records, false) {
+		if keep(r) {
 			out = append(out, r.instance())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 )
 
@@ -51,4 +52,31 @@ func sameProcess(pid int, start uint64) bool {
 		return false
 	}
 	return start == 0 || got == start
+}
+
+// processWithArg finds the live processes that have arg as one of their
+// arguments, by /proc/<pid>/cmdline, with their start times. A zombie (its
+// command line is empty) is never one.
+func processWithArg(arg string) (pids []int, starts []uint64) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, nil
+	}
+	want := []byte(arg)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !slices.ContainsFunc(bytes.Split(cmdline, []byte{0}), func(a []byte) bool { return bytes.Equal(a, want) }) {
+			continue
+		}
+		state, start, err := procStat(pid)
+		if err != nil || state == 'Z' || state == 'X' {
+			continue
+		}
+		pids, starts = append(pids, pid), append(starts, start)
+	}
+	return pids, starts
 }

@@ -23,7 +23,8 @@ type record struct {
 	Labels  map[string]string `json:"labels"`
 	Address string            `json:"address"`
 	// PID is 0 while the process is being started: a record left with 0
-	// is from a Provision that crashed.
+	// is from a Provision that crashed, before the process started (there
+	// is none) or after (adoptOrphans records it).
 	PID int `json:"pid"`
 	// StartTime is the process's start time in clock ticks since boot
 	// (Linux /proc/<pid>/stat field 22), 0 where unknown: it tells the
