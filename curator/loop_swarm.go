@@ -148,9 +148,23 @@ func swarmSnapshotOf(self string, nodes []*pb.Node, seen []swarmNode, maxVoters 
 			swarmID:       n.SwarmNodeId,
 			joinRequested: n.SwarmJoinRequested,
 			leaving:       n.SwarmLeaveRequested != nil,
+			availability:  swarmAvailabilityOf(n.Availability),
 		})
 	}
 	return s
+}
+
+// swarmAvailabilityOf is availability a as Swarm names it ("": none).
+func swarmAvailabilityOf(a pb.Availability) swarm.NodeAvailability {
+	switch a {
+	case pb.Availability_AVAILABILITY_ACTIVE:
+		return swarm.NodeAvailabilityActive
+	case pb.Availability_AVAILABILITY_PAUSE:
+		return swarm.NodeAvailabilityPause
+	case pb.Availability_AVAILABILITY_DRAIN:
+		return swarm.NodeAvailabilityDrain
+	}
+	return ""
 }
 
 // swarmChange picks the node changes the swarm sync looks at.
@@ -161,7 +175,7 @@ func swarmChange(old, new *pb.Node) bool {
 	return hasRole(old, pb.Role_ROLE_CONSENSUS) != hasRole(new, pb.Role_ROLE_CONSENSUS) ||
 		old.Demoting != new.Demoting || old.Status != new.Status || old.State != new.State ||
 		old.Refused != new.Refused || old.SwarmNodeId != new.SwarmNodeId ||
-		old.SwarmJoinRequested != new.SwarmJoinRequested ||
+		old.SwarmJoinRequested != new.SwarmJoinRequested || old.Availability != new.Availability ||
 		(old.SwarmLeaveRequested == nil) != (new.SwarmLeaveRequested == nil)
 }
 
@@ -235,6 +249,12 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 	switch a.kind {
 	case swarmRefuse:
 		res.refused = true
+	case swarmAvailability:
+		err = l.swarmUpdate(ctx, a.swarmID, fmt.Sprintf("set Swarm node %s to %s", a.swarmID, a.availability), func(spec *swarm.NodeSpec) bool {
+			changed := spec.Availability != a.availability
+			spec.Availability = a.availability
+			return changed
+		})
 	case swarmPromote:
 		err = l.swarmSetRole(ctx, a.swarmID, swarm.NodeRoleManager)
 		faultPoint(FaultSwarmAfterPromote)
@@ -275,6 +295,17 @@ func (l *leaderLoops) countSwarm(seen []swarmNode) {
 
 // swarmSetRole promotes or demotes Swarm node id, fenced.
 func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.NodeRole) error {
+	return st.swarmUpdate(ctx, id, fmt.Sprintf("make Swarm node %s a %s", id, role), func(spec *swarm.NodeSpec) bool {
+		changed := spec.Role != role
+		spec.Role = role
+		return changed
+	})
+}
+
+// swarmUpdate changes Swarm node id's spec, fenced: change is given the
+// spec as the Swarm has it and says whether it changed anything; what
+// names the change in an error.
+func (st *leaderState) swarmUpdate(ctx context.Context, id, what string, change func(*swarm.NodeSpec) bool) error {
 	if st.cfg.Docker == nil {
 		return errNoEngine
 	}
@@ -284,16 +315,15 @@ func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.N
 	if err != nil {
 		return fmt.Errorf("%w: inspect Swarm node %s: %v", errSwarm, id, err)
 	}
-	if got.Node.Spec.Role == role {
+	spec := got.Node.Spec
+	if !change(&spec) {
 		return nil
 	}
-	spec := got.Node.Spec
-	spec.Role = role
 	if _, err := st.txnAsLeader(ctx); err != nil {
 		return err
 	}
 	if _, err := st.cfg.Docker.NodeUpdate(ctx, id, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
-		return fmt.Errorf("%w: make Swarm node %s a %s: %v", errSwarm, id, role, err)
+		return fmt.Errorf("%w: %s: %v", errSwarm, what, err)
 	}
 	return nil
 }

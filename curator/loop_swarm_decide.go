@@ -50,6 +50,11 @@ import (
 //   - A Swarm node that matches no node (left behind by a dead machine) is
 //     removed once Swarm says it is Down; a manager is demoted first (Swarm
 //     refuses to remove a manager).
+//   - A node's availability (active, pause, drain) is its Swarm node's:
+//     the curator's is the one an operator sets (`curator node update`,
+//     a group's managers drained at join, a rollout's drain), and a Swarm
+//     node whose availability differs is set to it, last of all the
+//     changes, since it touches no quorum.
 //
 // Every change to Swarm's managers keeps Swarm's own quorum: after it, a
 // majority of the Swarm's managers must be reachable (swarmQuorumAfter).
@@ -80,6 +85,8 @@ const (
 	// swarmJoin asks a node's agent to join the Swarm (again), as a
 	// worker.
 	swarmJoin swarmActionKind = "swarm-join"
+	// swarmAvailability sets a Swarm node's availability to its node's.
+	swarmAvailability swarmActionKind = "swarm-availability"
 )
 
 // swarmAction is one change, with the reason an operator reads in events.
@@ -89,6 +96,8 @@ type swarmAction struct {
 	// swarmID the Swarm node ("" for a node not in the Swarm).
 	nodeID, swarmID string
 	reason          string
+	// availability is what swarmAvailability sets.
+	availability swarm.NodeAvailability
 }
 
 // swarmCuratorNode is what the decision reads of one curator node.
@@ -111,6 +120,9 @@ type swarmCuratorNode struct {
 	// is about to be destroyed): it is neither promoted nor asked to
 	// join again.
 	leaving bool
+	// availability is its availability as Swarm names it ("": none
+	// set).
+	availability swarm.NodeAvailability
 }
 
 // swarmNode is what the decision reads of one Swarm node (observeSwarm).
@@ -228,7 +240,7 @@ func decideSwarm(s swarmSnapshot) *swarmAction {
 		}
 	}
 	for _, step := range []func(refuse func(nodeID, swarmID, reason string)) *swarmAction{
-		v.decideOrphans, v.decideDemotions, v.decideRoleless, v.decidePromotions, v.decideJoins,
+		v.decideOrphans, v.decideDemotions, v.decideRoleless, v.decidePromotions, v.decideJoins, v.decideAvailability,
 	} {
 		if a := step(refuse); a != nil {
 			return a
@@ -374,6 +386,20 @@ func (v *swarmView) decideJoins(refuse func(nodeID, swarmID, reason string)) *sw
 		}
 		return &swarmAction{kind: swarmJoin, nodeID: n.id, swarmID: n.swarmID,
 			reason: fmt.Sprintf("node %s %s: asking its agent to join as a worker", n.id, why)}
+	}
+	return nil
+}
+
+// decideAvailability: a Swarm node whose availability is not its node's
+// is set to the node's. A node leaving the Swarm is left as it is.
+func (v *swarmView) decideAvailability(func(nodeID, swarmID, reason string)) *swarmAction {
+	for _, n := range v.nodes {
+		sn, in := v.swarmByID[n.swarmID]
+		if !in || n.leaving || n.availability == "" || sn.availability == n.availability {
+			continue
+		}
+		return &swarmAction{kind: swarmAvailability, nodeID: n.id, swarmID: sn.id, availability: n.availability,
+			reason: fmt.Sprintf("node %s is %s but its Swarm node %s is %s: setting it to %s", n.id, n.availability, sn.id, sn.availability, n.availability)}
 	}
 	return nil
 }

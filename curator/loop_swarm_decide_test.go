@@ -22,6 +22,8 @@ func TestDecideSwarm(t *testing.T) {
 		leaving   nopt = func(n *swarmCuratorNode) { n.leaving = true }
 		notJoined nopt = func(n *swarmCuratorNode) { n.swarmID = "" }
 		inSwarm        = func(id string) nopt { return func(n *swarmCuratorNode) { n.swarmID = id } }
+		drained   nopt = func(n *swarmCuratorNode) { n.availability = swarm.NodeAvailabilityDrain }
+		noAvail   nopt = func(n *swarmCuratorNode) { n.availability = "" }
 
 		worker      sopt = func(s *swarmNode) { s.manager, s.leader, s.reachability = false, false, "" }
 		manager     sopt = func(s *swarmNode) { s.manager, s.reachability = true, swarm.ReachabilityReachable }
@@ -30,9 +32,10 @@ func TestDecideSwarm(t *testing.T) {
 		sDown       sopt = func(s *swarmNode) { s.state = swarm.NodeStateDown }
 		unreachable sopt = func(s *swarmNode) { s.reachability = swarm.ReachabilityUnreachable }
 		noStatus    sopt = func(s *swarmNode) { s.reachability = "" }
+		sPaused     sopt = func(s *swarmNode) { s.availability = swarm.NodeAvailabilityPause }
 	)
 	cn := func(id string, opts ...nopt) swarmCuratorNode {
-		n := swarmCuratorNode{id: id, consensus: id != "w", ready: true, swarmID: "S" + id}
+		n := swarmCuratorNode{id: id, consensus: id != "w", ready: true, swarmID: "S" + id, availability: swarm.NodeAvailabilityActive}
 		for _, o := range opts {
 			o(&n)
 		}
@@ -175,6 +178,21 @@ func TestDecideSwarm(t *testing.T) {
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", leaving)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sw", sDown)}},
 		{name: "a node with the role asked to leave the Swarm is not promoted in it",
 			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", role, leaving)}, swarm: swarm3},
+
+		// Availability: the node's is the Swarm node's.
+		{name: "a drained node's Swarm node is drained",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", drained)}, swarm: swarm3,
+			want: &swarmAction{kind: swarmAvailability, nodeID: "w", swarmID: "Sw", availability: swarm.NodeAvailabilityDrain}},
+		{name: "a Swarm node paused by hand is set back to its node's active",
+			nodes: consistent, swarm: []swarmNode{sn("Sa"), sn("Sb", sPaused), sn("Sc"), sn("Sw")},
+			want: &swarmAction{kind: swarmAvailability, nodeID: "b", swarmID: "Sb", availability: swarm.NodeAvailabilityActive}},
+		{name: "a node with no availability set leaves its Swarm node's alone",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", noAvail), cn("c"), cn("w")}, swarm: []swarmNode{sn("Sa"), sn("Sb", sPaused), sn("Sc"), sn("Sw")}},
+		{name: "a node leaving the Swarm keeps its Swarm node's availability",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", drained, leaving)}, swarm: swarm3},
+		{name: "availability goes after joins",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", drained), cn("w", notJoined)}, swarm: swarm3[:3],
+			want: &swarmAction{kind: swarmJoin, nodeID: "w"}},
 
 		// One change per tick, in order.
 		{name: "demotions go before grants, grants before promotions, promotions before joins",

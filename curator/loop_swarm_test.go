@@ -350,6 +350,53 @@ func TestSwarmSync(t *testing.T) {
 		t.Logf("finished in %v", time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("a node's availability is its Swarm node's", func(t *testing.T) {
+		// d is on w1, a Swarm worker again after the demotion above.
+		start := time.Now()
+		swarmAvail := func(want swarm.NodeAvailability) {
+			t.Helper()
+			testenv.Eventually(t, swarmTestTimeout, fmt.Sprintf("w1 to be %s", want), func() error {
+				got, err := swarmNodes(ctx, m0)
+				if err != nil {
+					return err
+				}
+				if a := got[w1.NodeID].availability; a != want {
+					return fmt.Errorf("w1 is %s", a)
+				}
+				return nil
+			})
+		}
+		update := func(a pb.Availability) {
+			t.Helper()
+			uctx, ucancel := context.WithTimeout(ctx, testTimeout)
+			defer ucancel()
+			if _, err := mgmt.UpdateNode(uctx, &pb.UpdateNodeRequest{Id: d.id, Availability: a}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		update(pb.Availability_AVAILABILITY_DRAIN)
+		swarmAvail(swarm.NodeAvailabilityDrain)
+		c.swarmEvent(start, "swarm-sync", string(swarmAvailability), d.id)
+		t.Logf("drained in Swarm %v after the update", time.Since(start).Round(time.Millisecond))
+
+		// Changed in Swarm by hand: set back to the node's.
+		ictx, icancel := context.WithTimeout(ctx, testTimeout)
+		defer icancel()
+		got, err := m0.Client.NodeInspect(ictx, w1.NodeID, client.NodeInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := got.Node.Spec
+		spec.Availability = swarm.NodeAvailabilityActive
+		if _, err := m0.Client.NodeUpdate(ictx, w1.NodeID, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		swarmAvail(swarm.NodeAvailabilityDrain)
+
+		update(pb.Availability_AVAILABILITY_ACTIVE)
+		swarmAvail(swarm.NodeAvailabilityActive)
+	})
+
 	t.Run("a dead machine's Swarm node is removed once it is down", func(t *testing.T) {
 		start := time.Now()
 		if err := w3.Kill(); err != nil {
