@@ -26,9 +26,13 @@ type learnerAction struct {
 
 // decideLearners returns the one learner change to make, or nil: first a
 // learner whose node has been down past downLimit is removed, then a
-// learner that has started is promoted if, counted as a healthy voter (it
-// runs), a healthy majority of voters remains (etcd's own check of this is
-// off: see consensus). Learners are taken by member ID.
+// learner that has started and whose node this leader hears from right
+// now is promoted if, counted as a healthy voter, a healthy majority of
+// voters remains (etcd's own check of this is off: see consensus).
+// Learners are taken by member ID. Heard from now, not merely not down: a
+// node killed a moment ago stays ready until down-after, its learner is
+// still caught up, and promoted it would be a dead voter the others'
+// quorum must carry, unknown to anyone counting voters a moment before.
 func decideLearners(ms *membership, now time.Time, downLimit time.Duration) *learnerAction {
 	for _, m := range ms.members {
 		n := ms.nodeOfMember(m)
@@ -44,7 +48,7 @@ func decideLearners(ms *membership, now time.Time, downLimit time.Duration) *lea
 		n := ms.nodeOfMember(m)
 		// A member that has started carries its node's ID as its name.
 		started := m.NodeID != ""
-		if !m.IsLearner || n == nil || !started || n.Status == pb.NodeStatus_NODE_STATUS_DOWN || !ms.quorumAfter(0, m.ID).ok() {
+		if !m.IsLearner || n == nil || !started || n.Status == pb.NodeStatus_NODE_STATUS_DOWN || !ms.heard[n.Id] || !ms.quorumAfter(0, m.ID).ok() {
 			continue
 		}
 		return &learnerAction{promote: true, memberID: m.ID, nodeID: n.Id,

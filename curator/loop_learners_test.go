@@ -20,6 +20,8 @@ func TestDecideLearners(t *testing.T) {
 		return func(n *pb.Node) { n.Status, n.StatusChanged = pb.NodeStatus_NODE_STATUS_DOWN, timestamppb.New(at) }
 	}
 	self := tvoter(10, "self")
+	// silent marks a node this leader does not hear from right now.
+	silent := func(n *pb.Node) { n.Labels = map[string]string{"silent": "yes"} }
 	tests := []struct {
 		name    string
 		nodes   []*pb.Node
@@ -43,10 +45,20 @@ func TestDecideLearners(t *testing.T) {
 			[]consensus.Member{self, tlearner(1, "a", true), tlearner(2, "b", false)}, &learnerAction{memberID: 2, nodeID: "b"}},
 		{"one at a time, by member ID", []*pb.Node{tnode("a"), tnode("b")},
 			[]consensus.Member{self, tlearner(5, "b", true), tlearner(3, "a", true)}, &learnerAction{promote: true, memberID: 3, nodeID: "a"}},
+		{"ready but not heard from now (killed a moment ago): wait", []*pb.Node{tnode("a", silent)}, []consensus.Member{self, tlearner(1, "a", true)}, nil},
+		{"the first learner silent: the next promoted", []*pb.Node{tnode("a", silent), tnode("b")},
+			[]consensus.Member{self, tlearner(3, "a", true), tlearner(5, "b", true)}, &learnerAction{promote: true, memberID: 5, nodeID: "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ms := snapshot("self", append(tt.nodes, tnode("self")), tt.members)
+			// Every node is heard from but those marked silent.
+			var heard []string
+			for _, n := range tt.nodes {
+				if n.Labels["silent"] == "" {
+					heard = append(heard, n.Id)
+				}
+			}
+			ms := snapshot("self", append(tt.nodes, tnode("self")), tt.members, heard...)
 			got := decideLearners(ms, now, limit)
 			if got != nil && got.reason == "" {
 				t.Error("no reason")

@@ -32,8 +32,8 @@ type membership struct {
 	memberOf map[string]consensus.Member
 	// nodeOf maps member IDs to node IDs ("" when none matches).
 	nodeOf map[uint64]string
-	// heard holds the voters' nodes that sent this leader a heartbeat
-	// just now (leaderState.beatingNow).
+	// heard holds the members' nodes (voters' and learners') that sent
+	// this leader a heartbeat just now (leaderState.beatingNow).
 	heard map[string]bool
 }
 
@@ -80,7 +80,7 @@ func newMembership(self string, members []consensus.Member, nodes memberNodes, h
 				ms.nodes = append(ms.nodes, n)
 			}
 		}
-		if !m.IsLearner && heard != nil && heard(id) {
+		if heard != nil && heard(id) {
 			ms.heard[id] = true
 		}
 	}
