@@ -36,3 +36,18 @@ var (
 	// had committed, and etcd cannot make a cluster of a learner alone.
 	ErrNotVoter = errors.New("this node's etcd member was not a voter")
 )
+
+// RemovedError is ErrRemoved with the member whose data the data dir
+// holds: a node whose record hands it another member (its peer URL added
+// again under a new ID) knows its data is of no use and may wipe it.
+type RemovedError struct {
+	// MemberID is the removed member the data dir holds.
+	MemberID uint64
+	msg      string
+}
+
+func (e *RemovedError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrRemoved) hold.
+func (e *RemovedError) Unwrap() error { return ErrRemoved }
+

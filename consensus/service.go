@@ -396,8 +396,8 @@ func (s *Service) stop(r *run) {
 }
 
 func (s *Service) removedError(memberID uint64) error {
-	return fmt.Errorf("%w: etcd member %s is no longer in the cluster, so its data in %s can never serve again; the rest of the cluster is unaffected. Run `curator agent leave --force` (or wipe the data dir) and join again",
-		ErrRemoved, hexID(memberID), s.cfg.DataDir)
+	return &RemovedError{MemberID: memberID, msg: fmt.Sprintf("%v: etcd member %s is no longer in the cluster, so its data in %s can never serve again; the rest of the cluster is unaffected. Run `curator agent leave --force` (or wipe the data dir) and join again",
+		ErrRemoved, hexID(memberID), s.cfg.DataDir)}
 }
 
 // memberExists reports whether dir holds an etcd member, the way etcd

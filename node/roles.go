@@ -209,7 +209,7 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	etcdCtx, cancelEtcd := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelEtcd()
 	etcdErr := make(chan error, 1)
-	go func() { etcdErr <- svc.Run(etcdCtx) }()
+	go func() { etcdErr <- a.wipeIfNotOurs(lg, svc.Run(etcdCtx), join.MemberId) }()
 	a.consensus.set(svc, nil)
 	defer a.consensus.set(nil, nil)
 
@@ -299,6 +299,26 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	case err := <-etcdErr:
 		return fmt.Errorf("etcd: %w", err)
 	}
+}
+
+// wipeIfNotOurs passes err on, having wiped etcd's data when err says the
+// data is of a removed member other than member, the one this node's
+// record hands it: its etcd took the removed member's place when it joined
+// (a peer whose view of the cluster was behind answered first, after a
+// dead node's member at the same peer URL was removed and this one added),
+// and would start as it again each time, for good. Wiped, the next run
+// joins as member.
+func (a *Agent) wipeIfNotOurs(lg *zap.Logger, err error, member uint64) error {
+	var removed *consensus.RemovedError
+	if member == 0 || !errors.As(err, &removed) || removed.MemberID == member {
+		return err
+	}
+	lg.Warn("this node's etcd data is of a removed member, not of the one its record hands it: wiping it to join again",
+		zap.String("data_member", fmt.Sprintf("%x", removed.MemberID)), zap.String("member", fmt.Sprintf("%x", member)))
+	if werr := os.RemoveAll(filepath.Join(a.cfg.DataDir, etcdDir)); werr != nil {
+		return fmt.Errorf("%w; wiping its data failed: %v", err, werr)
+	}
+	return fmt.Errorf("%w; its data was wiped, and the next run joins as member %x", err, member)
 }
 
 // bootstrapRecords writes the new cluster's records (first run after
