@@ -50,4 +50,3 @@ func (e *RemovedError) Error() string { return e.msg }
 
 // Unwrap makes errors.Is(err, ErrRemoved) hold.
 func (e *RemovedError) Unwrap() error { return ErrRemoved }
-
