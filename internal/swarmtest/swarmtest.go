@@ -409,8 +409,18 @@ func (e *Engine) pidfile() string { return filepath.Join(e.dir, "docker.pid") }
 // LogPath is the file the engine's dockerd (and its containerd) log to.
 func (e *Engine) LogPath() string { return filepath.Join(e.dir, "dockerd.log") }
 
+// startAttempts is how many times Start starts a dockerd that exits
+// before it answers, as a machine's service manager restarts a daemon
+// that fails while booting: on a loaded machine dockerd gives up on its
+// containerd after a fixed wait ("timeout waiting for containerd to
+// start") and exits.
+const startAttempts = 3
+
+// errExited marks a dockerd that exited before it answered.
+var errExited = errors.New("exited before it answered")
+
 // Start starts the engine's dockerd (again, after Kill or Stop) and waits
-// until it answers.
+// until it answers, starting it again if it exits first.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -421,6 +431,22 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("engine %s is running", e.Name)
 		}
 	}
+	var err error
+	for range startAttempts {
+		if err = e.startOnce(ctx); !errors.Is(err, errExited) {
+			return err
+		}
+		// A containerd dockerd gave up on may still run, holding its
+		// state: the next try starts on a machine with nothing running.
+		if kerr := killNetns(e.Name); kerr != nil {
+			return errors.Join(err, kerr)
+		}
+	}
+	return err
+}
+
+// startOnce starts dockerd once and waits until it answers or exits.
+func (e *Engine) startOnce(ctx context.Context) error {
 	log, err := os.OpenFile(e.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -480,7 +506,7 @@ func (e *Engine) waitUp(ctx context.Context, done <-chan struct{}) error {
 		last = err
 		select {
 		case <-done:
-			return fmt.Errorf("dockerd of %s exited before it answered (its log: %s): %v", e.Name, e.LogPath(), last)
+			return fmt.Errorf("dockerd of %s %w (its log: %s): %v", e.Name, errExited, e.LogPath(), last)
 		case <-ctx.Done():
 			return fmt.Errorf("dockerd of %s did not answer: %v", e.Name, last)
 		case <-time.After(100 * time.Millisecond):
