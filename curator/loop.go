@@ -31,6 +31,9 @@ type loopResult struct {
 	reason string
 	// refused: the loop found something wrong it will not touch.
 	refused bool
+	// again: tick again after the gap, as after an action (a refused
+	// change is held back, and the changes behind it go on).
+	again bool
 	// waiting: the loop waits for a step another loop takes (reason
 	// says which); not a refusal, logged once when it changes, and the
 	// loop ticks again on the change that step makes.
@@ -46,6 +49,9 @@ type leaderLoops struct {
 	// health is what the health loop remembers between ticks (see
 	// decideHealth); only the health loop uses it.
 	health healthMemory
+	// swarmHolds are the swarm sync's changes held back after failed
+	// Swarm calls; only the swarm sync uses it.
+	swarmHolds swarmHolds
 
 	muRefusals  sync.Mutex
 	lastRefusal map[string]string
@@ -184,6 +190,12 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 			l.metrics.Refusals.WithLabelValues(spec.name).Inc()
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			l.recordEvent(ctx, spec.name, res)
+			if res.again && !l.cfg.PollOnly {
+				if err := sleepCtx(ctx, spec.minGap); err != nil {
+					return err
+				}
+				continue
+			}
 		case res.waiting:
 			if l.newRefusal(spec.name, "waiting: "+res.reason) {
 				lg.Info("waiting", zap.String("node", res.nodeID), zap.String("reason", res.reason))
@@ -201,12 +213,8 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 				break
 			}
 			// More may be needed: tick again after the gap.
-			if spec.minGap > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(spec.minGap):
-				}
+			if err := sleepCtx(ctx, spec.minGap); err != nil {
+				return err
 			}
 			continue
 		default:
@@ -269,4 +277,19 @@ func (l *leaderLoops) newRefusal(loop, reason string) bool {
 	}
 	l.lastRefusal[loop] = reason
 	return true
+}
+
+// sleepCtx waits d (nothing for d <= 0), or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

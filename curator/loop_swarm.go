@@ -222,9 +222,14 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 	}
 	l.countSwarm(seen)
 
+	decide := func(seen []swarmNode) *swarmAction {
+		snap := swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters))
+		snap.held = l.swarmHolds.held(l.cfg.Now())
+		return decideSwarm(snap)
+	}
 	l.muNodes.Lock()
 	defer l.muNodes.Unlock()
-	a := decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+	a := decide(seen)
 	if a != nil && a.kind != swarmRefuse {
 		// The list was read before muNodes: a promote or demote of the
 		// management API may have changed the Swarm since, and acting on
@@ -240,7 +245,7 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 		if l.swarmSeen.set(seen) {
 			kickGroups(l.leaderState)
 		}
-		a = decideSwarm(swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters)))
+		a = decide(seen)
 	}
 	if a == nil {
 		return loopResult{}, nil
@@ -278,9 +283,14 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 		err = l.requestSwarmJoin(ctx, a.nodeID)
 	}
 	if errors.Is(err, errSwarm) && ctx.Err() == nil {
-		// Not a failed tick: say what the Swarm answered, and try
-		// again next tick.
-		return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("%s, but %v", a.reason, err)}, nil
+		// Not a failed tick: say what the Swarm answered, hold the
+		// change back, and go on at once with those behind it.
+		wait := l.swarmHolds.fail(a, err, l.cfg.Now())
+		return loopResult{refused: true, again: true, nodeID: a.nodeID,
+			reason: fmt.Sprintf("%s, but %v: trying it again in %v, the changes behind it going on", a.reason, err, wait)}, nil
+	}
+	if err == nil && a.kind != swarmRefuse {
+		l.swarmHolds.done(a)
 	}
 	return res, err
 }

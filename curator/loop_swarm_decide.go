@@ -61,7 +61,9 @@ import (
 // A Swarm manager being demoted that leads the Swarm goes last.
 //
 // Refusals do not block: a tick returns the first change it can make, and
-// a refusal only when there is none. Two refusals do block everything: a
+// a refusal only when there is none. Nor does a change whose Swarm call
+// failed: it is held back a while (loop_swarm_holds.go), refused
+// meanwhile, and the changes behind it go on. Two refusals do block everything: a
 // Swarm whose node list names no leader (its quorum is lost, or it is
 // electing: every change would hang), and a Swarm that shares no node with
 // the curator while both have some (a wrong engine, or a wrong reading of
@@ -148,6 +150,9 @@ type swarmSnapshot struct {
 	swarm []swarmNode
 	// maxVoters is the cluster's voter limit (0: none).
 	maxVoters int
+	// held are the changes held back after failed Swarm calls
+	// (swarmHolds), by swarmAction.key, each with why.
+	held map[string]string
 }
 
 // swarmView is a snapshot sorted and indexed, for one decision.
@@ -220,6 +225,16 @@ func (v *swarmView) checkSwarmChange(demote, promote string) error {
 	return nil
 }
 
+// offer returns change a, or nil, refusing it, where a failed call holds
+// it back: the decision then looks further.
+func (v *swarmView) offer(a *swarmAction, refuse func(nodeID, swarmID, reason string)) *swarmAction {
+	if why, ok := v.held[a.key()]; ok {
+		refuse(a.nodeID, a.swarmID, fmt.Sprintf("%s, but %s", a.reason, why))
+		return nil
+	}
+	return a
+}
+
 // decideSwarm returns the one change to make, or nil when the curator's
 // roles and the Swarm's managers agree.
 func decideSwarm(s swarmSnapshot) *swarmAction {
@@ -261,28 +276,38 @@ func (v *swarmView) decideOrphans(refuse func(nodeID, swarmID, reason string)) *
 			continue // a machine joining, or not the curator's: not ours to remove while it lives
 		}
 		if !sn.manager {
-			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is down: removing it"}
+			if a := v.offer(&swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is down: removing it"}, refuse); a != nil {
+				return a
+			}
+			continue
 		}
 		if sn.reachability == "" {
 			// A manager in name only: promoted, and down before it joined
 			// the Swarm's Raft (the Swarm lists no manager status). Swarm
 			// refuses to demote it (it finds no Raft member), takes no
 			// vote away by removing it, and removes it as it is.
-			return &swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is a down manager that never joined the Swarm's Raft: removing it"}
+			if a := v.offer(&swarmAction{kind: swarmRemoveNode, swarmID: sn.id, reason: what + " and is a down manager that never joined the Swarm's Raft: removing it"}, refuse); a != nil {
+				return a
+			}
+			continue
 		}
 		if err := v.checkSwarmChange(sn.id, ""); err != nil {
 			refuse("", sn.id, fmt.Sprintf("%s and is a down manager, but demoting it now is unsafe: %v", what, err))
 			continue
 		}
-		return &swarmAction{kind: swarmDemote, swarmID: sn.id, reason: what + " and is a down manager: demoting it, to remove it next"}
+		if a := v.offer(&swarmAction{kind: swarmDemote, swarmID: sn.id, reason: what + " and is a down manager: demoting it, to remove it next"}, refuse); a != nil {
+			return a
+		}
 	}
 	return nil
 }
 
 // decideDemotions: a demoting node that is a Swarm manager is demoted in
-// Swarm, the Swarm's leader last.
+// Swarm, the Swarm's leader last (after the others, held back ones
+// included).
 func (v *swarmView) decideDemotions(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	var leader *swarmAction
+	others := false
 	for _, n := range v.nodes {
 		sn, ok := v.swarmByID[n.swarmID]
 		if !n.demoting || !ok || !sn.manager {
@@ -295,12 +320,23 @@ func (v *swarmView) decideDemotions(refuse func(nodeID, swarmID, reason string))
 		a := &swarmAction{kind: swarmDemote, nodeID: n.id, swarmID: sn.id,
 			reason: fmt.Sprintf("node %s is being demoted: demoting its Swarm manager %s first", n.id, sn.id)}
 		if !sn.leader {
-			return a
+			others = true
+			if a = v.offer(a, refuse); a != nil {
+				return a
+			}
+			continue
 		}
 		a.reason += " (the Swarm's leader, the last of the demotions)"
 		leader = a
 	}
-	return leader
+	if leader == nil {
+		return nil
+	}
+	if others {
+		refuse(leader.nodeID, leader.swarmID, leader.reason+", which waits for the other demotions to go through")
+		return nil
+	}
+	return v.offer(leader, refuse)
 }
 
 // decideRoleless: a Swarm manager whose node lacks the role finishes its
@@ -330,15 +366,20 @@ func (v *swarmView) decideRoleless(refuse func(nodeID, swarmID, reason string)) 
 				refuse(n.id, sn.id, fmt.Sprintf("%s, and %s, but demoting it in Swarm now is unsafe: %v", what, never, err))
 				continue
 			}
-			return &swarmAction{kind: swarmDemote, nodeID: n.id, swarmID: sn.id,
-				reason: fmt.Sprintf("%s, and %s: demoting it in Swarm", what, never)}
+			if a := v.offer(&swarmAction{kind: swarmDemote, nodeID: n.id, swarmID: sn.id,
+				reason: fmt.Sprintf("%s, and %s: demoting it in Swarm", what, never)}, refuse); a != nil {
+				return a
+			}
+			continue
 		}
 		if !n.ready || sn.state != swarm.NodeStateReady {
 			refuse(n.id, sn.id, fmt.Sprintf("%s: its promotion will be finished once the node and its Swarm node are ready", what))
 			continue
 		}
-		return &swarmAction{kind: swarmGrantRole, nodeID: n.id, swarmID: sn.id,
-			reason: what + ": finishing its promotion"}
+		if a := v.offer(&swarmAction{kind: swarmGrantRole, nodeID: n.id, swarmID: sn.id,
+			reason: what + ": finishing its promotion"}, refuse); a != nil {
+			return a
+		}
 	}
 	return nil
 }
@@ -360,7 +401,9 @@ func (v *swarmView) decidePromotions(refuse func(nodeID, swarmID, reason string)
 			refuse(n.id, sn.id, fmt.Sprintf("%s, but promoting it now is unsafe: %v", what, err))
 			continue
 		}
-		return &swarmAction{kind: swarmPromote, nodeID: n.id, swarmID: sn.id, reason: what + ": promoting it in Swarm"}
+		if a := v.offer(&swarmAction{kind: swarmPromote, nodeID: n.id, swarmID: sn.id, reason: what + ": promoting it in Swarm"}, refuse); a != nil {
+			return a
+		}
 	}
 	return nil
 }
@@ -384,22 +427,26 @@ func (v *swarmView) decideJoins(refuse func(nodeID, swarmID, reason string)) *sw
 		case n.swarmID != "":
 			why = fmt.Sprintf("left the Swarm (its Swarm node %s is gone)", n.swarmID)
 		}
-		return &swarmAction{kind: swarmJoin, nodeID: n.id, swarmID: n.swarmID,
-			reason: fmt.Sprintf("node %s %s: asking its agent to join as a worker", n.id, why)}
+		if a := v.offer(&swarmAction{kind: swarmJoin, nodeID: n.id, swarmID: n.swarmID,
+			reason: fmt.Sprintf("node %s %s: asking its agent to join as a worker", n.id, why)}, refuse); a != nil {
+			return a
+		}
 	}
 	return nil
 }
 
 // decideAvailability: a Swarm node whose availability is not its node's
 // is set to the node's. A node leaving the Swarm is left as it is.
-func (v *swarmView) decideAvailability(func(nodeID, swarmID, reason string)) *swarmAction {
+func (v *swarmView) decideAvailability(refuse func(nodeID, swarmID, reason string)) *swarmAction {
 	for _, n := range v.nodes {
 		sn, in := v.swarmByID[n.swarmID]
 		if !in || n.leaving || n.availability == "" || sn.availability == n.availability {
 			continue
 		}
-		return &swarmAction{kind: swarmAvailability, nodeID: n.id, swarmID: sn.id, availability: n.availability,
-			reason: fmt.Sprintf("node %s is %s but its Swarm node %s is %s: setting it to %s", n.id, n.availability, sn.id, sn.availability, n.availability)}
+		if a := v.offer(&swarmAction{kind: swarmAvailability, nodeID: n.id, swarmID: sn.id, availability: n.availability,
+			reason: fmt.Sprintf("node %s is %s but its Swarm node %s is %s: setting it to %s", n.id, n.availability, sn.id, sn.availability, n.availability)}, refuse); a != nil {
+			return a
+		}
 	}
 	return nil
 }

@@ -1,7 +1,10 @@
 package curator
 
 import (
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/api/types/swarm"
@@ -65,7 +68,9 @@ func TestDecideSwarm(t *testing.T) {
 		nodes []swarmCuratorNode
 		swarm []swarmNode
 		max   int
-		want  *swarmAction // reason is not compared
+		// held are changes held back after failed Swarm calls.
+		held []*swarmAction
+		want *swarmAction // reason is not compared
 	}{
 		// Consistent states.
 		{name: "roles match the Swarm's managers: nothing to do", nodes: consistent, swarm: swarm3},
@@ -207,10 +212,46 @@ func TestDecideSwarm(t *testing.T) {
 			nodes: []swarmCuratorNode{cn("a"), cn("c"), cn("e", role), cn("w", notJoined)},
 			swarm: []swarmNode{sn("Sa"), sn("Sc"), sn("Se", worker)},
 			want:  &swarmAction{kind: swarmPromote, nodeID: "e", swarmID: "Se"}},
+
+		// Changes held back after failed Swarm calls.
+		{name: "a held-back demotion: the promotion behind it goes on",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", demoting), cn("w", role)}, swarm: swarm3,
+			held: []*swarmAction{{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}},
+			want: &swarmAction{kind: swarmPromote, nodeID: "w", swarmID: "Sw"}},
+		{name: "a held-back change with nothing behind it: refuse, naming it",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c", demoting), cn("w")}, swarm: swarm3,
+			held: []*swarmAction{{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "c", swarmID: "Sc"}},
+		{name: "a held-back orphan removal: the next orphan is removed",
+			nodes: consistent, swarm: with(swarm3, sn("Sx", sDown), sn("Sy", worker, sDown)),
+			held: []*swarmAction{{kind: swarmRemoveNode, swarmID: "Sx"}},
+			want: &swarmAction{kind: swarmRemoveNode, swarmID: "Sy"}},
+		{name: "the Swarm's leader waits for a held-back demotion of another manager",
+			nodes: []swarmCuratorNode{cn("a", demoting), cn("b", demoting), cn("c"), cn("w")}, swarm: swarm3,
+			held: []*swarmAction{{kind: swarmDemote, nodeID: "b", swarmID: "Sb"}},
+			want: &swarmAction{kind: swarmRefuse, nodeID: "b", swarmID: "Sb"}},
+		{name: "a held-back grant: the join behind it goes on",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("d", noRole), cn("w", notJoined)}, swarm: []swarmNode{sn("Sa"), sn("Sb"), sn("Sc"), sn("Sd")},
+			held: []*swarmAction{{kind: swarmGrantRole, nodeID: "d", swarmID: "Sd"}},
+			want: &swarmAction{kind: swarmJoin, nodeID: "w"}},
+		{name: "a held-back availability of another value does not hold this one",
+			nodes: []swarmCuratorNode{cn("a"), cn("b"), cn("c"), cn("w", drained)}, swarm: swarm3,
+			held: []*swarmAction{{kind: swarmAvailability, nodeID: "w", swarmID: "Sw", availability: swarm.NodeAvailabilityPause}},
+			want: &swarmAction{kind: swarmAvailability, nodeID: "w", swarmID: "Sw", availability: swarm.NodeAvailabilityDrain}},
+		{name: "a held-back availability: the next node's goes on",
+			nodes: []swarmCuratorNode{cn("a"), cn("b", drained), cn("c"), cn("w", drained)}, swarm: swarm3,
+			held: []*swarmAction{{kind: swarmAvailability, nodeID: "b", swarmID: "Sb", availability: swarm.NodeAvailabilityDrain}},
+			want: &swarmAction{kind: swarmAvailability, nodeID: "w", swarmID: "Sw", availability: swarm.NodeAvailabilityDrain}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := swarmSnapshot{nodes: tt.nodes, swarm: tt.swarm, maxVoters: tt.max}
+			for _, a := range tt.held {
+				if snap.held == nil {
+					snap.held = map[string]string{}
+				}
+				snap.held[a.key()] = "its Swarm call failed"
+			}
 			nodesBefore, swarmBefore := append([]swarmCuratorNode(nil), tt.nodes...), append([]swarmNode(nil), tt.swarm...)
 			got := decideSwarm(snap)
 			if got != nil && got.reason == "" {
@@ -255,5 +296,52 @@ func TestSwarmQuorumAfter(t *testing.T) {
 		if got != tt.want || got.ok() != tt.ok {
 			t.Errorf("swarmQuorumAfter(%q, %q) = %v (ok %v), want %v (ok %v)", tt.demote, tt.promote, got, got.ok(), tt.want, tt.ok)
 		}
+	}
+}
+
+func TestSwarmHolds(t *testing.T) {
+	var h swarmHolds
+	t0 := time.Unix(1_000_000, 0)
+	a := &swarmAction{kind: swarmDemote, nodeID: "c", swarmID: "Sc"}
+	other := &swarmAction{kind: swarmPromote, nodeID: "w", swarmID: "Sw"}
+	boom := errors.New("engine timed out")
+
+	if got := h.held(t0); len(got) != 0 {
+		t.Fatalf("nothing failed, yet held: %v", got)
+	}
+	// Each failure in a row doubles the hold, to at most swarmHoldMax.
+	var waits []time.Duration
+	now := t0
+	for range 8 {
+		wait := h.fail(a, boom, now)
+		waits = append(waits, wait)
+		if _, ok := h.held(now)[a.key()]; !ok {
+			t.Fatalf("failed at %v, not held then", now)
+		}
+		if _, ok := h.held(now.Add(wait - time.Millisecond))[a.key()]; !ok {
+			t.Fatalf("not held just before its hold of %v ends", wait)
+		}
+		if _, ok := h.held(now.Add(wait))[a.key()]; ok {
+			t.Fatalf("still held when its hold of %v ends", wait)
+		}
+		if _, ok := h.held(now)[other.key()]; ok {
+			t.Fatal("another change is held with it")
+		}
+		now = now.Add(wait)
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Errorf("holds (-want +got):\n%s", diff)
+	}
+	if why := h.held(now.Add(-time.Second))[a.key()]; !strings.Contains(why, "8 in a row") || !strings.Contains(why, boom.Error()) {
+		t.Errorf("why it is held does not count the failures and name the last: %q", why)
+	}
+	// Going through forgets it: the next failure holds it 2 s again.
+	h.done(a)
+	if got := h.held(now); len(got) != 0 {
+		t.Fatalf("done, yet held: %v", got)
+	}
+	if wait := h.fail(a, boom, now); wait != swarmHoldFirst {
+		t.Errorf("after going through, the next failure holds it %v, want %v", wait, swarmHoldFirst)
 	}
 }

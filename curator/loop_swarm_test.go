@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +125,34 @@ func (c *testCluster) swarmEvent(since time.Time, loop, action, nodeID string) *
 	return found
 }
 
+// failingEngine is a real engine whose node updates of the Swarm nodes
+// in fail fail, as an engine that times out does: the swarm sync sees a
+// Swarm call fail, and everything else is the real Swarm's.
+type failingEngine struct {
+	SwarmEngine
+	mu   sync.Mutex
+	fail map[string]bool
+}
+
+func (e *failingEngine) failUpdates(ids ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fail = map[string]bool{}
+	for _, id := range ids {
+		e.fail[id] = true
+	}
+}
+
+func (e *failingEngine) NodeUpdate(ctx context.Context, id string, options client.NodeUpdateOptions) (client.NodeUpdateResult, error) {
+	e.mu.Lock()
+	fail := e.fail[id]
+	e.mu.Unlock()
+	if fail {
+		return client.NodeUpdateResult{}, fmt.Errorf("update of Swarm node %s failed: %w", id, context.DeadlineExceeded)
+	}
+	return e.SwarmEngine.NodeUpdate(ctx, id, options)
+}
+
 // TestSwarmSync runs the swarm sync against a real Swarm: one manager
 // engine (the leader's node's) and four workers, three of them nodes of
 // the cluster, each answered by a stand-in agent (swarmagent.Answer, as
@@ -140,9 +170,10 @@ func TestSwarmSync(t *testing.T) {
 	m0, w0, w1, w2, w3 := sw.Engines[0], sw.Engines[1], sw.Engines[2], sw.Engines[3], sw.Engines[4]
 
 	c := newTestCluster(t)
+	engine := &failingEngine{SwarmEngine: m0.Client}
 	startCurator := func() (*Service, context.CancelFunc) {
 		cfg := c.curatorConfig(c.first, c.cli)
-		cfg.Docker = m0.Client
+		cfg.Docker = engine
 		cfg.SwarmInterval = 200 * time.Millisecond
 		svc, err := New(cfg)
 		if err != nil {
@@ -395,6 +426,65 @@ func TestSwarmSync(t *testing.T) {
 
 		update(pb.Availability_AVAILABILITY_ACTIVE)
 		swarmAvail(swarm.NodeAvailabilityActive)
+	})
+
+	t.Run("a Swarm call that keeps failing holds back its change alone", func(t *testing.T) {
+		// b (on w0) and d (on w1) are drained; the one decided first
+		// (the lower node ID) has its Swarm node's updates fail.
+		first, second := b, d
+		if d.id < b.id {
+			first, second = d, b
+		}
+		firstEngine, secondEngine := engineOf[first.id], engineOf[second.id]
+		start := time.Now()
+		engine.failUpdates(firstEngine.NodeID)
+		defer engine.failUpdates()
+		update := func(id string, a pb.Availability) {
+			t.Helper()
+			uctx, ucancel := context.WithTimeout(ctx, testTimeout)
+			defer ucancel()
+			if _, err := mgmt.UpdateNode(uctx, &pb.UpdateNodeRequest{Id: id, Availability: a}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		avails := func(want map[*swarmtest.Engine]swarm.NodeAvailability) error {
+			got, err := swarmNodes(ctx, m0)
+			if err != nil {
+				return err
+			}
+			for e, a := range want {
+				if got[e.NodeID].availability != a {
+					return fmt.Errorf("%s is %s, want %s", e.Name, got[e.NodeID].availability, a)
+				}
+			}
+			return nil
+		}
+		update(first.id, pb.Availability_AVAILABILITY_DRAIN)
+		update(second.id, pb.Availability_AVAILABILITY_DRAIN)
+		ev := c.swarmEvent(start, "swarm-sync", "refuse", first.id)
+		if !strings.Contains(ev.Reason, "trying it again in") && !strings.Contains(ev.Reason, "it is held back") {
+			t.Errorf("the refusal does not say the change is held back: %s", ev.Reason)
+		}
+		testenv.Eventually(t, swarmTestTimeout, "the second node's Swarm node drained, the first's not", func() error {
+			return avails(map[*swarmtest.Engine]swarm.NodeAvailability{
+				firstEngine: swarm.NodeAvailabilityActive, secondEngine: swarm.NodeAvailabilityDrain})
+		})
+		t.Logf("the change behind the failing one made %v after the updates", time.Since(start).Round(time.Millisecond))
+
+		// The engine answers again: the held change goes through.
+		engine.failUpdates()
+		healed := time.Now()
+		testenv.Eventually(t, swarmTestTimeout+swarmHoldMax, "the first node's Swarm node drained", func() error {
+			return avails(map[*swarmtest.Engine]swarm.NodeAvailability{firstEngine: swarm.NodeAvailabilityDrain})
+		})
+		t.Logf("the held change made %v after the engine answered again", time.Since(healed).Round(time.Millisecond))
+
+		update(first.id, pb.Availability_AVAILABILITY_ACTIVE)
+		update(second.id, pb.Availability_AVAILABILITY_ACTIVE)
+		testenv.Eventually(t, swarmTestTimeout, "both active again", func() error {
+			return avails(map[*swarmtest.Engine]swarm.NodeAvailability{
+				firstEngine: swarm.NodeAvailabilityActive, secondEngine: swarm.NodeAvailabilityActive})
+		})
 	})
 
 	t.Run("a dead machine's Swarm node is removed once it is down", func(t *testing.T) {
