@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/curatorproject/curator/internal/nodeport"
 )
 
 // Defaults, applied by Config.withDefaults and nowhere else.
@@ -26,12 +28,12 @@ const (
 	DefaultEtcdLogLevel   = zapcore.WarnLevel
 )
 
-// Port offsets from a node's base port (docs/architecture.md): the node's gRPC
-// API listens at the base port, etcd's peer port is one above, its client
-// port two above.
+// Port offsets from a node's base port (internal/nodeport): the node's
+// gRPC API listens at the base port, etcd's peer port is one above, its
+// client port two above.
 const (
-	peerPortOffset   = 1
-	clientPortOffset = 2
+	peerPortOffset   = nodeport.EtcdPeer
+	clientPortOffset = nodeport.EtcdClient
 	maxBasePort      = 65535 - clientPortOffset
 )
 

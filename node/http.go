@@ -14,11 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/internal/nodeport"
 	"github.com/curatorproject/curator/supervisor"
 )
 
 // HTTPPortOffset: the agent serves /metrics and /healthz at PORT+3.
-const HTTPPortOffset = 3
+const HTTPPortOffset = nodeport.HTTP
 
 // healthz is what /healthz says about the node. A manager also says
 // whether the cluster has a quorum, as its etcd sees it: "ok", "lost" (the

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/internal/nodeport"
 	"github.com/curatorproject/curator/provider"
 )
 
@@ -118,10 +118,6 @@ func (p *Provider) freeAddress() (string, error) {
 	return "", fmt.Errorf("all %d addresses in use: %w", len(p.cfg.Addresses), ErrPoolExhausted)
 }
 
-// nodePorts is how many ports from an address's PORT a node listens on:
-// gRPC, etcd peer, etcd client and HTTP (a worker on HTTP alone).
-const nodePorts = 4
-
 // portTaken says whether some process listens on one of the node ports of
 // addr (IP:PORT) already.
 func portTaken(addr string) bool {
@@ -129,17 +125,7 @@ func portTaken(addr string) bool {
 	if err != nil {
 		return false // the pool was validated: not reached
 	}
-	for off := range uint16(nodePorts) {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(ap.Addr(), ap.Port()+off).String())
-		if err != nil {
-			if errors.Is(err, syscall.EADDRINUSE) {
-				return true
-			}
-			continue
-		}
-		ln.Close()
-	}
-	return false
+	return errors.Is(nodeport.Check(ap.Addr().String(), int(ap.Port())), nodeport.ErrInUse)
 }
 
 // newInstanceDir creates the dir of a new instance, and its data dir, under
