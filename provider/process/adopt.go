@@ -24,20 +24,24 @@ import (
 // still has its recorded one).
 func orphaned(r record) bool { return !r.alive() }
 
+// proc is a running process: its pid and start time.
+type proc struct {
+	pid   int
+	start uint64
+}
+
 // adoptOrphans records the running process of every orphaned instance
 // among records, under the lock, and returns the records as they are
 // after. locked says whether the caller holds the lock already.
 func (p *Provider) adoptOrphans(ctx context.Context, records []record, locked bool) []record {
-	var found []int
-	for i, r := range records {
-		if !orphaned(r) {
-			continue
-		}
-		if pids, _ := processWithArg(p.DataDir(r.ID)); len(pids) > 0 {
-			found = append(found, i)
+	var dirs []string
+	for _, r := range records {
+		if orphaned(r) {
+			dirs = append(dirs, p.DataDir(r.ID))
 		}
 	}
-	if len(found) == 0 {
+	running := processesWithArgs(dirs)
+	if len(running) == 0 {
 		return records
 	}
 	if !locked {
@@ -48,24 +52,32 @@ func (p *Provider) adoptOrphans(ctx context.Context, records []record, locked bo
 		}
 		defer unlock()
 	}
+	// Again, under the lock: a Provision or Start may have recorded its
+	// process meanwhile.
+	running = processesWithArgs(dirs)
 	out := slices.Clone(records)
-	for _, i := range found {
-		r, err := p.recordLoad(out[i].ID) // again, under the lock
+	for i := range out {
+		procs, ok := running[p.DataDir(out[i].ID)]
+		if !ok {
+			continue
+		}
+		r, err := p.recordLoad(out[i].ID)
 		if err != nil || !orphaned(r) {
 			if err == nil {
 				out[i] = r
 			}
 			continue
 		}
-		pids, starts := processWithArg(p.DataDir(r.ID))
-		if len(pids) != 1 {
-			if len(pids) > 1 {
-				p.cfg.Logger.Warn("several processes run with one instance's data dir: adopting none", zap.String("id", r.ID), zap.Ints("pids", pids))
+		if len(procs) != 1 {
+			pids := make([]int, len(procs))
+			for j, pr := range procs {
+				pids[j] = pr.pid
 			}
+			p.cfg.Logger.Warn("several processes run with one instance's data dir: adopting none", zap.String("id", r.ID), zap.Ints("pids", pids))
 			continue
 		}
 		was := r.PID
-		r.PID, r.StartTime, r.Stopped = pids[0], starts[0], false
+		r.PID, r.StartTime, r.Stopped = procs[0].pid, procs[0].start, false
 		if err := p.recordSave(r); err != nil {
 			p.cfg.Logger.Warn("could not adopt an instance running unrecorded", zap.String("id", r.ID), zap.Error(err))
 			continue

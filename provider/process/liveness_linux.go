@@ -54,29 +54,48 @@ func sameProcess(pid int, start uint64) bool {
 	return start == 0 || got == start
 }
 
-// processWithArg finds the live processes that have arg as one of their
-// arguments, by /proc/<pid>/cmdline, with their start times. A zombie (its
-// command line is empty) is never one.
-func processWithArg(arg string) (pids []int, starts []uint64) {
+// processesWithArgs finds, in one look at /proc, the live processes that
+// have one of args as one of their arguments (by /proc/<pid>/cmdline),
+// with their start times, by that argument. A zombie (its command line is
+// empty) is never one.
+func processesWithArgs(args []string) map[string][]proc {
+	if len(args) == 0 {
+		return nil
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	want := []byte(arg)
+	want := make(map[string]bool, len(args))
+	for _, a := range args {
+		want[a] = true
+	}
+	found := map[string][]proc{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !slices.ContainsFunc(bytes.Split(cmdline, []byte{0}), func(a []byte) bool { return bytes.Equal(a, want) }) {
+		if err != nil {
+			continue
+		}
+		var hits []string
+		for _, a := range bytes.Split(cmdline, []byte{0}) {
+			if want[string(a)] && !slices.Contains(hits, string(a)) {
+				hits = append(hits, string(a))
+			}
+		}
+		if len(hits) == 0 {
 			continue
 		}
 		state, start, err := procStat(pid)
 		if err != nil || state == 'Z' || state == 'X' {
 			continue
 		}
-		pids, starts = append(pids, pid), append(starts, start)
+		for _, a := range hits {
+			found[a] = append(found[a], proc{pid: pid, start: start})
+		}
 	}
-	return pids, starts
+	return found
 }

@@ -7,6 +7,6 @@ func startTime(int) uint64 { return 0 }
 
 func sameProcess(int, uint64) bool { return true }
 
-// processWithArg cannot look at other processes' arguments here: an
+// processesWithArgs cannot look at other processes' arguments here: an
 // instance whose starter crashed before recording its pid is not found.
-func processWithArg(string) ([]int, []uint64) { return nil, nil }
+func processesWithArgs([]string) map[string][]proc { return nil }
