@@ -10,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // Member is an etcd member as the curator sees it.
@@ -168,7 +170,7 @@ func retryReconfig(ctx context.Context, change func() error) error {
 		if err == nil || !(errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrUnhealthy)) {
 			return err
 		}
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := supervisor.Sleep(ctx, wait); serr != nil {
 			return fmt.Errorf("%w (gave up: %w)", err, serr)
 		}
 		wait = min(2*wait, maxWait)
@@ -220,7 +222,7 @@ func MoveLeader(ctx context.Context, cli *clientv3.Client, to uint64) error {
 		if !errors.Is(err, rpctypes.ErrNotLeader) {
 			return err
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := supervisor.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return fmt.Errorf("move etcd leadership to %s: %w", hexID(to), err)
 		}
 	}
@@ -257,15 +259,4 @@ func moveLeaderOnce(ctx context.Context, cli *clientv3.Client, to uint64) error 
 		return fmt.Errorf("move etcd leadership from %s to %s: %w", hexID(leader), hexID(to), err)
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -191,7 +191,7 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			l.recordEvent(ctx, spec.name, res)
 			if res.again && !l.cfg.PollOnly {
-				if err := sleepCtx(ctx, spec.minGap); err != nil {
+				if err := supervisor.Sleep(ctx, spec.minGap); err != nil {
 					return err
 				}
 				continue
@@ -213,7 +213,7 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 				break
 			}
 			// More may be needed: tick again after the gap.
-			if err := sleepCtx(ctx, spec.minGap); err != nil {
+			if err := supervisor.Sleep(ctx, spec.minGap); err != nil {
 				return err
 			}
 			continue
@@ -277,19 +277,4 @@ func (l *leaderLoops) newRefusal(loop, reason string) bool {
 	}
 	l.lastRefusal[loop] = reason
 	return true
-}
-
-// sleepCtx waits d (nothing for d <= 0), or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -46,7 +46,7 @@ func (a *Agent) runCertRenewal(ctx context.Context) error {
 		a.metrics.AgentCertExpiry.Set(float64(cert.NotAfter.Unix()))
 		at := pki.RenewAt(cert, rand.Float64())
 		lg.Debug("next certificate renewal", zap.Time("at", at), zap.Time("expires", cert.NotAfter))
-		if err := sleepCtx(ctx, time.Until(at)); err != nil {
+		if err := supervisor.Sleep(ctx, time.Until(at)); err != nil {
 			return err
 		}
 		for {
@@ -68,7 +68,7 @@ func (a *Agent) runCertRenewal(ctx context.Context) error {
 			a.metrics.AgentCertRenewals.WithLabelValues("error").Inc()
 			retry := pki.RetryRenewAfter(cert)
 			lg.Warn("certificate renewal failed: trying again", zap.Error(err), zap.Duration("in", retry), zap.Time("expires", cert.NotAfter))
-			if err := sleepCtx(ctx, retry); err != nil {
+			if err := supervisor.Sleep(ctx, retry); err != nil {
 				return err
 			}
 		}

@@ -45,18 +45,6 @@ func (a *Agent) interval() time.Duration {
 	return time.Second
 }
 
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // managerConns keeps one connection per manager address, so a session
 // picks exactly the manager it means.
 type managerConns struct {
@@ -169,7 +157,7 @@ func (a *Agent) runSession(ctx context.Context) error {
 				// A session that was up ended: when a manager goes, all
 				// its nodes notice at once. Spread them over half an
 				// interval rather than have them all knock together.
-				if err := sleepCtx(ctx, rand.N(a.interval()/2+1)); err != nil {
+				if err := supervisor.Sleep(ctx, rand.N(a.interval()/2+1)); err != nil {
 					return err
 				}
 			}

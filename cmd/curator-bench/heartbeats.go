@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 const (
@@ -222,7 +223,7 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet, p *progress, res *heartbeatsResult) []error {
 	var problems []error
 	// Let the last joiners' first heartbeats and the ready marks settle.
-	if !sleepCtx(ctx, 2*cfg.cluster.interval) {
+	if supervisor.Sleep(ctx, 2*cfg.cluster.interval) != nil {
 		return []error{ctx.Err()}
 	}
 	rest, err := measureRest(ctx, c, f, cfg.duration, cfg.profile, p)
@@ -284,7 +285,7 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 		leaderProfile <- nil
 	}
 	w := startCPUWindow(pids...)
-	slept := sleepCtx(ctx, d)
+	slept := supervisor.Sleep(ctx, d) == nil
 	f.rtt.Store(nil)
 	if err := stopProfile(); err != nil {
 		return nil, err
@@ -378,7 +379,7 @@ func killLeader(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet
 	}
 	// The new leader marks down only nodes it has not heard from within
 	// its grace period; give a late mark time to land before reading.
-	if !sleepCtx(ctx, 2*cfg.cluster.interval) {
+	if supervisor.Sleep(ctx, 2*cfg.cluster.interval) != nil {
 		return kl, ctx.Err()
 	}
 	views, _, _, err := c.listNodes(ctx, 0)
@@ -460,7 +461,7 @@ func massFailure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *flee
 		if time.Now().After(deadline) {
 			break
 		}
-		if !sleepCtx(ctx, massFailurePoll) {
+		if supervisor.Sleep(ctx, massFailurePoll) != nil {
 			return mf, ctx.Err()
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // readyPoll is how often the bench lists the nodes while it waits for them.
@@ -153,7 +154,7 @@ func (f *fleet) waitReady(ctx context.Context, c *cluster, start time.Time, fig 
 			}
 			return fmt.Errorf("only %d of %d nodes ready %s after they all joined", fig.Ready, total, f.cfg.readyTimeout)
 		}
-		if !sleepCtx(ctx, readyPoll) {
+		if supervisor.Sleep(ctx, readyPoll) != nil {
 			return ctx.Err()
 		}
 	}

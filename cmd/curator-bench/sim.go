@@ -38,6 +38,7 @@ import (
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 	"github.com/curatorproject/curator/transport"
 )
 
@@ -518,7 +519,7 @@ func (n *simNode) runHeartbeat() {
 			return
 		}
 		n.f.streamError("heartbeat", err)
-		if !sleepCtx(n.ctx, backoff) {
+		if supervisor.Sleep(n.ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, heartbeatRetry)
@@ -597,21 +598,9 @@ func (n *simNode) runWatch() {
 			return
 		}
 		n.f.streamError("watch", err)
-		if !sleepCtx(n.ctx, backoff) {
+		if supervisor.Sleep(n.ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, watchRetry)
-	}
-}
-
-// sleepCtx sleeps d, or less if ctx ends; it says whether ctx is still on.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

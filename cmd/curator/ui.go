@@ -26,6 +26,7 @@ import (
 
 	"github.com/curatorproject/curator/client"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 //go:embed ui
@@ -264,7 +265,7 @@ func (d *dashboard) watchNodes(ctx context.Context, c *client.Client) {
 			return
 		}
 		d.setErr("nodes", err)
-		sleepCtx(ctx, uiRetry)
+		_ = supervisor.Sleep(ctx, uiRetry)
 	}
 }
 
@@ -287,7 +288,7 @@ func (d *dashboard) watchEvents(ctx context.Context, c *client.Client) {
 			return
 		}
 		d.setErr("events", err)
-		sleepCtx(ctx, uiRetry)
+		_ = supervisor.Sleep(ctx, uiRetry)
 	}
 }
 
@@ -308,7 +309,7 @@ func (d *dashboard) poll(ctx context.Context, c *client.Client) {
 			d.update(func() { d.groups = groups })
 		}
 		d.setErr("groups", err)
-		if !sleepCtx(ctx, uiPollInterval) {
+		if supervisor.Sleep(ctx, uiPollInterval) != nil {
 			return
 		}
 	}
@@ -319,18 +320,6 @@ func (d *dashboard) same(eq func() bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return eq()
-}
-
-// sleepCtx waits d, or until ctx ends; it says whether ctx is still on.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func (d *dashboard) handler() http.Handler {
@@ -374,7 +363,7 @@ func (d *dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-changed:
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if supervisor.Sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 	}
