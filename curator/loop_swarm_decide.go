@@ -63,11 +63,11 @@ import (
 // Refusals do not block: a tick returns the first change it can make, and
 // a refusal only when there is none. Nor does a change whose Swarm call
 // failed: it is held back a while (loop_swarm_holds.go), refused
-// meanwhile, and the changes behind it go on. Two refusals do block everything: a
-// Swarm whose node list names no leader (its quorum is lost, or it is
-// electing: every change would hang), and a Swarm that shares no node with
-// the curator while both have some (a wrong engine, or a wrong reading of
-// who is who, which must never lead to removals).
+// meanwhile, and the changes behind it go on. Two refusals do block
+// everything: a Swarm whose node list names no leader (its quorum is
+// lost, or it is electing: every change would hang), and a Swarm that
+// shares no node with the curator while both have some (a wrong engine,
+// or a wrong reading of who is who, which must never lead to removals).
 
 // swarmActionKind is what an action does, as events and metrics name it.
 type swarmActionKind string
