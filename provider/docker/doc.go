@@ -13,8 +13,8 @@
 //	container labels the spec's labels, and the provider's own under
 //	                 "curator.docker.": the network (its scope), the
 //	                 address, the keys of the spec's labels
-//	container state  running: listed; created or exited: not listed,
-//	                 removed by Prune
+//	container state  running or paused (a frozen machine): listed;
+//	                 created or exited: not listed, removed by Prune
 //	data dir         Config.DataDir in the container: a volume of the
 //	                 container, or Config.HostDir/<id> bind-mounted
 //

@@ -380,6 +380,20 @@ func TestPrune(t *testing.T) {
 	if s := containerState(t, p, live.ID); s != container.StateRunning {
 		t.Errorf("live container after Prune is %q, want running", s)
 	}
+	// A frozen machine (its container paused, as a stopped process) is
+	// still there: listed, and not pruned.
+	if _, err := p.docker.ContainerPause(ctx, live.ID, client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]provider.Instance{live}, providertest.List(t, p, nil), providertest.IgnoreCreated); diff != "" {
+		t.Errorf("List with the live container paused (-want +got):\n%s", diff)
+	}
+	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
+		t.Errorf("Prune with the live container paused = %v, %v; want nothing", pruned, err)
+	}
+	if _, err := p.docker.ContainerUnpause(ctx, live.ID, client.ContainerUnpauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
 		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
 	}

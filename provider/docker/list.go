@@ -16,7 +16,10 @@ import (
 // (created by a Provision that crashed, or whose node exited) is not
 // listed: to the caller it is gone, and Prune removes it.
 func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
-	f := p.ourFilter().Add("status", "running")
+	// A paused container is a frozen machine, still there (as a stopped
+	// process is for the process provider): listed, so that its node,
+	// down meanwhile, is not removed as a dead machine's.
+	f := p.ourFilter().Add("status", "running", "paused")
 	for k, v := range selector {
 		f.Add("label", k+"="+v)
 	}
