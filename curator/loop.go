@@ -31,8 +31,8 @@ type loopResult struct {
 	reason string
 	// refused: the loop found something wrong it will not touch.
 	refused bool
-	// again: tick again after the gap, as after an action (a refused
-	// change is held back, and the changes behind it go on).
+	// again: tick again after the gap, as after an action (a change
+	// held back, the changes behind it going on).
 	again bool
 	// waiting: the loop waits for a step another loop takes (reason
 	// says which); not a refusal, logged once when it changes, and the
@@ -49,6 +49,8 @@ type leaderLoops struct {
 	// health is what the health loop remembers between ticks (see
 	// decideHealth); only the health loop uses it.
 	health healthMemory
+	// learnerMem is what the learners loop remembers (learnerMemory).
+	learnerMem learnerMemory
 	// swarmHolds are the swarm sync's changes held back after failed
 	// Swarm calls; only the swarm sync uses it.
 	swarmHolds swarmHolds
@@ -190,12 +192,6 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 			l.metrics.Refusals.WithLabelValues(spec.name).Inc()
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			l.recordEvent(ctx, spec.name, res)
-			if res.again && !l.cfg.PollOnly {
-				if err := supervisor.Sleep(ctx, spec.minGap); err != nil {
-					return err
-				}
-				continue
-			}
 		case res.waiting:
 			if l.newRefusal(spec.name, "waiting: "+res.reason) {
 				lg.Info("waiting", zap.String("node", res.nodeID), zap.String("reason", res.reason))
@@ -217,12 +213,20 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 				return err
 			}
 			continue
+		case res.again:
+			// A change held back, nothing done: not converged.
 		default:
 			l.clearRefusal(spec.name)
 			if !divergedAt.IsZero() {
 				l.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
 				divergedAt = time.Time{}
 			}
+		}
+		if res.again && !l.cfg.PollOnly {
+			if err := supervisor.Sleep(ctx, spec.minGap); err != nil {
+				return err
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():

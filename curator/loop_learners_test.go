@@ -1,6 +1,8 @@
 package curator
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +61,7 @@ func TestDecideLearners(t *testing.T) {
 				}
 			}
 			ms := snapshot("self", append(tt.nodes, tnode("self")), tt.members, heard...)
-			got := decideLearners(ms, now, limit)
+			got := decideLearners(ms, now, limit, nil)
 			if got != nil && got.reason == "" {
 				t.Error("no reason")
 			}
@@ -67,5 +69,98 @@ func TestDecideLearners(t *testing.T) {
 				t.Errorf("decideLearners (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDecideLearnersHeld: a learner etcd refused to promote a moment ago
+// (not caught up) is held back, and the learners after it go on.
+func TestDecideLearnersHeld(t *testing.T) {
+	now, limit := tableNow, time.Minute
+	self := tvoter(10, "self")
+	down := func(n *pb.Node) {
+		n.Status, n.StatusChanged = pb.NodeStatus_NODE_STATUS_DOWN, timestamppb.New(now.Add(-limit))
+	}
+	tests := []struct {
+		name    string
+		nodes   []*pb.Node
+		members []consensus.Member
+		held    map[uint64]bool
+		want    *learnerAction
+	}{
+		{"the first learner held: the next promoted", []*pb.Node{tnode("a"), tnode("b")},
+			[]consensus.Member{self, tlearner(3, "a", true), tlearner(5, "b", true)}, map[uint64]bool{3: true},
+			&learnerAction{promote: true, memberID: 5, nodeID: "b"}},
+		{"the only learner held: wait", []*pb.Node{tnode("a")},
+			[]consensus.Member{self, tlearner(3, "a", true)}, map[uint64]bool{3: true}, nil},
+		{"a held learner down past the limit is still removed", []*pb.Node{tnode("a", down)},
+			[]consensus.Member{self, tlearner(3, "a", true)}, map[uint64]bool{3: true}, &learnerAction{memberID: 3, nodeID: "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var heard []string
+			for _, n := range tt.nodes {
+				heard = append(heard, n.Id)
+			}
+			ms := snapshot("self", append(tt.nodes, tnode("self")), tt.members, heard...)
+			got := decideLearners(ms, now, limit, tt.held)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(learnerAction{}), ignoreReason); diff != "" {
+				t.Errorf("decideLearners (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLearnerMemory: a learner unpromoted learnerStuckAfter after this
+// leader first saw it is said, with why; one etcd refused is held back
+// learnerRetry; one no longer a learner is forgotten.
+func TestLearnerMemory(t *testing.T) {
+	t0 := tableNow
+	self := tvoter(10, "self")
+	silent := tnode("b")
+	ms := snapshot("self", []*pb.Node{tnode("self"), tnode("a"), silent, tnode("c")},
+		[]consensus.Member{self, tlearner(3, "a", true), tlearner(5, "b", true), tlearner(7, "c", false)}, "self", "a", "c")
+	var lm learnerMemory
+	lm.observe(ms, t0)
+	if id, _, why := lm.stuck(ms, t0.Add(learnerStuckAfter-time.Second)); why != "" {
+		t.Fatalf("learner %x said stuck before learnerStuckAfter: %s", id, why)
+	}
+	boom := errors.New("etcdserver: can only promote a learner member which is in sync with leader")
+	lm.refused(3, boom, t0)
+	if held := lm.held(t0.Add(learnerRetry - time.Millisecond)); !held[3] || len(held) != 1 {
+		t.Errorf("held just before learnerRetry = %v, want learner 3 alone", held)
+	}
+	if held := lm.held(t0.Add(learnerRetry)); len(held) != 0 {
+		t.Errorf("held at learnerRetry = %v, want none", held)
+	}
+	// Past learnerStuckAfter, each is said in member order, with why.
+	later := t0.Add(learnerStuckAfter)
+	id, nodeID, why := lm.stuck(ms, later)
+	if id != 3 || nodeID != "a" || !strings.Contains(why, "not caught up") || !strings.Contains(why, boom.Error()) {
+		t.Errorf("stuck = %x %s %q, want learner 3 of a, not caught up, saying what etcd answered", id, nodeID, why)
+	}
+	// Learner 3 promoted (a voter now): forgotten; learner 5 is next, its
+	// node not heard from.
+	ms = snapshot("self", []*pb.Node{tnode("self"), tnode("a"), silent, tnode("c")},
+		[]consensus.Member{self, tvoter(3, "a"), tlearner(5, "b", true), tlearner(7, "c", false)}, "self", "a", "c")
+	lm.observe(ms, later)
+	if _, ok := lm.since[3]; ok {
+		t.Error("a learner promoted is still remembered")
+	}
+	if id, _, why := lm.stuck(ms, later); id != 5 || !strings.Contains(why, "not heard from") {
+		t.Errorf("stuck = %x %q, want learner 5, not heard from", id, why)
+	}
+	// Learner 5 removed: learner 7 is next, its etcd never started.
+	ms = snapshot("self", []*pb.Node{tnode("self"), tnode("a"), tnode("c")},
+		[]consensus.Member{self, tvoter(3, "a"), tlearner(7, "c", false)}, "self", "a", "c")
+	lm.observe(ms, later)
+	if id, _, why := lm.stuck(ms, later); id != 7 || !strings.Contains(why, "has not started") {
+		t.Errorf("stuck = %x %q, want learner 7, its etcd not started", id, why)
+	}
+	// A learner first seen now is not said.
+	ms = snapshot("self", []*pb.Node{tnode("self"), tnode("d")},
+		[]consensus.Member{self, tlearner(9, "d", false)}, "self", "d")
+	lm.observe(ms, later)
+	if id, _, why := lm.stuck(ms, later); why != "" {
+		t.Errorf("a learner first seen now said stuck: %x %q", id, why)
 	}
 }
