@@ -146,6 +146,14 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 			t.Logf("replay: go test ./test/chaos -run '^%s$' -args -seed %d -faults %d", strings.Split(t.Name(), "/")[0], seed, faults)
 			t.Logf("run log of seed %d:\n%s", seed, strings.Join(r.log, "\n"))
 			r.dumpState()
+			if *flagKeep != "" {
+				logs := filepath.Join(r.dir, "logs")
+				if err := r.m.keepLogs(logs); err != nil {
+					t.Logf("keeping the machines' logs: %v", err)
+				} else {
+					t.Logf("the machines' logs kept in %s", logs)
+				}
+			}
 		}
 	})
 	r.logf("schedule of seed %d: %d steps", seed, len(steps))

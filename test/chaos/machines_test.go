@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/network"
 	dockerclient "github.com/moby/moby/client"
 
@@ -39,6 +41,9 @@ type machines interface {
 	alive(id string) bool
 	// killAll ends every machine of the run.
 	killAll()
+	// keepLogs writes what the machines still there logged into dir,
+	// where the variant does not keep it with their data already.
+	keepLogs(dir string) error
 }
 
 // errNoPartition: processes on one host share the loopback interface, so
@@ -137,6 +142,9 @@ func (m *processMachines) alive(id string) bool {
 	return exec.Command("pgrep", "-f", "--", m.instanceDir(id)).Run() == nil
 }
 
+// keepLogs: each instance's log is in its dir already.
+func (m *processMachines) keepLogs(string) error { return nil }
+
 func (m *processMachines) killAll() {
 	pattern := filepath.Join(m.dir, "instances") + "/"
 	for range 50 {
@@ -216,6 +224,38 @@ func (m *dockerMachines) alive(id string) bool {
 	defer cancel()
 	in, err := m.docker.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
 	return err == nil && in.Container.State != nil && in.Container.State.Running
+}
+
+// keepLogs writes each container's log (the agent's stdout and stderr)
+// into dir, as NAME.log: Docker drops it with the container.
+func (m *dockerMachines) keepLogs(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := m.docker.ContainerList(ctx, dockerclient.ContainerListOptions{All: true, Filters: dockerclient.Filters{}.Add("network", m.network)})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range list.Items {
+		name := strings.TrimPrefix(c.Names[0], "/")
+		errs = append(errs, func() error {
+			logs, err := m.docker.ContainerLogs(ctx, c.ID, dockerclient.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true})
+			if err != nil {
+				return err
+			}
+			defer logs.Close()
+			f, err := os.Create(filepath.Join(dir, name+".log"))
+			if err != nil {
+				return err
+			}
+			_, err = stdcopy.StdCopy(f, f, logs)
+			return errors.Join(err, f.Close())
+		}())
+	}
+	return errors.Join(errs...)
 }
 
 func (m *dockerMachines) killAll() {
