@@ -26,7 +26,7 @@ import (
 // learner is explained where operators look.
 
 const (
-	learnerRetry      = 5 * time.Second
+	learnerRetry      = 500 * time.Millisecond
 	learnerStuckAfter = 30 * time.Second
 )
 
