@@ -209,30 +209,26 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	etcdCtx, cancelEtcd := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelEtcd()
 	etcdErr := make(chan error, 1)
-	go func() { etcdErr <- a.wipeIfNotOurs(lg, svc.Run(etcdCtx), join.MemberId) }()
+	etcdEnded := make(chan struct{})
+	go func() {
+		etcdErr <- a.wipeIfNotOurs(lg, svc.Run(etcdCtx), join.MemberId)
+		close(etcdEnded)
+	}()
 	a.consensus.set(svc, nil)
 	defer a.consensus.set(nil, nil)
 
 	// Wait until this member votes: a learner cannot hold a lease.
-	w := svc.Watch()
-	for {
-		st, err := w.Get(ctx)
-		if err != nil {
+	if err := waitVoter(ctx, svc.Watch(), etcdEnded); err != nil {
+		if !errors.Is(err, errEtcdEnded) {
 			cancelEtcd()
 			<-etcdErr
 			return err
 		}
-		if st.State == consensus.Voter {
-			break
+		err := <-etcdErr
+		if forced && errors.Is(err, consensus.ErrNotVoter) {
+			a.fail(fmt.Errorf("--force-new-cluster: %w", err))
 		}
-		select {
-		case err := <-etcdErr:
-			if forced && errors.Is(err, consensus.ErrNotVoter) {
-				a.fail(fmt.Errorf("--force-new-cluster: %w", err))
-			}
-			return fmt.Errorf("etcd: %w", err)
-		default:
-		}
+		return fmt.Errorf("etcd: %w", err)
 	}
 	cli := svc.Client()
 	if cli == nil {
@@ -298,6 +294,41 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		return ctx.Err()
 	case err := <-etcdErr:
 		return fmt.Errorf("etcd: %w", err)
+	}
+}
+
+// errEtcdEnded: etcd's run ended before this member voted.
+var errEtcdEnded = errors.New("etcd's run ended")
+
+// waitVoter waits until the member w watches votes, or until etcd's run
+// has ended (ended closed, its error sent) or ctx ends. The end is waited
+// for as well as the status: a run sets its status Stopped as it returns,
+// before what follows it (wiping a removed member's data) is done, so a
+// wait on the status alone could see Stopped, find no error yet, and wait
+// for a change that never comes.
+func waitVoter(ctx context.Context, w *consensus.StatusWatcher, ended <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ended:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	for {
+		st, err := w.Get(wctx)
+		if err != nil {
+			select {
+			case <-ended:
+				return errEtcdEnded
+			default:
+				return err
+			}
+		}
+		if st.State == consensus.Voter {
+			return nil
+		}
 	}
 }
 
