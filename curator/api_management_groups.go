@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -244,32 +245,55 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	if _, err := groupNamed(ctx, st, req.Group); err != nil {
 		return nil, err
 	}
+	// The group loop writes the rollout's progress as it goes: a change
+	// that lost the race to it reads the record again and decides anew.
+	const tries = 10
+	var r *pb.Rollout
+	var done bool
+	for i := 0; ; i++ {
+		r, done, err = changeRolloutOnce(ctx, st, req, want, from, word)
+		if !errors.Is(err, errRolloutChanged) {
+			break
+		}
+		if i == tries-1 {
+			return nil, fmt.Errorf("%w: the rollout of group %s changed under each of %d tries to %s it: try again", ErrPrecondition, req.Group, tries, req.Action)
+		}
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case done:
+		return r, nil
+	}
+	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
+	st.recordGroupEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, shortConfigSHA(r.TargetSha), word, r.Updated, r.Total))
+	kickGroups(st)
+	return r, nil
+}
+
+// changeRolloutOnce makes one try at ChangeRollout on the record as it is
+// now; done when the rollout is already in the state asked for.
+func changeRolloutOnce(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
 	r, rev, err := rolloutLoad(ctx, st.cfg.Etcd, req.Group)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	switch {
 	case r == nil:
-		return nil, fmt.Errorf("%w: group %s has no rollout to %s", ErrPrecondition, req.Group, req.Action)
+		return nil, false, fmt.Errorf("%w: group %s has no rollout to %s", ErrPrecondition, req.Group, req.Action)
 	case req.TargetSha != "" && req.TargetSha != r.TargetSha:
-		return nil, fmt.Errorf("%w: group %s rolls to %s now, not to %s: nothing changed", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), shortConfigSHA(req.TargetSha))
+		return nil, false, fmt.Errorf("%w: group %s rolls to %s now, not to %s: nothing changed", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), shortConfigSHA(req.TargetSha))
 	case r.State == want:
-		return r, nil
+		return r, true, nil
 	case !slices.Contains(from, r.State):
-		return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), rolloutWord(r.State), word)
+		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), rolloutWord(r.State), word)
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {
 		r.Finished = st.timestamp()
 		r.Reason = "cancelled by an operator"
 	}
-	if err := rolloutSave(ctx, st.leadership, r, rev); err != nil {
-		return nil, err
-	}
-	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.recordGroupEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, shortConfigSHA(r.TargetSha), word, r.Updated, r.Total))
-	kickGroups(st)
-	return r, nil
+	return r, false, rolloutSave(ctx, st.leadership, r, rev)
 }
 
 // recordGroupEvent keeps an event of the group API (a commit, a destroy)

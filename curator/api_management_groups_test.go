@@ -1,0 +1,91 @@
+package curator
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// TestChangeRolloutRacesTheLoop: the group loop writes a rollout's
+// progress as it goes, so an operator's pause, resume or cancel often
+// reads a record the loop replaces a moment later. The change reads the
+// record again and goes through; the progress the loop wrote is kept.
+func TestChangeRolloutRacesTheLoop(t *testing.T) {
+	c := newTestCluster(t)
+	c.startLeader()
+	admin, _ := c.dialFirst()
+	api := pb.NewManagementClient(admin)
+	const sha = "1111111111111111111111111111111111111111111111111111111111111111"
+	put := func(key string, m proto.Message) {
+		t.Helper()
+		data, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.cli.Put(context.Background(), key, string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A group whose spec names no provider: its loop leaves it alone.
+	put(groupKey("w"), &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2}, ConfigSha: sha})
+	put(rolloutKey("w"), &pb.Rollout{Group: "w", TargetSha: sha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Total: 2})
+
+	// The loop's stand-in: writes the step's progress of whatever state
+	// the record is in, every few milliseconds (the real loop writes at
+	// most once per action, seconds apart).
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var writes atomic.Int64
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			r, rev, err := rolloutLoad(ctx, c.cli, "w")
+			if err != nil || r == nil {
+				continue
+			}
+			r.Step = "drain"
+			r.Node = strings.Repeat("n", 1+int(writes.Load()%5))
+			data, _ := proto.Marshal(r)
+			resp, err := c.cli.Txn(ctx).If(rolloutUnchanged("w", rev)).Then(clientv3.OpPut(rolloutKey("w"), string(data))).Commit()
+			if err == nil && resp.Succeeded {
+				writes.Add(1)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		for _, action := range []string{"pause", "resume"} {
+			r, err := api.ChangeRollout(callCtx(t), &pb.ChangeRolloutRequest{Group: "w", Action: action})
+			if err != nil {
+				stop()
+				wg.Wait()
+				t.Fatalf("%s %d (after %d writes of the loop's stand-in): %v", action, i, writes.Load(), err)
+			}
+			if want := map[string]pb.RolloutState{"pause": pb.RolloutState_ROLLOUT_STATE_PAUSED, "resume": pb.RolloutState_ROLLOUT_STATE_ROLLING}[action]; r.State != want {
+				t.Fatalf("%s %d: rollout %v, want %v", action, i, r.State, want)
+			}
+		}
+	}
+	r, err := api.ChangeRollout(callCtx(t), &pb.ChangeRolloutRequest{Group: "w", Action: "cancel"})
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("cancel (after %d writes of the loop's stand-in): %v", writes.Load(), err)
+	}
+	if r.State != pb.RolloutState_ROLLOUT_STATE_CANCELLED || r.Step != "drain" || r.Total != 2 {
+		t.Errorf("cancelled rollout %+v: want cancelled, with the loop's step and total kept", r)
+	}
+	if writes.Load() == 0 {
+		t.Fatal("the loop's stand-in never wrote: the test raced nothing")
+	}
+	t.Logf("41 changes beside %d writes of the loop's stand-in", writes.Load())
+}
