@@ -2,8 +2,12 @@ package swarmtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +160,73 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v.Validate() = %v, want ok %v", tt.cfg, err, tt.ok)
 		}
 	}
+}
+
+// TestStartRetriesAnEngineThatExits: a dockerd that exits before it
+// answers (as one does now and then on this machine, its containerd
+// slow to come up) is started again on a clean namespace, up to
+// startAttempts times, and Start says so when every try failed. The
+// dockerd found in PATH is a wrapper that fails a number of starts, then
+// runs the real one.
+func TestStartRetriesAnEngineThatExits(t *testing.T) {
+	c := Start(t, Config{NoSwarm: true, Spare: 1})
+	e := c.Engines[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	real, err := exec.LookPath("dockerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	count := filepath.Join(bin, "starts")
+	wrap := func(fails int) {
+		t.Helper()
+		script := fmt.Sprintf(`#!/bin/sh
+n=$(($(cat %[1]s 2>/dev/null || echo 0) + 1))
+echo $n > %[1]s
+if [ $n -le %[2]d ]; then echo "start $n refused by the test" >&2; exit 1; fi
+exec %[3]s "$@"
+`, count, fails, real)
+		if err := os.WriteFile(filepath.Join(bin, "dockerd"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(count); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	starts := func() string {
+		b, _ := os.ReadFile(count)
+		return strings.TrimSpace(string(b))
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	wrap(startAttempts - 1)
+	if err := e.Start(ctx); err != nil {
+		t.Fatalf("start after %d failed tries: %v", startAttempts-1, err)
+	}
+	if got, want := starts(), fmt.Sprint(startAttempts); got != want {
+		t.Errorf("dockerd started %s times, want %s", got, want)
+	}
+	if _, err := e.Client.Ping(ctx, client.PingOptions{}); err != nil {
+		t.Errorf("the engine does not answer after its retried start: %v", err)
+	}
+
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	wrap(startAttempts)
+	err = e.Start(ctx)
+	if !errors.Is(err, errExited) {
+		t.Fatalf("start with every try failing: %v, want an error saying dockerd exited", err)
+	}
+	if got, want := starts(), fmt.Sprint(startAttempts); got != want {
+		t.Errorf("dockerd started %s times, want %s", got, want)
+	}
+	if e.Running() {
+		t.Error("the engine runs after every start failed")
+	}
+	t.Logf("after %d failed tries: %v", startAttempts, err)
 }
