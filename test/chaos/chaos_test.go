@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +22,7 @@ import (
 	"testing"
 	"time"
 
-	dockerclient "github.com/moby/moby/client"
-
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -797,17 +793,7 @@ func TestChaosDocker(t *testing.T) {
 		network = "curator-chaos"
 		subnet  = "172.30.104.0/24"
 	)
-	_, image := dockertest.Image(t, network, subnet, "curator-chaos")
-	cli, err := dockerclient.New(dockerclient.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	m := &dockerMachines{docker: cli, network: network, ips: map[string]netip.Addr{}}
-	t.Cleanup(func() {
-		m.killAll()
-		_ = exec.Command("sh", "-c", "docker network rm "+network+"; docker rmi -f "+image).Run()
-	})
+	m, _, image := newDockerMachines(t, network, subnet)
 	runSeeds(t, func(t *testing.T, dir string) (machines, []string) {
 		return m, []string{"--provider", "docker", "--network", network, "--subnet", subnet, "--image", image}
 	})

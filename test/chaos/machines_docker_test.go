@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	dockerclient "github.com/moby/moby/client"
-
-	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/provider"
 )
@@ -26,17 +22,7 @@ func TestDockerKeepLogs(t *testing.T) {
 		network = "curator-chaos-logs"
 		subnet  = "172.30.105.0/24"
 	)
-	p, image := dockertest.Image(t, network, subnet, "curator-chaos-logs")
-	cli, err := dockerclient.New(dockerclient.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	m := &dockerMachines{docker: cli, network: network}
-	t.Cleanup(func() {
-		m.killAll()
-		_ = exec.Command("sh", "-c", "docker network rm "+network+"; docker rmi -f "+image).Run()
-	})
+	m, p, _ := newDockerMachines(t, network, subnet)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	said := map[string]string{} // container → what its log must hold

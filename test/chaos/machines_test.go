@@ -12,13 +12,16 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/network"
 	dockerclient "github.com/moby/moby/client"
 
+	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/docker"
 	"github.com/curatorproject/curator/provider/process"
 )
 
@@ -164,6 +167,26 @@ type dockerMachines struct {
 
 	mu  sync.Mutex
 	ips map[string]netip.Addr // cut containers' addresses
+}
+
+// newDockerMachines builds the curator image and makes the containers of
+// the Docker network net (on subnet) the test's machines; the test's end
+// removes them, the network and the image. It skips the test where no
+// Docker daemon answers.
+func newDockerMachines(t *testing.T, net, subnet string) (m *dockerMachines, p *docker.Provider, image string) {
+	t.Helper()
+	p, image = dockertest.Image(t, net, subnet, net)
+	cli, err := dockerclient.New(dockerclient.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = &dockerMachines{docker: cli, network: net, ips: map[string]netip.Addr{}}
+	t.Cleanup(func() {
+		m.killAll()
+		_ = exec.Command("sh", "-c", "docker network rm "+net+"; docker rmi -f "+image).Run()
+		cli.Close()
+	})
+	return m, p, image
 }
 
 func (m *dockerMachines) kill(ctx context.Context, id string) error {
