@@ -173,7 +173,7 @@ func TestStartRetriesAnEngineThatExits(t *testing.T) {
 	e := c.Engines[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	real, err := exec.LookPath("dockerd")
+	dockerd, err := exec.LookPath("dockerd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ n=$(($(cat %[1]s 2>/dev/null || echo 0) + 1))
 echo $n > %[1]s
 if [ $n -le %[2]d ]; then echo "start $n refused by the test" >&2; exit 1; fi
 exec %[3]s "$@"
-`, count, fails, real)
+`, count, fails, dockerd)
 		if err := os.WriteFile(filepath.Join(bin, "dockerd"), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
