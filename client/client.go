@@ -111,6 +111,12 @@ type options struct {
 	roundPause           time.Duration
 	cachePath            *string
 	lg                   *zap.Logger
+	// leaderWait and waitNote: WithLeaderWait; followForever and
+	// followNote: WithFollowUntilCancelled.
+	leaderWait    time.Duration
+	waitNote      func(string)
+	followForever bool
+	followNote    func(string)
 }
 
 // WithAttemptTimeout sets how long one manager gets to answer one call
@@ -282,14 +288,24 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, fn func(contex
 	failed := map[string]error{} // the last error of each manager tried
 	var order []string           // of first failure, for the message
 	pause := c.o.roundPause
-	for round := 0; round < c.o.rounds; round++ {
+	started := time.Now()
+	for round := 0; ; round++ {
+		if round >= c.o.rounds {
+			// A leader hand-over is waited out (WithLeaderWait).
+			if !c.keepWaitingForLeader(started, failed) {
+				break
+			}
+			if round == c.o.rounds {
+				c.o.note(c.o.waitNote, fmt.Sprintf("no curator leader is elected right now (a leader hand-over?): waiting up to %s for one", c.o.leaderWait.Round(time.Second)))
+			}
+		}
 		if round > 0 {
 			select {
 			case <-ctx.Done():
 				return "", c.giveUp(ctx.Err(), order, failed)
 			case <-time.After(pause):
 			}
-			pause *= 2
+			pause = min(2*pause, max(maxWaitPause, c.o.roundPause))
 		}
 		for _, addr := range c.Managers() {
 			if ctx.Err() != nil {

@@ -192,19 +192,32 @@ type adminCredential struct {
 	certPath string
 }
 
+// ClusterCA reads the cluster CA certificate c names, relative to the
+// folder of the config file at configPath.
+func (c *Config) ClusterCA(configPath string) (*x509.Certificate, error) {
+	ca, err := pki.ReadCert(resolveBeside(configPath, c.CA))
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA: %w", err)
+	}
+	return ca, nil
+}
+
+// resolveBeside is p, relative to the folder of the config file at
+// configPath unless it is absolute.
+func resolveBeside(configPath, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(configPath), p)
+}
+
 // credential reads the CA, certificate and key named by c, relative to
 // the folder of the config file at configPath.
 func (c *Config) credential(configPath string) (adminCredential, error) {
-	dir := filepath.Dir(configPath)
-	resolve := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(dir, p)
-	}
-	ca, err := pki.ReadCert(resolve(c.CA))
+	resolve := func(p string) string { return resolveBeside(configPath, p) }
+	ca, err := c.ClusterCA(configPath)
 	if err != nil {
-		return adminCredential{}, fmt.Errorf("cluster CA: %w", err)
+		return adminCredential{}, err
 	}
 	cert, err := pki.ReadCert(resolve(c.Cert))
 	if err != nil {

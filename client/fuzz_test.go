@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -83,7 +83,7 @@ func FuzzLoadConfig(f *testing.F) {
 
 // FuzzNodeUpdate: what `curator node update` and `token show` accept from
 // the operator (client/input.go), the leader accepts too
-// (curator.CheckManagementRequest), and a label the leader would accept
+// (spec.CheckManagementRequest), and a label the leader would accept
 // the client does not refuse; a refusal is one short line.
 func FuzzNodeUpdate(f *testing.F) {
 	f.Add("drain", "tier=web,a/b=", "old", "worker")
@@ -95,7 +95,7 @@ func FuzzNodeUpdate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, avail, add, rm, role string) {
 		if err := CheckTokenRole(role); err != nil {
 			checkReadable(t, "CheckTokenRole", err)
-		} else if err := curator.CheckManagementRequest(&pb.GetTokenRequest{Role: role}); err != nil {
+		} else if err := spec.CheckManagementRequest(&pb.GetTokenRequest{Role: role}); err != nil {
 			t.Fatalf("the client takes token role %q, the leader refuses it: %v", role, err)
 		}
 
@@ -121,7 +121,7 @@ func FuzzNodeUpdate(f *testing.F) {
 			seen := map[string]string{}
 			for _, kv := range kvs {
 				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" || curator.ValidateLabel(k, v) != nil {
+				if !ok || k == "" || spec.ValidateLabel(k, v) != nil {
 					return
 				}
 				if old, dup := seen[k]; dup && old != v {
@@ -142,7 +142,7 @@ func FuzzNodeUpdate(f *testing.F) {
 			return
 		}
 		req := &pb.UpdateNodeRequest{Id: "n", Availability: u.Availability, LabelAdd: u.LabelAdd, LabelRm: u.LabelRm}
-		if err := curator.CheckManagementRequest(req); err != nil {
+		if err := spec.CheckManagementRequest(req); err != nil {
 			t.Fatalf("the client takes %+v, the leader refuses it: %v", u, err)
 		}
 	})

@@ -49,6 +49,18 @@ func (c *Client) DestroyGroup(ctx context.Context, name string) (*pb.GroupView, 
 	return group, err
 }
 
+// SuspendGroup suspends group name (all: every group), or resumes it;
+// it returns the groups it changed.
+func (c *Client) SuspendGroup(ctx context.Context, name string, all, resume bool) ([]*pb.GroupView, error) {
+	var out []*pb.GroupView
+	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err := m.SuspendGroup(ctx, &pb.SuspendGroupRequest{Name: name, All: all, Resume: resume})
+		out = resp.GetGroups()
+		return err
+	})
+	return out, err
+}
+
 // GetRollout returns a group's rollout.
 func (c *Client) GetRollout(ctx context.Context, group string) (*pb.Rollout, error) {
 	var r *pb.Rollout
@@ -62,9 +74,15 @@ func (c *Client) GetRollout(ctx context.Context, group string) (*pb.Rollout, err
 // ChangeRollout cancels, pauses or resumes ("cancel", "pause", "resume") a
 // group's rollout to targetSHA (empty: the current one).
 func (c *Client) ChangeRollout(ctx context.Context, group, action, targetSHA string) (*pb.Rollout, error) {
+	return c.ChangeRolloutTo(ctx, group, action, targetSHA, "")
+}
+
+// ChangeRolloutTo is ChangeRollout with the config an undo goes back to
+// (toSHA, a unique prefix will do; empty: the one before the current).
+func (c *Client) ChangeRolloutTo(ctx context.Context, group, action, targetSHA, toSHA string) (*pb.Rollout, error) {
 	var r *pb.Rollout
 	err := c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) (err error) {
-		r, err = m.ChangeRollout(ctx, &pb.ChangeRolloutRequest{Group: group, Action: action, TargetSha: targetSHA})
+		r, err = m.ChangeRollout(ctx, &pb.ChangeRolloutRequest{Group: group, Action: action, TargetSha: targetSHA, ToSha: toSHA})
 		return err
 	})
 	return r, err

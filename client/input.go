@@ -4,7 +4,7 @@ package client
 // key=value forms an operator types, and changes that cannot be right. The
 // cluster is the authority and checks everything again; checking here means
 // that a typo changes nothing and is reported without a round trip. Label
-// rules are the server's own functions (curator.ValidateLabel), so the two
+// rules are the server's own functions (spec.ValidateLabel), so the two
 // cannot disagree.
 
 import (
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -46,7 +46,7 @@ func ParseAvailability(word string) (pb.Availability, error) {
 	if a, ok := availabilities[word]; ok {
 		return a, nil
 	}
-	return pb.Availability_AVAILABILITY_UNSPECIFIED, fmt.Errorf("availability %s is not one of %s", curator.QuoteShort(word), strings.Join(AvailabilityWords, ", "))
+	return pb.Availability_AVAILABILITY_UNSPECIFIED, fmt.Errorf("availability %s is not one of %s", spec.QuoteShort(word), strings.Join(AvailabilityWords, ", "))
 }
 
 // ParseLabels parses labels given as key=value and checks them. A label
@@ -56,9 +56,9 @@ func ParseLabels(kvs []string) (map[string]string, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("label %s: give it as key=value", curator.QuoteShort(kv))
+			return nil, fmt.Errorf("label %s: give it as key=value", spec.QuoteShort(kv))
 		}
-		if err := curator.ValidateLabel(k, v); err != nil {
+		if err := spec.ValidateLabel(k, v); err != nil {
 			return nil, err
 		}
 		if old, dup := labels[k]; dup && old != v {
@@ -91,9 +91,9 @@ func checkLabelKey(k string) error {
 	case k == "":
 		return errors.New("the label key is empty")
 	case strings.Contains(k, "="):
-		return fmt.Errorf("label key %s: give only the key of the label to remove", curator.QuoteShort(k))
+		return fmt.Errorf("label key %s: give only the key of the label to remove", spec.QuoteShort(k))
 	}
-	return curator.ValidateLabelKey(k)
+	return spec.ValidateLabelKey(k)
 }
 
 // NodeUpdate is a change to one node's availability and labels.
@@ -117,7 +117,7 @@ func (u NodeUpdate) Validate() error {
 		return fmt.Errorf("availability %v is not one of %s", u.Availability, strings.Join(AvailabilityWords, ", "))
 	}
 	for _, k := range slices.Sorted(maps.Keys(u.LabelAdd)) {
-		if err := curator.ValidateLabel(k, u.LabelAdd[k]); err != nil {
+		if err := spec.ValidateLabel(k, u.LabelAdd[k]); err != nil {
 			return err
 		}
 	}
@@ -153,7 +153,7 @@ func (u ClusterUpdate) Validate() error {
 		return ErrNothingToChange
 	}
 	if u.CertTTL != nil {
-		if err := curator.CheckCertTTL(*u.CertTTL); err != nil {
+		if err := spec.CheckCertTTL(*u.CertTTL); err != nil {
 			return err
 		}
 	}
@@ -166,7 +166,7 @@ var TokenRoles = []string{"worker", "manager"}
 // CheckTokenRole refuses a role no join token is for.
 func CheckTokenRole(role string) error {
 	if !slices.Contains(TokenRoles, role) {
-		return fmt.Errorf("token role %s is not one of %s", curator.QuoteShort(role), strings.Join(TokenRoles, ", "))
+		return fmt.Errorf("token role %s is not one of %s", spec.QuoteShort(role), strings.Join(TokenRoles, ", "))
 	}
 	return nil
 }

@@ -356,3 +356,71 @@ func TestWaitNode(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitRollout: a rollout waited for until it ends, through an
+// election, with the cluster's refusal returned as it is and the last
+// rollout seen when ctx ends; the condition sees every answer.
+func TestWaitRollout(t *testing.T) {
+	const group = "workers"
+	rolling := &pb.Rollout{Group: group, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Updated: 1, Total: 2}
+	back := &pb.Rollout{Group: group, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, RollbackOf: "bad"}
+	done := &pb.Rollout{Group: group, State: pb.RolloutState_ROLLOUT_STATE_DONE, Updated: 2, Total: 2, RollbackOf: "bad"}
+	failed := &pb.Rollout{Group: group, State: pb.RolloutState_ROLLOUT_STATE_FAILED, Reason: "machine m1 exited"}
+	election := status.Error(codes.Unavailable, "no curator leader is elected right now")
+	type answer struct {
+		r   *pb.Rollout
+		err error
+	}
+	for _, tc := range []struct {
+		name    string
+		answers []answer // the last repeats
+		want    *pb.Rollout
+		wantErr func(error) bool
+		seen    int // answers the condition saw; 0: any number
+	}{
+		{"until done, through a rollback", []answer{{r: rolling}, {r: back}, {r: done}}, done, nil, 3},
+		{"through an election", []answer{{r: rolling}, {err: election}, {r: failed}}, failed, nil, 2},
+		{"the cluster's answer", []answer{{r: rolling}, {err: status.Error(codes.NotFound, "no group workers")}}, nil, func(err error) bool { return status.Code(err) == codes.NotFound }, 1},
+		{"ctx ends", []answer{{r: rolling}, {err: election}}, rolling, func(err error) bool {
+			return errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "the last try failed")
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			next := 0
+			r := &recorder{answer: func(proto.Message) (proto.Message, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				a := tc.answers[min(next, len(tc.answers)-1)]
+				next++
+				return a.r, a.err
+			}}
+			c := dialRecorder(t, r, WithPollInterval(5*time.Millisecond), WithRounds(1))
+			timeout := 10 * time.Second
+			if tc.seen == 0 {
+				timeout = 300 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			seen := 0
+			got, err := c.WaitRollout(ctx, group, func(r *pb.Rollout) (bool, error) { seen++; return RolloutEnded(r) })
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("error: %v", err)
+			case tc.wantErr != nil && !tc.wantErr(err):
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("rollout (-want +got):\n%s", diff)
+			}
+			if tc.seen != 0 && seen != tc.seen {
+				t.Errorf("the condition saw %d answers, want %d", seen, tc.seen)
+			}
+			for _, req := range r.requests() {
+				if diff := cmp.Diff(&pb.GetRolloutRequest{Group: group}, req, protocmp.Transform()); diff != "" {
+					t.Errorf("request (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}

@@ -1,7 +1,8 @@
 package client
 
-// Waiting for a node to get somewhere: a promoted learner to catch up, a
-// handed-over demotion to be finished by the next leader.
+// Waiting for a node or a rollout to get somewhere: a promoted learner to
+// catch up, a handed-over demotion to be finished by the next leader, a
+// rollout to end.
 
 import (
 	"context"
@@ -85,31 +86,76 @@ func (c *Client) WaitNode(ctx context.Context, id string, done NodeCondition) (*
 	if err := CheckNodeID(id); err != nil {
 		return nil, err
 	}
-	tick := time.NewTicker(c.o.pollInterval)
-	defer tick.Stop()
 	werr := &WaitError{ID: id}
+	got, err := poll(ctx, c.o.pollInterval, func(ctx context.Context) (*pb.NodeView, error) { return c.GetNode(ctx, id) }, done, &werr.LastErr)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		werr.Last, werr.Err = got, ctx.Err()
+		return nil, werr
+	}
+	return got, err
+}
+
+// RolloutCondition says whether a rollout is where a wait wants it; an
+// error ends the wait.
+type RolloutCondition func(*pb.Rollout) (bool, error)
+
+// RolloutEnded says whether a rollout is over: done, cancelled or failed.
+// A rollout that fails with failure_action rollback is followed at once by
+// the rollout back (rollback_of names the failed one), which is not over
+// until it is done.
+func RolloutEnded(r *pb.Rollout) (bool, error) {
+	switch r.GetState() {
+	case pb.RolloutState_ROLLOUT_STATE_DONE, pb.RolloutState_ROLLOUT_STATE_CANCELLED, pb.RolloutState_ROLLOUT_STATE_FAILED:
+		return true, nil
+	}
+	return false, nil
+}
+
+// WaitRollout asks for group's rollout every poll interval until done says
+// it is where it should be (RolloutEnded: over), and returns it then; done
+// sees every answer, so a caller can show the progress. As WaitNode, it
+// rides out an election, returns done's error and any other error of the
+// cluster as they are, and ctx's error (with the last rollout seen) when
+// ctx ends.
+func (c *Client) WaitRollout(ctx context.Context, group string, done RolloutCondition) (*pb.Rollout, error) {
+	var lastErr error
+	r, err := poll(ctx, c.o.pollInterval, func(ctx context.Context) (*pb.Rollout, error) { return c.GetRollout(ctx, group) }, done, &lastErr)
+	if err != nil && lastErr != nil && ctx.Err() != nil {
+		err = fmt.Errorf("wait for the rollout of group %s: %w; the last try failed: %v", group, err, lastErr)
+	}
+	return r, err
+}
+
+// poll calls get every interval until done says yes (the answer and nil),
+// done or get fails (their error; ErrNoManager is asked again, and kept in
+// lastErr), or ctx ends (the last answer and ctx's error).
+func poll[T any](ctx context.Context, interval time.Duration, get func(context.Context) (T, error), done func(T) (bool, error), lastErr *error) (T, error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var last T
 	for {
-		got, err := c.GetNode(ctx, id)
+		got, err := get(ctx)
 		switch {
 		case err == nil:
-			werr.Last, werr.LastErr = got, nil
+			last, *lastErr = got, nil
 			ok, err := done(got)
 			if err != nil {
-				return nil, err
+				var zero T
+				return zero, err
 			}
 			if ok {
 				return got, nil
 			}
 		case ctx.Err() != nil:
 		case errors.Is(err, ErrNoManager):
-			werr.LastErr = err
+			*lastErr = err
 		default:
-			return nil, err
+			var zero T
+			return zero, err
 		}
 		select {
 		case <-ctx.Done():
-			werr.Err = ctx.Err()
-			return nil, werr
+			return last, ctx.Err()
 		case <-tick.C:
 		}
 	}

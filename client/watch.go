@@ -43,16 +43,7 @@ func (c *Client) WatchNodes(ctx context.Context, fn func(*pb.WatchNodesResponse)
 		if err != nil {
 			return err
 		}
-		for {
-			resp, err := s.Recv()
-			if err != nil {
-				return err
-			}
-			answered()
-			if err := fn(resp); err != nil {
-				return callerError{err}
-			}
-		}
+		return receive(s, answered, fn)
 	})
 }
 
@@ -75,18 +66,26 @@ func (c *Client) WatchEvents(ctx context.Context, after int64, backlog uint32, f
 		if err != nil {
 			return err
 		}
-		for {
-			resp, err := s.Recv()
-			if err != nil {
-				return err
-			}
-			answered()
+		return receive(s, answered, func(resp *pb.WatchEventsResponse) error {
 			after = max(after, resp.GetRevision())
-			if err := fn(resp); err != nil {
-				return callerError{err}
-			}
-		}
+			return fn(resp)
+		})
 	})
+}
+
+// receive hands each answer of stream s to fn, after answered, until the
+// stream ends (its error) or fn fails (its error, as the caller's).
+func receive[T any](s interface{ Recv() (T, error) }, answered func(), fn func(T) error) error {
+	for {
+		resp, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		answered()
+		if err := fn(resp); err != nil {
+			return callerError{err}
+		}
+	}
 }
 
 // follow runs stream against one manager after another for as long as ctx
@@ -101,13 +100,19 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 	var order []string
 	misses := 0
 	pause := c.o.roundPause
+	waiting := false // for managers to come back (WithFollowUntilCancelled)
 	for {
 		addrs := c.Managers()
 		if len(addrs) == 0 {
 			return fmt.Errorf("%w: the client knows no manager", ErrNoManager)
 		}
 		addr := addrs[misses%len(addrs)]
-		got, err := c.followOn(ctx, addr, stream)
+		got, err := c.followOn(ctx, addr, stream, func() {
+			if waiting {
+				c.o.note(c.o.followNote, "manager "+addr+" answers again: following on")
+				waiting = false
+			}
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -131,7 +136,14 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 			failed[addr] = cmpErr(err)
 			misses++
 			if misses >= c.o.rounds*len(addrs) {
-				return c.giveUp(nil, order, failed)
+				if !c.o.followForever {
+					return c.giveUp(nil, order, failed)
+				}
+				if !waiting {
+					c.o.note(c.o.followNote, fmt.Sprintf("no manager answers (%v): waiting for one to come back; Ctrl-C to stop", c.giveUp(nil, order, failed)))
+					waiting = true
+				}
+				pause = min(pause, maxWaitPause)
 			}
 		}
 		wait := reopenPause
@@ -147,8 +159,8 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 }
 
 // followOn runs stream once against addr and says whether it got an
-// answer.
-func (c *Client) followOn(ctx context.Context, addr string, stream func(context.Context, pb.ManagementClient, func()) error) (got bool, err error) {
+// answer; first is called at the first.
+func (c *Client) followOn(ctx context.Context, addr string, stream func(context.Context, pb.ManagementClient, func()) error, first func()) (got bool, err error) {
 	conn, err := c.conn(addr)
 	if err != nil {
 		return false, status.Error(codes.Unavailable, err.Error())
@@ -163,6 +175,7 @@ func (c *Client) followOn(ctx context.Context, addr string, stream func(context.
 		if !got {
 			got = true
 			timer.Stop()
+			first()
 		}
 	})
 	if isUnreachable(err) {

@@ -53,7 +53,5 @@
 //
 // [Members], [AddLearner], [PromoteLearner], [RemoveMember], [Leader] and
 // [MoveLeader] take a *clientv3.Client of the cluster ([NewClient], or
-// [Service.Client] for the member beside the curator). [NodeIDFromMember]
-// matches a learner that has not started yet (and so has no name) to its
-// node by peer URL.
+// [Service.Client] for the member beside the curator).
 package consensus

@@ -11,32 +11,13 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/consensus/member"
 	"github.com/curatorproject/curator/supervisor"
 )
 
-// Member is an etcd member as the curator sees it.
-type Member struct {
-	ID uint64
-	// NodeID is the member's name, which is its node's ID. It is empty for
-	// a learner whose etcd has not started yet: see NodeIDFromMember.
-	NodeID    string
-	PeerURL   string
-	ClientURL string // empty until the member has started
-	IsLearner bool
-}
-
-// NodeIDFromMember returns the ID of the node a member belongs to. A member
-// that has started carries it as its name. A learner that was added but
-// never started has no name yet, only the peer URL it was added with; it is
-// matched through byPeerURL (peer URL → node ID, for example built with
-// PeerURL from the registry's node addresses). The result is empty if
-// neither tells.
-func NodeIDFromMember(m Member, byPeerURL map[string]string) string {
-	if m.NodeID != "" {
-		return m.NodeID
-	}
-	return byPeerURL[m.PeerURL]
-}
+// Member is an etcd member as the curator sees it (package member, so
+// that the leader's pure decisions read it without linking etcd).
+type Member = member.Member
 
 // Members lists the cluster's members (a linearizable read: it needs a
 // quorum).

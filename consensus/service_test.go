@@ -156,7 +156,7 @@ func TestJoinAsLearnerAndPromote(t *testing.T) {
 	for _, m := range members {
 		if m.NodeID == "" {
 			unnamed++
-			if got := NodeIDFromMember(m, byPeerURL); got != "n2" || !m.IsLearner {
+			if got := byPeerURL[m.PeerURL]; got != "n2" || !m.IsLearner {
 				t.Errorf("unstarted member %+v: node %q learner %v, want n2 and a learner", m, got, m.IsLearner)
 			}
 		}

@@ -94,25 +94,6 @@ func TestInitialCluster(t *testing.T) {
 	}
 }
 
-func TestNodeIDFromMember(t *testing.T) {
-	byPeerURL := map[string]string{"https://10.0.0.1:7001": "n1", "https://10.0.0.2:7001": "n2"}
-	for _, tc := range []struct {
-		name string
-		m    Member
-		want string
-	}{
-		{"started member: its name", Member{NodeID: "n1", PeerURL: "https://10.0.0.2:7001"}, "n1"},
-		{"unstarted learner: by peer URL", Member{PeerURL: "https://10.0.0.2:7001", IsLearner: true}, "n2"},
-		{"unknown peer URL", Member{PeerURL: "https://10.0.0.3:7001", IsLearner: true}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := NodeIDFromMember(tc.m, byPeerURL); got != tc.want {
-				t.Errorf("NodeIDFromMember = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestStatusWatcher(t *testing.T) {
 	v := newStatusValue()
 	w := &StatusWatcher{v: v}

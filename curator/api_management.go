@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -30,7 +34,7 @@ type managementAPI struct {
 type clusterView struct {
 	st         *leaderState
 	nodes      []*pb.Node
-	ms         *membership
+	ms         *decide.Membership
 	etcdLeader uint64
 }
 
@@ -51,7 +55,7 @@ func (m *managementAPI) observe(ctx context.Context, st *leaderState) (*clusterV
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
-	v := &clusterView{st: st, nodes: st.reg.nodes(), ms: ms}
+	v := &clusterView{st: st, nodes: st.reg.Nodes(), ms: ms}
 	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
 		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
 			v.etcdLeader = st.Leader
@@ -62,15 +66,15 @@ func (m *managementAPI) observe(ctx context.Context, st *leaderState) (*clusterV
 
 // managerStatus is what `node ls` shows in MANAGER STATUS.
 func (v *clusterView) managerStatus(n *pb.Node) pb.ManagerStatus {
-	m, member := v.ms.memberOf[n.Id]
+	m, member := v.ms.MemberOf[n.Id]
 	switch {
-	case !member && !hasRole(n, pb.Role_ROLE_CONSENSUS):
+	case !member && !spec.HasRole(n, pb.Role_ROLE_CONSENSUS):
 		return pb.ManagerStatus_MANAGER_STATUS_NONE
 	case member && m.IsLearner:
 		return pb.ManagerStatus_MANAGER_STATUS_LEARNER
-	case member && n.Id == v.ms.self:
+	case member && n.Id == v.ms.Self:
 		return pb.ManagerStatus_MANAGER_STATUS_LEADER
-	case member && v.ms.healthy(m):
+	case member && v.ms.Healthy(m):
 		return pb.ManagerStatus_MANAGER_STATUS_REACHABLE
 	}
 	return pb.ManagerStatus_MANAGER_STATUS_UNREACHABLE
@@ -80,20 +84,55 @@ func (v *clusterView) managerStatus(n *pb.Node) pb.ManagerStatus {
 // changed.
 func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 	nv := &pb.NodeView{Node: n, ManagerStatus: v.managerStatus(n)}
-	if last, ok := v.st.hb.get(n.Id); ok {
+	if last, seen := v.st.hb.get(n.Id); seen {
 		nv.LastHeartbeat = timestamppb.New(last)
 	}
+	shown := v.status(n)
 	if sn, ok := v.st.swarmSeen.get(n.SwarmNodeId); ok {
-		nv.SwarmRole, nv.SwarmState = sn.role(), string(sn.state)
+		nv.SwarmRole, nv.SwarmState = sn.Role(), string(sn.State)
 	}
 	// Join parameters carry certificates: not for listing. The record is
 	// the registry's: change a copy.
-	if n.Consensus != nil {
+	if n.Consensus != nil || shown != n.Status {
 		c := proto.Clone(n).(*pb.Node)
-		c.Consensus = &pb.ConsensusJoin{MemberId: n.Consensus.MemberId, EtcdClusterId: n.Consensus.EtcdClusterId}
+		if n.Consensus != nil {
+			c.Consensus = &pb.ConsensusJoin{MemberId: n.Consensus.MemberId, EtcdClusterId: n.Consensus.EtcdClusterId}
+		}
+		c.Status = shown
 		nv.Node = c
 	}
 	return nv
+}
+
+// status is node n's status as a reply shows it (shownStatus).
+func (v *clusterView) status(n *pb.Node) pb.NodeStatus {
+	last, seen := v.st.hb.get(n.Id)
+	return shownStatus(n, last, seen, v.st.since, v.ms.Self)
+}
+
+// shownStatus is the status a reply shows for node n, last heard by this
+// leader at last (seen false if never), the leader of node self leading
+// since since. A node its record says is ready, that this leadership has
+// neither heard from nor judged (its status was written before it began:
+// by the previous leader, or before a forced new cluster or a restore),
+// shows unknown: after a failover the record may be long stale, and a dead
+// machine must not look ready for the seconds until the health loop
+// judges it. The leader's own node runs: it is shown as recorded.
+//
+// Since is the leadership's start, not the end of a doubt of the lease
+// guard: a doubt loses no heartbeat, and counting from its end would show
+// every node unknown for an interval after each one.
+func shownStatus(n *pb.Node, last time.Time, seen bool, since time.Time, self string) pb.NodeStatus {
+	if n.Id == self || n.State != pb.NodeState_NODE_STATE_UP || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+		return n.Status
+	}
+	if seen && !last.Before(since) {
+		return n.Status // heard by this leader
+	}
+	if n.StatusChanged != nil && !n.StatusChanged.AsTime().Before(since) {
+		return n.Status // judged by this leader
+	}
+	return pb.NodeStatus_NODE_STATUS_UNKNOWN
 }
 
 // Pages of ListNodes.
@@ -135,7 +174,7 @@ func (m *managementAPI) GetNode(ctx context.Context, req *pb.GetNodeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	n, err := nodeResolve(v.nodes, req.Id)
+	n, err := store.NodeResolve(v.nodes, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +186,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -157,20 +196,20 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 		MaxVoters:       cs.MaxVoters,
 		RequireApproval: cs.RequireApproval,
 		Swarm:           cs.Swarm,
-		CertTtl:         durationpb.New(certTTL(cs)),
-		Managers:        slices.Clone(v.st.reg.managerList()),
+		CertTtl:         durationpb.New(spec.CertTTL(cs)),
+		Managers:        slices.Clone(v.st.reg.ManagerList()),
 		Version:         m.s.cfg.Version,
 		Voters:          []string{},
 		Learners:        []string{},
 	}
 	ms := v.ms
 	info.Names = map[string]string{}
-	for _, n := range ms.nodes {
-		if _, member := ms.memberOf[n.Id]; member || hasRole(n, pb.Role_ROLE_CONSENSUS) {
+	for _, n := range ms.Nodes {
+		if _, member := ms.MemberOf[n.Id]; member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 			info.Names[n.Id] = n.Name
 		}
 	}
-	for id, mem := range ms.memberOf {
+	for id, mem := range ms.MemberOf {
 		if mem.IsLearner {
 			info.Learners = append(info.Learners, id)
 			continue
@@ -182,30 +221,30 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 	}
 	slices.Sort(info.Voters)
 	slices.Sort(info.Learners)
-	q := ms.quorumAfter(0, 0)
-	info.QuorumHealthy = q.ok()
-	if unknown := len(ms.members) - len(ms.memberOf); unknown > 0 {
+	q := ms.QuorumAfter(0, 0)
+	info.QuorumHealthy = q.OK()
+	if unknown := len(ms.Members) - len(ms.MemberOf); unknown > 0 {
 		info.Warnings = append(info.Warnings, fmt.Sprintf("%d etcd member(s) belong to no known node", unknown))
 	}
-	if n := len(info.Voters); n > 1 && n%2 == 0 {
-		info.Warnings = append(info.Warnings, fmt.Sprintf("%d voters: an even number tolerates no more failures than %d; promote or demote one manager", n, n-1))
+	if w := spec.EvenVotersWarning(len(info.Voters)); w != "" {
+		info.Warnings = append(info.Warnings, w)
 	}
-	if w := maxVotersWarning(cs.MaxVoters); w != "" {
+	if w := spec.MaxVotersWarning(cs.MaxVoters); w != "" {
 		info.Warnings = append(info.Warnings, w)
 	}
 	if !info.QuorumHealthy {
-		info.Warnings = append(info.Warnings, fmt.Sprintf("only %d of %d voters are healthy: one more failure may lose quorum", q.healthy, q.voters))
+		info.Warnings = append(info.Warnings, fmt.Sprintf("only %d of %d voters are healthy: one more failure may lose quorum", q.Healthy, q.Voters))
 	}
 	return info, nil
 }
 
 // tokenCall starts a token call: the leadership, and the token asked for.
-func (m *managementAPI) tokenCall(role string) (*leaderState, joinRole, error) {
+func (m *managementAPI) tokenCall(role string) (*leaderState, spec.JoinRole, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := parseJoinRole(role)
+	r, err := spec.ParseJoinRole(role)
 	return st, r, err
 }
 
@@ -214,11 +253,11 @@ func (m *managementAPI) GetToken(ctx context.Context, req *pb.GetTokenRequest) (
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	return &pb.TokenResponse{Token: pki.Token{CAFingerprint: pki.Fingerprint(st.pki.CA.Cert), Secret: tokenSecret(cs, role)}.String()}, nil
+	return &pb.TokenResponse{Token: pki.Token{CAFingerprint: pki.Fingerprint(st.pki.CA.Cert), Secret: spec.TokenSecret(cs, role)}.String()}, nil
 }
 
 // RotateToken replaces a token's secret. The old one is refused from the
@@ -235,16 +274,16 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	}
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	cs, err := clusterLoad(ctx, m.s.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	if role == joinManager {
+	if role == spec.JoinManager {
 		cs.ManagerTokenSecret = tok.Secret
 	} else {
 		cs.WorkerTokenSecret = tok.Secret
 	}
-	if err := clusterSave(ctx, st.leadership, cs); err != nil {
+	if err := store.ClusterSave(ctx, st.Fence, cs); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("rotated join token", zap.Stringer("role", role))
@@ -256,7 +295,7 @@ func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsReques
 	if _, err := m.s.leaderFor(); err != nil {
 		return nil, err
 	}
-	events, err := eventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+	events, err := store.EventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -31,7 +32,7 @@ func (m *managementAPI) Backup(_ *pb.BackupRequest, stream grpc.ServerStreamingS
 	}
 	rc, err := cli.Snapshot(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoSnapshot, err)
+		return fmt.Errorf("%w: %v", store.ErrNoSnapshot, err)
 	}
 	defer rc.Close()
 	buf := make([]byte, backupChunk)
@@ -47,7 +48,7 @@ func (m *managementAPI) Backup(_ *pb.BackupRequest, stream grpc.ServerStreamingS
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			return nil
 		case err != nil:
-			return fmt.Errorf("%w: %v", ErrNoSnapshot, err)
+			return fmt.Errorf("%w: %v", store.ErrNoSnapshot, err)
 		}
 	}
 }

@@ -3,47 +3,174 @@ package curator
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
-
-// AdminCertValidity is how long an admin certificate lasts. A person
-// renews it (`curator cluster admin-cert`), not an agent, so it does not
-// follow cert_ttl, which may be minutes in a test cluster.
-const AdminCertValidity = 365 * 24 * time.Hour
 
 // DefaultAdminName is the common name of an admin certificate when the
 // request names none.
 const DefaultAdminName = "admin"
 
 // RenewAdminCertificate issues an admin certificate for the key in the
-// request. Only an admin may call it (authorize), and an admin can do
-// anything to the cluster already, so certifying a key it names, its own
-// or a new one, hands out nothing it did not have; `cluster admin-cert`
-// sends the key of the config it was run with.
+// request, with the name and operator role it asks (admin when it names
+// none), and records it (store.AdminCertSave) so that `cluster certs`
+// lists it and `cluster revoke-cert` can revoke it. Only an admin may
+// call it (managementRoles), and an admin can do anything to the cluster
+// already, so certifying a key it names, its own or a new one, hands out
+// nothing it did not have; `cluster admin-cert` sends the key of the
+// config it was run with, or of a new config it writes.
 func (m *managementAPI) RenewAdminCertificate(ctx context.Context, req *pb.RenewAdminCertificateRequest) (*pb.RenewAdminCertificateResponse, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
 	}
-	pub, err := parsePublicKey(req.PublicKey)
+	if err := spec.CheckManagementRequest(req); err != nil {
+		return nil, err
+	}
+	pub, err := spec.ParsePublicKey(req.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 	name := req.Name
 	if name == "" {
 		name = DefaultAdminName
-	} else if err := ValidateNodeName(name); err != nil {
-		return nil, fmt.Errorf("%w: admin name: %v", ErrInvalid, err)
 	}
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: name, Role: pki.RoleAdmin, Validity: AdminCertValidity})
+	role := req.Role
+	if role == "" {
+		role = pki.OperatorAdmin
+	}
+	validity := spec.AdminCertValidity
+	if req.Ttl != nil {
+		validity = req.Ttl.AsDuration()
+	}
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: name, Role: pki.RoleAdmin, OperatorRole: role, Validity: validity})
 	if err != nil {
 		return nil, fmt.Errorf("issue admin certificate: %w", err)
 	}
-	m.s.logger(ctx).Info("issued an admin certificate", zap.String("name", name), zap.Time("expires", cert.NotAfter))
+	rec := &pb.AdminCertificate{
+		Name:     name,
+		Role:     role,
+		Serial:   cert.SerialNumber.Text(16),
+		Issued:   timestamppb.New(time.Now()),
+		Expires:  timestamppb.New(cert.NotAfter),
+		IssuedBy: identityFrom(ctx).name,
+	}
+	if err := store.AdminCertSave(ctx, st.Fence, rec); err != nil {
+		return nil, err
+	}
+	m.s.logger(ctx).Info("issued an admin certificate", zap.String("name", name), zap.String("role", role),
+		zap.String("serial", rec.Serial), zap.Time("expires", cert.NotAfter))
 	return &pb.RenewAdminCertificateResponse{Cert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert)}, nil
+}
+
+// ListAdminCertificates lists the admin certificates the cluster issued,
+// by name then expiry.
+func (m *managementAPI) ListAdminCertificates(ctx context.Context, _ *pb.ListAdminCertificatesRequest) (*pb.ListAdminCertificatesResponse, error) {
+	if _, err := m.s.leaderFor(); err != nil {
+		return nil, err
+	}
+	certs, err := store.AdminCertList(ctx, m.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(certs, func(a, b *pb.AdminCertificate) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return a.Expires.AsTime().Compare(b.Expires.AsTime())
+	})
+	return &pb.ListAdminCertificatesResponse{Certs: certs}, nil
+}
+
+// RevokeAdminCertificate revokes the certificate of a serial, or every
+// unrevoked one of a name. A serial the cluster did not issue (the
+// certificate `agent init` wrote) is revoked by a record of its serial
+// alone. The caller's own certificate is refused: revoke it with another.
+func (m *managementAPI) RevokeAdminCertificate(ctx context.Context, req *pb.RevokeAdminCertificateRequest) (*pb.RevokeAdminCertificateResponse, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.CheckManagementRequest(req); err != nil {
+		return nil, err
+	}
+	certs, err := store.AdminCertList(ctx, m.s.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	pick := revokeTargets(certs, req.Cert)
+	if len(pick) == 0 {
+		serial, ok := parseSerial(req.Cert)
+		if !ok {
+			return nil, fmt.Errorf("%w: no admin certificate has the serial or name %s (see cluster certs)", spec.ErrNotFound, spec.QuoteShort(req.Cert))
+		}
+		pick = []*pb.AdminCertificate{{Serial: serial}}
+	}
+	caller := identityFrom(ctx)
+	now := timestamppb.New(time.Now())
+	for _, c := range pick {
+		if c.Serial == caller.serial {
+			return nil, fmt.Errorf("%w: %s is the certificate this call was made with: revoke it with another admin certificate", spec.ErrInvalid, c.Serial)
+		}
+	}
+	for _, c := range pick {
+		c.Revoked, c.RevokedAt = true, now
+		if err := store.AdminCertSave(ctx, st.Fence, c); err != nil {
+			return nil, err
+		}
+		m.s.logger(ctx).Info("revoked an admin certificate", zap.String("name", c.Name), zap.String("serial", c.Serial))
+	}
+	return &pb.RevokeAdminCertificateResponse{Revoked: pick}, nil
+}
+
+// revokeTargets are the unrevoked certificates q names: the one of that
+// serial, or else every one of that name.
+func revokeTargets(certs []*pb.AdminCertificate, q string) []*pb.AdminCertificate {
+	if serial, ok := parseSerial(q); ok {
+		for _, c := range certs {
+			if c.Serial == serial && !c.Revoked {
+				return []*pb.AdminCertificate{c}
+			}
+		}
+	}
+	var out []*pb.AdminCertificate
+	for _, c := range certs {
+		if c.Name == q && !c.Revoked {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// parseSerial reads a serial as `cluster certs` prints it (lowercase hex;
+// colons and upper case, as openssl prints one, are taken too).
+func parseSerial(s string) (string, bool) {
+	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+	n, ok := new(big.Int).SetString(s, 16)
+	if !ok || n.Sign() <= 0 || len(s) > 40 {
+		return "", false
+	}
+	return n.Text(16), true
+}
+
+// ListAudit lists the audit trail, oldest first.
+func (m *managementAPI) ListAudit(ctx context.Context, req *pb.ListAuditRequest) (*pb.ListAuditResponse, error) {
+	if _, err := m.s.leaderFor(); err != nil {
+		return nil, err
+	}
+	entries, rev, err := store.AuditList(ctx, m.s.cfg.Etcd, int64(req.Limit), req.AfterRevision)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListAuditResponse{Entries: entries, Revision: rev}, nil
 }

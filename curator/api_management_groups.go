@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
 )
@@ -24,50 +27,30 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 		return nil, err
 	}
 	if req.Spec == nil {
-		return nil, fmt.Errorf("%w: no group spec", ErrInvalid)
+		return nil, fmt.Errorf("%w: no group spec", spec.ErrInvalid)
 	}
-	spec := proto.Clone(req.Spec).(*pb.GroupSpec)
-	NormalizeGroupSpec(spec)
-	if err := ValidateGroupSpec(spec); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	gs := proto.Clone(req.Spec).(*pb.GroupSpec)
+	spec.NormalizeGroupSpec(gs)
+	if err := spec.ValidateGroupSpec(gs); err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 	st.muGroups.Lock()
 	defer st.muGroups.Unlock()
-	old, err := groupLoad(ctx, st.cfg.Etcd, spec.Name)
+	old, err := store.GroupLoad(ctx, st.cfg.Etcd, gs.Name)
 	if err != nil {
 		return nil, err
 	}
 	if old != nil && old.Destroying {
-		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", ErrPrecondition, spec.Name)
+		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
 	}
-	if old != nil && proto.Equal(old.Spec, spec) {
+	if old != nil && proto.Equal(old.Spec, gs) {
 		v, err := m.groupView(ctx, st, old)
 		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
 	}
-	now := timestamppb.New(st.cfg.Now())
-	g := &pb.Group{Spec: spec, ConfigSha: GroupConfigSHA(spec.Template), Created: now, Updated: now}
-	var rollout *pb.Rollout
-	if old != nil {
-		g.Created = old.Created
-		if old.ConfigSha != g.ConfigSha {
-			// A new config: a rollout to it, replacing any other (a
-			// cancel of the old SHA cannot stop this one).
-			rollout = &pb.Rollout{Group: spec.Name, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: spec.Size}
-		}
-	}
-	if err := groupCommit(ctx, st.leadership, g, rollout); err != nil {
+	g, _, err := m.commitLocked(ctx, st, gs, old, "")
+	if err != nil {
 		return nil, err
 	}
-	action := "commit-group"
-	reason := fmt.Sprintf("group %s committed: size %d, config SHA %s", spec.Name, spec.Size, g.ConfigSha[:12])
-	if rollout != nil {
-		action = "start-rollout"
-		reason = fmt.Sprintf("group %s committed with config SHA %s (was %s): rolling its machines", spec.Name, shortConfigSHA(g.ConfigSha), shortConfigSHA(old.ConfigSha))
-		m.s.metrics.Rollouts.WithLabelValues("started").Inc()
-	}
-	st.recordGroupEvent(ctx, action, reason)
-	m.s.logger(ctx).Info("group committed", zap.String("group", spec.Name), zap.Uint32("size", spec.Size), zap.String("config_sha", g.ConfigSha))
-	kickGroups(st)
 	v, err := m.groupView(ctx, st, g)
 	return &pb.CommitGroupResponse{Group: v, Changed: true}, err
 }
@@ -77,7 +60,7 @@ func (m *managementAPI) ListGroups(ctx context.Context, _ *pb.ListGroupsRequest)
 	if err != nil {
 		return nil, err
 	}
-	groups, err := groupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -125,57 +108,179 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 		if err != nil {
 			return nil, err
 		}
-		q, left := ms.quorumAfter(0, 0), ms.quorumWithout(func(n *pb.Node) bool { return n.Group == g.Spec.Name })
-		if left.voters < q.voters && !left.ok() {
+		q, left := ms.RemovalQuorum(0), ms.QuorumWithout(func(n *pb.Node) bool { return n.Group == g.Spec.Name })
+		if left.Voters < q.Voters && !left.OK() {
 			return nil, fmt.Errorf("%w: group %s holds %d of the cluster's %d etcd voters, and the %d left would not make a healthy majority: "+
 				"destroying it would destroy the cluster; first commit another group with roles [consensus] and wait until its nodes are voters (`curator cluster info`)",
-				ErrPrecondition, g.Spec.Name, q.voters-left.voters, q.voters, left.voters)
+				spec.ErrPrecondition, g.Spec.Name, q.Voters-left.Voters, q.Voters, left.Voters)
 		}
 		g.Destroying = true
 		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := groupSave(ctx, st.leadership, g); err != nil {
+		if err := store.GroupSave(ctx, st.Fence, g); err != nil {
 			return nil, err
 		}
-		st.recordGroupEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.voters-left.voters))
+		st.recordGroupEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
 		kickGroups(st)
 	}
 	return m.groupView(ctx, st, g)
 }
 
+// SuspendGroup suspends a group, or all of them, or resumes them: a
+// suspended group's loop makes and destroys nothing (a restored cluster's
+// groups come back so, see Recover) until it is resumed.
+func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRequest) (*pb.SuspendGroupResponse, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	var groups []*pb.Group
+	if req.All {
+		if groups, err = store.GroupList(ctx, st.cfg.Etcd); err != nil {
+			return nil, err
+		}
+	} else {
+		g, err := groupNamed(ctx, st, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		groups = []*pb.Group{g}
+	}
+	out := &pb.SuspendGroupResponse{}
+	for _, g := range groups {
+		name := g.Spec.GetName()
+		was := g.Suspended
+		if req.Resume == (was == "") {
+			continue // already as asked
+		}
+		action, reason := "suspend-group", fmt.Sprintf("group %s is suspended by an operator: its loop makes and destroys nothing until `curator group resume %s`", name, name)
+		g.Suspended = "suspended by an operator at " + st.cfg.Now().UTC().Format(time.RFC3339)
+		if req.Resume {
+			action, reason = "resume-group", fmt.Sprintf("group %s is resumed: its loop makes and destroys its machines again (it was %s)", name, was)
+			g.Suspended = ""
+		}
+		g.Updated = timestamppb.New(st.cfg.Now())
+		if err := store.GroupSave(ctx, st.Fence, g); err != nil {
+			return nil, err
+		}
+		st.recordGroupEvent(ctx, action, reason)
+		m.s.logger(ctx).Info(action, zap.String("group", name), zap.String("was", was))
+		v, err := m.groupView(ctx, st, g)
+		if err != nil {
+			return nil, err
+		}
+		out.Groups = append(out.Groups, v)
+	}
+	kickGroups(st)
+	return out, nil
+}
+
+// commitLocked stores gs over group old (nil: a new group), with st's
+// muGroups held: when the config SHA changes, with a rollout to it that
+// replaces any other (a cancel of the old SHA cannot stop this one) and
+// keeps the configs before it (the previous one, what a rollback returns
+// to, and the history). why, if given, says why in the event (an undo).
+func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	now := timestamppb.New(st.cfg.Now())
+	g := &pb.Group{Spec: gs, ConfigSha: spec.GroupConfigSHA(gs.Template), Created: now, Updated: now}
+	var rollout *pb.Rollout
+	if old != nil {
+		g.Created = old.Created
+		// What the group loop keeps of the group (its repair hold and
+		// budget) and a suspension outlive a commit.
+		g.RepairHeld, g.Replacements, g.Suspended, g.RepairResumed = old.RepairHeld, old.Replacements, old.Suspended, old.RepairResumed
+		if old.ConfigSha != g.ConfigSha {
+			prev, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, gs.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			rollout = &pb.Rollout{Group: gs.Name, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: gs.Size,
+				PreviousSha: old.ConfigSha, PreviousTemplate: old.Spec.Template, History: rolloutHistory(old, prev)}
+		}
+	}
+	if err := store.GroupCommit(ctx, st.Fence, g, rollout); err != nil {
+		return nil, nil, err
+	}
+	action := "commit-group"
+	reason := fmt.Sprintf("group %s committed: size %d, config SHA %s", gs.Name, gs.Size, g.ConfigSha[:12])
+	if rollout != nil {
+		action = "start-rollout"
+		reason = fmt.Sprintf("group %s committed with config SHA %s (was %s): rolling its machines", gs.Name, spec.ShortSHA(g.ConfigSha), spec.ShortSHA(old.ConfigSha))
+		m.s.metrics.Rollouts.WithLabelValues("started").Inc()
+	}
+	if why != "" {
+		reason += " (" + why + ")"
+	}
+	st.recordGroupEvent(ctx, action, reason)
+	m.s.logger(ctx).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
+	kickGroups(st)
+	return g, rollout, nil
+}
+
 // groupNamed loads a group or says it does not exist.
 func groupNamed(ctx context.Context, st *leaderState, name string) (*pb.Group, error) {
-	if err := ValidateNodeName(name); err != nil {
-		return nil, fmt.Errorf("%w: group %v", ErrInvalid, err)
+	if err := spec.ValidateGroupName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	g, err := groupLoad(ctx, st.cfg.Etcd, name)
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, name)
 	if err != nil {
 		return nil, err
 	}
 	if g == nil {
-		return nil, fmt.Errorf("%w: no group %s: `curator group ls` lists them", ErrNotFound, QuoteShort(name))
+		return nil, fmt.Errorf("%w: no group %s: `curator group ls` lists them", spec.ErrNotFound, spec.QuoteShort(name))
 	}
 	return g, nil
 }
 
 // groupView is a group with what the leader sees of it: its machines
-// (through its provider) and its nodes.
+// (through its provider) and its nodes, and its rollout's progress.
 func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Group) (*pb.GroupView, error) {
 	v := &pb.GroupView{Group: g}
-	for _, n := range st.reg.nodes() {
-		if n.Group != g.Spec.GetName() {
-			continue
-		}
+	live, err := observeGroup(ctx, st, g)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range live.nodes {
 		v.NodeIds = append(v.NodeIds, n.Id)
 		if n.Status == pb.NodeStatus_NODE_STATUS_READY {
 			v.Ready++
 		}
 	}
 	slices.Sort(v.NodeIds)
+	v.Machines = uint32(len(live.machines))
+	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, g.Spec.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if r != nil && r.TargetSha == g.ConfigSha {
+		v.RolloutState = rolloutWord(r.State)
+		r = live.rollout(r)
+		v.RolloutUpdated, v.RolloutTotal = r.Updated, r.Total
+	}
+	return v, nil
+}
+
+// liveGroup is a group's nodes and the machines its provider lists, as
+// the API reads them.
+type liveGroup struct {
+	nodes    []*pb.Node
+	machines map[string]bool
+}
+
+// observeGroup reads group g's nodes and machines.
+func observeGroup(ctx context.Context, st *leaderState, g *pb.Group) (*liveGroup, error) {
+	live := &liveGroup{machines: map[string]bool{}}
+	for _, n := range st.reg.Nodes() {
+		if n.Group == g.Spec.GetName() {
+			live.nodes = append(live.nodes, n)
+		}
+	}
 	p, err := st.providers.get(g, st.cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -183,15 +288,30 @@ func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Gr
 	if err != nil {
 		return nil, fmt.Errorf("group %s: list machines: %w", g.Spec.GetName(), err)
 	}
-	v.Machines = uint32(len(machines))
-	r, _, err := rolloutLoad(ctx, st.cfg.Etcd, g.Spec.GetName())
-	if err != nil {
-		return nil, err
+	for _, mc := range machines {
+		live.machines[mc.ID] = true
 	}
-	if r != nil && r.TargetSha == g.ConfigSha {
-		v.RolloutState = rolloutWord(r.State)
+	return live, nil
+}
+
+// rollout is r with its progress as the group is now, the one count that
+// `rollout status` and the dashboard both show: its ready nodes on the
+// target SHA whose machines exist (of a done rollout, what it recorded).
+// The node in flight is named only while it, or its machine, exists.
+func (live *liveGroup) rollout(r *pb.Rollout) *pb.Rollout {
+	r = proto.Clone(r).(*pb.Rollout)
+	if r.State != pb.RolloutState_ROLLOUT_STATE_DONE {
+		r.Updated = 0
+		for _, n := range live.nodes {
+			if n.ConfigSha == r.TargetSha && n.Status == pb.NodeStatus_NODE_STATUS_READY && live.machines[n.InstanceId] {
+				r.Updated++
+			}
+		}
 	}
-	return v, nil
+	if r.Node != "" && !live.machines[r.Node] && !slices.ContainsFunc(live.nodes, func(n *pb.Node) bool { return n.Id == r.Node }) {
+		r.Node, r.Step = "", ""
+	}
+	return r
 }
 
 // rolloutWord is a rollout state as the CLI shows it: rolling, paused,
@@ -205,17 +325,22 @@ func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutReques
 	if err != nil {
 		return nil, err
 	}
-	if _, err := groupNamed(ctx, st, req.Group); err != nil {
+	g, err := groupNamed(ctx, st, req.Group)
+	if err != nil {
 		return nil, err
 	}
-	r, _, err := rolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, err
 	}
 	if r == nil {
-		return nil, fmt.Errorf("%w: group %s has had no rollout: one starts when a commit changes its config SHA", ErrNotFound, req.Group)
+		return nil, fmt.Errorf("%w: group %s has had no rollout: one starts when a commit changes its config SHA", spec.ErrNotFound, req.Group)
 	}
-	return r, nil
+	live, err := observeGroup(ctx, st, g)
+	if err != nil {
+		return nil, err
+	}
+	return live.rollout(r), nil
 }
 
 // ChangeRollout cancels, pauses or resumes the rollout of a group to the
@@ -236,8 +361,10 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		want, from = pb.RolloutState_ROLLOUT_STATE_PAUSED, from[:1]
 	case "resume":
 		want, from = pb.RolloutState_ROLLOUT_STATE_ROLLING, from[1:]
+	case "restart", "undo":
+		return m.redoRollout(ctx, st, req)
 	default:
-		return nil, fmt.Errorf("%w: rollout action %s: want cancel, pause or resume", ErrInvalid, QuoteShort(req.Action))
+		return nil, fmt.Errorf("%w: rollout action %s: want cancel, pause, resume, restart or undo", spec.ErrInvalid, spec.QuoteShort(req.Action))
 	}
 	word := map[string]string{"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[req.Action]
 	st.muGroups.Lock()
@@ -252,11 +379,11 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	var done bool
 	for i := 0; ; i++ {
 		r, done, err = changeRolloutOnce(ctx, st, req, want, from, word)
-		if !errors.Is(err, errRolloutChanged) {
+		if !errors.Is(err, store.ErrRolloutChanged) {
 			break
 		}
 		if i == tries-1 {
-			return nil, fmt.Errorf("%w: the rollout of group %s changed under each of %d tries to %s it: try again", ErrPrecondition, req.Group, tries, req.Action)
+			return nil, fmt.Errorf("%w: the rollout of group %s changed under each of %d tries to %s it: try again", spec.ErrPrecondition, req.Group, tries, req.Action)
 		}
 	}
 	switch {
@@ -266,7 +393,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.recordGroupEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, shortConfigSHA(r.TargetSha), word, r.Updated, r.Total))
+	st.recordGroupEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
 	kickGroups(st)
 	return r, nil
 }
@@ -274,33 +401,42 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 // changeRolloutOnce makes one try at ChangeRollout on the record as it is
 // now; done when the rollout is already in the state asked for.
 func changeRolloutOnce(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
-	r, rev, err := rolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, false, err
 	}
 	switch {
 	case r == nil:
-		return nil, false, fmt.Errorf("%w: group %s has no rollout to %s", ErrPrecondition, req.Group, req.Action)
-	case req.TargetSha != "" && req.TargetSha != r.TargetSha:
-		return nil, false, fmt.Errorf("%w: group %s rolls to %s now, not to %s: nothing changed", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), shortConfigSHA(req.TargetSha))
+		return nil, false, fmt.Errorf("%w: group %s has no rollout to %s", spec.ErrPrecondition, req.Group, req.Action)
+	}
+	if req.TargetSha != "" {
+		sha, err := resolveConfigSHA(req.Group, req.TargetSha, knownSHAs(r))
+		if err != nil {
+			return nil, false, err
+		}
+		if sha != r.TargetSha {
+			return nil, false, fmt.Errorf("%w: group %s rolls to %s now, not to %s: nothing changed", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(sha))
+		}
+	}
+	switch {
 	case r.State == want:
 		return r, true, nil
 	case !slices.Contains(from, r.State):
-		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", ErrPrecondition, req.Group, shortConfigSHA(r.TargetSha), rolloutWord(r.State), word)
+		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State), word)
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {
 		r.Finished = st.timestamp()
 		r.Reason = "cancelled by an operator"
 	}
-	return r, false, rolloutSave(ctx, st.leadership, r, rev)
+	return r, false, store.RolloutSave(ctx, st.Fence, r, rev)
 }
 
 // recordGroupEvent keeps an event of the group API (a commit, a destroy)
 // beside the group loop's; failing to is logged, not fatal.
 func (st *leaderState) recordGroupEvent(ctx context.Context, action, reason string) {
-	ev := &pb.Event{Time: st.timestamp(), Loop: "groups", Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.rev}
-	if err := eventRecord(ctx, st.leadership, ev); err != nil {
+	ev := &pb.Event{Time: st.timestamp(), Loop: "groups", Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
+	if err := store.EventRecord(ctx, st.Fence, ev); err != nil {
 		st.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }

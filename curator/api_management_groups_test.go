@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -35,8 +38,8 @@ func TestChangeRolloutRacesTheLoop(t *testing.T) {
 		}
 	}
 	// A group whose spec names no provider: its loop leaves it alone.
-	put(groupKey("w"), &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2}, ConfigSha: sha})
-	put(rolloutKey("w"), &pb.Rollout{Group: "w", TargetSha: sha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Total: 2})
+	put(store.Keys.Group("w"), &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2}, ConfigSha: sha})
+	put(store.Keys.Rollout("w"), &pb.Rollout{Group: "w", TargetSha: sha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Total: 2})
 
 	// The loop's stand-in: writes the step's progress of whatever state
 	// the record is in, every few milliseconds (the real loop writes at
@@ -48,14 +51,14 @@ func TestChangeRolloutRacesTheLoop(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			r, rev, err := rolloutLoad(ctx, c.cli, "w")
+			r, rev, err := store.RolloutLoad(ctx, c.cli, "w")
 			if err != nil || r == nil {
 				continue
 			}
 			r.Step = "drain"
 			r.Node = strings.Repeat("n", 1+int(writes.Load()%5))
 			data, _ := proto.Marshal(r)
-			resp, err := c.cli.Txn(ctx).If(rolloutUnchanged("w", rev)).Then(clientv3.OpPut(rolloutKey("w"), string(data))).Commit()
+			resp, err := c.cli.Txn(ctx).If(store.RolloutUnchanged("w", rev)).Then(clientv3.OpPut(store.Keys.Rollout("w"), string(data))).Commit()
 			if err == nil && resp.Succeeded {
 				writes.Add(1)
 			}
@@ -88,4 +91,75 @@ func TestChangeRolloutRacesTheLoop(t *testing.T) {
 		t.Fatal("the loop's stand-in never wrote: the test raced nothing")
 	}
 	t.Logf("41 changes beside %d writes of the loop's stand-in", writes.Load())
+}
+
+// TestSuspendGroup: group suspend and resume, one group or all, each
+// change an event; one already as asked is left out; bad requests refused.
+func TestSuspendGroup(t *testing.T) {
+	c := newTestCluster(t)
+	c.startLeader()
+	admin, _ := c.dialFirst()
+	api := pb.NewManagementClient(admin)
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		spec, err := spec.ParseGroupSpec([]byte("name: " + name + "\nsize: 0\nroles: [worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: " + t.TempDir() + "}}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.CommitGroup(ctx, &pb.CommitGroupRequest{Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := func(req *pb.SuspendGroupRequest) []string {
+		t.Helper()
+		resp, err := api.SuspendGroup(ctx, req)
+		if err != nil {
+			t.Fatalf("SuspendGroup(%v): %v", req, err)
+		}
+		var names []string
+		for _, v := range resp.Groups {
+			names = append(names, v.Group.Spec.Name)
+		}
+		return names
+	}
+	suspended := func(name string) string {
+		g, err := store.GroupLoad(ctx, c.cli, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Suspended
+	}
+	if got := changed(&pb.SuspendGroupRequest{Name: "a"}); !slices.Equal(got, []string{"a"}) || !strings.HasPrefix(suspended("a"), "suspended by an operator") || suspended("b") != "" {
+		t.Errorf("suspend a: changed %v; a %q, b %q", got, suspended("a"), suspended("b"))
+	}
+	if got := changed(&pb.SuspendGroupRequest{Name: "a"}); len(got) != 0 {
+		t.Errorf("suspend a again changed %v", got)
+	}
+	// A commit keeps the suspension.
+	g, _ := store.GroupLoad(ctx, c.cli, "a")
+	g.Spec.Template.Version = "v2"
+	if _, err := api.CommitGroup(ctx, &pb.CommitGroupRequest{Spec: g.Spec}); err != nil || suspended("a") == "" {
+		t.Errorf("after a commit (%v) group a is suspended %q", err, suspended("a"))
+	}
+	if got := changed(&pb.SuspendGroupRequest{All: true, Resume: true}); !slices.Equal(got, []string{"a"}) || suspended("a") != "" {
+		t.Errorf("resume --all: changed %v; a %q", got, suspended("a"))
+	}
+	evs, err := store.EventList(ctx, c.cli, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, ev := range evs {
+		if strings.HasSuffix(ev.Action, "-group") && ev.Action != "commit-group" {
+			actions = append(actions, ev.Action)
+		}
+	}
+	if !slices.Equal(actions, []string{"suspend-group", "resume-group"}) {
+		t.Errorf("events %v, want one suspend-group and one resume-group", actions)
+	}
+	for _, req := range []*pb.SuspendGroupRequest{{Name: "a", All: true}, {Name: "no-such"}, {}} {
+		if _, err := api.SuspendGroup(ctx, req); err == nil {
+			t.Errorf("SuspendGroup(%v) was not refused", req)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -14,18 +16,18 @@ import (
 // the guards (each refusal says why and what to do, and changes nothing),
 // and acts under muNodes.
 
-func isPrecondition(err error) bool { return errors.Is(err, ErrPrecondition) }
+func isPrecondition(err error) bool { return errors.Is(err, spec.ErrPrecondition) }
 
 // changeNode resolves query in the registry view under muNodes, and hands
 // change a copy of the node to change. It returns the copy.
 func changeNode(st *leaderState, query string, change func(n *pb.Node) error) (*pb.Node, error) {
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	n, err := nodeResolve(st.reg.nodes(), query)
+	n, err := store.NodeResolve(st.reg.Nodes(), query)
 	if err != nil {
 		return nil, err
 	}
-	n = cloneNode(n)
+	n = store.CloneNode(n)
 	return n, change(n)
 }
 
@@ -35,10 +37,10 @@ func (m *managementAPI) view(ctx context.Context, st *leaderState, id string) (*
 	if err != nil {
 		return nil, err
 	}
-	if n := st.reg.node(id); n != nil {
+	if n := st.reg.Node(id); n != nil {
 		return v.nodeView(n), nil
 	}
-	return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 }
 
 // changeAndView changes one node (changeNode) and answers the node as it
@@ -99,14 +101,14 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 			delete(n.Labels, k)
 		}
 		n.Updated = st.timestamp()
-		return nodeSave(ctx, st.leadership, n)
+		return store.NodeSave(ctx, st.Fence, n)
 	})
 }
 
 func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
 	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
 		if n.State != pb.NodeState_NODE_STATE_PENDING {
-			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", ErrExists, n.Id, stateWord(n.State))
+			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", spec.ErrExists, n.Id, spec.StateWord(n.State))
 		}
 		n.State = pb.NodeState_NODE_STATE_UP
 		n.Roles = []pb.Role{pb.Role_ROLE_WORKER}
@@ -114,7 +116,7 @@ func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*
 		// A node that joined with the manager token becomes a consensus
 		// member, as if it had joined now: the approval records that, and
 		// the manager-approvals loop promotes it once it is ready.
-		return nodeApprove(ctx, st.leadership, n, joinedAs(n) == joinManager)
+		return store.NodeApprove(ctx, st.Fence, n, spec.JoinedAs(n) == spec.JoinManager)
 	})
 }
 
@@ -137,17 +139,17 @@ func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node,
 	if err != nil {
 		return err
 	}
-	_, member := ms.memberOf[n.Id]
-	consensusNode := member || hasRole(n, pb.Role_ROLE_CONSENSUS)
+	_, member := ms.MemberOf[n.Id]
+	consensusNode := member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS)
 	if n.Id == st.cfg.NodeID {
-		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", ErrPrecondition, n.Id, n.Id)
+		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
 	if !force {
 		if n.State == pb.NodeState_NODE_STATE_UP && n.Status == pb.NodeStatus_NODE_STATUS_READY {
-			return fmt.Errorf("%w: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", ErrPrecondition, n.Id)
+			return fmt.Errorf("%w: node %s is ready: run `curator agent leave` on it, or stop it first; `--force` removes it anyway", spec.ErrPrecondition, n.Id)
 		}
 		if consensusNode {
-			return fmt.Errorf("%w: node %s holds the consensus role: demote it first (`curator node demote %s`), or pass --force to remove its etcd member too", ErrPrecondition, n.Id, n.Id)
+			return fmt.Errorf("%w: node %s holds the consensus role: demote it first (`curator node demote %s`), or pass --force to remove its etcd member too", spec.ErrPrecondition, n.Id, n.Id)
 		}
 	}
 	if err := st.removeNode(ctx, n); err != nil {
@@ -164,22 +166,22 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		return nil, err
 	}
 	if req.MaxVoters != nil {
-		if err := checkMaxVoters(*req.MaxVoters); err != nil {
+		if err := spec.CheckMaxVoters(*req.MaxVoters); err != nil {
 			return nil, err
 		}
 	}
 	if req.CertTtl != nil {
 		if err := req.CertTtl.CheckValid(); err != nil {
-			return nil, fmt.Errorf("%w: cert TTL: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: cert TTL: %v", spec.ErrInvalid, err)
 		}
-		if err := CheckCertTTL(req.CertTtl.AsDuration()); err != nil {
+		if err := spec.CheckCertTTL(req.CertTtl.AsDuration()); err != nil {
 			return nil, err
 		}
 	}
 	err = func() error {
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()
-		cs, err := clusterLoad(ctx, s.cfg.Etcd)
+		cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 		if err != nil {
 			return err
 		}
@@ -188,8 +190,8 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 			if err != nil {
 				return err
 			}
-			if int(*req.MaxVoters) < len(ms.members) {
-				return fmt.Errorf("%w: there are %d consensus members already: demote some before lowering the limit to %d", ErrPrecondition, len(ms.members), *req.MaxVoters)
+			if int(*req.MaxVoters) < len(ms.Members) {
+				return fmt.Errorf("%w: there are %d consensus members already: demote some before lowering the limit to %d", spec.ErrPrecondition, len(ms.Members), *req.MaxVoters)
 			}
 			cs.MaxVoters = *req.MaxVoters
 		}
@@ -205,7 +207,7 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 			// renew them, at two thirds of their own life.
 			cs.CertTtl = req.CertTtl
 		}
-		return clusterSave(ctx, st.leadership, cs)
+		return store.ClusterSave(ctx, st.Fence, cs)
 	}()
 	if err != nil {
 		return nil, err

@@ -9,7 +9,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // The management API's watches: the operator's live view of the nodes and
@@ -31,6 +34,15 @@ const nodeWatchResync = time.Second
 type sentNode struct {
 	rec *pb.Node
 	ms  pb.ManagerStatus
+	// status is the status shown (shownStatus): a node unknown to a new
+	// leader turns ready with its first heartbeat, which no record change
+	// reports.
+	status pb.NodeStatus
+}
+
+// sent is what a watch remembers of node n once sent.
+func (v *clusterView) sent(n *pb.Node) sentNode {
+	return sentNode{rec: n, ms: v.managerStatus(n), status: v.status(n)}
 }
 
 // maxPendingNodeChanges bounds the changes a WatchNodes stream queues
@@ -68,7 +80,7 @@ func (q *nodeChangeQueue) add(old, new *pb.Node) bool {
 	default:
 		q.changes = append(q.changes, nodeChange{id: new.Id, rec: new})
 	}
-	kick(q.kick)
+	supervisor.Kick(q.kick)
 	// The queue is the stream's wake-up: the registry's own kick is not
 	// needed.
 	return false
@@ -93,7 +105,7 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 	}
 	ctx := stream.Context()
 	q := &nodeChangeQueue{kick: make(chan struct{}, 1)}
-	_, unsubscribe := st.reg.subscribe(q.add)
+	_, unsubscribe := st.reg.Subscribe(q.add)
 	defer unsubscribe()
 	doubt := st.guard.servingDone()
 	resync := time.NewTicker(nodeWatchResync)
@@ -109,9 +121,9 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 		case <-q.kick:
 		case <-resync.C:
 		case <-st.ctx.Done():
-			return ErrNotLeader
+			return spec.ErrNotLeader
 		case <-doubt:
-			return ErrNotLeader
+			return spec.ErrNotLeader
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -125,8 +137,8 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 	changes, overflow := q.take()
 	// The revision and the nodes are read before the members: a record
 	// the registry has since replaced is sent by the next call.
-	rev := st.reg.revision()
-	nodes := st.reg.nodes()
+	rev := st.reg.Revision()
+	nodes := st.reg.Nodes()
 	ms, err := st.observeMembership(stream.Context())
 	if err != nil {
 		return fmt.Errorf("list etcd members: %w", err)
@@ -136,7 +148,7 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 		clear(sent)
 		resp := &pb.WatchNodesResponse{Snapshot: true, Revision: rev}
 		for _, n := range nodes {
-			sent[n.Id] = sentNode{rec: n, ms: v.managerStatus(n)}
+			sent[n.Id] = v.sent(n)
 			resp.Nodes = append(resp.Nodes, v.nodeView(n))
 		}
 		return stream.Send(resp)
@@ -165,18 +177,19 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 			}
 			continue
 		}
-		now := sentNode{rec: c.rec, ms: v.managerStatus(c.rec)}
+		now := v.sent(c.rec)
 		if sent[c.id] != now {
 			sent[c.id] = now
 			resp.Nodes = append(resp.Nodes, v.nodeView(c.rec))
 			inResp[c.id] = true
 		}
 	}
-	// Manager statuses move with etcd's members and the heartbeats, which
-	// no change reports.
+	// Manager statuses move with etcd's members and the heartbeats, and a
+	// node's shown status with this leader's first heartbeat from it,
+	// which no change reports.
 	for _, n := range nodes {
-		if s, ok := sent[n.Id]; ok && !inResp[n.Id] && s.rec == n && s.ms != v.managerStatus(n) {
-			sent[n.Id] = sentNode{rec: n, ms: v.managerStatus(n)}
+		if s, ok := sent[n.Id]; ok && !inResp[n.Id] && s.rec == n && s != v.sent(n) {
+			sent[n.Id] = v.sent(n)
 			resp.Nodes = append(resp.Nodes, v.nodeView(n))
 		}
 	}
@@ -194,7 +207,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
-	if err := CheckManagementRequest(req); err != nil {
+	if err := spec.CheckManagementRequest(req); err != nil {
 		return err
 	}
 	ctx := stream.Context()
@@ -206,7 +219,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		// Read what is kept after `after`, then watch from the revision
 		// read at; a watch that ends (a compaction it fell behind) reads
 		// again from what was sent.
-		events, rev, err := eventsAfter(ctx, m.s.cfg.Etcd, after, backlog)
+		events, rev, err := store.EventsAfter(ctx, m.s.cfg.Etcd, after, backlog)
 		if err != nil {
 			return err
 		}
@@ -232,16 +245,16 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 	ctx := stream.Context()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := eventWatch(wctx, m.s.cfg.Etcd, after+1)
+	wch := store.EventWatch(wctx, m.s.cfg.Etcd, after+1)
 	for {
 		var wr clientv3.WatchResponse
 		var ok bool
 		select {
 		case wr, ok = <-wch:
 		case <-st.ctx.Done():
-			return 0, ErrNotLeader
+			return 0, spec.ErrNotLeader
 		case <-doubt:
-			return 0, ErrNotLeader
+			return 0, spec.ErrNotLeader
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
@@ -253,7 +266,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 		}
 		resp := &pb.WatchEventsResponse{}
 		for _, wev := range wr.Events {
-			ev, err := eventCreated(wev)
+			ev, err := store.EventCreated(wev)
 			if err != nil {
 				return 0, err
 			}

@@ -3,7 +3,6 @@ package curator
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +16,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // nodeAPI is the node agents' API (curator.v1.Curator), served by the
@@ -43,58 +46,58 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	}
 	tok, err := pki.ParseToken(req.Token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 	if err := tok.VerifyCA(st.pki.CA.Cert); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDenied, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrDenied, err)
 	}
-	cs, err := clusterLoad(ctx, s.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	role, ok := tokenRole(cs, tok.Secret)
+	role, ok := spec.TokenRole(cs, tok.Secret)
 	if !ok {
-		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", ErrDenied)
+		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied)
 	}
-	pub, err := parsePublicKey(req.PublicKey)
+	pub, err := spec.ParsePublicKey(req.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: public key: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: public key: %v", spec.ErrInvalid, err)
 	}
 	id, err := pki.NodeID(pub)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	ip, port, err := SplitAddress(req.Address)
+	ip, port, err := spec.SplitAddress(req.Address)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 	name := req.Name
 	if name == "" {
 		name = id[:12]
-	} else if err := ValidateNodeName(name); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	} else if err := spec.ValidateNodeName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 	availability := req.Availability
 	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
 		availability = pb.Availability_AVAILABILITY_ACTIVE
 	}
 	if _, ok := pb.Availability_name[int32(availability)]; !ok {
-		return nil, fmt.Errorf("%w: unknown availability %d", ErrInvalid, availability)
+		return nil, fmt.Errorf("%w: unknown availability %d", spec.ErrInvalid, availability)
 	}
-	if err := ValidateMachine(req.Group, req.InstanceId, req.ConfigSha, req.Labels); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := spec.ValidateMachine(req.Group, req.InstanceId, req.ConfigSha, req.Labels); err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
 
 	// The certificate depends on the key and address alone: sign it
 	// outside the lock, which every join takes in turn.
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: certTTL(cs)})
+	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue node certificate: %w", err)
 	}
 	response := func() (*pb.RegisterResponse, error) {
 		return &pb.RegisterResponse{
 			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert),
-			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.managerList()),
+			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.ManagerList()),
 		}, nil
 	}
 
@@ -122,13 +125,23 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		node.Labels = map[string]string{}
 	}
 	lg := s.logger(ctx)
-	if cs.RequireApproval {
+	requireApproval := cs.RequireApproval
+	vouched := ""
+	if requireApproval && req.Group != "" && req.InstanceId != "" {
+		// A machine of a group: the leader made it, and vouches for it
+		// when the group's provider lists its instance with the
+		// cluster's and the group's labels.
+		if vouched = groupMade(ctx, st, cs, req.Group, req.InstanceId); vouched != "" {
+			requireApproval = false
+		}
+	}
+	if requireApproval {
 		// Pending: no role and no etcd access until an operator approves.
 		node.State = pb.NodeState_NODE_STATE_PENDING
 		node.Roles = nil
 	}
 	var again bool
-	if role == joinManager && !cs.RequireApproval {
+	if role == spec.JoinManager && !requireApproval {
 		again, err = a.registerManager(ctx, st, cs, node, pub, ip, port)
 	} else {
 		again, err = st.joins.submit(ctx, st, node)
@@ -136,34 +149,71 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if err != nil {
 		return nil, err
 	}
+	if !again && vouched != "" {
+		st.recordNodeEvent(ctx, id, "approve-group-machine", fmt.Sprintf("node %s (%s) joins without waiting for approval (require-approval is on): %s", id, name, vouched))
+	} else if !again && requireApproval {
+		st.recordNodeEvent(ctx, id, "pending-approval", fmt.Sprintf("node %s (%s) joined and waits for an operator's approval (require-approval is on; not a machine a group made): `curator node approve %s`", id, name, id))
+	}
 	if !again {
 		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.Stringer("token", role))
 	}
 	return response()
 }
 
+// groupMade says why the leader vouches for instance of group (a
+// machine its group's provider lists with the cluster's and the group's
+// labels, so the leader made it), or "" when it does not.
+func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group, instance string) string {
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, group)
+	if err != nil || g == nil {
+		return ""
+	}
+	p, err := st.providers.get(g, st.cfg.Logger)
+	if err != nil {
+		return ""
+	}
+	machines, err := p.List(ctx, map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: group})
+	if err != nil {
+		return ""
+	}
+	for _, m := range machines {
+		if m.ID == instance {
+			return fmt.Sprintf("group %s made its machine %s (its provider lists it with this cluster's labels), so the leader vouches for it", group, instance)
+		}
+	}
+	return ""
+}
+
+// recordNodeEvent records an event about node id, from the node API.
+func (st *leaderState) recordNodeEvent(ctx context.Context, id, action, reason string) {
+	ev := &pb.Event{Time: st.timestamp(), Loop: "joins", NodeId: id, Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
+	if err := store.EventRecord(ctx, st.Fence, ev); err != nil {
+		st.cfg.Logger.Warn("could not record event", zap.Error(err))
+	}
+}
+
 // checkJoin checks node, about to join, against the registry: again is
 // true for a retry of a registration that went through (same key, same
 // node: its certificate is handed out again). Call with muNodes.
 func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
-	if n := st.reg.node(node.Id); n != nil {
+	if n := st.reg.Node(node.Id); n != nil {
 		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", ErrDenied, node.Id)
+			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", spec.ErrDenied, node.Id)
 		}
 		return true, nil
 	}
 	// Commands take a name wherever they take an ID: one must never read
 	// as the other.
 	if node.Name == node.Id {
-		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", ErrInvalid, QuoteShort(node.Name))
+		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name))
 	}
-	if n := st.reg.node(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", ErrInvalid, QuoteShort(node.Name), n.Id)
+	if n := st.reg.Node(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name), n.Id)
 	}
-	if n := st.reg.nodeNamed(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, node.Name, n.Id)
+	if n := st.reg.NodeNamed(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", spec.ErrExists, node.Name, n.Id)
 	}
-	if n := st.reg.nodeAt(node.Address); n != nil {
+	if n := st.reg.NodeAt(node.Address); n != nil {
 		if node.InstanceId != "" {
 			// A provider's machine: its provider gave it the address
 			// because none of its machines holds it, so the record is a
@@ -171,9 +221,9 @@ func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
 			// Refusing for good would have the group make machine after
 			// machine at that address until the record goes.
 			return false, fmt.Errorf("%w: the address %s is still named by node %s (%s), whose machine no longer has it: waiting for that record to go (its group removes it once the node is down; a node joined by hand: `curator node rm %s`)",
-				ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
+				spec.ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
 		}
-		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", ErrExists, node.Address, n.Id, n.Name)
+		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", spec.ErrExists, node.Address, n.Id, n.Name)
 	}
 	return false, nil
 }
@@ -196,14 +246,14 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	if uint32(len(members)) >= cs.MaxVoters {
 		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
 	} else {
-		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port, certTTL(cs))
+		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port, spec.CertTTL(cs))
 		if err != nil {
 			return false, err
 		}
 		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
 		node.Consensus = join
 	}
-	return false, nodeCreate(ctx, st.leadership, node)
+	return false, store.NodeCreate(ctx, st.Fence, node)
 }
 
 // Heartbeat records each message from the node in the leader's memory. The
@@ -236,8 +286,8 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 				return
 			}
 			st.hb.beat(id, s.cfg.Now())
-			if n := st.reg.node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
-				kick(st.kickHealth)
+			if n := st.reg.Node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+				supervisor.Kick(st.kickHealth)
 			}
 			if err := answer(req.Seq); err != nil {
 				errc <- err
@@ -247,11 +297,11 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 	}()
 	select {
 	case <-dropped:
-		return fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+		return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
 	case <-st.ctx.Done():
-		return ErrNotLeader
+		return spec.ErrNotLeader
 	case <-doubt:
-		return ErrNotLeader
+		return spec.ErrNotLeader
 	case err := <-errc:
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -272,12 +322,12 @@ func (a *nodeAPI) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingS
 	// A removed node's watch ends at once, whatever the watch was doing.
 	dropped, release := st.streams.open(id)
 	defer release()
-	removed := fmt.Errorf("%w: node %s was removed from the cluster", ErrDenied, id)
+	removed := fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
 	doubt := st.guard.servingDone()
 	var lastNode *pb.Node
 	var lastManagers []string
 	for {
-		n, mgrs, nodeChanged, managersChanged := st.reg.watchNode(id)
+		n, mgrs, nodeChanged, managersChanged := st.reg.WatchNode(id)
 		if n == nil {
 			return removed
 		}
@@ -293,9 +343,9 @@ func (a *nodeAPI) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingS
 		case <-dropped:
 			return removed
 		case <-st.ctx.Done():
-			return ErrNotLeader
+			return spec.ErrNotLeader
 		case <-doubt:
-			return ErrNotLeader
+			return spec.ErrNotLeader
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		}
@@ -305,21 +355,13 @@ func (a *nodeAPI) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingS
 // GetManagers lists the managers and the leader.
 func (a *nodeAPI) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
 	if st := a.s.currentLeader(); st != nil {
-		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.managerList()), Leader: a.s.cfg.NodeID}, nil
+		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.ManagerList()), Leader: a.s.cfg.NodeID}, nil
 	}
-	nodes, err := nodeList(ctx, a.s.cfg.Etcd)
+	nodes, err := store.NodeList(ctx, a.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	return &pb.GetManagersResponse{Managers: managers(slices.Values(nodes)), Leader: a.s.cfg.NodeID}, nil
-}
-
-func parsePublicKey(der []byte) (any, error) {
-	pub, err := x509.ParsePKIXPublicKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("public key: %w", err)
-	}
-	return pub, nil
+	return &pb.GetManagersResponse{Managers: store.Managers(slices.Values(nodes)), Leader: a.s.cfg.NodeID}, nil
 }
 
 // leaveOutcome says how far a Leave got; its String is the response's
@@ -348,23 +390,21 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 	if err != nil {
 		return nil, err
 	}
-	id := identityFrom(ctx).nodeID
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	shared := st.reg.node(id)
-	if shared == nil {
-		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	id, shared, unlock, err := st.lockCaller(ctx)
+	if err != nil {
+		return nil, err
 	}
-	n := cloneNode(shared)
+	defer unlock()
+	n := store.CloneNode(shared)
 	ms, err := st.observeMembership(ctx)
 	if err != nil {
 		return nil, err
 	}
-	mem, member := ms.memberOf[id]
-	if member || hasRole(n, pb.Role_ROLE_CONSENSUS) {
-		if member && !mem.IsLearner && ms.quorumAfter(mem.ID, 0).voters == 0 {
+	mem, member := ms.MemberOf[id]
+	if member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+		if member && !mem.IsLearner && ms.QuorumAfter(mem.ID, 0).Voters == 0 {
 			if !req.Force {
-				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", ErrPrecondition, id, st.reg.count())
+				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", spec.ErrPrecondition, id, st.reg.Count())
 			}
 			// The last manager leaves with --force: the cluster goes with
 			// it. Nothing to hand over; the node wipes itself.

@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -32,23 +34,23 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		return nil, err
 	}
 	id := identityFrom(ctx).nodeID
-	cs, err := clusterLoad(ctx, s.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	ttl := certTTL(cs)
+	ttl := spec.CertTTL(cs)
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
-	shared := st.reg.node(id)
+	shared := st.reg.Node(id)
 	if shared == nil || shared.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-		return nil, fmt.Errorf("%w: node %s was removed from this cluster and cannot renew its certificate: to join again, stop its agent, wipe its data dir and run `curator agent join`", ErrDenied, id)
+		return nil, fmt.Errorf("%w: node %s was removed from this cluster and cannot renew its certificate: to join again, stop its agent, wipe its data dir and run `curator agent join`", spec.ErrDenied, id)
 	}
-	n := cloneNode(shared)
-	pub, err := parsePublicKey(n.PublicKey)
+	n := store.CloneNode(shared)
+	pub, err := spec.ParsePublicKey(n.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, err)
 	}
-	ip, _, err := SplitAddress(n.Address)
+	ip, _, err := spec.SplitAddress(n.Address)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, err)
 	}
@@ -57,7 +59,7 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		return nil, fmt.Errorf("renew node certificate of %s: %w", id, err)
 	}
 	resp := &pb.RenewCertificateResponse{NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert)}
-	if hasRole(n, pb.Role_ROLE_CONSENSUS) && n.Consensus != nil && len(n.Consensus.EtcdCert) > 0 {
+	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) && n.Consensus != nil && len(n.Consensus.EtcdCert) > 0 {
 		etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
 		if err != nil {
 			return nil, fmt.Errorf("renew etcd certificate of %s: %w", id, err)
@@ -69,7 +71,7 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		resp.EtcdCert = n.Consensus.EtcdCert
 	}
 	n.CertExpires = timestamppb.New(cert.NotAfter)
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).Info("renewed certificates", zap.String("node", id), zap.Time("expires", cert.NotAfter), zap.Bool("etcd", len(resp.EtcdCert) > 0))

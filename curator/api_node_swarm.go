@@ -10,6 +10,8 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -35,28 +37,26 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 		return a.reportSwarmLeft(ctx, st)
 	}
 	if !swarmNodeIDPattern.MatchString(req.SwarmNodeId) {
-		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", ErrInvalid, QuoteShort(req.SwarmNodeId))
+		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", spec.ErrInvalid, spec.QuoteShort(req.SwarmNodeId))
 	}
-	id := identityFrom(ctx).nodeID
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	shared := st.reg.node(id)
-	if shared == nil {
-		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	id, shared, unlock, err := st.lockCaller(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	if shared.SwarmNodeId == req.SwarmNodeId {
 		return &pb.ReportSwarmNodeResponse{}, nil
 	}
-	for _, o := range st.reg.nodes() {
+	for _, o := range st.reg.Nodes() {
 		if o.Id != id && o.SwarmNodeId == req.SwarmNodeId {
-			return nil, fmt.Errorf("%w: Swarm node %s is node %s's: two nodes cannot share a Docker engine; give each node its own with --docker-socket", ErrExists, req.SwarmNodeId, o.Id)
+			return nil, fmt.Errorf("%w: Swarm node %s is node %s's: two nodes cannot share a Docker engine; give each node its own with --docker-socket", spec.ErrExists, req.SwarmNodeId, o.Id)
 		}
 	}
-	n := cloneNode(shared)
+	n := store.CloneNode(shared)
 	n.SwarmNodeId = req.SwarmNodeId
 	n.SwarmJoinRequested = false
 	n.Updated = st.timestamp()
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node reported", zap.String("node", id), zap.String("swarm_node", req.SwarmNodeId), zap.String("was", shared.SwarmNodeId))
@@ -67,23 +67,21 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 // record asked; its Swarm node ID is cleared, which tells the group loop
 // its machine may go (leaveSwarmFirst).
 func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.ReportSwarmNodeResponse, error) {
-	id := identityFrom(ctx).nodeID
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	shared := st.reg.node(id)
-	if shared == nil {
-		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	id, shared, unlock, err := st.lockCaller(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	if shared.SwarmLeaveRequested == nil {
-		return nil, fmt.Errorf("%w: node %s's record does not ask it to leave the Swarm: join its engine again (`docker swarm join`), or let the leader ask it to", ErrPrecondition, id)
+		return nil, fmt.Errorf("%w: node %s's record does not ask it to leave the Swarm: join its engine again (`docker swarm join`), or let the leader ask it to", spec.ErrPrecondition, id)
 	}
 	if shared.SwarmNodeId == "" {
 		return &pb.ReportSwarmNodeResponse{}, nil
 	}
-	n := cloneNode(shared)
+	n := store.CloneNode(shared)
 	n.SwarmNodeId = ""
 	n.Updated = st.timestamp()
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node left", zap.String("node", id), zap.String("was", shared.SwarmNodeId))
@@ -99,16 +97,16 @@ func (a *nodeAPI) SwarmJoin(ctx context.Context, _ *pb.SwarmJoinRequest) (*pb.Sw
 		return nil, err
 	}
 	id := identityFrom(ctx).nodeID
-	n := st.reg.node(id)
+	n := st.reg.Node(id)
 	if n == nil {
-		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
 	if !n.SwarmJoinRequested {
-		return nil, fmt.Errorf("%w: node %s has no Swarm join request: the leader asks a node to join when it is not in the Swarm", ErrPrecondition, id)
+		return nil, fmt.Errorf("%w: node %s has no Swarm join request: the leader asks a node to join when it is not in the Swarm", spec.ErrPrecondition, id)
 	}
 	if on, err := st.swarmOn(ctx); err != nil || !on {
 		if err == nil {
-			err = fmt.Errorf("%w: the cluster's Swarm flavor is off (turn it on with `curator cluster update --swarm`)", ErrPrecondition)
+			err = fmt.Errorf("%w: the cluster's Swarm flavor is off (turn it on with `curator cluster update --swarm`)", spec.ErrPrecondition)
 		}
 		return nil, err
 	}
@@ -136,7 +134,7 @@ func (a *nodeAPI) SwarmJoin(ctx context.Context, _ *pb.SwarmJoinRequest) (*pb.Sw
 		}
 	}
 	if len(resp.ManagerAddrs) == 0 {
-		return nil, fmt.Errorf("%w: the Swarm has no reachable manager to join through: wait until it has", ErrPrecondition)
+		return nil, fmt.Errorf("%w: the Swarm has no reachable manager to join through: wait until it has", spec.ErrPrecondition)
 	}
 	return resp, nil
 }

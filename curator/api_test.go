@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -149,7 +151,7 @@ func TestAuthorization(t *testing.T) {
 		}
 		// Deleted behind the leader's back, straight in etcd: the leader
 		// learns it from its registry watch, within moments.
-		if _, err := c.cli.Delete(callCtx(t), nodeKey(gone.id)); err != nil {
+		if _, err := c.cli.Delete(callCtx(t), store.Keys.Node(gone.id)); err != nil {
 			t.Fatal(err)
 		}
 		var err error
@@ -205,7 +207,7 @@ func etcdWorks(t *testing.T, c *testCluster, cert *tls.Certificate) bool {
 	// its deadline. A second is ample for a Get that works.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = cli.Get(ctx, clusterKey)
+	_, err = cli.Get(ctx, store.Keys.Cluster())
 	return err == nil
 }
 
@@ -274,7 +276,7 @@ func TestRegister(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ip, port, _ := SplitAddress(m.address)
+		ip, port, _ := spec.SplitAddress(m.address)
 		var learner *consensus.Member
 		for i := range members {
 			if members[i].ID == n.Consensus.MemberId {
@@ -312,7 +314,7 @@ func TestRegister(t *testing.T) {
 	}
 
 	t.Run("same key again is idempotent", func(t *testing.T) {
-		before, err := nodeList(callCtx(t), c.cli)
+		before, err := store.NodeList(callCtx(t), c.cli)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +325,7 @@ func TestRegister(t *testing.T) {
 		if resp.NodeId != worker.id {
 			t.Errorf("node ID %s, want %s", resp.NodeId, worker.id)
 		}
-		after, err := nodeList(callCtx(t), c.cli)
+		after, err := store.NodeList(callCtx(t), c.cli)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +353,7 @@ func TestRegister(t *testing.T) {
 	t.Run("address still named, for a provider's machine", func(t *testing.T) {
 		// A group's machine at the address of a machine gone a moment
 		// ago waits for the stale record to go instead of giving up.
-		before, err := nodeList(callCtx(t), c.cli)
+		before, err := store.NodeList(callCtx(t), c.cli)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,13 +375,13 @@ func TestRegister(t *testing.T) {
 				reasons = append(reasons, info.Reason)
 			}
 		}
-		if diff := cmp.Diff([]string{AddressHeldReason}, reasons); diff != "" {
+		if diff := cmp.Diff([]string{spec.AddressHeldReason}, reasons); diff != "" {
 			t.Errorf("error details (-want +got):\n%s", diff)
 		}
 		if msg := status.Convert(err).Message(); !strings.Contains(msg, worker.id) {
 			t.Errorf("message %q does not name node %s", msg, worker.id)
 		}
-		after, err := nodeList(callCtx(t), c.cli)
+		after, err := store.NodeList(callCtx(t), c.cli)
 		if err != nil {
 			t.Fatal(err)
 		}

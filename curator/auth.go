@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -44,6 +46,12 @@ type identity struct {
 	// certificate.
 	role   string
 	nodeID string
+	// For an admin certificate: its operator role (pki.OperatorRoles),
+	// its name (common name) and serial (lowercase hex).
+	opRole, name, serial string
+	// peer is the caller's address: the original caller's for a
+	// forwarded call.
+	peer string
 }
 
 func (id identity) String() string {
@@ -52,8 +60,21 @@ func (id identity) String() string {
 		return "anonymous"
 	case pki.RoleNode:
 		return "node:" + id.nodeID
+	case pki.RoleAdmin:
+		return id.name + " (" + id.opRole + ")"
 	}
 	return id.role
+}
+
+// forwarded is the identity as a follower forwards it (forwardedForKey):
+// "node:ID", "anonymous", or "admin:ROLE:SERIAL:NAME" (the name last, so
+// that any name survives). A leader reads a bare "admin", from a follower
+// of before operator roles, as the full admin it then was.
+func (id identity) forwarded() string {
+	if id.role == pki.RoleAdmin {
+		return strings.Join([]string{pki.RoleAdmin, id.opRole, id.serial, id.name}, ":")
+	}
+	return id.String()
 }
 
 func parseIdentity(s string) (identity, error) {
@@ -61,19 +82,31 @@ func parseIdentity(s string) (identity, error) {
 	case s == "anonymous":
 		return identity{}, nil
 	case s == pki.RoleAdmin:
-		return identity{role: pki.RoleAdmin}, nil
+		return identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: DefaultAdminName}, nil
+	case strings.HasPrefix(s, pki.RoleAdmin+":"):
+		parts := strings.SplitN(s, ":", 4)
+		if len(parts) != 4 || parts[3] == "" {
+			break
+		}
+		if _, err := pki.ParseOperatorRole(parts[1]); err != nil {
+			return identity{}, fmt.Errorf("%w: bad forwarded identity: %v", spec.ErrDenied, err)
+		}
+		return identity{role: pki.RoleAdmin, opRole: parts[1], serial: parts[2], name: parts[3]}, nil
 	case strings.HasPrefix(s, "node:") && len(s) > len("node:"):
 		return identity{role: pki.RoleNode, nodeID: strings.TrimPrefix(s, "node:")}, nil
 	}
-	return identity{}, fmt.Errorf("%w: bad forwarded identity %q", ErrDenied, s)
+	return identity{}, fmt.Errorf("%w: bad forwarded identity %s", spec.ErrDenied, spec.QuoteShort(s))
 }
 
 // managementPrefix starts the full name of every management method.
 const managementPrefix = "/curator.v1.Management/"
 
 // forwardedForKey carries the original caller's identity when a follower
-// forwards a call to the leader.
-const forwardedForKey = "x-curator-forwarded-for"
+// forwards a call to the leader, and forwardedFromKey its address.
+const (
+	forwardedForKey  = "x-curator-forwarded-for"
+	forwardedFromKey = "x-curator-forwarded-from"
+)
 
 type identityKey struct{}
 
@@ -96,37 +129,47 @@ func (s *Service) logger(ctx context.Context) *zap.Logger {
 func peerIdentity(ctx context.Context) (identity, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return identity{}, fmt.Errorf("%w: no peer", ErrDenied)
+		return identity{}, fmt.Errorf("%w: no peer", spec.ErrDenied)
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return identity{}, fmt.Errorf("%w: not a TLS connection", ErrDenied)
+		return identity{}, fmt.Errorf("%w: not a TLS connection", spec.ErrDenied)
 	}
 	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		// No certificate, or one the TLS client left out because it is
 		// not from this cluster's CA.
 		return identity{}, nil
 	}
-	nodeID, role, err := pki.Identity(info.State.VerifiedChains[0][0])
+	cert := info.State.VerifiedChains[0][0]
+	nodeID, role, err := pki.Identity(cert)
 	if err != nil {
-		return identity{}, fmt.Errorf("%w: %v", ErrDenied, err)
+		return identity{}, fmt.Errorf("%w: %v", spec.ErrDenied, err)
 	}
 	switch role {
 	case pki.RoleAdmin:
-		return identity{role: pki.RoleAdmin}, nil
+		opRole, err := pki.OperatorRole(cert)
+		if err != nil {
+			return identity{}, fmt.Errorf("%w: %v", spec.ErrDenied, err)
+		}
+		return identity{role: pki.RoleAdmin, opRole: opRole, name: nodeID, serial: cert.SerialNumber.Text(16)}, nil
 	case pki.RoleNode:
 		return identity{role: pki.RoleNode, nodeID: nodeID}, nil
 	}
-	return identity{}, fmt.Errorf("%w: a %q certificate cannot call the curator", ErrDenied, role)
+	return identity{}, fmt.Errorf("%w: a %q certificate cannot call the curator", spec.ErrDenied, role)
 }
 
 // authenticate works out who is calling: the peer itself, or, when the peer
 // is a consensus member forwarding a call, the identity it forwards for.
 func (s *Service) authenticate(ctx context.Context) (identity, error) {
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
 	id, err := peerIdentity(ctx)
 	if err != nil {
-		return identity{}, err
+		return identity{peer: addr}, err
 	}
+	id.peer = addr
 	md, _ := metadata.FromIncomingContext(ctx)
 	fwd := md.Get(forwardedForKey)
 	if len(fwd) == 0 {
@@ -134,16 +177,24 @@ func (s *Service) authenticate(ctx context.Context) (identity, error) {
 	}
 	// Only a curator forwards calls, and only consensus members run one.
 	if id.role != pki.RoleNode {
-		return identity{}, fmt.Errorf("%w: only a manager may forward calls", ErrDenied)
+		return identity{}, fmt.Errorf("%w: only a manager may forward calls", spec.ErrDenied)
 	}
 	n, err := s.lookupNode(ctx, id.nodeID)
-	if err != nil || !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if err != nil || !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		// A manager demoted a moment ago may still forward, until its
 		// agent stops its curator: the caller is to ask another manager
 		// (Unavailable), not to give up.
-		return identity{}, fmt.Errorf("%w: node %s is not a manager (any more) and may not forward calls: ask another manager", ErrNotManager, id.nodeID)
+		return identity{}, fmt.Errorf("%w: node %s is not a manager (any more) and may not forward calls: ask another manager", spec.ErrNotManager, id.nodeID)
 	}
-	return parseIdentity(fwd[0])
+	orig, err := parseIdentity(fwd[0])
+	if err != nil {
+		return identity{}, err
+	}
+	orig.peer = addr + " (forwarded)"
+	if from := md.Get(forwardedFromKey); len(from) > 0 {
+		orig.peer = from[0][:min(len(from[0]), 100)]
+	}
+	return orig, nil
 }
 
 // authorize checks that id may call method.
@@ -151,19 +202,27 @@ func authorize(id identity, method string) error {
 	switch {
 	case strings.HasPrefix(method, managementPrefix):
 		if id.role != pki.RoleAdmin {
-			return fmt.Errorf("%w: the management API needs this cluster's admin certificate (%s may not call %s; a certificate from another cluster's CA is not even sent)", ErrDenied, id, method)
+			return fmt.Errorf("%w: the management API needs this cluster's admin certificate (%s may not call %s; a certificate from another cluster's CA is not even sent)", spec.ErrDenied, id, method)
+		}
+		call := strings.TrimPrefix(method, managementPrefix)
+		need := spec.ManagementRole(call)
+		if need == "" {
+			return fmt.Errorf("%w: %s has no operator role in the role table", spec.ErrDenied, call)
+		}
+		if !pki.OperatorRoleAllows(id.opRole, need) {
+			return fmt.Errorf("%w: %s needs the %s role; the certificate %q holds %s", spec.ErrDenied, call, need, id.name, id.opRole)
 		}
 	case localMethod(method):
 		if id.role != pki.RoleAdmin && id.role != pki.RoleNode {
-			return fmt.Errorf("%w: %s needs a certificate of this cluster (%s may not call it)", ErrDenied, method, id)
+			return fmt.Errorf("%w: %s needs a certificate of this cluster (%s may not call it)", spec.ErrDenied, method, id)
 		}
 	case method == "/curator.v1.Curator/Register":
 	case strings.HasPrefix(method, "/curator.v1.Curator/"):
 		if id.role != pki.RoleNode {
-			return fmt.Errorf("%w: %s needs a node certificate (%s may not call it)", ErrDenied, method, id)
+			return fmt.Errorf("%w: %s needs a node certificate (%s may not call it)", spec.ErrDenied, method, id)
 		}
 	default:
-		return fmt.Errorf("%w: unknown method %s", ErrDenied, method)
+		return fmt.Errorf("%w: unknown method %s", spec.ErrDenied, method)
 	}
 	return nil
 }
@@ -172,12 +231,12 @@ func authorize(id identity, method string) error {
 // lead, from etcd otherwise.
 func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
 	if st := s.currentLeader(); st != nil {
-		if n := st.reg.node(id); n != nil {
+		if n := st.reg.Node(id); n != nil {
 			return n, nil
 		}
-		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
-	return nodeLoad(ctx, s.cfg.Etcd, id)
+	return store.NodeLoad(ctx, s.cfg.Etcd, id)
 }
 
 // checkNodeMember refuses a node that is no longer in the registry. Only the
@@ -188,34 +247,36 @@ func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
 	}
 	n, err := s.lookupNode(ctx, id.nodeID)
 	if err != nil {
-		return fmt.Errorf("%w: node %s is not a member of this cluster (was it removed?)", ErrDenied, id.nodeID)
+		return fmt.Errorf("%w: node %s is not a member of this cluster (was it removed?)", spec.ErrDenied, id.nodeID)
 	}
 	if n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-		return fmt.Errorf("%w: node %s has been decommissioned", ErrDenied, id.nodeID)
+		return fmt.Errorf("%w: node %s has been decommissioned", spec.ErrDenied, id.nodeID)
 	}
 	if n.Refused != "" {
-		return fmt.Errorf("%w: %s", ErrDenied, n.Refused)
+		return fmt.Errorf("%w: %s", spec.ErrDenied, n.Refused)
 	}
 	return nil
 }
 
 // unaryInterceptor authenticates and authorizes every call, then serves it
-// here if we lead or forwards it to the leader if we do not.
+// here if we lead or forwards it to the leader if we do not. A management
+// call is recorded in the audit trail (audit.go) by the manager that
+// answers it: the leader, or a follower that refused it before forwarding.
 func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	id, err := s.authenticate(ctx)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if err := authorize(id, info.FullMethod); err != nil {
-		return nil, toStatus(err)
-	}
-	if strings.HasPrefix(info.FullMethod, managementPrefix) {
+	mgmt := strings.HasPrefix(info.FullMethod, managementPrefix)
+	id, err := s.admit(ctx, info.FullMethod)
+	if err == nil && mgmt {
 		// Refused here, on whichever manager was called, and again on
-		// the leader (api_management_check.go).
+		// the leader (curator/spec/request.go).
 		m, _ := req.(proto.Message)
-		if err := CheckManagementRequest(m); err != nil {
-			return nil, toStatus(err)
+		err = spec.CheckManagementRequest(m)
+	}
+	if err != nil {
+		err = toStatus(err)
+		if mgmt {
+			s.audit(ctx, id, info.FullMethod, req, err)
 		}
+		return nil, err
 	}
 	ctx = withIdentity(ctx, id)
 	if localMethod(info.FullMethod) {
@@ -225,37 +286,97 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return nil, toStatus(err)
 		}
+		// The node a call is on, looked up before it runs: a node
+		// removed by the call is gone after.
+		var on string
+		if mgmt {
+			on = l.auditNode(req)
+		}
 		resp, err := handler(ctx, req)
-		return resp, toStatus(err)
+		err = toStatus(err)
+		if mgmt {
+			s.auditOn(ctx, id, info.FullMethod, req, on, err)
+		}
+		return resp, err
 	}
 	return s.forwardUnary(ctx, id, info.FullMethod, req)
+}
+
+// admit authenticates and authorizes a call: who is calling (as far as is
+// known when it is refused) and whether they may.
+func (s *Service) admit(ctx context.Context, method string) (identity, error) {
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		return id, err
+	}
+	if err := authorize(id, method); err != nil {
+		return id, err
+	}
+	if id.role == pki.RoleAdmin && id.serial != "" {
+		revoked, err := store.AdminCertRevoked(ctx, s.cfg.Etcd, id.serial)
+		if err != nil && !revoked {
+			return id, err
+		}
+		if revoked {
+			return id, fmt.Errorf("%w: the admin certificate %q (serial %s) was revoked", spec.ErrDenied, id.name, id.serial)
+		}
+	}
+	return id, nil
 }
 
 type wrappedStream struct {
 	grpc.ServerStream
 	ctx context.Context
+	// first is the stream's request, kept for the audit trail.
+	first any
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
 
+func (w *wrappedStream) RecvMsg(m any) error {
+	err := w.ServerStream.RecvMsg(m)
+	if err == nil && w.first == nil {
+		w.first = m
+	}
+	return err
+}
+
 func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	id, err := s.authenticate(ctx)
+	mgmt := strings.HasPrefix(info.FullMethod, managementPrefix)
+	id, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
-		return toStatus(err)
-	}
-	if err := authorize(id, info.FullMethod); err != nil {
-		return toStatus(err)
+		err = toStatus(err)
+		if mgmt {
+			s.audit(ctx, id, info.FullMethod, nil, err)
+		}
+		return err
 	}
 	ctx = withIdentity(ctx, id)
 	if localMethod(info.FullMethod) {
 		return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
 	}
+	if info.FullMethod == pb.Curator_Heartbeat_FullMethodName {
+		// A session set-up: admitted at the manager's rate, or told
+		// when to come back (admission.go).
+		if err := s.sessions.admit(s.cfg.Now()); err != nil {
+			s.metrics.SessionsRefused.Inc()
+			return toStatus(err)
+		}
+	}
 	if l := s.currentLeader(); l != nil {
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return toStatus(err)
 		}
-		return toStatus(handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx}))
+		ws := &wrappedStream{ServerStream: ss, ctx: ctx}
+		err := toStatus(handler(srv, ws))
+		if mgmt {
+			s.audit(ctx, id, info.FullMethod, ws.first, err)
+		}
+		return err
+	}
+	if sessionMethod(info.FullMethod) {
+		return s.forwardSession(ctx, id, srv, info, ss, handler)
 	}
 	return s.forwardStream(ctx, id, info, ss)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -94,7 +95,7 @@ func BenchmarkSyncConverge(b *testing.B) {
 		members := make([]uint64, len(modes))
 		planted := make([]time.Time, len(modes))
 		for i, m := range modes {
-			ip, port, _ := SplitAddress(m.worker.address)
+			ip, port, _ := spec.SplitAddress(m.worker.address)
 			_, id, err := consensus.AddLearner(ctx, m.c.cli, m.worker.id, consensus.PeerURL(ip.String(), port))
 			if err != nil {
 				b.Fatal(err)

@@ -5,13 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 )
 
@@ -92,6 +91,12 @@ type Config struct {
 	// not wait for that.
 	SwarmInterval time.Duration
 	SwarmTimeout  time.Duration
+	// SessionRate is how many session set-ups (new Heartbeat streams) a
+	// manager admits per second, SessionBurst how many at once above
+	// that; the others are refused with a time to come back (see
+	// admission.go). 0 means the default.
+	SessionRate  float64
+	SessionBurst int
 	// Version is the binary's version, reported by cluster info.
 	Version string
 	// Now is the clock; nil means time.Now.
@@ -108,7 +113,6 @@ const (
 	DefaultElectionTTL          = 3 * time.Second
 	DefaultHeartbeatInterval    = time.Second
 	DefaultDownAfter            = 5 * time.Second
-	DefaultMaxVoters            = 7
 	DefaultSyncInterval         = 250 * time.Millisecond
 	DefaultMinActionGap         = 50 * time.Millisecond
 	DefaultLearnerDownLimit     = time.Minute
@@ -122,6 +126,8 @@ const (
 	DefaultReapAfter            = time.Hour
 	DefaultSwarmInterval        = 2 * time.Second
 	DefaultSwarmTimeout         = 1500 * time.Millisecond
+	DefaultSessionRate          = 1000.0
+	DefaultSessionBurst         = 100
 )
 
 func (c Config) withDefaults() Config {
@@ -150,6 +156,12 @@ func (c Config) withDefaults() Config {
 			*d.field = d.def
 		}
 	}
+	if c.SessionRate == 0 {
+		c.SessionRate = DefaultSessionRate
+	}
+	if c.SessionBurst == 0 {
+		c.SessionBurst = DefaultSessionBurst
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -159,13 +171,35 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Timers are the curator's timings an operator sets, as the agent's flags
+// of the same names.
+type Timers struct {
+	ElectionTTL, HeartbeatInterval, DownAfter, ReapAfter time.Duration
+}
+
+// Check says what is wrong with t, naming each timing by its flag: the
+// one set of rules for the agent's flags and the curator's Config.
+func (t Timers) Check() error {
+	var errs []error
+	if t.ElectionTTL < time.Second || t.ElectionTTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--election-ttl %s: must be a whole number of seconds, at least 1s (etcd leases count in seconds)", t.ElectionTTL))
+	}
+	if t.HeartbeatInterval <= 0 || t.DownAfter <= t.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--down-after (%s) must be longer than --heartbeat-interval (%s)", t.DownAfter, t.HeartbeatInterval))
+	}
+	if t.ReapAfter <= t.DownAfter {
+		errs = append(errs, fmt.Errorf("--reap-after (%s) must be longer than --down-after (%s): a node is reaped only once it is down", t.ReapAfter, t.DownAfter))
+	}
+	return errors.Join(errs...)
+}
+
 // Validate says what is wrong with c, if anything.
 func (c Config) Validate() error {
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("node ID is empty"))
 	}
-	if _, _, err := SplitAddress(c.Address); err != nil {
+	if _, _, err := spec.SplitAddress(c.Address); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Etcd == nil {
@@ -174,14 +208,11 @@ func (c Config) Validate() error {
 	if c.NodeCert == nil || c.NodeKey == nil || c.CA == nil {
 		errs = append(errs, errors.New("node certificate, key and CA are all required"))
 	}
-	if c.ElectionTTL < time.Second || c.ElectionTTL%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("election TTL %s must be a whole number of seconds, at least 1s (etcd leases count in seconds)", c.ElectionTTL))
+	if err := (Timers{ElectionTTL: c.ElectionTTL, HeartbeatInterval: c.HeartbeatInterval, DownAfter: c.DownAfter, ReapAfter: c.ReapAfter}).Check(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.HeartbeatInterval <= 0 || c.DownAfter <= c.HeartbeatInterval {
-		errs = append(errs, fmt.Errorf("down-after (%s) must be longer than the heartbeat interval (%s)", c.DownAfter, c.HeartbeatInterval))
-	}
-	if c.SyncInterval < 0 || c.MinActionGap < 0 || c.LearnerDownLimit < 0 || c.GroupInterval < 0 || c.ReapAfter < 0 {
-		errs = append(errs, errors.New("sync interval, minimum action gap, learner down limit, group interval and reap-after must not be negative"))
+	if c.SyncInterval < 0 || c.MinActionGap < 0 || c.LearnerDownLimit < 0 || c.GroupInterval < 0 {
+		errs = append(errs, errors.New("sync interval, minimum action gap, learner down limit and group interval must not be negative"))
 	}
 	if c.PromoteTimeout <= 0 || c.MoveLeaderTimeout <= 0 || c.PlacementMoveTimeout <= 0 {
 		errs = append(errs, errors.New("promote, move-leader and placement move timeouts must be positive"))
@@ -192,24 +223,8 @@ func (c Config) Validate() error {
 	if c.PlacementInterval <= 0 || c.PlacementGap < 0 || c.ApprovalInterval <= 0 {
 		errs = append(errs, errors.New("placement and approval intervals must be positive, and the placement gap not negative"))
 	}
+	if c.SessionRate < 0 || c.SessionBurst < 0 {
+		errs = append(errs, fmt.Errorf("session rate (%g/s) and burst (%d) must not be negative", c.SessionRate, c.SessionBurst))
+	}
 	return errors.Join(errs...)
-}
-
-// SplitAddress parses a node address, IP:PORT, with a literal IP (nodes on
-// one host differ by loopback address) and a port that leaves room for the
-// three ports after it.
-func SplitAddress(addr string) (net.IP, int, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, 0, fmt.Errorf("address %q: want IP:PORT, for example 127.0.0.2:7000", addr)
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return nil, 0, fmt.Errorf("address %q: %q is not an IP address", addr, host)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 1 || port > 65535-3 {
-		return nil, 0, fmt.Errorf("address %q: port must be a number from 1 to 65532 (the next three ports are etcd peer, etcd client and HTTP)", addr)
-	}
-	return ip, port, nil
 }

@@ -9,10 +9,12 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -46,73 +48,24 @@ const (
 	crashConfirmAfter = 50 * time.Millisecond
 )
 
-// probeResult is what dialling one port said.
-type probeResult int
-
-const (
-	probeOpen    probeResult = iota + 1 // a connection was accepted
-	probeRefused                        // the host refused it: nothing listens
-	probeSilent                         // a timeout, or any other error
-)
-
-func (r probeResult) String() string {
-	switch r {
-	case probeOpen:
-		return "open"
-	case probeRefused:
-		return "refused"
-	case probeSilent:
-		return "silent"
-	}
-	return "unknown"
-}
-
-// crashDecision is what the watch does about one probe of the leader.
-type crashDecision int
-
-const (
-	crashNone    crashDecision = iota // the leader may be alive
-	crashConfirm                      // both ports refuse: look again
-	crashRevoke                       // both refused twice: revoke its lease
-)
-
-// decideCrash is the crash watch's rule, a pure function of the two ports'
-// probes, whether they refused on the last look too, and whether the
-// leader's lease is known.
-func decideCrash(grpcPort, etcdPort probeResult, refusedBefore, leaseKnown, newerKey bool) crashDecision {
-	if !leaseKnown {
-		return crashNone
-	}
-	if newerKey {
-		return crashRevoke
-	}
-	if grpcPort != probeRefused || etcdPort != probeRefused {
-		return crashNone
-	}
-	if !refusedBefore {
-		return crashConfirm
-	}
-	return crashRevoke
-}
-
 // probe dials addr once.
-func probe(ctx context.Context, addr string) probeResult {
+func probe(ctx context.Context, addr string) decide.ProbeResult {
 	d := net.Dialer{Timeout: crashProbeTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {
 		conn.Close()
-		return probeOpen
+		return decide.ProbeOpen
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return probeRefused
+		return decide.ProbeRefused
 	}
-	return probeSilent
+	return decide.ProbeSilent
 }
 
 // etcdClientAddress is the etcd client address of a node at addr
 // (IP:PORT+2).
 func etcdClientAddress(addr string) (string, error) {
-	ip, port, err := SplitAddress(addr)
+	ip, port, err := spec.SplitAddress(addr)
 	if err != nil {
 		return "", err
 	}
@@ -139,12 +92,12 @@ func (s *Service) runCrashWatch(ctx context.Context) error {
 				g, e := probe(ctx, li.addr), probe(ctx, etcdAddr)
 				same := suspect != nil && *suspect == *li
 				newer := s.newerKeyOf(ctx, li)
-				switch decideCrash(g, e, same, li.lease != 0, newer) {
-				case crashNone:
+				switch decide.Crash(g, e, same, li.lease != 0, newer) {
+				case decide.CrashNone:
 					suspect = nil
-				case crashConfirm:
+				case decide.CrashConfirm:
 					suspect, wait = li, crashConfirmAfter
-				case crashRevoke:
+				case decide.CrashRevoke:
 					suspect = nil
 					evidence := fmt.Sprintf("the curator leader %s at %s is gone: its gRPC port and its etcd client port %s both refused connections twice, %v apart", li.id, li.addr, etcdAddr, crashConfirmAfter)
 					if newer {
@@ -181,7 +134,7 @@ func (s *Service) recordRevoke(ctx context.Context, leader, evidence string) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := eventObserved(rctx, s.cfg.Etcd, ev); err != nil {
+	if err := store.EventObserved(rctx, s.cfg.Etcd, ev); err != nil {
 		supervisor.Logger(ctx).Warn("could not record the revoke of a dead leader's lease", zap.Error(err))
 	}
 }
@@ -191,14 +144,5 @@ func (s *Service) recordRevoke(ctx context.Context, leader, evidence string) {
 func (s *Service) newerKeyOf(ctx context.Context, li *leaderInfo) bool {
 	gctx, cancel := context.WithTimeout(ctx, crashProbeTimeout)
 	defer cancel()
-	resp, err := s.cfg.Etcd.Get(gctx, electionPrefix+"/", clientv3.WithPrefix())
-	if err != nil {
-		return false
-	}
-	for _, kv := range resp.Kvs {
-		if id, _ := parseLeaderValue(string(kv.Value)); id == li.id && kv.CreateRevision > li.rev {
-			return true
-		}
-	}
-	return false
+	return store.NodeHasNewerKey(gctx, s.cfg.Etcd, li.id, li.rev)
 }

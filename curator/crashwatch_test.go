@@ -7,37 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/supervisor"
 )
-
-func TestDecideCrash(t *testing.T) {
-	const (
-		open, refused, silent = probeOpen, probeRefused, probeSilent
-	)
-	for _, tc := range []struct {
-		name          string
-		grpc, etcd    probeResult
-		before, lease bool
-		newer         bool
-		want          crashDecision
-	}{
-		{"alive", open, open, false, true, false, crashNone},
-		{"gRPC restarting in a live process", refused, open, true, true, false, crashNone},
-		{"etcd port refused alone", open, refused, true, true, false, crashNone},
-		{"silent (frozen, cut off): the lease bounds it", silent, silent, true, true, false, crashNone},
-		{"one port silent, one refused", silent, refused, true, true, false, crashNone},
-		{"both refuse once: look again", refused, refused, false, true, false, crashConfirm},
-		{"both refuse twice: revoke", refused, refused, true, true, false, crashRevoke},
-		{"no lease known: nothing to revoke", refused, refused, true, false, false, crashNone},
-		{"a past incarnation's key, the node restarted", open, open, false, true, true, crashRevoke},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := decideCrash(tc.grpc, tc.etcd, tc.before, tc.lease, tc.newer); got != tc.want {
-				t.Errorf("decideCrash(%v, %v, %v, %v) = %v, want %v", tc.grpc, tc.etcd, tc.before, tc.lease, got, tc.want)
-			}
-		})
-	}
-}
 
 // TestCrashWatchSparesRestartingServer runs a leader and a follower whose
 // crash watch probes it. The leader's gRPC server fails and comes back a
@@ -66,7 +39,7 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	}
 	supervisor.TestHarness(t, svc.Run)
 	waitFor(t, "the first curator leads", svc.IsLeader)
-	key := svc.currentLeader().key
+	key := svc.currentLeader().Key()
 	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	follower, _ := c.startCurator(m2, c.etcdClient())
@@ -80,10 +53,10 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	refused := false
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if probe(context.Background(), c.first.address) == probeRefused {
+		if probe(context.Background(), c.first.address) == decide.ProbeRefused {
 			refused = true
 		}
-		if st := svc.currentLeader(); st == nil || st.key != key {
+		if st := svc.currentLeader(); st == nil || st.Key() != key {
 			t.Fatal("the leader lost its leadership while its gRPC server restarted")
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -94,12 +67,12 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	if got := listens.Load(); got < 2 {
 		t.Fatalf("the gRPC server listened %d times, want a restart", got)
 	}
-	waitFor(t, "the restarted server answers", func() bool { return probe(context.Background(), c.first.address) == probeOpen })
+	waitFor(t, "the restarted server answers", func() bool { return probe(context.Background(), c.first.address) == decide.ProbeOpen })
 	resp, err := c.cli.Get(context.Background(), key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the leader's election key %s: %v, %d keys: it was revoked", key, err, len(resp.Kvs))
 	}
-	events, err := eventList(context.Background(), c.cli, 0)
+	events, err := store.EventList(context.Background(), c.cli, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

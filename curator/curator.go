@@ -14,9 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"net"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +24,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
-	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -46,6 +45,11 @@ type Service struct {
 	health *health.Server
 	// quorum is what the last quorum check found (runQuorumCheck).
 	quorum quorumCache
+	// sessions admits the nodes' session set-ups (admission.go).
+	sessions *sessionGate
+	// stopping is set once Run's ctx ended: forwarded session streams
+	// end with the connection to the leader, not forwarded again.
+	stopping atomic.Bool
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -61,7 +65,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Certs == nil {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen}, nil
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst)}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
@@ -74,12 +78,15 @@ func (s *Service) IsLeader() bool {
 func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
 
 // Run is the curator's runnable: the gRPC server and the election. Once ctx
-// ends it returns when they have (see runningSet), within stopTimeout.
+// ends it returns when they have, within stopTimeout: the agent stops etcd
+// when Run returns, and a leader must still reach etcd to resign (revoke
+// its election lease) on its way out; without the wait the lease outlived
+// the stop and the next leader waited out its TTL.
 func (s *Service) Run(ctx context.Context) error {
-	var running runningSet
+	var running supervisor.Running
 	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
-		"grpc":     running.wrap(s.runGRPC),
-		"election": running.wrap(s.runElection),
+		"grpc":     running.Wrap(s.runGRPC),
+		"election": running.Wrap(s.runElection),
 		"quorum":   s.runQuorumCheck,
 		"crashes":  s.runCrashWatch,
 	}); err != nil {
@@ -90,11 +97,12 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	supervisor.Signal(ctx, supervisor.Healthy)
 	<-ctx.Done()
+	s.stopping.Store(true)
 	// Forwarded streams end with the connection to the leader, so the
 	// gRPC server need not wait for them; close it again after the wait,
 	// in case a call dialled the leader meanwhile.
 	s.fwd.close()
-	running.wait(stopTimeout)
+	running.Wait(stopTimeout)
 	s.fwd.close()
 	return ctx.Err()
 }
@@ -126,7 +134,7 @@ func (s *Service) runElection(ctx context.Context) error {
 			lg.Warn("could not revoke the election lease", zap.Error(err))
 		}
 	}()
-	e := concurrency.NewElection(sess, electionPrefix)
+	e := store.NewElection(sess)
 	supervisor.Signal(ctx, supervisor.Healthy)
 	// A node that is being demoted must not lead: it would only resign
 	// again. Wait until its demotion is finished (its agent then stops this
@@ -143,9 +151,9 @@ func (s *Service) runElection(ctx context.Context) error {
 
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reg := newRegistry(s.cfg.Etcd)
-	l := &leadership{cli: s.cfg.Etcd, nodeID: s.cfg.NodeID, key: e.Key(), rev: e.Rev(), reg: reg}
-	cp, err := pkiLoad(ctx, s.cfg.Etcd)
+	reg := store.NewRegistry(s.cfg.Etcd)
+	l := &leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
+	cp, err := store.PKILoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
 	}
@@ -181,9 +189,9 @@ func (s *Service) runElection(ctx context.Context) error {
 	keyGone := make(chan struct{})
 	wg.Go(func() { defer close(keyGone); s.watchOwnKey(lctx, l) })
 	regErr := make(chan error, 1)
-	wg.Go(func() { regErr <- reg.run(lctx) })
+	wg.Go(func() { regErr <- reg.Run(lctx) })
 	select {
-	case <-reg.ready():
+	case <-reg.Ready():
 	case err := <-regErr:
 		return fmt.Errorf("leader: %w", err)
 	case <-guard.lost():
@@ -199,7 +207,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	s.metrics.IsLeader.Set(1)
 	defer s.metrics.IsLeader.Set(0)
 	defer s.metrics.CertEarliestExpiry.Set(0)
-	lg.Info("became leader", zap.String("key", l.key), zap.Int64("revision", l.rev))
+	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
 		return err
 	}
@@ -234,24 +242,16 @@ func (s *Service) runElection(ctx context.Context) error {
 // waitNotDemoting blocks while this curator's own node is being demoted.
 func (s *Service) waitNotDemoting(ctx context.Context) error {
 	for {
-		resp, err := s.cfg.Etcd.Get(ctx, nodeKey(s.cfg.NodeID))
+		n, rev, err := store.NodeLoadRev(ctx, s.cfg.Etcd, s.cfg.NodeID)
 		if err != nil {
 			return fmt.Errorf("read own node: %w", err)
 		}
-		if len(resp.Kvs) > 0 {
-			n, err := nodeUnmarshal(nodeKey(s.cfg.NodeID), resp.Kvs[0].Value)
-			if err != nil {
-				return err
-			}
-			if !n.Demoting {
-				return nil
-			}
-		} else {
+		if n == nil || !n.Demoting {
 			return nil
 		}
 		supervisor.Logger(ctx).Info("this node is being demoted: not campaigning")
 		wctx, cancel := context.WithCancel(ctx)
-		wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(wctx), nodeKey(s.cfg.NodeID), clientv3.WithRev(resp.Header.Revision+1))
+		wch := store.NodeWatch(wctx, s.cfg.Etcd, s.cfg.NodeID, rev+1)
 		select {
 		case <-ctx.Done():
 		case <-wch:
@@ -265,20 +265,20 @@ func (s *Service) waitNotDemoting(ctx context.Context) error {
 
 // newRefusal notes a loop's refusal and says whether it differs from the
 
-// watchOwnKey returns when the election key l.key is deleted (or ctx
+// watchOwnKey returns when the election key l.Key() is deleted (or ctx
 // ends). A watch that fails is opened again from where it stopped.
 func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
-	rev := l.rev
+	rev := l.Rev()
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
-		wch := s.cfg.Etcd.Watch(wctx, l.key, clientv3.WithRev(rev))
+		wch := s.cfg.Etcd.Watch(wctx, l.Key(), clientv3.WithRev(rev))
 		for wr := range wch {
 			if wr.Err() != nil {
 				// Compacted past rev, or the watch failed: read the key
 				// itself before watching again.
-				resp, err := s.cfg.Etcd.Get(wctx, l.key)
+				resp, err := s.cfg.Etcd.Get(wctx, l.Key())
 				if err == nil {
-					if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
+					if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.Rev() {
 						cancel()
 						return
 					}
@@ -317,18 +317,5 @@ func (s *Service) leaderFor() (*leaderState, error) {
 			return nil, err
 		}
 	}
-	return nil, ErrNotLeader
-}
-
-// managers lists the gRPC addresses of the nodes with the consensus role,
-// sorted.
-func managers(nodes iter.Seq[*pb.Node]) []string {
-	var out []string
-	for n := range nodes {
-		if a := managerAddress(n); a != "" {
-			out = append(out, a)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return nil, spec.ErrNotLeader
 }

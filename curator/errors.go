@@ -3,103 +3,93 @@ package curator
 import (
 	"context"
 	"errors"
+	"time"
 
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/curatorproject/curator/curator/spec"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Sentinel errors that callers decide on. Handlers wrap them with context;
-// toStatus maps them to gRPC codes, once, at the boundary.
-var (
-	// ErrNotLeader: this curator is not (or no longer) the leader, so a
-	// write was refused by the fence.
-	ErrNotLeader = errors.New("this curator is not the leader")
-	// ErrNoLeader: no leader is elected right now.
-	ErrNoLeader = errors.New("no curator leader is elected right now: retry in a few seconds")
-	// ErrQuorum: too few etcd voters answer for etcd to elect a leader;
-	// nothing can be read or written until enough come back (see
-	// CheckQuorum).
-	ErrQuorum   = errors.New("quorum lost")
-	ErrNotFound = errors.New("not found")
-	// ErrInvalid: the request is malformed.
-	ErrInvalid = errors.New("invalid request")
-	// ErrDenied: the caller may not do this.
-	ErrDenied = errors.New("permission denied")
-	// ErrNotManager: a call was forwarded by a node that is not a manager
-	// (a worker, or a manager demoted a moment ago): refused, and marked so
-	// that a client asks another manager.
-	ErrNotManager = errors.New("not a manager")
-	// ErrExists: the thing to create exists already.
-	ErrExists = errors.New("already exists")
-	// ErrPrecondition: the cluster is not in a state that allows this.
-	ErrPrecondition = errors.New("refused")
-	// ErrNodeGone: a node record to change was removed meanwhile.
-	ErrNodeGone = errors.New("the node was removed meanwhile")
-	// ErrAddressHeld: a machine made by a provider joins at an address
-	// that a node record still names. The provider handed the address
-	// out because no machine of its holds it any more, so the record is
-	// stale and goes soon (its group removes it once it is down): the
-	// joiner is to try again, not give up.
-	ErrAddressHeld = errors.New("address still held")
-)
+// comeBack is a refusal that tells the caller when to try again: its
+// status carries an errdetails.RetryInfo of wait, which the agent honours
+// (its reconnection, node/reconnect.go).
+type comeBack struct {
+	err  error
+	wait time.Duration
+}
 
-// The details of a gRPC status that says the quorum is lost: an
-// errdetails.ErrorInfo with this reason and domain.
-const (
-	ErrorDomain      = "curator.v1"
-	QuorumLostReason = "QUORUM_LOST"
-	// NotManagerReason marks a PermissionDenied that a forwarding node,
-	// not the caller, earned: the caller is to ask another manager.
-	NotManagerReason = "FORWARDER_NOT_MANAGER"
-	// AddressHeldReason marks an Unavailable join: the joiner's address is
-	// still named by a stale node record (ErrAddressHeld).
-	AddressHeldReason = "ADDRESS_HELD"
-)
+func (c *comeBack) Error() string { return c.err.Error() }
+func (c *comeBack) Unwrap() error { return c.err }
+
+// withComeBack makes err say when to come back.
+func withComeBack(err error, wait time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &comeBack{err: err, wait: wait}
+}
+
+// markedErrors are the errors whose status carries a reason a client
+// decides on (an errdetails.ErrorInfo), first match wins.
+var markedErrors = []struct {
+	err    error
+	code   codes.Code
+	reason string
+}{
+	// Unavailable, as the client should try another manager (one across
+	// a partition may have the quorum), marked so that a client that
+	// finds no better answer can say what happened.
+	{spec.ErrQuorum, codes.Unavailable, spec.QuorumLostReason},
+	{spec.ErrAddressHeld, codes.Unavailable, spec.AddressHeldReason},
+	{spec.ErrNotManager, codes.PermissionDenied, spec.NotManagerReason},
+	{spec.ErrSessionsPaced, codes.Unavailable, spec.SessionsPacedReason},
+	{spec.ErrNoLeader, codes.Unavailable, spec.NoLeaderReason},
+}
 
 // toStatus turns an error from the curator into a gRPC status error.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	var cb *comeBack
+	if errors.As(err, &cb) {
+		st := status.Convert(toStatus(cb.err))
+		if st.Code() == codes.OK {
+			return nil
+		}
+		p := st.Proto()
+		ri, aerr := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(cb.wait)})
+		if aerr != nil {
+			return st.Err()
+		}
+		p.Details = append(p.Details, ri)
+		return status.FromProto(p).Err()
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if errors.Is(err, ErrQuorum) {
-		// Unavailable, as the client should try another manager (one
-		// across a partition may have the quorum), marked so that a client
-		// that finds no better answer can say what happened.
-		st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: QuorumLostReason, Domain: ErrorDomain})
-		if derr != nil {
-			return status.Error(codes.Unavailable, err.Error())
+	for _, m := range markedErrors {
+		if errors.Is(err, m.err) {
+			return marked(m.code, m.reason, err)
 		}
-		return st.Err()
 	}
 	code := codes.Internal
 	switch {
-	case errors.Is(err, ErrAddressHeld):
-		st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: AddressHeldReason, Domain: ErrorDomain})
-		if derr != nil {
-			return status.Error(codes.Unavailable, err.Error())
-		}
-		return st.Err()
-	case errors.Is(err, ErrNotManager):
-		st, derr := status.New(codes.PermissionDenied, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: NotManagerReason, Domain: ErrorDomain})
-		if derr != nil {
-			return status.Error(codes.PermissionDenied, err.Error())
-		}
-		return st.Err()
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader):
+	case errors.Is(err, spec.ErrNotLeader):
 		code = codes.Unavailable
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNodeGone):
+	case errors.Is(err, spec.ErrNotFound), errors.Is(err, spec.ErrNodeGone):
 		code = codes.NotFound
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, spec.ErrInvalid):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrDenied):
+	case errors.Is(err, spec.ErrDenied):
 		code = codes.PermissionDenied
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, spec.ErrExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrPrecondition):
+	case errors.Is(err, spec.ErrPrecondition):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
@@ -107,4 +97,14 @@ func toStatus(err error) error {
 		code = codes.DeadlineExceeded
 	}
 	return status.Error(code, err.Error())
+}
+
+// marked is err as a status of code, marked with reason (an
+// errdetails.ErrorInfo in the curator's domain) for a client to decide on.
+func marked(code codes.Code, reason string, err error) error {
+	st, derr := status.New(code, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: spec.ErrorDomain})
+	if derr != nil {
+		return status.Error(code, err.Error())
+	}
+	return st.Err()
 }

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	"github.com/curatorproject/curator/supervisor"
 	"github.com/curatorproject/curator/transport"
@@ -113,9 +115,9 @@ func (f *forwarder) leader(ctx context.Context) (leaderInfo, error) {
 		select {
 		case <-learned:
 		case <-ctx.Done():
-			return leaderInfo{}, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+			return leaderInfo{}, fmt.Errorf("%w: %v", spec.ErrNoLeader, ctx.Err())
 		case <-t.C:
-			return leaderInfo{}, fmt.Errorf("%w: this manager does not know of one (it may be cut off from etcd): try another manager", ErrNoLeader)
+			return leaderInfo{}, fmt.Errorf("%w: this manager does not know of one (it may be cut off from etcd): try another manager", spec.ErrNoLeader)
 		}
 	}
 }
@@ -156,11 +158,11 @@ func (s *Service) followElection(ctx context.Context) error {
 	defer sess.Close()
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for resp := range concurrency.NewElection(sess, electionPrefix).Observe(octx) {
+	for resp := range store.NewElection(sess).Observe(octx) {
 		if len(resp.Kvs) == 0 {
 			continue
 		}
-		id, addr := parseLeaderValue(string(resp.Kvs[0].Value))
+		id, addr := store.ParseLeaderValue(string(resp.Kvs[0].Value))
 		s.fwd.learn(&leaderInfo{id: id, addr: addr, lease: clientv3.LeaseID(resp.Kvs[0].Lease), rev: resp.Kvs[0].CreateRevision})
 	}
 	return errors.New("the election observer ended")
@@ -172,11 +174,6 @@ const leaderLookupTimeout = 2 * time.Second
 
 // leaderValue is what a curator puts in its election key.
 func leaderValue(nodeID, address string) string { return nodeID + " " + address }
-
-func parseLeaderValue(v string) (nodeID, address string) {
-	nodeID, address, _ = strings.Cut(v, " ")
-	return nodeID, address
-}
 
 // leaderConn returns a connection to the current leader.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
@@ -192,7 +189,7 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	if li.id == s.cfg.NodeID {
 		// We won the election but are not serving as leader (yet, or any
 		// more): the caller should retry in a moment.
-		return nil, ErrNoLeader
+		return nil, spec.ErrNoLeader
 	}
 	f := &s.fwd
 	f.mu.Lock()
@@ -239,7 +236,7 @@ func methodTypes(fullMethod string) (in, out protoreflect.MessageType, err error
 }
 
 func forwardContext(ctx context.Context, id identity) context.Context {
-	return metadata.NewOutgoingContext(ctx, metadata.Pairs(forwardedForKey, id.String()))
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs(forwardedForKey, id.forwarded(), forwardedFromKey, id.peer))
 }
 
 func (s *Service) forwardUnary(ctx context.Context, id identity, method string, req any) (any, error) {

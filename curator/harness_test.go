@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
@@ -161,7 +162,7 @@ func newTestCluster(t testing.TB) *testCluster {
 		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
 		Availability: pb.Availability_AVAILABILITY_ACTIVE,
 	}
-	if _, err := Bootstrap(wctx, c.cli, BootstrapParams{ClusterID: "test", CA: root, EtcdCA: etcdCA, First: first}); err != nil {
+	if _, err := store.Bootstrap(wctx, c.cli, store.BootstrapParams{ClusterID: "test", CA: root, EtcdCA: etcdCA, First: first}); err != nil {
 		t.Fatal(err)
 	}
 	c.first = &testNode{id: id, address: address, key: key, cert: c.nodeCert(key, id, ip)}
@@ -227,7 +228,13 @@ func (c *testCluster) curatorConfig(n *testNode, cli *clientv3.Client) Config {
 // ends it.
 func (c *testCluster) startCurator(n *testNode, cli *clientv3.Client) (svc *Service, stop context.CancelFunc) {
 	c.t.Helper()
-	svc, err := New(c.curatorConfig(n, cli))
+	return c.runCurator(c.curatorConfig(n, cli))
+}
+
+// runCurator runs a curator of cfg until the test ends, or stop.
+func (c *testCluster) runCurator(cfg Config) (svc *Service, stop context.CancelFunc) {
+	c.t.Helper()
+	svc, err := New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -235,11 +242,19 @@ func (c *testCluster) startCurator(n *testNode, cli *clientv3.Client) (svc *Serv
 	return svc, stop
 }
 
+// leadWith runs a curator of cfg (the first node's config, changed) and
+// waits until it leads.
+func (c *testCluster) leadWith(cfg Config) (svc *Service, stop context.CancelFunc) {
+	c.t.Helper()
+	svc, stop = c.runCurator(cfg)
+	waitFor(c.t, "the curator leads", svc.IsLeader)
+	return svc, stop
+}
+
 // startLeader runs the first node's curator and waits until it leads.
 func (c *testCluster) startLeader() *Service {
 	c.t.Helper()
-	svc, _ := c.startCurator(c.first, c.cli)
-	waitFor(c.t, "the first curator leads", svc.IsLeader)
+	svc, _ := c.leadWith(c.curatorConfig(c.first, c.cli))
 	return svc
 }
 
@@ -322,7 +337,7 @@ func (c *testCluster) loadNode(id string) *pb.Node {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	n, err := nodeLoad(ctx, c.cli, id)
+	n, err := store.NodeLoad(ctx, c.cli, id)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -28,7 +30,9 @@ type joinOutcome struct {
 	err   error
 }
 
-func newJoinQueue() *joinQueue { return &joinQueue{ch: make(chan *pendingJoin, 4*maxNodesPerTxn)} }
+func newJoinQueue() *joinQueue {
+	return &joinQueue{ch: make(chan *pendingJoin, 4*store.MaxNodesPerTxn)}
+}
 
 // submit queues node and waits until it is written (or refused).
 func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) (again bool, err error) {
@@ -38,7 +42,7 @@ func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) 
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-st.ctx.Done():
-		return false, ErrNotLeader
+		return false, spec.ErrNotLeader
 	}
 	select {
 	case out := <-p.done:
@@ -46,7 +50,7 @@ func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) 
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-st.ctx.Done():
-		return false, ErrNotLeader
+		return false, spec.ErrNotLeader
 	}
 }
 
@@ -63,7 +67,7 @@ func (st *leaderState) runJoins(ctx context.Context) error {
 			batch = append(batch, p)
 		}
 	more:
-		for len(batch) < maxNodesPerTxn {
+		for len(batch) < store.MaxNodesPerTxn {
 			select {
 			case p := <-st.joins.ch:
 				batch = append(batch, p)
@@ -93,11 +97,11 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 			// The same node twice in one batch (a retry): once is enough.
 			again = true
 		case err == nil && !again && ids[n.Name]:
-			err = fmt.Errorf("%w: the name %s is the ID of a node joining now: pick another --name", ErrInvalid, QuoteShort(n.Name))
+			err = fmt.Errorf("%w: the name %s is the ID of a node joining now: pick another --name", spec.ErrInvalid, spec.QuoteShort(n.Name))
 		case err == nil && !again && names[n.Name] != "":
-			err = fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", ErrExists, n.Name, names[n.Name])
+			err = fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", spec.ErrExists, n.Name, names[n.Name])
 		case err == nil && !again && addrs[n.Address] != "":
-			err = fmt.Errorf("%w: the address %s is taken by node %s: pick another --listen, or remove that node", ErrExists, n.Address, addrs[n.Address])
+			err = fmt.Errorf("%w: the address %s is taken by node %s: pick another --listen, or remove that node", spec.ErrExists, n.Address, addrs[n.Address])
 		}
 		if err != nil || again {
 			p.done <- joinOutcome{again: again, err: err}
@@ -107,7 +111,7 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 		write = append(write, n)
 		written = append(written, p)
 	}
-	err := nodeJoinAll(ctx, st.leadership, write)
+	err := store.NodeJoinAll(ctx, st.Fence, write)
 	for _, p := range written {
 		p.done <- joinOutcome{err: err}
 	}

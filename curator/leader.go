@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/curatorproject/curator/curator/store"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -22,10 +23,10 @@ type leaderState struct {
 	// ctx ends when the leadership does; streams served as leader use it.
 	ctx   context.Context
 	since time.Time
-	pki   *clusterPKI
+	pki   *store.ClusterPKI
 	hb    *heartbeats
 	// reg is the leader's watch-fed view of the node records.
-	reg *registry
+	reg *store.Registry
 	// joins queues the registrations that are written in batches.
 	joins *joinQueue
 	// guard says whether the election lease is surely still ours.
@@ -38,9 +39,6 @@ type leaderState struct {
 	// specs, which the group loop and the group API use.
 	kickGroups chan struct{}
 	providers  groupProviders
-	// crashes holds back the provisions of groups whose new machines
-	// die before their nodes join.
-	crashes crashBackoff
 	// muGroups serialises the group API's read-modify-writes of group
 	// records.
 	muGroups sync.Mutex
@@ -56,6 +54,17 @@ type leaderState struct {
 	// resigned is closed by resign.
 	resigned   chan struct{}
 	resignOnce sync.Once
+}
+
+// leadership is the fence of a leadership (store.Fence: every write and
+// membership change goes through it) and the lock of its read-modify-write
+// sequences on node records.
+type leadership struct {
+	*store.Fence
+	// muNodes serialises read-modify-write sequences on node records, so a
+	// status change and a role change on the same node do not lose each
+	// other's write.
+	muNodes sync.Mutex
 }
 
 // errResigned ends a leadership given up on purpose.
@@ -80,7 +89,7 @@ func (st *leaderState) beatingNow(id string) bool {
 // destroyNode deletes node id's record, fenced, forgets its heartbeats
 // and ends its streams.
 func (st *leaderState) destroyNode(ctx context.Context, id string) error {
-	if err := nodeDestroy(ctx, st.leadership, id); err != nil {
+	if err := store.NodeDestroy(ctx, st.Fence, id); err != nil {
 		return err
 	}
 	st.hb.forget(id)

@@ -7,6 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -23,7 +25,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 		depose func(ctx context.Context, l *leadership) error
 	}{
 		{"election lease revoked", func(ctx context.Context, l *leadership) error {
-			resp, err := c.cli.Get(ctx, l.key)
+			resp, err := c.cli.Get(ctx, l.Key())
 			if err != nil {
 				return err
 			}
@@ -34,7 +36,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			return err
 		}},
 		{"election key deleted", func(ctx context.Context, l *leadership) error {
-			_, err := c.cli.Delete(ctx, l.key)
+			_, err := c.cli.Delete(ctx, l.Key())
 			return err
 		}},
 	} {
@@ -53,44 +55,47 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			// A write under the leadership works while it holds.
 			n := c.loadNode(c.first.id)
 			setLabel(n, "fenced", "before")
-			if err := nodeSave(ctx, old, n); err != nil {
+			if err := store.NodeSave(ctx, old.Fence, n); err != nil {
 				t.Fatalf("write as leader: %v", err)
 			}
 
 			if err := tc.depose(ctx, old); err != nil {
 				t.Fatal(err)
 			}
-			before, err := c.cli.Get(ctx, nodePrefix, clientv3.WithPrefix())
+			before, err := c.cli.Get(ctx, store.Keys.Nodes(), clientv3.WithPrefix())
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			n = c.loadNode(c.first.id)
 			setLabel(n, "fenced", "after")
-			if err := nodeSave(ctx, old, n); !errors.Is(err, ErrNotLeader) {
+			if err := store.NodeSave(ctx, old.Fence, n); !errors.Is(err, spec.ErrNotLeader) {
 				t.Errorf("nodeSave through the old leadership = %v, want ErrNotLeader", err)
 			}
-			if err := nodeCreate(ctx, old, &pb.Node{Id: "intruder"}); !errors.Is(err, ErrNotLeader) {
+			if err := store.NodeCreate(ctx, old.Fence, &pb.Node{Id: "intruder"}); !errors.Is(err, spec.ErrNotLeader) {
 				t.Errorf("nodeCreate through the old leadership = %v, want ErrNotLeader", err)
 			}
-			if err := nodeDestroy(ctx, old, c.first.id); !errors.Is(err, ErrNotLeader) {
+			if err := store.NodeDestroy(ctx, old.Fence, c.first.id); !errors.Is(err, spec.ErrNotLeader) {
 				t.Errorf("nodeDestroy through the old leadership = %v, want ErrNotLeader", err)
 			}
-			cs, err := clusterLoad(ctx, c.cli)
+			cs, err := store.ClusterLoad(ctx, c.cli)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cs.MaxVoters = 99
-			if err := clusterSave(ctx, old, cs); !errors.Is(err, ErrNotLeader) {
+			if err := store.ClusterSave(ctx, old.Fence, cs); !errors.Is(err, spec.ErrNotLeader) {
 				t.Errorf("clusterSave through the old leadership = %v, want ErrNotLeader", err)
 			}
-			if _, err := old.txnAsLeader(ctx, clientv3.OpPut("/curator/test", "x")); !errors.Is(err, ErrNotLeader) {
-				t.Errorf("txnAsLeader through the old leadership = %v, want ErrNotLeader", err)
+			if err := old.Check(ctx); !errors.Is(err, spec.ErrNotLeader) {
+				t.Errorf("the fence's check through the old leadership = %v, want ErrNotLeader", err)
+			}
+			if err := old.RemoveMember(ctx, 1); !errors.Is(err, spec.ErrNotLeader) {
+				t.Errorf("a membership change through the old leadership = %v, want ErrNotLeader", err)
 			}
 
 			// Nothing changed: the node records are byte for byte the same
 			// (at the same revisions), and no other key appeared.
-			after, err := c.cli.Get(ctx, nodePrefix, clientv3.WithPrefix())
+			after, err := c.cli.Get(ctx, store.Keys.Nodes(), clientv3.WithPrefix())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +107,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 				if string(b.Key) != string(a.Key) || b.ModRevision != a.ModRevision || string(b.Value) != string(a.Value) {
 					// The new leader (if any) may write status
 					// changes, but never our label.
-					na, err := nodeUnmarshal(string(a.Key), a.Value)
+					na, err := store.NodeUnmarshal(string(a.Key), a.Value)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -114,7 +119,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			if got := c.loadNode(c.first.id).Labels["fenced"]; got != "before" {
 				t.Errorf("label fenced = %q, want %q", got, "before")
 			}
-			cs2, err := clusterLoad(ctx, c.cli)
+			cs2, err := store.ClusterLoad(ctx, c.cli)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +150,7 @@ func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	old := svc.currentLeader().leadership
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if _, err := c.cli.Delete(ctx, old.key); err != nil {
+	if _, err := c.cli.Delete(ctx, old.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator leads under a new leadership", func() bool {
@@ -155,7 +160,7 @@ func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	st := svc.currentLeader()
 	n := c.loadNode(c.first.id)
 	setLabel(n, "fenced", "new")
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 		t.Errorf("write under the new leadership: %v", err)
 	}
 }
@@ -171,21 +176,21 @@ func TestSaveDoesNotResurrect(t *testing.T) {
 	waitFor(t, "the curator leads", func() bool { return svc.currentLeader() != nil })
 	l := svc.currentLeader().leadership
 	n := &pb.Node{Id: "leaver", Name: "leaver", Address: "127.0.0.9:7000", State: pb.NodeState_NODE_STATE_UP}
-	if err := nodeCreate(ctx, l, n); err != nil {
+	if err := store.NodeCreate(ctx, l.Fence, n); err != nil {
 		t.Fatal(err)
 	}
-	stale := cloneNode(n)
-	if err := nodeDestroy(ctx, l, n.Id); err != nil {
+	stale := store.CloneNode(n)
+	if err := store.NodeDestroy(ctx, l.Fence, n.Id); err != nil {
 		t.Fatal(err)
 	}
 	stale.Status = pb.NodeStatus_NODE_STATUS_DOWN
-	if err := nodeSave(ctx, l, stale); !errors.Is(err, ErrNodeGone) {
+	if err := store.NodeSave(ctx, l.Fence, stale); !errors.Is(err, spec.ErrNodeGone) {
 		t.Errorf("save of a removed node = %v, want ErrNodeGone", err)
 	}
-	if err := nodeSaveAll(ctx, l, []*pb.Node{c.loadNode(c.first.id), stale}); !errors.Is(err, ErrNodeGone) {
+	if err := store.NodeSaveAll(ctx, l.Fence, []*pb.Node{c.loadNode(c.first.id), stale}); !errors.Is(err, spec.ErrNodeGone) {
 		t.Errorf("batch save with a removed node = %v, want ErrNodeGone", err)
 	}
-	resp, err := c.cli.Get(ctx, nodeKey(n.Id))
+	resp, err := c.cli.Get(ctx, store.Keys.Node(n.Id))
 	if err != nil {
 		t.Fatal(err)
 	}

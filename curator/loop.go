@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -41,19 +43,13 @@ type loopResult struct {
 }
 
 // leaderLoops runs the leader's loops. One is made per leadership, and
-// lives as long as it: what a loop remembers between ticks is here, and
-// goes with the leadership.
+// lives as long as it. A loop that remembers something between ticks has
+// a type of its own that holds it (healthLoop, learnerLoop, groupLoop,
+// swarmLoop), made when the leadership starts and gone with it: no other
+// loop or handler reaches it.
 type leaderLoops struct {
 	*leaderState
 	metrics *Metrics
-	// health is what the health loop remembers between ticks (see
-	// decideHealth); only the health loop uses it.
-	health healthMemory
-	// learnerMem is what the learners loop remembers (learnerMemory).
-	learnerMem learnerMemory
-	// swarmHolds are the swarm sync's changes held back after failed
-	// Swarm calls; only the swarm sync uses it.
-	swarmHolds swarmHolds
 
 	muRefusals  sync.Mutex
 	lastRefusal map[string]string
@@ -96,11 +92,11 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 // membershipLoop is the spec of a loop that decides on the membership
 // snapshot: it ticks on changes of the nodes that matter to membership and
 // on SyncInterval (etcd's member list has no watch).
-func (l *leaderLoops) membershipLoop(name string, tick func(ctx context.Context, ms *membership) (loopResult, error)) loopSpec {
+func (l *leaderLoops) membershipLoop(name string, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
 	return loopSpec{
 		name:        name,
 		tick:        l.membershipTick(tick),
-		nodeChanges: membershipChange,
+		nodeChanges: store.MembershipChange,
 		resync:      l.cfg.SyncInterval,
 		minGap:      l.cfg.MinActionGap,
 	}
@@ -109,7 +105,7 @@ func (l *leaderLoops) membershipLoop(name string, tick func(ctx context.Context,
 // membershipTick observes the membership under muNodes, so that no other
 // change of a node comes between what a loop decided on and its act, and
 // hands the snapshot to tick.
-func (l *leaderLoops) membershipTick(tick func(ctx context.Context, ms *membership) (loopResult, error)) func(context.Context) (loopResult, error) {
+func (l *leaderLoops) membershipTick(tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) func(context.Context) (loopResult, error) {
 	return func(ctx context.Context) (loopResult, error) {
 		l.muNodes.Lock()
 		defer l.muNodes.Unlock()
@@ -145,7 +141,7 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 	lg := supervisor.Logger(ctx)
 	var trigger <-chan struct{}
 	if spec.nodeChanges != nil && !l.cfg.PollOnly {
-		ch, unsubscribe := l.reg.subscribe(spec.nodeChanges)
+		ch, unsubscribe := l.reg.Subscribe(spec.nodeChanges)
 		defer unsubscribe()
 		trigger = ch
 	}
@@ -252,9 +248,9 @@ func (l *leaderLoops) recordEvent(ctx context.Context, loop string, res loopResu
 	}
 	ev := &pb.Event{
 		Time: timestamppb.New(l.cfg.Now()), Loop: loop, NodeId: res.nodeID,
-		Action: action, Reason: res.reason, Leader: l.cfg.NodeID, Term: l.rev,
+		Action: action, Reason: res.reason, Leader: l.cfg.NodeID, Term: l.Rev(),
 	}
-	if err := eventRecord(ctx, l.leadership, ev); err != nil && !errors.Is(err, context.Canceled) {
+	if err := store.EventRecord(ctx, l.Fence, ev); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
 	}
 }

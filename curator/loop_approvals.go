@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -34,70 +35,6 @@ import (
 
 const approvalsLoopName = "manager-approvals"
 
-// approvalNode is a node with a pending promotion, as the loop sees it.
-type approvalNode struct {
-	id string
-	// exists is false when the node has been removed.
-	exists bool
-	state  pb.NodeState
-	status pb.NodeStatus
-	// consensus: the node holds the consensus role or is an etcd member.
-	consensus bool
-	demoting  bool
-}
-
-type approvalSnapshot struct {
-	pending []approvalNode
-	// members counts etcd members, voters and learners: what the voter
-	// limit bounds (as in promote).
-	members   int
-	maxVoters uint32
-}
-
-// approvalActionKind is what an action does, as events and metrics name it.
-type approvalActionKind string
-
-const (
-	approvalPromote approvalActionKind = "promote"
-	approvalDrop    approvalActionKind = "drop-promotion"
-)
-
-type approvalAction struct {
-	kind   approvalActionKind
-	nodeID string
-	reason string
-}
-
-// decideApprovals returns the one pending promotion to finish or drop, or
-// nil when every pending promotion waits for its node to be ready.
-func decideApprovals(s approvalSnapshot) *approvalAction {
-	pending := append([]approvalNode(nil), s.pending...)
-	sort.Slice(pending, func(i, j int) bool { return pending[i].id < pending[j].id })
-	for _, n := range pending {
-		drop := func(format string, args ...any) *approvalAction {
-			return &approvalAction{kind: approvalDrop, nodeID: n.id, reason: fmt.Sprintf(format, args...)}
-		}
-		switch {
-		case !n.exists:
-			return drop("node %s was approved as a manager but no longer exists: nothing to promote", n.id)
-		case n.consensus:
-			return drop("node %s holds the consensus role: its promotion after approval is done", n.id)
-		case n.demoting:
-			return drop("node %s is being demoted: its promotion after approval is called off", n.id)
-		case n.state != pb.NodeState_NODE_STATE_UP:
-			return drop("node %s is %s: it cannot be promoted", n.id, stateWord(n.state))
-		case n.status != pb.NodeStatus_NODE_STATUS_READY:
-			continue // a node that does not answer cannot catch up with etcd
-		case uint32(s.members+1) > s.maxVoters:
-			return drop("node %s joined with the manager token and was approved, but the cluster has %d consensus members, the voter limit of %d: it stays a worker; "+
-				"raise the limit with `curator cluster update --max-voters N` and promote it with `curator node promote %s`", n.id, s.members, s.maxVoters, n.id)
-		}
-		return &approvalAction{kind: approvalPromote, nodeID: n.id,
-			reason: fmt.Sprintf("node %s joined with the manager token and was approved, and it is ready: promoting it (an etcd learner first, a voter once it has caught up)", n.id)}
-	}
-	return nil
-}
-
 func (l *leaderLoops) approvalLoop() loopSpec {
 	return loopSpec{
 		name: approvalsLoopName,
@@ -114,7 +51,7 @@ func (l *leaderLoops) approvalLoop() loopSpec {
 func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
 	l.muNodes.Lock()
 	defer l.muNodes.Unlock()
-	pending, err := promotionList(ctx, l.cfg.Etcd)
+	pending, err := store.PromotionList(ctx, l.cfg.Etcd)
 	if err != nil || len(pending) == 0 {
 		return loopResult{}, err
 	}
@@ -122,38 +59,38 @@ func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
 	if err != nil {
 		return loopResult{}, err
 	}
-	cs, err := clusterLoad(ctx, l.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, l.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, err
 	}
 	// The pending nodes are looked up by ID: a fleet's other nodes are not
 	// read at all.
-	snap := approvalSnapshot{members: len(ms.members), maxVoters: cs.MaxVoters}
+	snap := decide.ApprovalSnapshot{Members: len(ms.Members), MaxVoters: cs.MaxVoters}
 	for id := range pending {
-		an := approvalNode{id: id}
-		if n := l.reg.node(id); n != nil {
-			_, member := ms.memberOf[id]
-			an = approvalNode{id: id, exists: true, state: n.State, status: n.Status,
-				consensus: member || hasRole(n, pb.Role_ROLE_CONSENSUS), demoting: n.Demoting}
+		an := decide.ApprovalNode{ID: id}
+		if n := l.reg.Node(id); n != nil {
+			_, member := ms.MemberOf[id]
+			an = decide.ApprovalNode{ID: id, Exists: true, State: n.State, Status: n.Status,
+				Consensus: member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Demoting: n.Demoting}
 		}
-		snap.pending = append(snap.pending, an)
+		snap.Pending = append(snap.Pending, an)
 	}
-	a := decideApprovals(snap)
+	a := decide.Approvals(snap)
 	if a == nil {
 		return loopResult{}, nil
 	}
-	res := loopResult{action: string(a.kind), nodeID: a.nodeID, reason: a.reason}
-	if a.kind == approvalPromote {
-		if err := l.promote(ctx, cloneNode(l.reg.node(a.nodeID))); err != nil {
+	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
+	if a.Kind == decide.ApprovalPromote {
+		if err := l.promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
 			if isPrecondition(err) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.
-				return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("promoting approved node %s: %v", a.nodeID, err)}, nil
+				return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("promoting approved node %s: %v", a.NodeID, err)}, nil
 			}
 			return loopResult{}, err
 		}
 	}
-	if _, err := promotionDrop(ctx, l.leadership, a.nodeID); err != nil {
+	if _, err := store.PromotionDrop(ctx, l.Fence, a.NodeID); err != nil {
 		return loopResult{}, err
 	}
 	return res, nil
@@ -164,15 +101,10 @@ func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
 // change of its state, status, roles or demotion mark.
 func approvalChange(old, new *pb.Node) bool {
 	switch {
-	case old == nil || joinedAs(old) != joinManager:
+	case old == nil || spec.JoinedAs(old) != spec.JoinManager:
 		return false // a pending promotion is for a node that exists
 	case new == nil:
 		return true
 	}
 	return old.State != new.State || old.Status != new.Status || old.Demoting != new.Demoting || !slices.Equal(old.Roles, new.Roles)
-}
-
-// stateWord is NODE_STATE_UP → up.
-func stateWord(s pb.NodeState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
 }

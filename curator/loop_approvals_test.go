@@ -10,71 +10,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
-
-func TestDecideApprovals(t *testing.T) {
-	ready := func(id string) approvalNode {
-		return approvalNode{id: id, exists: true, state: pb.NodeState_NODE_STATE_UP, status: pb.NodeStatus_NODE_STATUS_READY}
-	}
-	with := func(n approvalNode, f func(*approvalNode)) approvalNode { f(&n); return n }
-	type want struct {
-		kind   approvalActionKind
-		nodeID string
-		reason string // a part of the reason
-	}
-	for _, tc := range []struct {
-		name string
-		snap approvalSnapshot
-		want *want
-	}{
-		{"nothing pending", approvalSnapshot{members: 1, maxVoters: 7}, nil},
-		{"ready: promote", approvalSnapshot{pending: []approvalNode{ready("b")}, members: 1, maxVoters: 7},
-			&want{approvalPromote, "b", "joined with the manager token and was approved"}},
-		{"not ready yet: wait", approvalSnapshot{pending: []approvalNode{
-			with(ready("b"), func(n *approvalNode) { n.status = pb.NodeStatus_NODE_STATUS_UNKNOWN })}, members: 1, maxVoters: 7}, nil},
-		{"down: wait", approvalSnapshot{pending: []approvalNode{
-			with(ready("b"), func(n *approvalNode) { n.status = pb.NodeStatus_NODE_STATUS_DOWN })}, members: 1, maxVoters: 7}, nil},
-		{"a waiting node does not hold up a ready one", approvalSnapshot{pending: []approvalNode{
-			with(ready("a"), func(n *approvalNode) { n.status = pb.NodeStatus_NODE_STATUS_UNKNOWN }), ready("b")}, members: 1, maxVoters: 7},
-			&want{approvalPromote, "b", "ready"}},
-		{"gone: drop", approvalSnapshot{pending: []approvalNode{{id: "b"}}, members: 1, maxVoters: 7},
-			&want{approvalDrop, "b", "no longer exists"}},
-		{"promoted already: drop", approvalSnapshot{pending: []approvalNode{
-			with(ready("b"), func(n *approvalNode) { n.consensus = true })}, members: 2, maxVoters: 7},
-			&want{approvalDrop, "b", "holds the consensus role"}},
-		{"being demoted: drop", approvalSnapshot{pending: []approvalNode{
-			with(ready("b"), func(n *approvalNode) { n.demoting = true })}, members: 1, maxVoters: 7},
-			&want{approvalDrop, "b", "called off"}},
-		{"decommissioned: drop", approvalSnapshot{pending: []approvalNode{
-			with(ready("b"), func(n *approvalNode) { n.state = pb.NodeState_NODE_STATE_DECOMMISSIONED })}, members: 1, maxVoters: 7},
-			&want{approvalDrop, "b", "decommissioned"}},
-		{"voter limit reached: drop, stays a worker", approvalSnapshot{pending: []approvalNode{ready("b")}, members: 3, maxVoters: 3},
-			&want{approvalDrop, "b", "stays a worker"}},
-		{"voter limit with room: promote", approvalSnapshot{pending: []approvalNode{ready("b")}, members: 2, maxVoters: 3},
-			&want{approvalPromote, "b", "promoting"}},
-		{"lowest ID first", approvalSnapshot{pending: []approvalNode{ready("c"), {id: "a"}, ready("b")}, members: 1, maxVoters: 7},
-			&want{approvalDrop, "a", "no longer exists"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := decideApprovals(tc.snap)
-			switch {
-			case tc.want == nil && got != nil:
-				t.Fatalf("decideApprovals = %+v, want nothing to do", got)
-			case tc.want == nil:
-				return
-			case got == nil:
-				t.Fatalf("decideApprovals = nil, want %v of %s", tc.want.kind, tc.want.nodeID)
-			}
-			if got.kind != tc.want.kind || got.nodeID != tc.want.nodeID {
-				t.Errorf("decideApprovals = %v of %s, want %v of %s", got.kind, got.nodeID, tc.want.kind, tc.want.nodeID)
-			}
-			if !strings.Contains(got.reason, tc.want.reason) {
-				t.Errorf("reason %q does not say %q", got.reason, tc.want.reason)
-			}
-		})
-	}
-}
 
 // TestApprovedManagerIsPromoted: with approval required, a node that joins
 // with the manager token and is approved becomes a consensus member once it
@@ -92,7 +31,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 	}
 	pendingPromotion := func(id string) bool {
 		t.Helper()
-		p, err := promotionList(callCtx(t), c.cli)
+		p, err := store.PromotionList(callCtx(t), c.cli)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +44,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ok := ms.memberOf[id]
+		_, ok := ms.MemberOf[id]
 		return ok
 	}
 	// unchanged runs call, which must fail with code, and checks that the
@@ -152,12 +91,17 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		// No heartbeat yet: not ready, so not promoted, for as long as
 		// that lasts (a single try at approval time would give up for good).
 		time.Sleep(10 * svc.cfg.SyncInterval)
-		if n := c.loadNode(m2.id); hasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m2.id) {
+		if n := c.loadNode(m2.id); spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m2.id) {
 			t.Fatalf("node %s promoted before it was ready: roles %v", m2.id, n.Roles)
 		}
 		startHeartbeats(t, dial(t, c.first.address, m2.tlsCert(), c.root.Cert))
 		waitFor(t, "the approved manager is promoted", func() bool {
-			return hasRole(c.loadNode(m2.id), pb.Role_ROLE_CONSENSUS) && isMember(m2.id) && !pendingPromotion(m2.id)
+			return spec.HasRole(c.loadNode(m2.id), pb.Role_ROLE_CONSENSUS) && isMember(m2.id) && !pendingPromotion(m2.id)
+		})
+		// The event is recorded once the promotion is done: a moment
+		// after the records show it.
+		waitFor(t, "the promotion's event", func() bool {
+			return len(findEvents(eventsOf(t, mgmt), approvalsLoopName, "promote", m2.id)) > 0
 		})
 		if ev := findEvents(eventsOf(t, mgmt), approvalsLoopName, "promote", m2.id); len(ev) != 1 {
 			t.Errorf("events of %s promoting %s: %v, want one", approvalsLoopName, m2.id, ev)
@@ -190,7 +134,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		startHeartbeats(t, dial(t, c.first.address, m3.tlsCert(), c.root.Cert))
 		c.waitStatus(m3.id, pb.NodeStatus_NODE_STATUS_READY)
 		time.Sleep(10 * svc.cfg.SyncInterval)
-		if n := c.loadNode(m3.id); hasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m3.id) {
+		if n := c.loadNode(m3.id); spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m3.id) {
 			t.Errorf("node %s promoted after its promotion was called off: roles %v", m3.id, n.Roles)
 		}
 		// Demoting it again: it is no manager, and the answer says so.
@@ -211,9 +155,12 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the pending promotion is dropped", func() bool { return !pendingPromotion(m4.id) })
-		if n := c.loadNode(m4.id); hasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m4.id) {
+		if n := c.loadNode(m4.id); spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || isMember(m4.id) {
 			t.Errorf("node %s promoted past the voter limit: roles %v", m4.id, n.Roles)
 		}
+		waitFor(t, "the dropped promotion's event", func() bool {
+			return len(findEvents(eventsOf(t, mgmt), approvalsLoopName, "drop-promotion", m4.id)) > 0
+		})
 		ev := findEvents(eventsOf(t, mgmt), approvalsLoopName, "drop-promotion", m4.id)
 		if len(ev) != 1 || !strings.Contains(ev[0].Reason, "voter limit of 2") || !strings.Contains(ev[0].Reason, "node promote") {
 			t.Errorf("events dropping the promotion of %s: %v; want one that names the limit and `node promote`", m4.id, ev)

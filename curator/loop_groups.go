@@ -1,12 +1,14 @@
 package curator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
@@ -23,7 +28,7 @@ import (
 )
 
 // The group loop keeps each group's machines matched to its spec (see
-// decideGroup for the rules). It observes each group in name order and acts
+// decide.Group for the rules). It observes each group in name order and acts
 // on the first that needs it: one change per tick across all groups, so a
 // group that refuses (quorum) does not stop the others from being served.
 //
@@ -116,10 +121,19 @@ type pruner interface {
 	Prune(ctx context.Context) ([]string, error)
 }
 
+// groupLoop is the group loop; it owns its crash-loop memory (crashes:
+// the provisions it holds back for groups whose new machines die before
+// their nodes join), which no other loop or handler reaches.
+type groupLoop struct {
+	*leaderLoops
+	crashes crashBackoff
+}
+
 func (l *leaderLoops) groupLoop() loopSpec {
+	gl := &groupLoop{leaderLoops: l}
 	return loopSpec{
 		name:        "groups",
-		tick:        l.groupTick,
+		tick:        gl.tick,
 		nodeChanges: groupChange,
 		kick:        l.kickGroups,
 		resync:      l.cfg.GroupInterval,
@@ -139,13 +153,13 @@ func groupChange(old, new *pb.Node) bool {
 	return new.Group != "" && (old.Status != new.Status || !slices.Equal(old.Roles, new.Roles) || old.SwarmNodeId != new.SwarmNodeId)
 }
 
-func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
+func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 	st := l.leaderState
-	groups, err := groupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, st.cfg.Etcd)
 	if err != nil || len(groups) == 0 {
 		return loopResult{}, err
 	}
-	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -155,9 +169,9 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 	if err != nil {
 		return loopResult{}, err
 	}
-	q := ms.quorumAfter(0, 0)
+	q := ms.RemovalQuorum(0)
 	byGroup := map[string][]*pb.Node{}
-	for _, n := range st.reg.nodes() {
+	for _, n := range st.reg.Nodes() {
 		if n.Group != "" {
 			byGroup[n.Group] = append(byGroup[n.Group], n)
 		}
@@ -181,34 +195,61 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			}
 			continue
 		}
-		ro, roRev, err := rolloutLoad(ctx, st.cfg.Etcd, name)
+		ro, roRev, err := store.RolloutLoad(ctx, st.cfg.Etcd, name)
 		if err != nil {
 			return loopResult{}, err
 		}
-		snap := groupSnapshot{
+		pol := spec.NormalRolloutPolicy(proto.Clone(orEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
+		snap := decide.GroupSnapshot{
 			Name: name, Size: int(g.Spec.GetSize()), Destroying: g.Destroying,
 			ReplaceAfter: g.Spec.GetReplaceAfter().AsDuration(), JoinTimeout: g.Spec.GetJoinTimeout().AsDuration(),
-			Voters: q.voters, HealthyVoters: q.healthy, Now: st.cfg.Now(),
+			Voters: q.Voters, HealthyVoters: q.Healthy, Now: st.cfg.Now(),
 			Rolling:   ro != nil && ro.State == pb.RolloutState_ROLLOUT_STATE_ROLLING && ro.TargetSha == g.ConfigSha,
 			TargetSHA: g.ConfigSha, MaxParallel: int(g.Spec.GetMaxParallel()),
 			ConsensusGroup: slices.Contains(g.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS),
 			Swarm:          cs.Swarm && st.swarmSeen.read(),
+			Monitor:        pol.Monitor.AsDuration(), ProgressDeadline: pol.ProgressDeadline.AsDuration(),
+			MaxFailures: int(pol.MaxFailures), MaxSurge: int(pol.GetMaxSurge()), MaxUnavailable: int(pol.GetMaxUnavailable()),
+			Held: ro != nil && ro.TargetSha == g.ConfigSha && ro.State == pb.RolloutState_ROLLOUT_STATE_PAUSED,
+		}
+		mu, err := spec.ParseMaxUnhealthy(cmp.Or(g.Spec.GetMaxUnhealthy(), spec.DefaultGroupMaxUnhealthy))
+		if err != nil {
+			mu, _ = spec.ParseMaxUnhealthy(spec.DefaultGroupMaxUnhealthy) // validated on commit: not reached
+		}
+		snap.MaxUnhealthySpec = cmp.Or(g.Spec.GetMaxUnhealthy(), spec.DefaultGroupMaxUnhealthy)
+		snap.MaxUnhealthy = mu.Of(snap.Size)
+		snap.MaxReplacements = int(cmp.Or(g.Spec.GetMaxReplacements(), spec.DefaultGroupMaxReplacements))
+		snap.ReplacementWindow = spec.DefaultGroupReplacementWindow
+		if w := g.Spec.GetReplacementWindow(); w != nil {
+			snap.ReplacementWindow = w.AsDuration()
+		}
+		for _, t := range g.Replacements {
+			snap.Replacements = append(snap.Replacements, t.AsTime())
+		}
+		snap.RepairHeld, snap.Suspended = g.RepairHeld, g.Suspended
+		if g.RepairResumed != nil {
+			snap.RepairResumed = g.RepairResumed.AsTime()
+		}
+		if snap.Rolling {
+			snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
+			snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
 		}
 		for _, m := range machines {
-			snap.Machines = append(snap.Machines, groupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
+			snap.Machines = append(snap.Machines, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
 		}
 		for _, n := range byGroup[name] {
-			mem, member := ms.memberOf[n.Id]
-			gn := groupNode{
+			mem, member := ms.MemberOf[n.Id]
+			gn := decide.GroupNode{
 				ID: n.Id, InstanceID: n.InstanceId, Status: n.Status, Since: n.StatusChanged.AsTime(),
-				Consensus: hasRole(n, pb.Role_ROLE_CONSENSUS) || member,
+				Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || member,
 				Learner:   member && mem.IsLearner,
 				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 				Leader:    n.Id == st.cfg.NodeID,
 			}
+			gn.HealthyVoter = member && !mem.IsLearner && ms.HealthyForRemoval(mem)
 			gn.SwarmIn = n.SwarmNodeId != ""
 			if sn, ok := st.swarmSeen.get(n.SwarmNodeId); ok && snap.Swarm {
-				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.manager, sn.reachable(), sn.leader
+				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.Manager, sn.Reachable(), sn.Leader
 			}
 			if n.SwarmLeaveRequested != nil {
 				gn.SwarmLeaveAsked = n.SwarmLeaveRequested.AsTime()
@@ -218,14 +259,28 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			}
 			snap.Nodes = append(snap.Nodes, gn)
 		}
-		for _, d := range st.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now) {
-			l.machineExited(ctx, p, name, d)
+		for _, d := range l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now) {
+			reason := l.machineExited(ctx, p, name, d)
+			if d.failsRollout(snap) {
+				// A new machine of the rollout died before it joined: a
+				// failed machine, counted in the rollout's record.
+				if err := l.countRolloutFailure(ctx, ro, roRev, reason); err != nil {
+					return loopResult{}, err
+				}
+				if ro, roRev, err = store.RolloutLoad(ctx, st.cfg.Etcd, name); err != nil {
+					return loopResult{}, err
+				}
+				if ro == nil || ro.State != pb.RolloutState_ROLLOUT_STATE_ROLLING || ro.TargetSha != g.ConfigSha {
+					return loopResult{}, nil // changed meanwhile: look again
+				}
+				snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
+			}
 		}
-		a := decideGroup(snap)
-		if a != nil && a.Kind == groupProvision && st.crashes.hold(name, snap.Now) > 0 {
+		a := decide.Group(snap)
+		if a != nil && a.Kind == decide.GroupProvision && l.crashes.hold(name, snap.Now) > 0 {
 			continue // its new machines die before joining: not yet
 		}
-		if a != nil && a.Kind == groupWait {
+		if a != nil && a.Kind == decide.GroupWait {
 			continue // not a refusal: what it waits for makes it tick again
 		}
 		if a == nil {
@@ -236,7 +291,7 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 			}
 			continue
 		}
-		if a.Kind == groupRefuse {
+		if a.Kind == decide.GroupRefuse {
 			if refusal == nil {
 				refusal = &loopResult{refused: true, nodeID: a.Node, reason: a.Reason}
 			}
@@ -245,13 +300,13 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 		if snap.Rolling {
 			// A cancel, a pause or a new commit since the rollout was read
 			// stops it before this change: look again.
-			if err := rolloutCheck(ctx, st.leadership, name, roRev); errors.Is(err, errRolloutChanged) {
+			if err := store.RolloutCheck(ctx, st.Fence, name, roRev); errors.Is(err, store.ErrRolloutChanged) {
 				return loopResult{}, nil
 			} else if err != nil {
 				return loopResult{}, err
 			}
 		}
-		if err := st.groupAct(ctx, cs, g, p, a); err != nil {
+		if err := l.act(ctx, cs, g, p, a); err != nil {
 			return loopResult{}, fmt.Errorf("group %s: %s: %w", name, a.Kind, err)
 		}
 		if snap.Rolling {
@@ -270,7 +325,7 @@ func (l *leaderLoops) groupTick(ctx context.Context) (loopResult, error) {
 // machineExited says that machine d.Machine of group name died before its
 // node joined, with its last words where provider p keeps them, and
 // makes the loop look again once the group's provisions may go on.
-func (l *leaderLoops) machineExited(ctx context.Context, p provider.Provider, name string, d crashDeath) {
+func (l *leaderLoops) machineExited(ctx context.Context, p provider.Provider, name string, d crashDeath) string {
 	var words string
 	if lw, ok := p.(provider.LastWords); ok {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -287,31 +342,142 @@ func (l *leaderLoops) machineExited(ctx context.Context, p provider.Provider, na
 	l.recordEvent(ctx, "groups", res)
 	st := l.leaderState
 	time.AfterFunc(d.Wait, func() { kickGroups(st) })
+	return res.reason
 }
 
-// groupAct does what decideGroup decided.
-func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p provider.Provider, a *groupAction) error {
+// orEmptyPolicy is r, or an empty policy for a group committed before
+// there were policies (normalRolloutPolicy gives it the defaults).
+func orEmptyPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
+	if r == nil {
+		return &pb.RolloutPolicy{}
+	}
+	return r
+}
+
+// onFailure says what the failure of rollout ro does under policy pol,
+// in words: a rollback to the previous config when the policy says so and
+// there is one to go back to (a rollback never rolls back again), a pause
+// when it says so, else the rollout just stops, failed.
+func onFailure(pol *pb.RolloutPolicy, ro *pb.Rollout) (what string, rollBack, pause bool) {
+	switch {
+	case pol.FailureAction == spec.RolloutPause:
+		return "the rollout is paused (failure_action pause): what it made stays, and the old machines keep serving", false, true
+	case ro.RollbackOf != "":
+		return fmt.Sprintf("this was a rollback from %s: it stops here, the machines as they are", spec.ShortSHA(ro.RollbackOf)), false, false
+	case ro.PreviousTemplate == nil:
+		return "no previous config is kept to roll back to: the old machines keep serving", false, false
+	}
+	return fmt.Sprintf("rolling the group back to its previous config %s", spec.ShortSHA(ro.PreviousSha)), true, false
+}
+
+// rollBack ends rollout r (failed, its record at mod revision rev) with a
+// rollout back to its previous config: the group's template becomes the
+// previous one again and the new record rolls to it, both in one fenced
+// transaction on the failed record, so a new leader carries the rollback
+// on and a commit meanwhile wins. The failed rollout's reason is kept in
+// the rollback's.
+func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64) error {
+	st := l.leaderState
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, r.Group)
+	if err != nil || g == nil || g.Destroying || g.ConfigSha != r.TargetSha {
+		return err // gone, or committed anew meanwhile
+	}
+	now := timestamppb.New(l.cfg.Now())
+	bad := g.Spec.Template
+	g.Spec.Template = proto.Clone(r.PreviousTemplate).(*pb.InstanceTemplate)
+	g.ConfigSha = spec.GroupConfigSHA(g.Spec.Template)
+	g.Updated = now
+	back := &pb.Rollout{
+		Group: r.Group, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: g.Spec.Size,
+		PreviousSha: r.TargetSha, PreviousTemplate: bad, RollbackOf: r.TargetSha,
+		Reason: rollingBackPrefix + r.Reason,
+	}
+	back.History = append([]*pb.RolloutSummary{summaryOf(r, bad)}, r.History...)
+	back.History = back.History[:min(len(back.History), maxRolloutHistory)]
+	err = store.RolloutRollBack(ctx, st.Fence, g, back, rev)
+	if errors.Is(err, store.ErrRolloutChanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
+	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", g.ConfigSha), zap.String("reason", r.Reason))
+	st.recordGroupEvent(ctx, "rollback-rollout", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason))
+	kickGroups(st)
+	return nil
+}
+
+// rollingBackPrefix begins the reason of a rollback's record.
+const rollingBackPrefix = "rolling back: "
+
+// countRolloutFailure counts one failed machine in rollout ro (at mod
+// revision rev), with its reason; a record changed meanwhile is left as
+// it is (the loop looks again).
+func (l *leaderLoops) countRolloutFailure(ctx context.Context, ro *pb.Rollout, rev int64, reason string) error {
+	r := proto.Clone(ro).(*pb.Rollout)
+	r.Failures++
+	r.LastFailure = reason
+	err := store.RolloutSave(ctx, l.Fence, r, rev)
+	if errors.Is(err, store.ErrRolloutChanged) {
+		return nil
+	}
+	return err
+}
+
+// act does what decide.Group decided.
+func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p provider.Provider, a *decide.GroupAction) error {
+	st := l.leaderState
 	switch a.Kind {
-	case groupProvision:
-		if _, err := st.txnAsLeader(ctx); err != nil {
+	case decide.GroupProvision:
+		if err := st.Check(ctx); err != nil {
 			return err // not the leader any more: make nothing
 		}
-		inst, err := p.Provision(ctx, machineSpec(cs, pki.Fingerprint(st.pki.CA.Cert), g, st.reg.managerList()))
+		inst, err := p.Provision(ctx, machineSpec(cs, pki.Fingerprint(st.pki.CA.Cert), g, st.reg.ManagerList()))
 		if err != nil {
 			return err
 		}
 		a.Machine = inst.ID
 		a.Reason += ": made machine " + inst.ID
-		st.crashes.made(g.Spec.GetName(), inst.ID)
+		l.crashes.made(g.Spec.GetName(), inst.ID, g.ConfigSha)
 		if a.Step != "" {
 			faultPoint(FaultRolloutAfterProvision)
 		}
 		return nil
-	case groupDestroyMachine:
-		if _, err := st.txnAsLeader(ctx); err != nil {
+	case decide.GroupRepairHold, decide.GroupRepairResume:
+		held := ""
+		if a.Kind == decide.GroupRepairHold {
+			held = a.Reason
+		}
+		now := timestamppb.New(st.cfg.Now())
+		return st.changeGroup(ctx, g.Spec.GetName(), func(g *pb.Group) {
+			g.RepairHeld = held
+			if held == "" {
+				g.RepairResumed = now
+			}
+		})
+	case decide.GroupDestroyMachine:
+		if a.Repair {
+			// Counted before the machine goes: a leader that dies between
+			// the two has spent one of the budget rather than lost one.
+			now := st.cfg.Now()
+			window := spec.DefaultGroupReplacementWindow
+			if w := g.Spec.GetReplacementWindow(); w != nil {
+				window = w.AsDuration()
+			}
+			if err := st.changeGroup(ctx, g.Spec.GetName(), func(g *pb.Group) {
+				g.Replacements = slices.DeleteFunc(g.Replacements, func(t *timestamppb.Timestamp) bool { return now.Sub(t.AsTime()) >= window })
+				g.Replacements = append(g.Replacements, timestamppb.New(now))
+			}); err != nil {
+				return err
+			}
+		}
+		if err := st.Check(ctx); err != nil {
 			return err
 		}
-		st.crashes.destroyed(g.Spec.GetName(), a.Machine)
+		l.crashes.destroyed(g.Spec.GetName(), a.Machine)
 		if err := p.Destroy(ctx, a.Machine); err != nil {
 			return err
 		}
@@ -319,53 +485,66 @@ func (st *leaderState) groupAct(ctx context.Context, cs *pb.ClusterState, g *pb.
 			faultPoint(FaultRolloutAfterDestroy)
 		}
 		return nil
-	case groupDrain:
+	case decide.GroupDrain:
 		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
 			n.Availability = pb.Availability_AVAILABILITY_DRAIN
 			return true
 		})
-	case groupRolloutDone, groupRolloutFail:
+	case decide.GroupRolloutDone, decide.GroupRolloutFail:
 		return nil // noteRollout writes the outcome
-	case groupSwarmLeave:
+	case decide.GroupSwarmLeave:
 		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
 			n.SwarmLeaveRequested = st.timestamp()
 			n.SwarmJoinRequested = false
 			return true
 		})
-	case groupSwarmStay:
+	case decide.GroupSwarmStay:
 		return st.changeNode(ctx, a.Node, func(n *pb.Node) bool {
 			had := n.SwarmLeaveRequested != nil
 			n.SwarmLeaveRequested = nil
 			return had
 		})
-	case groupRemoveNode:
+	case decide.GroupRemoveNode:
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()
-		n := st.reg.node(a.Node)
+		n := st.reg.Node(a.Node)
 		if n == nil {
 			return nil // gone already
 		}
 		return st.removeNode(ctx, n)
-	case groupDemote:
+	case decide.GroupDemote:
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()
-		n := st.reg.node(a.Node)
+		n := st.reg.Node(a.Node)
 		if n == nil {
 			return nil
 		}
-		if _, err := st.demote(ctx, cloneNode(n)); err != nil {
+		if _, err := st.demote(ctx, store.CloneNode(n)); err != nil {
 			return err
 		}
 		if a.Step != "" {
 			faultPoint(FaultRolloutAfterDemote)
 		}
 		return nil
-	case groupDelete:
+	case decide.GroupDelete:
 		st.providers.drop(g.Spec.GetName())
-		st.crashes.forget(g.Spec.GetName())
-		return groupDestroy(ctx, st.leadership, g.Spec.GetName())
+		l.crashes.forget(g.Spec.GetName())
+		return store.GroupDestroy(ctx, st.Fence, g.Spec.GetName())
 	}
 	return fmt.Errorf("unknown action %v", a.Kind)
+}
+
+// changeGroup changes group name's record (as change says), fenced, with
+// the group API's lock held so that a commit meanwhile is not lost.
+func (st *leaderState) changeGroup(ctx context.Context, name string, change func(*pb.Group)) error {
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, name)
+	if err != nil || g == nil {
+		return err
+	}
+	change(g)
+	return store.GroupSave(ctx, st.Fence, g)
 }
 
 // machineSpec is how a group's new machine starts: `curator agent join`
@@ -417,37 +596,57 @@ func machineSpec(cs *pb.ClusterState, caFingerprint string, g *pb.Group, manager
 }
 
 // kickGroups makes the group loop look at once.
-func kickGroups(st *leaderState) { kick(st.kickGroups) }
+func kickGroups(st *leaderState) { supervisor.Kick(st.kickGroups) }
 
 // noteRollout records in the rollout what action a of its group did: the
 // node in flight and its step, the progress, and the outcome once it is
 // done or failed. A record changed meanwhile (a cancel) is left as it is.
-func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, snap groupSnapshot, a *groupAction) error {
+func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, snap decide.GroupSnapshot, a *decide.GroupAction) error {
 	r := proto.Clone(ro).(*pb.Rollout)
 	now := l.cfg.Now()
 	r.Total = uint32(snap.Size)
 	r.Updated = 0
-	nodeOf := map[string]groupNode{}
+	nodeOf := map[string]decide.GroupNode{}
 	for _, n := range snap.Nodes {
 		nodeOf[n.InstanceID] = n
 	}
 	for _, m := range snap.Machines {
-		if freshReady(snap, m, nodeOf) {
+		if decide.FreshReady(snap, m, nodeOf) {
 			r.Updated++
 		}
 	}
 	switch a.Kind {
-	case groupRolloutDone:
-		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", a.Reason
+	case decide.GroupRolloutDone:
+		why := a.Reason
+		if r.RollbackOf != "" {
+			// A rollback keeps why it was one.
+			why += "; rolled back from " + spec.ShortSHA(r.RollbackOf) + ": " + strings.TrimPrefix(r.Reason, rollingBackPrefix)
+		}
+		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", why
 		l.metrics.Rollouts.WithLabelValues("done").Inc()
-	case groupRolloutFail:
+	case decide.GroupRolloutFail:
 		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
+		r.Failures = uint32(max(snap.Failures, int(r.Failures)))
+		if a.Machine != "" {
+			r.Failures = uint32(snap.Failures + 1)
+			r.LastFailure = a.Reason
+		}
 		l.metrics.Rollouts.WithLabelValues("failed").Inc()
+		if snap.PauseOnFailure {
+			r.State, r.Finished = pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
+		}
+		if snap.RollBack {
+			return l.rollBack(ctx, r, rev)
+		}
 	default:
 		if a.Step == "" {
 			return nil
 		}
-		if a.Kind == groupDestroyMachine {
+		if a.Step == "failed" {
+			r.Failures++
+			r.LastFailure = a.Reason
+		}
+		if a.Kind == decide.GroupDestroyMachine && a.Step != "failed" {
 			// One old machine gone: the time since the last one (or the
 			// start) is its time.
 			from := r.Started.AsTime()
@@ -466,8 +665,8 @@ func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64
 			r.Node = a.Machine
 		}
 	}
-	err := rolloutSave(ctx, l.leadership, r, rev)
-	if errors.Is(err, errRolloutChanged) {
+	err := store.RolloutSave(ctx, l.Fence, r, rev)
+	if errors.Is(err, store.ErrRolloutChanged) {
 		return nil
 	}
 	return err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/curatorproject/curator/curator/decide"
 )
 
 // A group whose new machines die before their nodes join (a bad template
@@ -38,8 +40,8 @@ type crashBackoff struct {
 
 type groupCrashes struct {
 	// unjoined: the machines listed at the last look with no node of
-	// their instance, and those made since.
-	unjoined map[string]bool
+	// their instance, and those made since, with their config SHAs.
+	unjoined map[string]string
 	// destroyed: the machines this loop destroyed since the last look.
 	destroyed map[string]bool
 	// sha is the config SHA the deaths were counted under.
@@ -55,7 +57,7 @@ func (b *crashBackoff) group(name string) *groupCrashes {
 	}
 	g, ok := b.groups[name]
 	if !ok {
-		g = &groupCrashes{unjoined: map[string]bool{}, destroyed: map[string]bool{}}
+		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}}
 		b.groups[name] = g
 	}
 	return g
@@ -64,6 +66,11 @@ func (b *crashBackoff) group(name string) *groupCrashes {
 // crashDeath is one machine found dead before its node joined.
 type crashDeath struct {
 	Machine string
+	// ConfigSHA is the config the machine was made from: only a death of
+	// a rollout's target counts as the rollout's failed machine (one of
+	// the config before, dying after a rollback began, is not the
+	// rollback's).
+	ConfigSHA string
 	// InARow counts it with the deaths before it since the last join.
 	InARow int
 	// Wait is how long the group's next provision waits.
@@ -73,7 +80,7 @@ type crashDeath struct {
 // observe takes a look at group name (its config SHA, the machines its
 // provider lists and its nodes) at now, and returns the machines that
 // died before joining since the last look.
-func (b *crashBackoff) observe(name, sha string, machines []groupMachine, nodes []groupNode, now time.Time) []crashDeath {
+func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine, nodes []decide.GroupNode, now time.Time) []crashDeath {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g := b.group(name)
@@ -89,7 +96,7 @@ func (b *crashBackoff) observe(name, sha string, machines []groupMachine, nodes 
 		listed[m.ID] = true
 	}
 	var out []crashDeath
-	for id := range g.unjoined {
+	for id, machineSHA := range g.unjoined {
 		switch {
 		case joined[id]:
 			g.deaths, g.until = 0, time.Time{}
@@ -97,24 +104,25 @@ func (b *crashBackoff) observe(name, sha string, machines []groupMachine, nodes 
 			g.deaths++
 			wait := min(crashBackoffFirst<<min(g.deaths-1, 16), crashBackoffMax)
 			g.until = now.Add(wait)
-			out = append(out, crashDeath{Machine: id, InARow: g.deaths, Wait: wait})
+			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, InARow: g.deaths, Wait: wait})
 		}
 	}
 	clear(g.unjoined)
 	clear(g.destroyed)
-	for id := range listed {
-		if !joined[id] {
-			g.unjoined[id] = true
+	for _, m := range machines {
+		if !joined[m.ID] {
+			g.unjoined[m.ID] = m.ConfigSHA
 		}
 	}
 	return out
 }
 
-// made notes that the loop made machine id of group name.
-func (b *crashBackoff) made(name, id string) {
+// made notes that the loop made machine id of group name, from config
+// sha.
+func (b *crashBackoff) made(name, id, sha string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.group(name).unjoined[id] = true
+	b.group(name).unjoined[id] = sha
 }
 
 // destroyed notes that the loop destroyed machine id of group name: its
@@ -138,6 +146,15 @@ func (b *crashBackoff) forget(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.groups, name)
+}
+
+// failsRollout says whether death d is a failed machine of the rollout
+// of the group snapshot s: a machine of its target. One of another
+// config (a bad template's, dying once its rollback has begun) is not:
+// counted against the rollback, it failed the rollback, which stops
+// there.
+func (d crashDeath) failsRollout(s decide.GroupSnapshot) bool {
+	return s.Rolling && d.ConfigSHA == s.TargetSHA
 }
 
 // reason is the event's reason for death d of group name.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/curator/decide"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -13,25 +14,25 @@ import (
 // new config SHA.
 func TestCrashBackoff(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ms := func(ids ...string) []groupMachine {
-		var out []groupMachine
+	ms := func(ids ...string) []decide.GroupMachine {
+		var out []decide.GroupMachine
 		for _, id := range ids {
-			out = append(out, groupMachine{ID: id})
+			out = append(out, decide.GroupMachine{ID: id})
 		}
 		return out
 	}
-	ns := func(instances ...string) []groupNode {
-		var out []groupNode
+	ns := func(instances ...string) []decide.GroupNode {
+		var out []decide.GroupNode
 		for _, id := range instances {
-			out = append(out, groupNode{ID: "node-" + id, InstanceID: id})
+			out = append(out, decide.GroupNode{ID: "node-" + id, InstanceID: id})
 		}
 		return out
 	}
 	var b crashBackoff
 	type look struct {
 		sha       string
-		machines  []groupMachine
-		nodes     []groupNode
+		machines  []decide.GroupMachine
+		nodes     []decide.GroupNode
 		made      []string // by the loop before this look
 		destroyed []string
 		at        time.Duration
@@ -49,7 +50,7 @@ func TestCrashBackoff(t *testing.T) {
 		// m3 made and dead before the next look, seen only as made:
 		// 2 s; m4 seen, then dead: 4 s.
 		{sha: "a", machines: ms("m1"), nodes: ns("m1"), made: []string{"m3"}, at: 4 * time.Second,
-			deaths: []crashDeath{{Machine: "m3", InARow: 2, Wait: 2 * time.Second}}, hold: 2 * time.Second},
+			deaths: []crashDeath{{Machine: "m3", ConfigSHA: "a", InARow: 2, Wait: 2 * time.Second}}, hold: 2 * time.Second},
 		{sha: "a", machines: ms("m1", "m4"), nodes: ns("m1"), at: 7 * time.Second},
 		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 8 * time.Second,
 			deaths: []crashDeath{{Machine: "m4", InARow: 3, Wait: 4 * time.Second}}, hold: 4 * time.Second},
@@ -70,9 +71,17 @@ func TestCrashBackoff(t *testing.T) {
 			deaths: []crashDeath{{Machine: "m8", InARow: 1, Wait: time.Second}}, hold: time.Second},
 		// A new config SHA (the operator's fix) ends the backoff.
 		{sha: "b", machines: ms("m1"), nodes: ns("m1"), at: 29 * time.Second},
+		// A machine of config b made, then the config back to a (a
+		// rollback), then b's machine dies: the death says its config
+		// was b, not the rollback's a (the group loop counts it against
+		// no rollout of a).
+		{sha: "b", machines: []decide.GroupMachine{{ID: "m1"}, {ID: "m9", ConfigSHA: "b"}}, nodes: ns("m1"), made: []string{"m9"}, at: 30 * time.Second},
+		{sha: "a", machines: []decide.GroupMachine{{ID: "m1"}, {ID: "m9", ConfigSHA: "b"}}, nodes: ns("m1"), at: 31 * time.Second},
+		{sha: "a", machines: ms("m1"), nodes: ns("m1"), at: 32 * time.Second,
+			deaths: []crashDeath{{Machine: "m9", ConfigSHA: "b", InARow: 1, Wait: time.Second}}, hold: time.Second},
 	} {
 		for _, id := range l.made {
-			b.made("g", id)
+			b.made("g", id, l.sha)
 		}
 		for _, id := range l.destroyed {
 			b.destroyed("g", id)
@@ -112,5 +121,32 @@ func TestCrashBackoff(t *testing.T) {
 	c.forget("g")
 	if h := c.hold("g", t0); h != 0 {
 		t.Errorf("a forgotten group held %v", h)
+	}
+}
+
+// TestCrashFailsRollout: a death before joining is the rollout's failed
+// machine only if the machine is of the rollout's target. Regression
+// (the chaos suite, on Docker): a bad template's machine that died just
+// after its rollout failed was counted against the rollback, which
+// failed and stopped there.
+func TestCrashFailsRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		machine string // the dead machine's config SHA
+		rolling bool
+		target  string
+		want    bool
+	}{
+		{"a machine of the target", "bad", true, "bad", true},
+		{"the failed config's machine during the rollback", "bad", true, "good", false},
+		{"a machine of no known config", "", true, "good", false},
+		{"no rollout", "good", false, "good", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := crashDeath{Machine: "m", ConfigSHA: tc.machine}
+			if got := d.failsRollout(decide.GroupSnapshot{Rolling: tc.rolling, TargetSHA: tc.target}); got != tc.want {
+				t.Errorf("failsRollout = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -18,7 +21,7 @@ import (
 // cluster's Swarm flavor on, the leader keeps the Docker Swarm's managers
 // the consensus nodes. Each tick reads the Swarm's node list through the
 // leader's own engine (a Swarm manager: the leader holds the consensus
-// role), decides on one change (decideSwarm, a pure function) and makes
+// role), decides on one change (decide.Swarm, a pure function) and makes
 // it.
 //
 // Why it is safe:
@@ -52,13 +55,13 @@ import (
 // while the flavor is off, or before the first read), for the node views.
 type swarmSeen struct {
 	mu   sync.Mutex
-	byID map[string]swarmNode
+	byID map[string]decide.SwarmNode
 }
 
 // set keeps nodes as the last read, and says whether a node's role,
 // state or leadership changed since the read before (the group loop,
 // which reads them, is then ticked).
-func (s *swarmSeen) set(nodes []swarmNode) bool {
+func (s *swarmSeen) set(nodes []decide.SwarmNode) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if nodes == nil {
@@ -66,14 +69,14 @@ func (s *swarmSeen) set(nodes []swarmNode) bool {
 		s.byID = nil
 		return changed
 	}
-	byID := make(map[string]swarmNode, len(nodes))
+	byID := make(map[string]decide.SwarmNode, len(nodes))
 	for _, sn := range nodes {
-		byID[sn.id] = sn
+		byID[sn.ID] = sn
 	}
 	changed := s.byID == nil || len(byID) != len(s.byID)
 	for id, sn := range byID {
 		old, ok := s.byID[id]
-		changed = changed || !ok || old.manager != sn.manager || old.state != sn.state || old.leader != sn.leader
+		changed = changed || !ok || old.Manager != sn.Manager || old.State != sn.State || old.Leader != sn.Leader
 	}
 	s.byID = byID
 	return changed
@@ -87,24 +90,16 @@ func (s *swarmSeen) read() bool {
 }
 
 // get returns Swarm node id as last read.
-func (s *swarmSeen) get(id string) (swarmNode, bool) {
+func (s *swarmSeen) get(id string) (decide.SwarmNode, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, ok := s.byID[id]
 	return sn, ok && id != ""
 }
 
-// swarmRole is a Swarm node's role as `node ls` shows it.
-func (sn swarmNode) role() string {
-	if sn.manager {
-		return string(swarm.NodeRoleManager)
-	}
-	return string(swarm.NodeRoleWorker)
-}
-
 // swarmOn says whether the cluster's Swarm flavor is on.
 func (st *leaderState) swarmOn(ctx context.Context) (bool, error) {
-	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return false, err
 	}
@@ -118,11 +113,11 @@ var errSwarm = errors.New("the Swarm did not take the change")
 
 // errNoEngine: the flavor is on, and this curator has no engine to act
 // through.
-var errNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", ErrPrecondition)
+var errNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", spec.ErrPrecondition)
 
 // readSwarm reads the Swarm's node list through this node's engine,
 // within SwarmTimeout.
-func (st *leaderState) readSwarm(ctx context.Context) ([]swarmNode, error) {
+func (st *leaderState) readSwarm(ctx context.Context) ([]decide.SwarmNode, error) {
 	if st.cfg.Docker == nil {
 		return nil, errNoEngine
 	}
@@ -131,24 +126,24 @@ func (st *leaderState) readSwarm(ctx context.Context) ([]swarmNode, error) {
 	return observeSwarm(ctx, st.cfg.Docker)
 }
 
-// swarmSnapshotOf is what decideSwarm reads of the nodes (those that are
+// swarmSnapshotOf is what decide.Swarm reads of the nodes (those that are
 // up: a pending node is not the Swarm's yet) and of the Swarm.
-func swarmSnapshotOf(self string, nodes []*pb.Node, seen []swarmNode, maxVoters int) swarmSnapshot {
-	s := swarmSnapshot{swarm: seen, maxVoters: maxVoters}
+func swarmSnapshotOf(self string, nodes []*pb.Node, seen []decide.SwarmNode, maxVoters int) decide.SwarmSnapshot {
+	s := decide.SwarmSnapshot{Swarm: seen, MaxVoters: maxVoters}
 	for _, n := range nodes {
 		if n.State != pb.NodeState_NODE_STATE_UP {
 			continue
 		}
-		s.nodes = append(s.nodes, swarmCuratorNode{
-			id:            n.Id,
-			consensus:     hasRole(n, pb.Role_ROLE_CONSENSUS),
-			demoting:      n.Demoting,
-			ready:         n.Status == pb.NodeStatus_NODE_STATUS_READY || n.Id == self,
-			refused:       n.Refused != "",
-			swarmID:       n.SwarmNodeId,
-			joinRequested: n.SwarmJoinRequested,
-			leaving:       n.SwarmLeaveRequested != nil,
-			availability:  swarmAvailabilityOf(n.Availability),
+		s.Nodes = append(s.Nodes, decide.SwarmCuratorNode{
+			ID:            n.Id,
+			Consensus:     spec.HasRole(n, pb.Role_ROLE_CONSENSUS),
+			Demoting:      n.Demoting,
+			Ready:         n.Status == pb.NodeStatus_NODE_STATUS_READY || n.Id == self,
+			Refused:       n.Refused != "",
+			SwarmID:       n.SwarmNodeId,
+			JoinRequested: n.SwarmJoinRequested,
+			Leaving:       n.SwarmLeaveRequested != nil,
+			Availability:  swarmAvailabilityOf(n.Availability),
 		})
 	}
 	return s
@@ -172,7 +167,7 @@ func swarmChange(old, new *pb.Node) bool {
 	if old == nil || new == nil {
 		return true
 	}
-	return hasRole(old, pb.Role_ROLE_CONSENSUS) != hasRole(new, pb.Role_ROLE_CONSENSUS) ||
+	return spec.HasRole(old, pb.Role_ROLE_CONSENSUS) != spec.HasRole(new, pb.Role_ROLE_CONSENSUS) ||
 		old.Demoting != new.Demoting || old.Status != new.Status || old.State != new.State ||
 		old.Refused != new.Refused || old.SwarmNodeId != new.SwarmNodeId ||
 		old.SwarmJoinRequested != new.SwarmJoinRequested || old.Availability != new.Availability ||
@@ -183,9 +178,10 @@ func swarmChange(old, new *pb.Node) bool {
 // Swarm's node events (watchSwarm, through the leader's engine) and on
 // SwarmInterval, the fallback for what the events stream missed.
 func (l *leaderLoops) swarmLoop() loopSpec {
+	sl := &swarmLoop{leaderLoops: l}
 	spec := loopSpec{
 		name:        "swarm-sync",
-		tick:        l.swarmTick,
+		tick:        sl.tick,
 		nodeChanges: swarmChange,
 		resync:      l.cfg.SwarmInterval,
 		minGap:      l.cfg.MinActionGap,
@@ -198,8 +194,15 @@ func (l *leaderLoops) swarmLoop() loopSpec {
 	return spec
 }
 
-func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
-	cs, err := clusterLoad(ctx, l.cfg.Etcd)
+// swarmLoop is the swarm sync; it owns its memory of the changes held
+// back after failed Swarm calls (holds), which no other loop reaches.
+type swarmLoop struct {
+	*leaderLoops
+	holds swarmHolds
+}
+
+func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
+	cs, err := store.ClusterLoad(ctx, l.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -222,15 +225,15 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 	}
 	l.countSwarm(seen)
 
-	decide := func(seen []swarmNode) *swarmAction {
-		snap := swarmSnapshotOf(l.cfg.NodeID, l.reg.nodes(), seen, int(cs.MaxVoters))
-		snap.held = l.swarmHolds.held(l.cfg.Now())
-		return decideSwarm(snap)
+	decideOn := func(seen []decide.SwarmNode) *decide.SwarmAction {
+		snap := swarmSnapshotOf(l.cfg.NodeID, l.reg.Nodes(), seen, int(cs.MaxVoters))
+		snap.Held = l.holds.held(l.cfg.Now())
+		return decide.Swarm(snap)
 	}
 	l.muNodes.Lock()
 	defer l.muNodes.Unlock()
-	a := decide(seen)
-	if a != nil && a.kind != swarmRefuse {
+	a := decideOn(seen)
+	if a != nil && a.Kind != decide.SwarmRefuse {
 		// The list was read before muNodes: a promote or demote of the
 		// management API may have changed the Swarm since, and acting on
 		// the old list would undo it (a node just demoted would look
@@ -245,61 +248,61 @@ func (l *leaderLoops) swarmTick(ctx context.Context) (loopResult, error) {
 		if l.swarmSeen.set(seen) {
 			kickGroups(l.leaderState)
 		}
-		a = decide(seen)
+		a = decideOn(seen)
 	}
 	if a == nil {
 		return loopResult{}, nil
 	}
-	res := loopResult{action: string(a.kind), nodeID: a.nodeID, reason: a.reason}
-	switch a.kind {
-	case swarmRefuse:
+	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
+	switch a.Kind {
+	case decide.SwarmRefuse:
 		res.refused = true
-	case swarmAvailability:
-		err = l.swarmUpdate(ctx, a.swarmID, fmt.Sprintf("set Swarm node %s to %s", a.swarmID, a.availability), func(spec *swarm.NodeSpec) bool {
-			changed := spec.Availability != a.availability
-			spec.Availability = a.availability
+	case decide.SwarmAvailability:
+		err = l.swarmUpdate(ctx, a.SwarmID, fmt.Sprintf("set Swarm node %s to %s", a.SwarmID, a.Availability), func(spec *swarm.NodeSpec) bool {
+			changed := spec.Availability != a.Availability
+			spec.Availability = a.Availability
 			return changed
 		})
-	case swarmPromote:
-		err = l.swarmSetRole(ctx, a.swarmID, swarm.NodeRoleManager)
+	case decide.SwarmPromote:
+		err = l.swarmSetRole(ctx, a.SwarmID, swarm.NodeRoleManager)
 		faultPoint(FaultSwarmAfterPromote)
-	case swarmDemote:
-		err = l.swarmSetRole(ctx, a.swarmID, swarm.NodeRoleWorker)
+	case decide.SwarmDemote:
+		err = l.swarmSetRole(ctx, a.SwarmID, swarm.NodeRoleWorker)
 		faultPoint(FaultSwarmAfterDemote)
-	case swarmGrantRole:
-		n := l.reg.node(a.nodeID)
+	case decide.SwarmGrantRole:
+		n := l.reg.Node(a.NodeID)
 		if n == nil {
 			return loopResult{}, nil // gone meanwhile: the next tick sees it
 		}
 		// The promotion carries on at its etcd step, with its guards
 		// (the voter limit among them).
-		err = l.promote(ctx, cloneNode(n))
+		err = l.promote(ctx, store.CloneNode(n))
 		if isPrecondition(err) {
-			return loopResult{refused: true, nodeID: a.nodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.reason, err)}, nil
+			return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.Reason, err)}, nil
 		}
-	case swarmRemoveNode:
-		err = l.swarmRemove(ctx, a.swarmID)
-	case swarmJoin:
-		err = l.requestSwarmJoin(ctx, a.nodeID)
+	case decide.SwarmRemoveNode:
+		err = l.swarmRemove(ctx, a.SwarmID)
+	case decide.SwarmJoin:
+		err = l.requestSwarmJoin(ctx, a.NodeID)
 	}
 	if errors.Is(err, errSwarm) && ctx.Err() == nil {
 		// Not a failed tick: say what the Swarm answered, hold the
 		// change back, and go on at once with those behind it.
-		wait := l.swarmHolds.fail(a, err, l.cfg.Now())
-		return loopResult{refused: true, again: true, nodeID: a.nodeID,
-			reason: fmt.Sprintf("%s, but %v: trying it again in %v, the changes behind it going on", a.reason, err, wait)}, nil
+		wait := l.holds.fail(a, err, l.cfg.Now())
+		return loopResult{refused: true, again: true, nodeID: a.NodeID,
+			reason: fmt.Sprintf("%s, but %v: trying it again in %v, the changes behind it going on", a.Reason, err, wait)}, nil
 	}
-	if err == nil && a.kind != swarmRefuse {
-		l.swarmHolds.done(a)
+	if err == nil && a.Kind != decide.SwarmRefuse {
+		l.holds.done(a)
 	}
 	return res, err
 }
 
 // countSwarm sets the Swarm's node counts from a read.
-func (l *leaderLoops) countSwarm(seen []swarmNode) {
+func (l *leaderLoops) countSwarm(seen []decide.SwarmNode) {
 	l.metrics.SwarmNodes.Reset()
 	for _, sn := range seen {
-		l.metrics.SwarmNodes.WithLabelValues(sn.role(), string(sn.state)).Inc()
+		l.metrics.SwarmNodes.WithLabelValues(sn.Role(), string(sn.State)).Inc()
 	}
 }
 
@@ -329,7 +332,7 @@ func (st *leaderState) swarmUpdate(ctx context.Context, id, what string, change 
 	if !change(&spec) {
 		return nil
 	}
-	if _, err := st.txnAsLeader(ctx); err != nil {
+	if err := st.Check(ctx); err != nil {
 		return err
 	}
 	if _, err := st.cfg.Docker.NodeUpdate(ctx, id, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
@@ -345,7 +348,7 @@ func (st *leaderState) swarmRemove(ctx context.Context, id string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
 	defer cancel()
-	if _, err := st.txnAsLeader(ctx); err != nil {
+	if err := st.Check(ctx); err != nil {
 		return err
 	}
 	if _, err := st.cfg.Docker.NodeRemove(ctx, id, client.NodeRemoveOptions{}); err != nil {
@@ -374,24 +377,24 @@ func (st *leaderState) swarmPromoteFirst(ctx context.Context, cs *pb.ClusterStat
 	}
 	seen, err := st.readSwarm(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: a promotion changes the Swarm first, and it cannot be read: %v", ErrPrecondition, err)
+		return fmt.Errorf("%w: a promotion changes the Swarm first, and it cannot be read: %v", spec.ErrPrecondition, err)
 	}
-	v := newSwarmView(swarmSnapshot{swarm: seen})
-	sn, ok := v.swarmByID[n.SwarmNodeId]
-	if !ok || sn.manager {
+	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
+	sn, ok := v.Node(n.SwarmNodeId)
+	if !ok || sn.Manager {
 		return nil
 	}
-	if sn.state != swarm.NodeStateReady {
-		return fmt.Errorf("%w: node %s's Swarm node %s is %s, and a promotion changes the Swarm first: bring its Docker engine back", ErrPrecondition, n.Id, sn.id, sn.state)
+	if sn.State != swarm.NodeStateReady {
+		return fmt.Errorf("%w: node %s's Swarm node %s is %s, and a promotion changes the Swarm first: bring its Docker engine back", spec.ErrPrecondition, n.Id, sn.ID, sn.State)
 	}
-	if !slices.ContainsFunc(seen, func(sn swarmNode) bool { return sn.leader }) {
-		return fmt.Errorf("%w: the Swarm's node list names no leader (its quorum is lost, or it is electing one): promote node %s once it has one", ErrPrecondition, n.Id)
+	if !slices.ContainsFunc(seen, func(sn decide.SwarmNode) bool { return sn.Leader }) {
+		return fmt.Errorf("%w: the Swarm's node list names no leader (its quorum is lost, or it is electing one): promote node %s once it has one", spec.ErrPrecondition, n.Id)
 	}
-	if err := v.checkSwarmChange("", sn.id); err != nil {
-		return fmt.Errorf("promote node %s's Swarm node %s: %w", n.Id, sn.id, err)
+	if err := v.CheckSwarmChange("", sn.ID); err != nil {
+		return fmt.Errorf("promote node %s's Swarm node %s: %w", n.Id, sn.ID, err)
 	}
-	if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleManager); errors.Is(err, errSwarm) {
-		return fmt.Errorf("%w: a promotion changes the Swarm first, and %v: try again", ErrPrecondition, err)
+	if err := st.swarmSetRole(ctx, sn.ID, swarm.NodeRoleManager); errors.Is(err, errSwarm) {
+		return fmt.Errorf("%w: a promotion changes the Swarm first, and %v: try again", spec.ErrPrecondition, err)
 	} else if err != nil {
 		return err
 	}
@@ -410,17 +413,17 @@ func (st *leaderState) swarmManagerToDemote(ctx context.Context, n *pb.Node) (st
 	}
 	seen, err := st.readSwarm(ctx)
 	if err != nil {
-		return "", fmt.Errorf("%w: a demotion changes the Swarm first, and it cannot be read: %v", ErrPrecondition, err)
+		return "", fmt.Errorf("%w: a demotion changes the Swarm first, and it cannot be read: %v", spec.ErrPrecondition, err)
 	}
-	v := newSwarmView(swarmSnapshot{swarm: seen})
-	sn, ok := v.swarmByID[n.SwarmNodeId]
-	if !ok || !sn.manager {
+	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
+	sn, ok := v.Node(n.SwarmNodeId)
+	if !ok || !sn.Manager {
 		return "", nil
 	}
-	if err := v.checkSwarmChange(sn.id, ""); err != nil {
-		return "", fmt.Errorf("demote node %s's Swarm manager %s: %w", n.Id, sn.id, err)
+	if err := v.CheckSwarmChange(sn.ID, ""); err != nil {
+		return "", fmt.Errorf("demote node %s's Swarm manager %s: %w", n.Id, sn.ID, err)
 	}
-	return sn.id, nil
+	return sn.ID, nil
 }
 
 // swarmDemoteFirst demotes Swarm manager id ("": none), a demotion's
@@ -439,8 +442,8 @@ func (st *leaderState) swarmDemoteFirst(ctx context.Context, id string) error {
 // swarmManagersOf returns the demoting nodes whose Swarm node is still a
 // manager, for the demotions loop to wait on (nil when the flavor is off
 // or no other node is demoting).
-func (st *leaderState) swarmManagersOf(ctx context.Context, ms *membership) (map[string]bool, error) {
-	if !slices.ContainsFunc(ms.nodes, func(n *pb.Node) bool { return n.Demoting && n.Id != ms.self }) {
+func (st *leaderState) swarmManagersOf(ctx context.Context, ms *decide.Membership) (map[string]bool, error) {
+	if !slices.ContainsFunc(ms.Nodes, func(n *pb.Node) bool { return n.Demoting && n.Id != ms.Self }) {
 		return nil, nil
 	}
 	on, err := st.swarmOn(ctx)
@@ -451,13 +454,13 @@ func (st *leaderState) swarmManagersOf(ctx context.Context, ms *membership) (map
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]swarmNode{}
+	byID := map[string]decide.SwarmNode{}
 	for _, sn := range seen {
-		byID[sn.id] = sn
+		byID[sn.ID] = sn
 	}
 	out := map[string]bool{}
-	for _, n := range ms.nodes {
-		if sn, ok := byID[n.SwarmNodeId]; ok && n.Demoting && sn.manager {
+	for _, n := range ms.Nodes {
+		if sn, ok := byID[n.SwarmNodeId]; ok && n.Demoting && sn.Manager {
 			out[n.Id] = true
 		}
 	}
@@ -484,29 +487,29 @@ func (st *leaderState) removeSwarmNodeOf(ctx context.Context, n *pb.Node) {
 		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm cannot be read", zap.Error(err))
 		return
 	}
-	v := newSwarmView(swarmSnapshot{swarm: seen})
-	sn, ok := v.swarmByID[n.SwarmNodeId]
+	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
+	sn, ok := v.Node(n.SwarmNodeId)
 	switch {
 	case !ok:
 		return
-	case sn.state != swarm.NodeStateDown:
-		lg.Info("node removed; its Swarm node is not down yet, and the swarm sync removes it once it is", zap.String("state", string(sn.state)))
+	case sn.State != swarm.NodeStateDown:
+		lg.Info("node removed; its Swarm node is not down yet, and the swarm sync removes it once it is", zap.String("state", string(sn.State)))
 		return
-	case !slices.ContainsFunc(seen, func(sn swarmNode) bool { return sn.leader }):
+	case !slices.ContainsFunc(seen, func(sn decide.SwarmNode) bool { return sn.Leader }):
 		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm's node list names no leader")
 		return
 	}
-	if sn.manager && sn.reachability != "" { // one that never joined the Swarm's Raft is removed as it is
-		if err := v.checkSwarmChange(sn.id, ""); err != nil {
+	if sn.Manager && sn.Reachability != "" { // one that never joined the Swarm's Raft is removed as it is
+		if err := v.CheckSwarmChange(sn.ID, ""); err != nil {
 			lg.Warn("node removed; its Swarm node, a down manager, is left to the swarm sync", zap.Error(err))
 			return
 		}
-		if err := st.swarmSetRole(ctx, sn.id, swarm.NodeRoleWorker); err != nil {
+		if err := st.swarmSetRole(ctx, sn.ID, swarm.NodeRoleWorker); err != nil {
 			lg.Warn("node removed; demoting its Swarm node, a down manager, failed: the swarm sync tries again", zap.Error(err))
 			return
 		}
 	}
-	if err := st.swarmRemove(ctx, sn.id); err != nil {
+	if err := st.swarmRemove(ctx, sn.ID); err != nil {
 		lg.Warn("node removed; removing its Swarm node failed: the swarm sync tries again", zap.Error(err))
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -136,13 +137,13 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 	func() {
 		st.muNodes.Lock()
 		defer st.muNodes.Unlock()
-		n := cloneNode(st.reg.node(b.id))
+		n := store.CloneNode(st.reg.Node(b.id))
 		n.SwarmLeaveRequested = st.timestamp()
-		if err := nodeSave(ctx, st.leadership, n); err != nil {
+		if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 			t.Fatal(err)
 		}
 	}()
-	waitFor(t, "the leave request in the leader's view", func() bool { return st.reg.node(b.id).GetSwarmLeaveRequested() != nil })
+	waitFor(t, "the leave request in the leader's view", func() bool { return st.reg.Node(b.id).GetSwarmLeaveRequested() != nil })
 	for range 2 {
 		if _, err := bAPI.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err != nil {
 			t.Fatal(err)
@@ -156,7 +157,7 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 	// refuses, with what to do, and the join token is not handed out.
 	setSwarm(t, admin, true)
 	waitFor(t, "the swarm sync to refuse for want of an engine", func() bool {
-		events, err := eventList(ctx, c.cli, 0)
+		events, err := store.EventList(ctx, c.cli, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/curatorproject/curator/curator/decide"
 )
 
 // A Swarm call that fails (the engine times out, the Swarm answers with
@@ -37,23 +39,18 @@ type swarmHold struct {
 	until    time.Time
 }
 
-// key names a change: the same change decided again has the same key.
-func (a *swarmAction) key() string {
-	return fmt.Sprintf("%s/%s/%s/%s", a.kind, a.nodeID, a.swarmID, a.availability)
-}
-
 // fail notes that change a failed with err at now, and returns how long
 // it is held back.
-func (h *swarmHolds) fail(a *swarmAction, err error, now time.Time) time.Duration {
+func (h *swarmHolds) fail(a *decide.SwarmAction, err error, now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.byKey == nil {
 		h.byKey = map[string]*swarmHold{}
 	}
-	hd, ok := h.byKey[a.key()]
+	hd, ok := h.byKey[a.Key()]
 	if !ok {
 		hd = &swarmHold{}
-		h.byKey[a.key()] = hd
+		h.byKey[a.Key()] = hd
 	}
 	hd.failures++
 	hd.last = err
@@ -67,10 +64,10 @@ func (h *swarmHolds) fail(a *swarmAction, err error, now time.Time) time.Duratio
 }
 
 // done forgets change a: it went through.
-func (h *swarmHolds) done(a *swarmAction) {
+func (h *swarmHolds) done(a *decide.SwarmAction) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.byKey, a.key())
+	delete(h.byKey, a.Key())
 }
 
 // held returns the changes held back at now, by key, each with why, for

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/curatorproject/curator/curator/decide"
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 )
@@ -34,12 +35,12 @@ type SwarmEngine interface {
 // the call fails, after Swarm's own timeout, while the Swarm has no
 // leader). A worker's engine answers with an error saying it is not a
 // manager.
-func observeSwarm(ctx context.Context, engine swarmNodeLister) ([]swarmNode, error) {
+func observeSwarm(ctx context.Context, engine swarmNodeLister) ([]decide.SwarmNode, error) {
 	res, err := engine.NodeList(ctx, client.NodeListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list the Swarm's nodes: %w", err)
 	}
-	out := make([]swarmNode, 0, len(res.Items))
+	out := make([]decide.SwarmNode, 0, len(res.Items))
 	for _, n := range res.Items {
 		out = append(out, swarmNodeOf(n))
 	}
@@ -47,22 +48,22 @@ func observeSwarm(ctx context.Context, engine swarmNodeLister) ([]swarmNode, err
 }
 
 // swarmNodeOf is what the decision reads of a Swarm node.
-func swarmNodeOf(n swarm.Node) swarmNode {
-	sn := swarmNode{
-		id:           n.ID,
-		hostname:     n.Description.Hostname,
-		addr:         n.Status.Addr,
-		manager:      n.Spec.Role == swarm.NodeRoleManager,
-		state:        n.Status.State,
-		availability: n.Spec.Availability,
+func swarmNodeOf(n swarm.Node) decide.SwarmNode {
+	sn := decide.SwarmNode{
+		ID:           n.ID,
+		Hostname:     n.Description.Hostname,
+		Addr:         n.Status.Addr,
+		Manager:      n.Spec.Role == swarm.NodeRoleManager,
+		State:        n.Status.State,
+		Availability: n.Spec.Availability,
 	}
-	if m := n.ManagerStatus; m != nil && sn.manager {
-		sn.leader = m.Leader
-		sn.reachability = m.Reachability
-		if sn.addr == "" || sn.addr == "0.0.0.0" {
+	if m := n.ManagerStatus; m != nil && sn.Manager {
+		sn.Leader = m.Leader
+		sn.Reachability = m.Reachability
+		if sn.Addr == "" || sn.Addr == "0.0.0.0" {
 			// A manager's status address is where its Raft listens.
 			if host, _, err := net.SplitHostPort(m.Addr); err == nil {
-				sn.addr = host
+				sn.Addr = host
 			}
 		}
 	}

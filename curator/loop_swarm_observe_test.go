@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/api/types/swarm"
 
+	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	"github.com/curatorproject/curator/internal/testenv"
 )
@@ -22,15 +23,15 @@ func TestObserveSwarm(t *testing.T) {
 	defer cancel()
 	m0, m1, w := c.Engines[0], c.Engines[1], c.Engines[2]
 
-	want := []swarmNode{
-		{id: m0.NodeID, hostname: m0.Name, addr: m0.Addr, manager: true, leader: true, reachability: swarm.ReachabilityReachable, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
-		{id: m1.NodeID, hostname: m1.Name, addr: m1.Addr, manager: true, reachability: swarm.ReachabilityReachable, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
-		{id: w.NodeID, hostname: w.Name, addr: w.Addr, state: swarm.NodeStateReady, availability: swarm.NodeAvailabilityActive},
+	want := []decide.SwarmNode{
+		{ID: m0.NodeID, Hostname: m0.Name, Addr: m0.Addr, Manager: true, Leader: true, Reachability: swarm.ReachabilityReachable, State: swarm.NodeStateReady, Availability: swarm.NodeAvailabilityActive},
+		{ID: m1.NodeID, Hostname: m1.Name, Addr: m1.Addr, Manager: true, Reachability: swarm.ReachabilityReachable, State: swarm.NodeStateReady, Availability: swarm.NodeAvailabilityActive},
+		{ID: w.NodeID, Hostname: w.Name, Addr: w.Addr, State: swarm.NodeStateReady, Availability: swarm.NodeAvailabilityActive},
 	}
-	byID := cmp.Transformer("byID", func(ns []swarmNode) map[string]swarmNode {
-		out := map[string]swarmNode{}
+	byID := cmp.Transformer("byID", func(ns []decide.SwarmNode) map[string]decide.SwarmNode {
+		out := map[string]decide.SwarmNode{}
 		for _, n := range ns {
-			out[n.id] = n
+			out[n.ID] = n
 		}
 		return out
 	})
@@ -40,7 +41,7 @@ func TestObserveSwarm(t *testing.T) {
 		if err != nil {
 			t.Fatalf("through %s: %v", e.Name, err)
 		}
-		if diff := cmp.Diff(want, got, cmp.AllowUnexported(swarmNode{}), byID); diff != "" {
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(decide.SwarmNode{}), byID); diff != "" {
 			t.Errorf("through %s (-want +got):\n%s", e.Name, diff)
 		}
 	}
@@ -53,15 +54,15 @@ func TestObserveSwarm(t *testing.T) {
 
 	// Two curator nodes, the managers; the worker's machine dies, and
 	// its Swarm node, of no curator node, is removed once it is down.
-	nodes := []swarmCuratorNode{
-		{id: "n0", consensus: true, ready: true, swarmID: m0.NodeID},
-		{id: "n1", consensus: true, ready: true, swarmID: m1.NodeID},
+	nodes := []decide.SwarmCuratorNode{
+		{ID: "n0", Consensus: true, Ready: true, SwarmID: m0.NodeID},
+		{ID: "n1", Consensus: true, Ready: true, SwarmID: m1.NodeID},
 	}
 	got, err := observeSwarm(ctx, m0.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := decideSwarm(swarmSnapshot{nodes: nodes, swarm: got}); a != nil {
+	if a := decide.Swarm(decide.SwarmSnapshot{Nodes: nodes, Swarm: got}); a != nil {
 		t.Fatalf("a live Swarm worker of no node: want no action, got %v", a)
 	}
 	if err := w.Kill(); err != nil {
@@ -73,8 +74,8 @@ func TestObserveSwarm(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		a := decideSwarm(swarmSnapshot{nodes: nodes, swarm: got})
-		if a == nil || a.kind != swarmRemoveNode || a.swarmID != w.NodeID {
+		a := decide.Swarm(decide.SwarmSnapshot{Nodes: nodes, Swarm: got})
+		if a == nil || a.Kind != decide.SwarmRemoveNode || a.SwarmID != w.NodeID {
 			return fmt.Errorf("decided %v", a)
 		}
 		t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), a)

@@ -15,11 +15,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/node/swarmagent"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/supervisor"
 )
 
 // swarmTestTimeout bounds each wait on the Swarm (a node Down takes a few
@@ -40,7 +42,7 @@ func runSwarmAgent(t *testing.T, c *testCluster, id string, conn *grpc.ClientCon
 		defer close(done)
 		var last string
 		for ctx.Err() == nil {
-			n, err := nodeLoad(ctx, c.cli, id)
+			n, err := store.NodeLoad(ctx, c.cli, id)
 			if err == nil {
 				actx, acancel := context.WithTimeout(ctx, 30*time.Second)
 				var out swarmagent.Outcome
@@ -71,16 +73,16 @@ func runSwarmAgent(t *testing.T, c *testCluster, id string, conn *grpc.ClientCon
 }
 
 // swarmNodes reads the Swarm's nodes by ID through engine e.
-func swarmNodes(ctx context.Context, e *swarmtest.Engine) (map[string]swarmNode, error) {
+func swarmNodes(ctx context.Context, e *swarmtest.Engine) (map[string]decide.SwarmNode, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := observeSwarm(ctx, e.Client)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]swarmNode{}
+	out := map[string]decide.SwarmNode{}
 	for _, sn := range list {
-		out[sn.id] = sn
+		out[sn.ID] = sn
 	}
 	return out, nil
 }
@@ -109,7 +111,7 @@ func (c *testCluster) swarmEvent(since time.Time, loop, action, nodeID string) *
 	testenv.Eventually(c.t, swarmTestTimeout, fmt.Sprintf("a %s event %s of node %q", loop, action, nodeID), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		events, err := eventList(ctx, c.cli, 0)
+		events, err := store.EventList(ctx, c.cli, 0)
 		if err != nil {
 			return err
 		}
@@ -175,13 +177,7 @@ func TestSwarmSync(t *testing.T) {
 		cfg := c.curatorConfig(c.first, c.cli)
 		cfg.Docker = engine
 		cfg.SwarmInterval = 200 * time.Millisecond
-		svc, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, _ := supervisor.TestHarness(t, svc.Run)
-		waitFor(t, "the curator leads", svc.IsLeader)
-		return svc, stop
+		return c.leadWith(cfg)
 	}
 	svc, stop := startCurator()
 	admin, anon := c.dialFirst()
@@ -245,8 +241,8 @@ func TestSwarmSync(t *testing.T) {
 		stop()
 		setSwarmRole(t, m0, w0.NodeID, swarm.NodeRoleManager)
 		svc, stop = startCurator()
-		c.swarmEvent(start, "swarm-sync", string(swarmGrantRole), b.id)
-		waitFor(t, "node b to have the consensus role", func() bool { return hasRole(c.loadNode(b.id), pb.Role_ROLE_CONSENSUS) })
+		c.swarmEvent(start, "swarm-sync", string(decide.SwarmGrantRole), b.id)
+		waitFor(t, "node b to have the consensus role", func() bool { return spec.HasRole(c.loadNode(b.id), pb.Role_ROLE_CONSENSUS) })
 		members, err := consensus.Members(ctx, c.cli)
 		if err != nil {
 			t.Fatal(err)
@@ -267,7 +263,7 @@ func TestSwarmSync(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if sn := got[w0.NodeID]; !sn.reachable() {
+			if sn := got[w0.NodeID]; !sn.Reachable() {
 				return fmt.Errorf("w0 is %+v", sn)
 			}
 			return nil
@@ -279,10 +275,10 @@ func TestSwarmSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc, stop = startCurator()
-		c.swarmEvent(start, "demotions", string(demotionFinish), b.id)
+		c.swarmEvent(start, "demotions", string(decide.DemotionFinish), b.id)
 		waitFor(t, "node b's demotion to finish", func() bool {
 			n := c.loadNode(b.id)
-			return !hasRole(n, pb.Role_ROLE_CONSENSUS) && !n.Demoting
+			return !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) && !n.Demoting
 		})
 		members, err := consensus.Members(ctx, c.cli)
 		if err != nil {
@@ -305,7 +301,7 @@ func TestSwarmSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got[w1.NodeID].manager || !hasRole(c.loadNode(d.id), pb.Role_ROLE_CONSENSUS) {
+		if !got[w1.NodeID].Manager || !spec.HasRole(c.loadNode(d.id), pb.Role_ROLE_CONSENSUS) {
 			t.Fatalf("after PromoteNode: Swarm node %+v, roles %v", got[w1.NodeID], c.loadNode(d.id).Roles)
 		}
 		testenv.Eventually(t, swarmTestTimeout, "w1 to be a reachable manager", func() error {
@@ -313,7 +309,7 @@ func TestSwarmSync(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if sn := got[w1.NodeID]; !sn.reachable() {
+			if sn := got[w1.NodeID]; !sn.Reachable() {
 				return fmt.Errorf("w1 is %+v", sn)
 			}
 			return nil
@@ -326,7 +322,7 @@ func TestSwarmSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Outcome != "demoted" || got[w1.NodeID].manager || hasRole(c.loadNode(d.id), pb.Role_ROLE_CONSENSUS) {
+		if resp.Outcome != "demoted" || got[w1.NodeID].Manager || spec.HasRole(c.loadNode(d.id), pb.Role_ROLE_CONSENSUS) {
 			t.Errorf("after DemoteNode (%s): Swarm node %+v, roles %v", resp.Outcome, got[w1.NodeID], c.loadNode(d.id).Roles)
 		}
 		t.Logf("promoted and demoted in %v", time.Since(start).Round(time.Millisecond))
@@ -350,7 +346,7 @@ func TestSwarmSync(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if sn := got[w2.NodeID]; !sn.reachable() {
+			if sn := got[w2.NodeID]; !sn.Reachable() {
 				return fmt.Errorf("w2 is %+v", sn)
 			}
 			return nil
@@ -362,20 +358,20 @@ func TestSwarmSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc, stop = startCurator()
-		swarmDemote := c.swarmEvent(start, "swarm-sync", string(swarmDemote), e.id)
-		finish := c.swarmEvent(start, "demotions", string(demotionFinish), e.id)
+		swarmDemote := c.swarmEvent(start, "swarm-sync", string(decide.SwarmDemote), e.id)
+		finish := c.swarmEvent(start, "demotions", string(decide.DemotionFinish), e.id)
 		if !finish.Time.AsTime().After(swarmDemote.Time.AsTime()) {
 			t.Errorf("the etcd member was removed (%v) before the Swarm demote (%v)", finish.Time.AsTime(), swarmDemote.Time.AsTime())
 		}
 		waitFor(t, "node e's demotion to finish", func() bool {
 			n := c.loadNode(e.id)
-			return !hasRole(n, pb.Role_ROLE_CONSENSUS) && !n.Demoting
+			return !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) && !n.Demoting
 		})
 		got, err := swarmNodes(ctx, m0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got[w2.NodeID].manager {
+		if got[w2.NodeID].Manager {
 			t.Errorf("w2 is still a Swarm manager: %+v", got[w2.NodeID])
 		}
 		t.Logf("finished in %v", time.Since(start).Round(time.Millisecond))
@@ -391,7 +387,7 @@ func TestSwarmSync(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if a := got[w1.NodeID].availability; a != want {
+				if a := got[w1.NodeID].Availability; a != want {
 					return fmt.Errorf("w1 is %s", a)
 				}
 				return nil
@@ -407,7 +403,7 @@ func TestSwarmSync(t *testing.T) {
 		}
 		update(pb.Availability_AVAILABILITY_DRAIN)
 		swarmAvail(swarm.NodeAvailabilityDrain)
-		c.swarmEvent(start, "swarm-sync", string(swarmAvailability), d.id)
+		c.swarmEvent(start, "swarm-sync", string(decide.SwarmAvailability), d.id)
 		t.Logf("drained in Swarm %v after the update", time.Since(start).Round(time.Millisecond))
 
 		// Changed in Swarm by hand: set back to the node's.
@@ -453,8 +449,8 @@ func TestSwarmSync(t *testing.T) {
 				return err
 			}
 			for e, a := range want {
-				if got[e.NodeID].availability != a {
-					return fmt.Errorf("%s is %s, want %s", e.Name, got[e.NodeID].availability, a)
+				if got[e.NodeID].Availability != a {
+					return fmt.Errorf("%s is %s, want %s", e.Name, got[e.NodeID].Availability, a)
 				}
 			}
 			return nil
@@ -502,7 +498,7 @@ func TestSwarmSync(t *testing.T) {
 			}
 			return nil
 		})
-		c.swarmEvent(start, "swarm-sync", string(swarmRemoveNode), "")
+		c.swarmEvent(start, "swarm-sync", string(decide.SwarmRemoveNode), "")
 		t.Logf("removed %v after the kill", time.Since(start).Round(time.Millisecond))
 	})
 
@@ -520,7 +516,7 @@ func TestSwarmSync(t *testing.T) {
 			now = c.loadNode(e.id).SwarmNodeId
 			return now != old && now != ""
 		})
-		c.swarmEvent(start, "swarm-sync", string(swarmJoin), e.id)
+		c.swarmEvent(start, "swarm-sync", string(decide.SwarmJoin), e.id)
 		testenv.Eventually(t, swarmTestTimeout, "the Swarm to list e's new node ready and its old one no more", func() error {
 			got, err := swarmNodes(ctx, m0)
 			if err != nil {
@@ -529,7 +525,7 @@ func TestSwarmSync(t *testing.T) {
 			if sn, ok := got[old]; ok {
 				return fmt.Errorf("the old Swarm node is still listed: %+v", sn)
 			}
-			if sn := got[now]; sn.state != swarm.NodeStateReady || sn.manager {
+			if sn := got[now]; sn.State != swarm.NodeStateReady || sn.Manager {
 				return fmt.Errorf("the new Swarm node is %+v", sn)
 			}
 			return nil
@@ -549,6 +545,6 @@ func putNode(ctx context.Context, c *testCluster, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.cli.Put(ctx, nodeKey(n.Id), string(data))
+	_, err = c.cli.Put(ctx, store.Keys.Node(n.Id), string(data))
 	return err
 }

@@ -83,7 +83,7 @@ func watchSwarmOnce(ctx context.Context, engine swarmEventer, since string, ch c
 		case err := <-res.Err:
 			return last, err
 		case m := <-res.Messages:
-			kick(ch)
+			supervisor.Kick(ch)
 			if m.TimeNano != 0 {
 				last = fmt.Sprintf("%d.%09d", m.TimeNano/int64(time.Second), m.TimeNano%int64(time.Second))
 			}

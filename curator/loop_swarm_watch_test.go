@@ -12,9 +12,10 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/supervisor"
 )
 
 // fakeEventer answers each Events call with the next of its streams: a
@@ -117,12 +118,7 @@ func TestSwarmWatchWakes(t *testing.T) {
 	cfg := c.curatorConfig(c.first, c.cli)
 	cfg.Docker = m0.Client
 	cfg.SwarmInterval = time.Minute
-	svc, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	supervisor.TestHarness(t, svc.Run)
-	waitFor(t, "the curator leads", svc.IsLeader)
+	svc, _ := c.leadWith(cfg)
 	admin, anon := c.dialFirst()
 	tok := c.token(admin, "worker")
 
@@ -144,11 +140,11 @@ func TestSwarmWatchWakes(t *testing.T) {
 
 	setSwarmRole(t, m0, w0.NodeID, swarm.NodeRoleManager)
 	changed := time.Now()
-	ev := c.swarmEvent(changed.Add(-time.Second), "swarm-sync", string(swarmGrantRole), b.id)
+	ev := c.swarmEvent(changed.Add(-time.Second), "swarm-sync", string(decide.SwarmGrantRole), b.id)
 	took := ev.Time.AsTime().Sub(changed)
 	t.Logf("grant-role %v after the Swarm change (periodic read every %v)", took.Round(time.Millisecond), cfg.SwarmInterval)
 	if took >= time.Second {
 		t.Errorf("grant-role came %v after the Swarm change; want < 1s", took)
 	}
-	waitFor(t, "node b to have the consensus role", func() bool { return hasRole(c.loadNode(b.id), pb.Role_ROLE_CONSENSUS) })
+	waitFor(t, "node b to have the consensus role", func() bool { return spec.HasRole(c.loadNode(b.id), pb.Role_ROLE_CONSENSUS) })
 }

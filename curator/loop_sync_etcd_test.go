@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -122,7 +124,7 @@ func (f *syncFixture) worker(name string) *testNode {
 // peerURLOf is the etcd peer URL of a node at address (PORT+1).
 func peerURLOf(t testing.TB, address string) string {
 	t.Helper()
-	ip, port, err := SplitAddress(address)
+	ip, port, err := spec.SplitAddress(address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,12 +202,12 @@ func saveAsLeader(t *testing.T, svc *Service, id string, mutate func(*pb.Node)) 
 	st.muNodes.Lock()
 	defer st.muNodes.Unlock()
 	ctx := callCtx(t)
-	n, err := nodeLoad(ctx, svc.cfg.Etcd, id)
+	n, err := store.NodeLoad(ctx, svc.cfg.Etcd, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mutate(n)
-	if err := nodeSave(ctx, st.leadership, n); err != nil {
+	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -240,13 +242,13 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 				}
 				return w.id, func() error {
 					n := f.c.loadNode(w.id)
-					if !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+					if !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 						return fmt.Errorf("roles %v", n.Roles)
 					}
 					if n.Consensus.GetMemberId() != memberID {
 						return fmt.Errorf("the role carries member %x, want %x", n.Consensus.GetMemberId(), memberID)
 					}
-					if !hasRole(n, pb.Role_ROLE_WORKER) {
+					if !spec.HasRole(n, pb.Role_ROLE_WORKER) {
 						t.Errorf("granting consensus took the worker role: %v", n.Roles)
 					}
 					if len(n.Consensus.EtcdCert) == 0 || len(n.Consensus.EtcdCa) == 0 {
@@ -280,10 +282,10 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 				before := len(f.members(t))
 				return w.id, func() error {
 					n := f.c.loadNode(w.id)
-					if hasRole(n, pb.Role_ROLE_CONSENSUS) || n.Consensus != nil {
+					if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || n.Consensus != nil {
 						return fmt.Errorf("roles %v, consensus %v", n.Roles, n.Consensus)
 					}
-					if !hasRole(n, pb.Role_ROLE_WORKER) {
+					if !spec.HasRole(n, pb.Role_ROLE_WORKER) {
 						t.Errorf("clearing consensus took the worker role: %v", n.Roles)
 					}
 					if got := len(f.members(t)); got != before {
@@ -365,7 +367,7 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 
 func (f *syncFixture) mustNodes(t *testing.T) []*pb.Node {
 	t.Helper()
-	nodes, err := nodeList(callCtx(t), f.c.cli)
+	nodes, err := store.NodeList(callCtx(t), f.c.cli)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,14 +383,14 @@ func TestSyncRefusesWithoutLeaderNode(t *testing.T) {
 	t.Run("leader's node missing from the registry", func(t *testing.T) {
 		f := newSyncFixture(t)
 		ctx := callCtx(t)
-		own, err := f.c.cli.Get(ctx, nodeKey(f.c.first.id))
+		own, err := f.c.cli.Get(ctx, store.Keys.Node(f.c.first.id))
 		if err != nil || len(own.Kvs) != 1 {
 			t.Fatalf("read own node: %v, %v", own, err)
 		}
 		// Behind the leader's back, as only a bug or an operator editing
 		// etcd could: the leader's node record goes, and a member that no
 		// node owns appears.
-		if _, err := f.c.cli.Delete(ctx, nodeKey(f.c.first.id)); err != nil {
+		if _, err := f.c.cli.Delete(ctx, store.Keys.Node(f.c.first.id)); err != nil {
 			t.Fatal(err)
 		}
 		_, ghost, err := consensus.AddLearner(ctx, f.c.cli, "ghost", unusedPeerURL(t))
@@ -399,7 +401,7 @@ func TestSyncRefusesWithoutLeaderNode(t *testing.T) {
 
 		// Put the node back: the refusal ends and the sync removes the
 		// member.
-		if _, err := f.c.cli.Put(ctx, nodeKey(f.c.first.id), string(own.Kvs[0].Value)); err != nil {
+		if _, err := f.c.cli.Put(ctx, store.Keys.Node(f.c.first.id), string(own.Kvs[0].Value)); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the sync removes the member once the leader finds itself", func() bool {
@@ -434,7 +436,7 @@ func TestSyncRefusesWithoutLeaderNode(t *testing.T) {
 		})
 		assertRefuses(t, f, second, member, "not among the etcd members")
 		n := f.c.loadNode(m2.id)
-		if !hasRole(n, pb.Role_ROLE_CONSENSUS) || n.Consensus.GetMemberId() != member {
+		if !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || n.Consensus.GetMemberId() != member {
 			t.Errorf("the refusing leader changed its own role: roles %v, consensus %v", n.Roles, n.Consensus)
 		}
 	})
@@ -538,20 +540,20 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close() })
-	election := concurrency.NewElection(sess, electionPrefix)
+	election := concurrency.NewElection(sess, store.Keys.Election())
 	campaignCtx, cancelCampaign := context.WithTimeout(context.Background(), testTimeout)
 	defer cancelCampaign()
 	won := make(chan error, 1)
 	standIn := aliveAddress(t)
 	go func() { won <- election.Campaign(campaignCtx, leaderValue("test", standIn)) }()
 	waitFor(t, "the test's candidacy is in line", func() bool {
-		resp, err := c.cli.Get(callCtx(t), electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := c.cli.Get(callCtx(t), store.Keys.Election()+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 2
 	})
 
 	old := svc.currentLeader()
 	deposed := time.Now()
-	if _, err := c.cli.Delete(callCtx(t), old.key); err != nil {
+	if _, err := c.cli.Delete(callCtx(t), old.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator stops leading", func() bool { return !svc.IsLeader() })
@@ -586,7 +588,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * DefaultSyncInterval) // a negative: nothing to wait for
-	if n := c.loadNode(w.id); hasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if n := c.loadNode(w.id); spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		t.Errorf("the role was granted while the curator did not lead: %v", n.Roles)
 	}
 	if got := syncTicks(t, svc); got != ticks {
@@ -610,7 +612,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 	})
 	waitFor(t, "the new leadership grants the role", func() bool {
 		n := c.loadNode(w.id)
-		return hasRole(n, pb.Role_ROLE_CONSENSUS) && n.Consensus.GetMemberId() == memberID
+		return spec.HasRole(n, pb.Role_ROLE_CONSENSUS) && n.Consensus.GetMemberId() == memberID
 	})
 	ev := f.waitEvent(t, "grant-role", w.id)
 	if ev.Leader != c.first.id {
@@ -635,7 +637,7 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 		n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 	})
 	waitFor(t, "both are repaired", func() bool {
-		return !hasMember(f.members(t), ghost) && !hasRole(f.c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+		return !hasMember(f.members(t), ghost) && !spec.HasRole(f.c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
 	})
 	removed := f.waitEvent(t, "remove-member", "")
 	cleared := f.waitEvent(t, "clear-role", w.id)
@@ -660,17 +662,17 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 func TestSyncRecordsRecurringRefusal(t *testing.T) {
 	f := newSyncFixture(t)
 	ctx := callCtx(t)
-	own, err := f.c.cli.Get(ctx, nodeKey(f.c.first.id))
+	own, err := f.c.cli.Get(ctx, store.Keys.Node(f.c.first.id))
 	if err != nil || len(own.Kvs) != 1 {
 		t.Fatalf("read own node: %v, %v", own, err)
 	}
 	for round := 1; round <= 2; round++ {
-		if _, err := f.c.cli.Delete(ctx, nodeKey(f.c.first.id)); err != nil {
+		if _, err := f.c.cli.Delete(ctx, store.Keys.Node(f.c.first.id)); err != nil {
 			t.Fatal(err)
 		}
 		refusals := syncRefusals(t, f.svc)
 		waitFor(t, "the sync refuses", func() bool { return syncRefusals(t, f.svc) > refusals })
-		if _, err := f.c.cli.Put(ctx, nodeKey(f.c.first.id), string(own.Kvs[0].Value)); err != nil {
+		if _, err := f.c.cli.Put(ctx, store.Keys.Node(f.c.first.id), string(own.Kvs[0].Value)); err != nil {
 			t.Fatal(err)
 		}
 		// Recovered: it acts again.

@@ -37,6 +37,12 @@ type Metrics struct {
 	// SwarmNodes counts the Swarm's nodes by role and state, as the
 	// leader's swarm sync last read them (none with the flavor off).
 	SwarmNodes *prometheus.GaugeVec
+	// SessionsRefused counts the session set-ups this manager refused
+	// with a time to come back (admission.go); SessionsReforwarded the
+	// node streams it forwarded again to a new leader
+	// (forward_session.go).
+	SessionsRefused     prometheus.Counter
+	SessionsReforwarded prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -93,6 +99,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"outcome"}),
 		AgentCertExpiry: f.NewGauge(prometheus.GaugeOpts{
 			Name: "curator_agent_cert_expiry_timestamp_seconds", Help: "When this agent's node certificate expires (Unix time).",
+		}),
+		SessionsRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_sessions_refused_total", Help: "Session set-ups this manager refused with a time to come back (its admission rate, or no leader known).",
+		}),
+		SessionsReforwarded: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_sessions_reforwarded_total", Help: "Node session streams this manager forwarded again, to a new leader.",
 		}),
 		SwarmNodes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_swarm_nodes", Help: "The Docker Swarm's nodes by role and state, as the leader last read them (Swarm flavor).",

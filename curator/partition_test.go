@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -55,7 +56,7 @@ func newEtcdCurators(t *testing.T) *etcdCurators {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			first := &pb.Node{Id: id, Name: "m0", Address: address, Roles: []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
 				Availability: pb.Availability_AVAILABILITY_ACTIVE}
-			_, err := Bootstrap(ctx, clus.Client(0), BootstrapParams{ClusterID: "partitions", CA: root, EtcdCA: etcdCA, First: first})
+			_, err := store.Bootstrap(ctx, clus.Client(0), store.BootstrapParams{ClusterID: "partitions", CA: root, EtcdCA: etcdCA, First: first})
 			cancel()
 			if err != nil {
 				t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -54,7 +56,7 @@ func quorumLost(voters []quorumVoter) (bool, string) {
 			down = append(down, label)
 		}
 	}
-	need := majority(len(voters))
+	need := spec.Majority(len(voters))
 	if len(up) >= need {
 		return false, ""
 	}
@@ -157,7 +159,7 @@ func (s *Service) Quorum() error {
 // quorumLost is the last check's error if it found the quorum lost, else
 // nil.
 func (s *Service) quorumLost() error {
-	if err := s.Quorum(); errors.Is(err, ErrQuorum) {
+	if err := s.Quorum(); errors.Is(err, spec.ErrQuorum) {
 		return err
 	}
 	return nil
@@ -172,13 +174,13 @@ func (s *Service) CheckQuorum(ctx context.Context) error {
 	cli := s.cfg.Etcd
 	eps := cli.Endpoints()
 	if len(eps) == 0 {
-		return fmt.Errorf("%w: this manager has no etcd endpoint", ErrNoLeader)
+		return fmt.Errorf("%w: this manager has no etcd endpoint", spec.ErrNoLeader)
 	}
 	sctx, cancel := context.WithTimeout(ctx, quorumProbeTimeout)
 	st, err := cli.Status(sctx, eps[0])
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: this manager's etcd does not answer (%v)", ErrNoLeader, err)
+		return fmt.Errorf("%w: this manager's etcd does not answer (%v)", spec.ErrNoLeader, err)
 	}
 	if st.Leader != 0 {
 		return nil
@@ -190,14 +192,12 @@ func (s *Service) CheckQuorum(ctx context.Context) error {
 	defer cancel()
 	ml, err := cli.MemberList(mctx, clientv3.WithSerializable())
 	if err != nil {
-		return fmt.Errorf("%w: etcd has no leader, and this manager cannot list its members (%v)", ErrNoLeader, err)
+		return fmt.Errorf("%w: etcd has no leader, and this manager cannot list its members (%v)", spec.ErrNoLeader, err)
 	}
 	byID := map[string][2]string{} // node ID → name, address
-	if resp, err := cli.Get(mctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithSerializable()); err == nil {
-		for _, kv := range resp.Kvs {
-			if n, err := nodeUnmarshal(string(kv.Key), kv.Value); err == nil {
-				byID[n.Id] = [2]string{n.Name, n.Address}
-			}
+	if nodes, err := store.NodeListLocal(mctx, cli); err == nil {
+		for _, n := range nodes {
+			byID[n.Id] = [2]string{n.Name, n.Address}
 		}
 	}
 	var (
@@ -233,9 +233,9 @@ func (s *Service) CheckQuorum(ctx context.Context) error {
 	}
 	wg.Wait()
 	if lost, msg := quorumLost(voters); lost {
-		return fmt.Errorf("%w: %s", ErrQuorum, msg)
+		return fmt.Errorf("%w: %s", spec.ErrQuorum, msg)
 	}
-	return fmt.Errorf("%w: etcd has no leader, though a majority of its voters answer: an election is under way; retry in a few seconds", ErrNoLeader)
+	return fmt.Errorf("%w: etcd has no leader, though a majority of its voters answer: an election is under way; retry in a few seconds", spec.ErrNoLeader)
 }
 
 // addressFromPeerURL is the node address (gRPC, PORT) of an etcd peer URL

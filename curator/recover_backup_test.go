@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 )
 
@@ -59,8 +60,8 @@ func TestReadBackup(t *testing.T) {
 		}, badFile: true},
 		{name: "empty", file: func([]byte) []byte { return nil }, badFile: true},
 		{name: "not a curator cluster", keys: func(k map[string][]byte) { clear(k) }, wantErr: "no curator cluster record"},
-		{name: "cluster record corrupt", keys: func(k map[string][]byte) { k[clusterKey] = []byte{0xff, 0xff, 0xff} }, wantErr: "cluster record is corrupt"},
-		{name: "CA record missing", keys: func(k map[string][]byte) { delete(k, pkiKey) }, wantErr: "CA record is missing or corrupt"},
+		{name: "cluster record corrupt", keys: func(k map[string][]byte) { k[store.Keys.Cluster()] = []byte{0xff, 0xff, 0xff} }, wantErr: "cluster record is corrupt"},
+		{name: "CA record missing", keys: func(k map[string][]byte) { delete(k, store.Keys.PKI()) }, wantErr: "CA record is missing or corrupt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := good
@@ -73,7 +74,7 @@ func TestReadBackup(t *testing.T) {
 				t.Fatal(err)
 			}
 			etcdDir := filepath.Join(dir, "etcd")
-			restored, err := consensus.RestoreSnapshot(path, etcdDir, c.first.id, "127.0.0.1", 7000, RecordPrefix, nopLogger())
+			restored, err := consensus.RestoreSnapshot(path, etcdDir, c.first.id, "127.0.0.1", 7000, store.RecordPrefix, nopLogger())
 			if tc.badFile {
 				if !errors.Is(err, consensus.ErrBadSnapshot) {
 					t.Errorf("RestoreSnapshot: %v, want %v", err, consensus.ErrBadSnapshot)
@@ -93,7 +94,7 @@ func TestReadBackup(t *testing.T) {
 			if tc.keys != nil {
 				tc.keys(keys)
 			}
-			got, err := ReadBackup(keys)
+			got, err := store.ReadBackup(keys)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("ReadBackup: %v, want an error that says %q", err, tc.wantErr)

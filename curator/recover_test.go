@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -48,7 +50,7 @@ func TestRecover(t *testing.T) {
 		runs int
 		// params are Recover's, given the cluster and the records' IDs
 		// by name.
-		params func(c *testCluster, ids map[string]string, addrs map[string]string) RecoverParams
+		params func(c *testCluster, ids map[string]string, addrs map[string]string) store.RecoverParams
 		// otherMember adds a second etcd member (a learner that never
 		// starts) before Recover runs.
 		otherMember bool
@@ -59,23 +61,23 @@ func TestRecover(t *testing.T) {
 	}{
 		{
 			name: "forced new cluster",
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
-				return RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
 			},
 			want: map[string]string{"first": kept, "manager-2": refused, "manager-3": refused, "worker": kept},
 		},
 		{
 			name: "forced new cluster, run twice",
 			runs: 2,
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
-				return RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
 			},
 			want: map[string]string{"first": kept, "manager-2": refused, "manager-3": refused, "worker": kept},
 		},
 		{
 			name: "restore at an old manager's address",
-			params: func(c *testCluster, ids, addrs map[string]string) RecoverParams {
-				return RecoverParams{NodeID: c.first.id, Self: restored(c, addrs["manager-2"]), How: "a restore from a backup", Now: now}
+			params: func(c *testCluster, ids, addrs map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: c.first.id, Self: restored(c, addrs["manager-2"]), How: "a restore from a backup", Now: now}
 			},
 			// The restored node's record replaces the first's (the same
 			// ID: the etcd member's); manager-2's goes, its address taken.
@@ -84,49 +86,49 @@ func TestRecover(t *testing.T) {
 		{
 			name: "restore, run twice",
 			runs: 2,
-			params: func(c *testCluster, ids, addrs map[string]string) RecoverParams {
-				return RecoverParams{NodeID: c.first.id, Self: restored(c, addrs["manager-2"]), How: "a restore from a backup", Now: now}
+			params: func(c *testCluster, ids, addrs map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: c.first.id, Self: restored(c, addrs["manager-2"]), How: "a restore from a backup", Now: now}
 			},
 			want: map[string]string{"first": written, "manager-2": gone, "manager-3": refused, "worker": kept},
 		},
 		{
 			name: "refused: another etcd member",
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
-				return RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
 			},
 			otherMember: true,
-			wantErr:     ErrPrecondition,
+			wantErr:     spec.ErrPrecondition,
 		},
 		{
 			name: "refused: not the etcd member",
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
-				return RecoverParams{NodeID: ids["manager-2"], How: "a forced new cluster", Now: now}
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
+				return store.RecoverParams{NodeID: ids["manager-2"], How: "a forced new cluster", Now: now}
 			},
-			wantErr: ErrPrecondition,
+			wantErr: spec.ErrPrecondition,
 		},
 		{
 			name: "refused: forced on a node with no record",
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
 				// The first node's record is deleted below for this case.
-				return RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
+				return store.RecoverParams{NodeID: c.first.id, How: "a forced new cluster", Now: now}
 			},
-			wantErr: ErrPrecondition,
+			wantErr: spec.ErrPrecondition,
 		},
 		{
 			name: "refused: a restored record of another node",
-			params: func(c *testCluster, ids, addrs map[string]string) RecoverParams {
+			params: func(c *testCluster, ids, addrs map[string]string) store.RecoverParams {
 				self := restored(c, addrs["manager-2"])
 				self.Id = ids["worker"]
-				return RecoverParams{NodeID: c.first.id, Self: self, How: "a restore from a backup", Now: now}
+				return store.RecoverParams{NodeID: c.first.id, Self: self, How: "a restore from a backup", Now: now}
 			},
-			wantErr: ErrInvalid,
+			wantErr: spec.ErrInvalid,
 		},
 		{
 			name: "refused: no node ID",
-			params: func(c *testCluster, ids, _ map[string]string) RecoverParams {
-				return RecoverParams{How: "a forced new cluster", Now: now}
+			params: func(c *testCluster, ids, _ map[string]string) store.RecoverParams {
+				return store.RecoverParams{How: "a forced new cluster", Now: now}
 			},
-			wantErr: ErrInvalid,
+			wantErr: spec.ErrInvalid,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,8 +136,23 @@ func TestRecover(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			ids, addrs := seedLostCluster(t, ctx, c)
+			// The audit trail and a revoked operator certificate, which a
+			// recovery keeps (the revocation must hold after it).
+			audit := &pb.AuditEntry{Time: timestamppb.New(at), Name: "alice", Call: "DemoteNode", Outcome: "ok"}
+			revokedCert := &pb.AdminCertificate{Name: "alice", Serial: "abc", Revoked: true}
+			// A group, which a restore brings back suspended.
+			group := &pb.Group{Spec: &pb.GroupSpec{Name: "workers", Size: 2}, ConfigSha: "s"}
+			for key, m := range map[string]proto.Message{store.Keys.Audit(audit): audit, store.Keys.AdminCert(revokedCert.Serial): revokedCert, store.Keys.Group("workers"): group} {
+				data, err := proto.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.cli.Put(ctx, key, string(data)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tc.name == "refused: forced on a node with no record" {
-				if _, err := c.cli.Delete(ctx, nodeKey(c.first.id)); err != nil {
+				if _, err := c.cli.Delete(ctx, store.Keys.Node(c.first.id)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -150,7 +167,7 @@ func TestRecover(t *testing.T) {
 			var err error
 			var after map[string]*pb.Node
 			for run := range max(tc.runs, 1) {
-				if err = Recover(ctx, c.cli, p); err != nil {
+				if err = store.Recover(ctx, c.cli, p); err != nil {
 					break
 				}
 				got := recordsByID(t, ctx, c.cli)
@@ -168,7 +185,7 @@ func TestRecover(t *testing.T) {
 				if diff := cmp.Diff(before, recordsByID(t, ctx, c.cli), protocmp.Transform()); diff != "" {
 					t.Errorf("a refused Recover changed the records (-before +after):\n%s", diff)
 				}
-				if n := countKeys(t, ctx, c.cli, electionPrefix+"/"); n != 2 {
+				if n := countKeys(t, ctx, c.cli, store.Keys.Election()+"/"); n != 2 {
 					t.Errorf("a refused Recover left %d election keys, want the 2 there were", n)
 				}
 				if evs := recoveryEvents(t, ctx, c.cli); len(evs) != 0 {
@@ -178,6 +195,27 @@ func TestRecover(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("Recover: %v", err)
+			}
+			g, err := store.GroupLoad(ctx, c.cli, "workers")
+			if err != nil || g == nil {
+				t.Fatalf("after the recovery the group is %v, %v", g, err)
+			}
+			switch wantSuspended := "restored by a restore from a backup at " + at.Format(time.RFC3339); {
+			case p.Self != nil && g.Suspended != wantSuspended:
+				t.Errorf("after a restore the group is suspended %q, want %q", g.Suspended, wantSuspended)
+			case p.Self == nil && g.Suspended != "":
+				t.Errorf("after a forced new cluster the group is suspended %q, want it running", g.Suspended)
+			case g.Spec.GetSize() != 2 || g.ConfigSha != "s":
+				t.Errorf("the recovery changed the group's spec: %v", g)
+			}
+			if evs := recoveryEvents(t, ctx, c.cli); p.Self != nil && (len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Reason, "curator group resume --all")) {
+				t.Errorf("the restore's event does not name the resume command: %v", evs)
+			}
+			if entries, _, err := store.AuditList(ctx, c.cli, 0, 0); err != nil || len(entries) != 1 || entries[0].Name != "alice" {
+				t.Errorf("after the recovery the audit trail is %v, %v; want alice's entry", entries, err)
+			}
+			if revoked, err := store.AdminCertRevoked(ctx, c.cli, "abc"); err != nil || !revoked {
+				t.Errorf("after the recovery the revoked certificate is revoked %v (%v)", revoked, err)
 			}
 
 			got := map[string]string{}
@@ -222,7 +260,7 @@ func TestRecover(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)
 			}
-			if n := countKeys(t, ctx, c.cli, electionPrefix+"/"); n != 0 {
+			if n := countKeys(t, ctx, c.cli, store.Keys.Election()+"/"); n != 0 {
 				t.Errorf("%d election keys left, want none", n)
 			}
 			evs := recoveryEvents(t, ctx, c.cli)
@@ -266,13 +304,13 @@ func seedLostCluster(t *testing.T, ctx context.Context, c *testCluster) (ids, ad
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.cli.Put(ctx, nodeKey(id), string(data)); err != nil {
+		if _, err := c.cli.Put(ctx, store.Keys.Node(id), string(data)); err != nil {
 			t.Fatal(err)
 		}
 		ids[n.name], addrs[n.name] = id, rec.Address
 	}
 	for _, k := range []string{"/694d1a2b3c4d5e01", "/694d1a2b3c4d5e02"} {
-		if _, err := c.cli.Put(ctx, electionPrefix+k, ids["manager-2"]); err != nil {
+		if _, err := c.cli.Put(ctx, store.Keys.Election()+k, ids["manager-2"]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -282,7 +320,7 @@ func seedLostCluster(t *testing.T, ctx context.Context, c *testCluster) (ids, ad
 // recordsByID reads every node record straight from etcd.
 func recordsByID(t *testing.T, ctx context.Context, cli *clientv3.Client) map[string]*pb.Node {
 	t.Helper()
-	nodes, err := nodeList(ctx, cli)
+	nodes, err := store.NodeList(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +343,7 @@ func countKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix s
 // recoveryEvents are the events Recover recorded.
 func recoveryEvents(t *testing.T, ctx context.Context, cli *clientv3.Client) []*pb.Event {
 	t.Helper()
-	evs, err := eventList(ctx, cli, 0)
+	evs, err := store.EventList(ctx, cli, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

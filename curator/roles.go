@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -16,7 +19,7 @@ import (
 // Promote and demote: the membership changes the management API, the node
 // API (Leave) and the loops share.
 //
-// Every membership change goes etcd first, role second (see decideSync).
+// Every membership change goes etcd first, role second (see decide.Sync).
 // Promote adds a learner, then writes the role with the join parameters;
 // the learner loop promotes it to voter once it has caught up. Demote marks
 // the node as demoting, moves etcd leadership off it, removes the member,
@@ -28,18 +31,18 @@ import (
 // promote gives node n the consensus role: a learner first. Called with
 // muNodes held.
 func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
-	if hasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return nil // already promoted, or being promoted: the learner loop finishes
 	}
 	switch {
 	case n.State == pb.NodeState_NODE_STATE_PENDING:
-		return fmt.Errorf("%w: node %s is pending approval: approve it first with `curator node approve %s`", ErrPrecondition, n.Id, n.Id)
+		return fmt.Errorf("%w: node %s is pending approval: approve it first with `curator node approve %s`", spec.ErrPrecondition, n.Id, n.Id)
 	case n.State != pb.NodeState_NODE_STATE_UP:
-		return fmt.Errorf("%w: node %s is %s", ErrPrecondition, n.Id, n.State)
+		return fmt.Errorf("%w: node %s is %s", spec.ErrPrecondition, n.Id, n.State)
 	case n.Status != pb.NodeStatus_NODE_STATUS_READY:
-		return fmt.Errorf("%w: node %s is not ready (%s): a node that does not answer cannot catch up with etcd; bring it back first", ErrPrecondition, n.Id, statusWord(n.Status.String()))
+		return fmt.Errorf("%w: node %s is not ready (%s): a node that does not answer cannot catch up with etcd; bring it back first", spec.ErrPrecondition, n.Id, spec.StatusWord(n.Status.String()))
 	}
-	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return err
 	}
@@ -47,24 +50,24 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
-	if _, member := ms.memberOf[n.Id]; member {
+	if _, member := ms.MemberOf[n.Id]; member {
 		return nil // the sync grants the role of a member
 	}
-	if uint32(len(ms.members)+1) > cs.MaxVoters {
-		return fmt.Errorf("%w: promoting node %s would make %d consensus members, past the limit of %d; raise it with `curator cluster update --max-voters N`", ErrPrecondition, n.Id, len(ms.members)+1, cs.MaxVoters)
+	if uint32(len(ms.Members)+1) > cs.MaxVoters {
+		return fmt.Errorf("%w: promoting node %s would make %d consensus members, past the limit of %d; raise it with `curator cluster update --max-voters N`", spec.ErrPrecondition, n.Id, len(ms.Members)+1, cs.MaxVoters)
 	}
-	pub, err := parsePublicKey(n.PublicKey)
+	pub, err := spec.ParsePublicKey(n.PublicKey)
 	if err != nil {
 		return err
 	}
-	ip, port, err := SplitAddress(n.Address)
+	ip, port, err := spec.SplitAddress(n.Address)
 	if err != nil {
 		return err
 	}
 	if err := st.swarmPromoteFirst(ctx, cs, n); err != nil {
 		return err
 	}
-	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, certTTL(cs))
+	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, spec.CertTTL(cs))
 	if err != nil {
 		return err
 	}
@@ -100,15 +103,15 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 	if err != nil {
 		return "", err
 	}
-	m, member := ms.memberOf[n.Id]
-	if !member && !hasRole(n, pb.Role_ROLE_CONSENSUS) {
+	m, member := ms.MemberOf[n.Id]
+	if !member && !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		if n.State == pb.NodeState_NODE_STATE_PENDING {
 			return "", fmt.Errorf("%w: node %s is pending approval and holds no role: there is nothing to demote; approve it with `curator node approve %s`, or refuse it with `curator node rm %s`",
-				ErrPrecondition, n.Id, n.Id, n.Id)
+				spec.ErrPrecondition, n.Id, n.Id, n.Id)
 		}
 		// An approved manager the manager-approvals loop has not promoted
 		// yet: the operator's word wins.
-		calledOff, err := promotionDrop(ctx, st.leadership, n.Id)
+		calledOff, err := store.PromotionDrop(ctx, st.Fence, n.Id)
 		if err != nil {
 			return "", err
 		}
@@ -118,7 +121,7 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 		return notManager, nil
 	}
 	if member {
-		if err := ms.checkRemoval(m, n.Id); err != nil {
+		if err := ms.CheckRemoval(m, n.Id); err != nil {
 			return "", err
 		}
 	}
@@ -130,7 +133,7 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 	if !n.Demoting {
 		n.Demoting = true
 		n.Updated = st.timestamp()
-		if err := nodeSave(ctx, st.leadership, n); err != nil {
+		if err := store.NodeSave(ctx, st.Fence, n); err != nil {
 			return "", err
 		}
 	}
@@ -153,9 +156,9 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 // not this curator's node), which the caller has checked against the
 // quorum guard: etcd leadership off it, the member removed, then the role
 // and the mark cleared.
-func (st *leaderState) finishDemotion(ctx context.Context, ms *membership, n *pb.Node) (string, error) {
+func (st *leaderState) finishDemotion(ctx context.Context, ms *decide.Membership, n *pb.Node) (string, error) {
 	msg := fmt.Sprintf("node %s demoted: its etcd member was gone already; consensus role cleared", n.Id)
-	if m, member := ms.memberOf[n.Id]; member {
+	if m, member := ms.MemberOf[n.Id]; member {
 		msg = fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, m.ID)
 		if err := st.removeFromEtcd(ctx, ms, m); err != nil {
 			return "", err
@@ -170,20 +173,20 @@ func (st *leaderState) finishDemotion(ctx context.Context, ms *membership, n *pb
 
 // removeFromEtcd takes member m out of etcd, which the caller has checked
 // against the quorum guard: a voter hands etcd leadership on first.
-func (st *leaderState) removeFromEtcd(ctx context.Context, ms *membership, m consensus.Member) error {
+func (st *leaderState) removeFromEtcd(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
 	if !m.IsLearner {
 		if err := st.moveEtcdLeaderOff(ctx, ms, m); err != nil {
 			return err
 		}
 	}
-	if err := st.removeMember(ctx, m.ID); err != nil {
+	if err := st.RemoveMember(ctx, m.ID); err != nil {
 		return err
 	}
 	// Its curator can no longer reach etcd to take its election key
 	// away, and the other candidates queue behind that key until its lease
 	// expires: take it away for it.
-	if id := ms.nodeOf[m.ID]; id != "" {
-		return electionKeysDrop(ctx, st.leadership, id)
+	if id := ms.NodeOf[m.ID]; id != "" {
+		return store.ElectionKeysDrop(ctx, st.Fence, id)
 	}
 	return nil
 }
@@ -192,7 +195,7 @@ func (st *leaderState) removeFromEtcd(ctx context.Context, ms *membership, m con
 // the demotion mark from node n, whose etcd member is gone, and revokes its
 // etcd certificate.
 func (st *leaderState) clearConsensusRole(ctx context.Context, n *pb.Node) error {
-	n = cloneNode(n)
+	n = store.CloneNode(n)
 	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
@@ -200,13 +203,13 @@ func (st *leaderState) clearConsensusRole(ctx context.Context, n *pb.Node) error
 	n.Consensus = nil
 	n.Demoting = false
 	n.Updated = st.timestamp()
-	return nodeSave(ctx, st.leadership, n)
+	return store.NodeSave(ctx, st.Fence, n)
 }
 
 // grantConsensusRole gives node n, which is etcd member memberID already,
 // the consensus role with its join parameters.
-func (st *leaderState) grantConsensusRole(ctx context.Context, ms *membership, n *pb.Node, memberID uint64) error {
-	n = cloneNode(n)
+func (st *leaderState) grantConsensusRole(ctx context.Context, ms *decide.Membership, n *pb.Node, memberID uint64) error {
+	n = store.CloneNode(n)
 	join, err := st.consensusJoinFor(ctx, n, ms, memberID)
 	if err != nil {
 		return err
@@ -220,35 +223,30 @@ func (st *leaderState) saveConsensusRole(ctx context.Context, n *pb.Node, join *
 	n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 	n.Consensus = join
 	n.Updated = st.timestamp()
-	return nodeSave(ctx, st.leadership, n)
+	return store.NodeSave(ctx, st.Fence, n)
 }
 
 // moveEtcdLeaderOff moves etcd leadership away from member m if it holds
 // it, to a healthy voter (this curator's node last, so the two leaders
 // stay apart where they can).
-func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *membership, m consensus.Member) error {
+func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
 	leader, err := consensus.Leader(ctx, st.cfg.Etcd)
 	if err != nil || leader != m.ID {
 		return err
 	}
 	var to uint64
-	for _, o := range ms.members {
-		if o.IsLearner || o.ID == m.ID || !ms.healthy(o) || ms.demoting(o) {
+	for _, o := range ms.Members {
+		if o.IsLearner || o.ID == m.ID || !ms.Healthy(o) || ms.Demoting(o) {
 			continue
 		}
-		if to == 0 || ms.nodeOf[to] == st.cfg.NodeID {
+		if to == 0 || ms.NodeOf[to] == st.cfg.NodeID {
 			to = o.ID
 		}
 	}
 	if to == 0 {
-		return fmt.Errorf("%w: no healthy voter to take etcd leadership from node %s", ErrPrecondition, ms.nodeOf[m.ID])
+		return fmt.Errorf("%w: no healthy voter to take etcd leadership from node %s", spec.ErrPrecondition, ms.NodeOf[m.ID])
 	}
-	if _, err := st.txnAsLeader(ctx); err != nil {
-		return err
-	}
-	mctx, cancel := context.WithTimeout(ctx, st.cfg.MoveLeaderTimeout)
-	defer cancel()
-	return consensus.MoveLeader(mctx, st.cfg.Etcd, to)
+	return st.MoveLeader(ctx, to, st.cfg.MoveLeaderTimeout)
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
@@ -258,7 +256,7 @@ func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub an
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate: %w", err)
 	}
-	params, memberID, err := consensus.AddLearner(ctx, st.cfg.Etcd, id, consensus.PeerURL(ip.String(), port))
+	params, memberID, err := st.AddLearner(ctx, id, consensus.PeerURL(ip.String(), port))
 	if err != nil {
 		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
 	}
@@ -280,33 +278,23 @@ func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub an
 	return join, nil
 }
 
-// removeMember removes an etcd member. Membership changes cannot
-// be part of a fenced transaction, so the fence is checked just before:
-// a deposed leader stops here.
-func (st *leaderState) removeMember(ctx context.Context, memberID uint64) error {
-	if _, err := st.txnAsLeader(ctx); err != nil {
-		return err
-	}
-	return consensus.RemoveMember(ctx, st.cfg.Etcd, memberID)
-}
-
 // consensusJoinFor builds the join parameters of node n, which is (or is
 // about to be) etcd member memberID: the peers, and an etcd certificate for
 // its key.
-func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *membership, memberID uint64) (*pb.ConsensusJoin, error) {
-	pub, err := parsePublicKey(n.PublicKey)
+func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *decide.Membership, memberID uint64) (*pb.ConsensusJoin, error) {
+	pub, err := spec.ParsePublicKey(n.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Id, err)
 	}
-	ip, _, err := SplitAddress(n.Address)
+	ip, _, err := spec.SplitAddress(n.Address)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Id, err)
 	}
-	cs, err := clusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: certTTL(cs)})
+	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate for %s: %w", n.Id, err)
 	}
@@ -320,8 +308,8 @@ func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *mem
 			join.EtcdClusterId = status.Header.GetClusterId()
 		}
 	}
-	for _, m := range ms.members {
-		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: ms.nodeOf[m.ID], PeerUrl: m.PeerURL})
+	for _, m := range ms.Members {
+		join.Peers = append(join.Peers, &pb.ConsensusPeer{NodeId: ms.NodeOf[m.ID], PeerUrl: m.PeerURL})
 	}
 	return join, nil
 }
@@ -347,14 +335,14 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 // leader removes it. Called with muNodes.
 func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
 	if n.Id == st.cfg.NodeID {
-		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", ErrPrecondition, n.Id, n.Id)
+		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
 	ms, err := st.observeMembership(ctx)
 	if err != nil {
 		return err
 	}
-	if mem, member := ms.memberOf[n.Id]; member {
-		if err := ms.checkRemoval(mem, n.Id); err != nil {
+	if mem, member := ms.MemberOf[n.Id]; member {
+		if err := ms.CheckRemoval(mem, n.Id); err != nil {
 			return err
 		}
 		if err := st.removeFromEtcd(ctx, ms, mem); err != nil {

@@ -29,6 +29,10 @@ func (s *Service) serverTLS() *tls.Config {
 	return cfg
 }
 
+// serverReadBuffer is the read buffer of each connection the gRPC server
+// holds.
+const serverReadBuffer = 4 << 10
+
 func (s *Service) runGRPC(ctx context.Context) error {
 	lis, err := s.listen("tcp", s.cfg.Address)
 	if err != nil {
@@ -36,6 +40,12 @@ func (s *Service) runGRPC(ctx context.Context) error {
 	}
 	srv := grpc.NewServer(append(transport.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(s.serverTLS())),
+		// A manager holds a connection per node whose session goes
+		// through it, thousands, each idle but for a heartbeat an
+		// interval: a small read buffer (messages are tiny) instead of
+		// 32 KiB per connection for good (gRPC's write buffers come
+		// from a pool already).
+		grpc.ReadBufferSize(serverReadBuffer),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.StreamInterceptor(s.streamInterceptor),
 	)...)

@@ -9,55 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
-
-func TestDecideStatus(t *testing.T) {
-	const downAfter = 5 * time.Second
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	const (
-		unknown = pb.NodeStatus_NODE_STATUS_UNKNOWN
-		ready   = pb.NodeStatus_NODE_STATUS_READY
-		down    = pb.NodeStatus_NODE_STATUS_DOWN
-	)
-	for _, tc := range []struct {
-		name        string
-		cur         pb.NodeStatus
-		last        time.Time
-		seen        bool
-		leaderSince time.Time
-		now         time.Time
-		want        pb.NodeStatus
-	}{
-		{"fresh heartbeat makes ready", unknown, at(10 * time.Second), true, t0, at(11 * time.Second), ready},
-		{"down node with fresh heartbeat is ready", down, at(10 * time.Second), true, t0, at(10 * time.Second), ready},
-		{"heartbeat just under the limit", ready, at(10 * time.Second), true, t0, at(15*time.Second - time.Nanosecond), ready},
-		{"heartbeat exactly at the limit is down", ready, at(10 * time.Second), true, t0, at(15 * time.Second), down},
-		{"stale heartbeat is down", ready, at(10 * time.Second), true, t0, at(30 * time.Second), down},
-		// The grace period of a new leader: no heartbeat seen since it
-		// took over at t0.
-		{"new leader, unseen, in grace: unknown kept", unknown, time.Time{}, false, t0, at(4 * time.Second), unknown},
-		{"new leader, unseen, in grace: ready kept", ready, time.Time{}, false, t0, at(4 * time.Second), ready},
-		{"new leader, unseen, in grace: down kept", down, time.Time{}, false, t0, at(time.Second), down},
-		{"new leader, unseen, past one down-after: ready kept", ready, time.Time{}, false, t0, at(9 * time.Second), ready},
-		{"new leader, unseen, grace (twice down-after) over", ready, time.Time{}, false, t0, at(10 * time.Second), down},
-		{"new leader, unseen, long after", unknown, time.Time{}, false, t0, at(time.Hour), down},
-		// A heartbeat older than the leadership (a clock oddity) counts
-		// from the leadership.
-		{"heartbeat before leadership, in grace", ready, at(-time.Minute), true, t0, at(2 * time.Second), ready},
-		{"heartbeat before leadership, grace over", ready, at(-time.Minute), true, t0, at(10 * time.Second), down},
-		{"seen by this leader, then silent", ready, at(time.Second), true, t0, at(6 * time.Second), down},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := decideStatus(tc.cur, tc.last, tc.seen, tc.leaderSince, tc.now, downAfter)
-			if got != tc.want {
-				t.Errorf("decideStatus = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 func TestNodeResolve(t *testing.T) {
 	nodes := []*pb.Node{
@@ -78,13 +34,13 @@ func TestNodeResolve(t *testing.T) {
 		{"name", "beta", "abcdef1111111111111111bb", nil},
 		{"unique prefix", "abcdef1", "abcdef1111111111111111bb", nil},
 		{"name before prefix", "zzz", "qqqqqq3333333333333333dd", nil},
-		{"ambiguous prefix", "abcdef", "", ErrInvalid},
-		{"unknown", "nope", "", ErrNotFound},
-		{"empty", "", "", ErrInvalid},
-		{"blank", "   ", "", ErrInvalid},
+		{"ambiguous prefix", "abcdef", "", spec.ErrInvalid},
+		{"unknown", "nope", "", spec.ErrNotFound},
+		{"empty", "", "", spec.ErrInvalid},
+		{"blank", "   ", "", spec.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := nodeResolve(nodes, tc.query)
+			n, err := store.NodeResolve(nodes, tc.query)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("nodeResolve(%q) error = %v, want %v", tc.query, err, tc.wantErr)
 			}
@@ -97,7 +53,7 @@ func TestNodeResolve(t *testing.T) {
 		})
 	}
 	t.Run("ambiguous names both IDs", func(t *testing.T) {
-		_, err := nodeResolve(nodes, "abcdef")
+		_, err := store.NodeResolve(nodes, "abcdef")
 		for _, id := range []string{"abcdef0000000000000000aa", "abcdef1111111111111111bb"} {
 			if err == nil || !strings.Contains(err.Error(), id) {
 				t.Errorf("error %v does not name %s", err, id)
@@ -108,7 +64,7 @@ func TestNodeResolve(t *testing.T) {
 
 func TestAuthorize(t *testing.T) {
 	anon := identity{}
-	admin := identity{role: pki.RoleAdmin}
+	admin := identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "admin"}
 	node := identity{role: pki.RoleNode, nodeID: "n1"}
 	other := identity{role: pki.RoleConsensus, nodeID: "n1"}
 	methods := []string{
@@ -136,7 +92,7 @@ func TestAuthorize(t *testing.T) {
 			var got []bool
 			for _, m := range methods {
 				err := authorize(tc.id, m)
-				if err != nil && !errors.Is(err, ErrDenied) {
+				if err != nil && !errors.Is(err, spec.ErrDenied) {
 					t.Errorf("authorize(%s, %s) = %v, not ErrDenied", tc.id, m, err)
 				}
 				got = append(got, err == nil)
@@ -149,14 +105,24 @@ func TestAuthorize(t *testing.T) {
 }
 
 func TestParseIdentity(t *testing.T) {
-	for _, id := range []identity{{}, {role: pki.RoleAdmin}, {role: pki.RoleNode, nodeID: "abc"}} {
-		got, err := parseIdentity(id.String())
+	for _, id := range []identity{
+		{},
+		{role: pki.RoleAdmin, opRole: pki.OperatorReader, serial: "1f", name: "wall"},
+		{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, serial: "abc", name: "a:b"},
+		{role: pki.RoleNode, nodeID: "abc"},
+	} {
+		got, err := parseIdentity(id.forwarded())
 		if err != nil || got != id {
-			t.Errorf("parseIdentity(%q) = %v, %v; want %v", id.String(), got, err, id)
+			t.Errorf("parseIdentity(%q) = %v, %v; want %v", id.forwarded(), got, err, id)
 		}
 	}
-	for _, bad := range []string{"", "node:", "consensus", "root"} {
-		if _, err := parseIdentity(bad); !errors.Is(err, ErrDenied) {
+	// A follower of before operator roles forwards a bare "admin": the
+	// full admin it was.
+	if got, err := parseIdentity("admin"); err != nil || got.opRole != pki.OperatorAdmin {
+		t.Errorf("parseIdentity(admin) = %+v, %v; want an admin of role admin", got, err)
+	}
+	for _, bad := range []string{"", "node:", "consensus", "root", "admin:root:1:x", "admin:reader:1:", "admin:reader"} {
+		if _, err := parseIdentity(bad); !errors.Is(err, spec.ErrDenied) {
 			t.Errorf("parseIdentity(%q) = %v, want ErrDenied", bad, err)
 		}
 	}
@@ -166,7 +132,7 @@ func TestTokenRole(t *testing.T) {
 	cs := &pb.ClusterState{WorkerTokenSecret: "workersecret", ManagerTokenSecret: "managersecret"}
 	for _, tc := range []struct {
 		secret string
-		role   joinRole
+		role   spec.JoinRole
 		ok     bool
 	}{
 		{"workersecret", "worker", true},
@@ -175,9 +141,9 @@ func TestTokenRole(t *testing.T) {
 		{"workersecre", "", false},
 		{"WORKERSECRET", "", false},
 	} {
-		role, ok := tokenRole(cs, tc.secret)
+		role, ok := spec.TokenRole(cs, tc.secret)
 		if role != tc.role || ok != tc.ok {
-			t.Errorf("tokenRole(%q) = %q, %v; want %q, %v", tc.secret, role, ok, tc.role, tc.ok)
+			t.Errorf("TokenRole(%q) = %q, %v; want %q, %v", tc.secret, role, ok, tc.role, tc.ok)
 		}
 	}
 }
@@ -185,30 +151,30 @@ func TestTokenRole(t *testing.T) {
 func TestParseJoinRole(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want joinRole
+		want spec.JoinRole
 		err  error
 	}{
 		{"worker", "worker", nil},
 		{"manager", "manager", nil},
 		{" Manager ", "manager", nil},
 		{"WORKER", "worker", nil},
-		{"", "", ErrInvalid},
-		{"admin", "", ErrInvalid},
-		{"workers", "", ErrInvalid},
+		{"", "", spec.ErrInvalid},
+		{"admin", "", spec.ErrInvalid},
+		{"workers", "", spec.ErrInvalid},
 	} {
-		got, err := parseJoinRole(tc.in)
+		got, err := spec.ParseJoinRole(tc.in)
 		if got != tc.want || !errors.Is(err, tc.err) {
-			t.Errorf("parseJoinRole(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("ParseJoinRole(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }
 
 func TestSplitAddress(t *testing.T) {
-	ip, port, err := SplitAddress("127.0.0.2:7000")
+	ip, port, err := spec.SplitAddress("127.0.0.2:7000")
 	if err != nil || ip.String() != "127.0.0.2" || port != 7000 {
 		t.Errorf("SplitAddress(127.0.0.2:7000) = %v, %d, %v", ip, port, err)
 	}
-	if ip, port, err := SplitAddress("[::1]:65532"); err != nil || ip.String() != "::1" || port != 65532 {
+	if ip, port, err := spec.SplitAddress("[::1]:65532"); err != nil || ip.String() != "::1" || port != 65532 {
 		t.Errorf("SplitAddress([::1]:65532) = %v, %d, %v", ip, port, err)
 	}
 	for _, bad := range []string{
@@ -216,7 +182,7 @@ func TestSplitAddress(t *testing.T) {
 		"127.0.0.2:0", "127.0.0.2:-1", "127.0.0.2:65533", "127.0.0.2:65535", "127.0.0.2:70000",
 		"127.0.0.2:http", "::1:7000", "127.0.0.2:7000:1",
 	} {
-		if ip, port, err := SplitAddress(bad); err == nil {
+		if ip, port, err := spec.SplitAddress(bad); err == nil {
 			t.Errorf("SplitAddress(%q) = %v, %d, nil; want an error", bad, ip, port)
 		} else if !strings.Contains(err.Error(), bad) {
 			t.Errorf("SplitAddress(%q): error %q does not quote the address", bad, err)
@@ -255,10 +221,11 @@ func TestConfigValidate(t *testing.T) {
 		{"no cert", func(c *Config) { c.NodeCert = nil }, "certificate"},
 		{"no key", func(c *Config) { c.NodeKey = nil }, "certificate"},
 		{"no CA", func(c *Config) { c.CA = nil }, "certificate"},
-		{"TTL under a second", func(c *Config) { c.ElectionTTL = 500 * time.Millisecond }, "election TTL"},
-		{"TTL not whole seconds", func(c *Config) { c.ElectionTTL = 1500 * time.Millisecond }, "election TTL"},
+		{"TTL under a second", func(c *Config) { c.ElectionTTL = 500 * time.Millisecond }, "--election-ttl"},
+		{"TTL not whole seconds", func(c *Config) { c.ElectionTTL = 1500 * time.Millisecond }, "--election-ttl"},
 		{"no heartbeat interval", func(c *Config) { c.HeartbeatInterval = -time.Second }, "down-after"},
 		{"down-after not longer than interval", func(c *Config) { c.DownAfter = c.HeartbeatInterval }, "down-after"},
+		{"reap-after not longer than down-after", func(c *Config) { c.ReapAfter = c.DownAfter }, "--reap-after"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -271,7 +238,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	t.Run("all errors at once", func(t *testing.T) {
 		err := Config{}.Validate()
-		for _, want := range []string{"node ID", "IP:PORT", "etcd", "certificate", "election TTL", "down-after"} {
+		for _, want := range []string{"node ID", "IP:PORT", "etcd", "certificate", "--election-ttl", "--down-after", "--reap-after"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("Config{}.Validate() = %v, want it to mention %q", err, want)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/supervisor"
 )
 
 // watchEventsFrom keeps a WatchEvents open the way the client package
@@ -92,11 +92,7 @@ func (e *eventCollector) list() []string {
 // then sees a node that joins.
 func TestWatchesAcrossFailover(t *testing.T) {
 	c := newTestCluster(t)
-	first, err := New(c.curatorConfig(c.first, c.cli))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopFirst, _ := supervisor.TestHarness(t, first.Run)
+	first, stopFirst := c.startCurator(c.first, c.cli)
 	waitFor(t, "the first curator leads", first.IsLeader)
 	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
@@ -165,7 +161,7 @@ func TestWatchesAcrossFailover(t *testing.T) {
 				continue
 			}
 			wctx, wcancel := context.WithTimeout(ctx, time.Second)
-			err := eventRecord(wctx, st.leadership, &pb.Event{Time: st.timestamp(), Loop: "test", Action: "tick", Reason: fmt.Sprint(written)})
+			err := store.EventRecord(wctx, st.Fence, &pb.Event{Time: st.timestamp(), Loop: "test", Action: "tick", Reason: fmt.Sprint(written)})
 			wcancel()
 			if err == nil {
 				written++
@@ -197,7 +193,7 @@ func TestWatchesAcrossFailover(t *testing.T) {
 	close(stopWriter)
 	<-writerDone
 
-	all, _, err := eventsAfter(callCtx(t), c.cli, 1, 0)
+	all, _, err := store.EventsAfter(callCtx(t), c.cli, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

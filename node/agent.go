@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -74,6 +77,10 @@ type Agent struct {
 	mu          sync.Mutex
 	managers    []string
 	lastRefusal string
+	// refusals counts the sessions refused in a row, since refusedSince
+	// (see logStreamError).
+	refusals     int
+	refusedSince time.Time
 
 	consensus consensusState
 	// forceNewCluster is Config.ForceNewCluster until the recovery is
@@ -87,9 +94,8 @@ type Agent struct {
 	// docker is the machine's Docker engine (nil without --docker-socket).
 	docker *dockerclient.Client
 
-	// sessions are the connections the heartbeat and watch streams use,
-	// one per manager.
-	sessions *managerConns
+	// session keeps the heartbeat and watch streams with the leader.
+	session *Session
 
 	registry *prometheus.Registry
 	metrics  *curator.Metrics
@@ -98,6 +104,9 @@ type Agent struct {
 	// stop, and its data dir be wiped.
 	left      chan struct{}
 	leaveOnce sync.Once
+	// leaving is set once `curator agent leave` asked: the refusals that
+	// follow the node's removal are the leave, not news.
+	leaving atomic.Bool
 	// failed gets the error of a recovery that cannot be done (a new
 	// cluster forced from data that cannot make one, the records refused):
 	// retrying would only say it again, so the agent stops with it.
@@ -163,7 +172,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1), sessions: newManagerConns(id)}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1)}
 	if cfg.ForceNewCluster {
 		join, err := loadConsensus(cfg.DataDir)
 		if err != nil {
@@ -188,6 +197,29 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("--docker-socket %s: %w", cfg.DockerSocket, err)
 		}
 	}
+	a.session, err = NewSession(SessionConfig{
+		TLS:      pki.ClientTLSFrom(id.certs, id.ca),
+		Version:  cfg.Version,
+		Interval: cfg.HeartbeatInterval,
+		Managers: func() []string {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return slices.Clone(a.managers)
+		},
+		OnWatch: func(ctx context.Context, resp *pb.WatchNodeResponse) {
+			a.setManagers(ctx, resp.Managers)
+			if resp.Node != nil {
+				a.desired.set(resp.Node)
+			}
+		},
+		OnEnd: func(ctx context.Context, manager string, err error) {
+			a.logStreamError(supervisor.Logger(ctx), "session with "+manager, err)
+		},
+		OnStart: func() { a.metrics.AgentSessions.Inc() },
+	})
+	if err != nil {
+		return nil, err
+	}
 	a.registry = prometheus.NewRegistry()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = curator.NewMetrics(a.registry)
@@ -202,6 +234,23 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// WaitJoined waits until the node is in the cluster with a session up: the
+// leader sent the node's own record over the session's watch stream. It is
+// when a supervisor may call the agent ready (sd_notify READY=1).
+func (a *Agent) WaitJoined(ctx context.Context) error {
+	for {
+		_, known, changed := a.desired.get()
+		if known {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
 }
 
 // NodeID is the ID of this agent's node.
@@ -262,34 +311,11 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // Close releases the connection to the managers.
 func (a *Agent) Close() error {
-	a.sessions.close()
+	a.session.Close()
 	if a.docker != nil {
 		a.docker.Close()
 	}
 	return a.conn.Close()
-}
-
-// retry is a small capped exponential backoff for reconnect loops.
-type retry struct {
-	initial, max, cur time.Duration
-}
-
-func newRetry(initial, max time.Duration) *retry {
-	return &retry{initial: initial, max: max, cur: initial}
-}
-
-func (r *retry) reset() { r.cur = r.initial }
-
-func (r *retry) wait(ctx context.Context) error {
-	t := time.NewTimer(r.cur)
-	defer t.Stop()
-	r.cur = min(2*r.cur, r.max)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // value is a variable that can be waited on for changes.
@@ -318,22 +344,70 @@ func (v *value[T]) get() (T, bool, <-chan struct{}) {
 	return v.v, v.set_, v.changed
 }
 
+// ErrRefused is why an agent stops when the cluster refuses its node for
+// good (removed, decommissioned, refused after a recovery): running on
+// cannot help, and neither can a restart, so a supervisor must see it
+// (`curator agent run` exits with status 3).
+var ErrRefused = errors.New("the cluster refuses this node")
+
+// Refusals in a row that stop the agent: at least refusalsToStop sessions,
+// over at least refusalGrace, with nothing else in between (a leader
+// change or a restore in progress answers otherwise within that time).
+const (
+	refusalsToStop = 3
+	refusalGrace   = 10 * time.Second
+)
+
 // logStreamError logs why a stream to the leader ended. Most reasons pass
 // (a leader change, a manager restarting) and are debug noise; a refusal
-// means this node is no longer welcome, which an operator must see, once.
+// means this node is no longer welcome, which an operator must see, once,
+// and which stops the agent (ErrRefused) once it holds for refusalGrace.
 func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
-	switch status.Code(err) {
-	case codes.PermissionDenied, codes.NotFound, codes.Unauthenticated:
-		msg := status.Convert(err).Message()
+	if !isRefusal(err) {
 		a.mu.Lock()
-		seen := a.lastRefusal == msg
-		a.lastRefusal = msg
+		a.refusals = 0
 		a.mu.Unlock()
-		if !seen {
-			lg.Warn("the cluster refuses this node: was it removed (`curator node ls` tells)? To join again, stop this agent, wipe its data dir and run `curator agent join`",
-				zap.String("stream", stream), zap.String("reason", msg))
-		}
-	default:
 		lg.Debug(stream+" stream ended", zap.Error(err))
+		return
 	}
+	msg := status.Convert(err).Message()
+	if a.leaving.Load() {
+		lg.Debug(stream+" stream ended: the node is leaving", zap.String("reason", msg))
+		return
+	}
+	now := time.Now()
+	a.mu.Lock()
+	seen := a.lastRefusal == msg
+	a.lastRefusal = msg
+	if a.refusals == 0 {
+		a.refusedSince = now
+	}
+	a.refusals++
+	refusedFor := now.Sub(a.refusedSince)
+	stop := a.refusals >= refusalsToStop && refusedFor >= refusalGrace
+	a.mu.Unlock()
+	if !seen {
+		lg.Warn("the cluster refuses this node: was it removed (`curator node ls` tells)? To join again, stop this agent, wipe its data dir and run `curator agent join`",
+			zap.String("stream", stream), zap.String("reason", msg), zap.Duration("stops_after", refusalGrace))
+	}
+	if stop {
+		a.fail(fmt.Errorf("%w: %s (refused for %s): to join again, wipe %s and run `curator agent join`", ErrRefused, msg, refusedFor.Round(time.Second), a.cfg.DataDir))
+	}
+}
+
+// isRefusal says whether a stream ended because the cluster refuses this
+// node (not because the manager it went through cannot forward).
+func isRefusal(err error) bool {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.PermissionDenied, codes.NotFound, codes.Unauthenticated:
+	default:
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == spec.NotManagerReason {
+			return false
+		}
+	}
+	return true
 }

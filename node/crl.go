@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -43,7 +43,7 @@ func updateCRL(path string, der []byte, ca *x509.Certificate) error {
 // followCRL keeps the file at path in step with the cluster's list.
 func followCRL(ctx context.Context, cli *clientv3.Client, path string, ca *x509.Certificate) error {
 	lg := supervisor.Logger(ctx)
-	resp, err := cli.Get(ctx, curator.EtcdCRLKey)
+	resp, err := cli.Get(ctx, store.EtcdCRLKey)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func followCRL(ctx context.Context, cli *clientv3.Client, path string, ca *x509.
 		}
 	}
 	supervisor.Signal(ctx, supervisor.Healthy)
-	wch := cli.Watch(clientv3.WithRequireLeader(ctx), curator.EtcdCRLKey, clientv3.WithRev(resp.Header.Revision+1))
+	wch := cli.Watch(clientv3.WithRequireLeader(ctx), store.EtcdCRLKey, clientv3.WithRev(resp.Header.Revision+1))
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/nodeport"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -38,7 +38,7 @@ type healthz struct {
 // nothing secret and changes nothing (docs/architecture.md, "Who may do
 // what"). Keep it so: nothing that holds a secret or acts goes here.
 func (a *Agent) runHTTP(ctx context.Context) error {
-	ip, port, err := curator.SplitAddress(a.state.Address)
+	ip, port, err := spec.SplitAddress(a.state.Address)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 				switch err := cur.Quorum(); {
 				case err == nil:
 					h.Quorum = "ok"
-				case errors.Is(err, curator.ErrQuorum):
+				case errors.Is(err, spec.ErrQuorum):
 					h.Quorum, h.Message, code = "lost", err.Error(), http.StatusServiceUnavailable
 				default:
 					h.Quorum, h.Message = "unknown", err.Error()

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -14,7 +16,7 @@ import (
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -31,8 +33,8 @@ type InitConfig struct {
 	// cluster's first machine made by a provider is labelled with it
 	// before the cluster exists.
 	ClusterID string
-	// CertTTL is the cluster's cert_ttl (curator.CheckCertTTL); 0 means
-	// curator.DefaultCertTTL.
+	// CertTTL is the cluster's cert_ttl (spec.CheckCertTTL); 0 means
+	// spec.DefaultCertTTL.
 	CertTTL time.Duration
 }
 
@@ -47,7 +49,7 @@ type Machine struct {
 }
 
 func (m Machine) validate() error {
-	if err := curator.ValidateMachine(m.Group, m.InstanceID, m.ConfigSHA, m.Labels); err != nil {
+	if err := spec.ValidateMachine(m.Group, m.InstanceID, m.ConfigSHA, m.Labels); err != nil {
 		return fmt.Errorf("--group, --instance-id, --config-sha, --label: %w", err)
 	}
 	return nil
@@ -97,7 +99,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err := cfg.Machine.validate(); err != nil {
 		return nil, err
 	}
-	if err := curator.ValidateClusterID(cfg.ClusterID); cfg.ClusterID != "" && err != nil {
+	if err := spec.ValidateClusterID(cfg.ClusterID); cfg.ClusterID != "" && err != nil {
 		return nil, fmt.Errorf("--cluster-id: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, etcdDir)); err == nil {
@@ -120,40 +122,24 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pki.NodeID(key.Public())
+	key, id, err := pki.NewNodeKey()
 	if err != nil {
 		return nil, err
 	}
 	certTTL := cfg.CertTTL
 	if certTTL == 0 {
-		certTTL = curator.DefaultCertTTL
-	} else if err := curator.CheckCertTTL(certTTL); err != nil {
+		certTTL = spec.DefaultCertTTL
+	} else if err := spec.CheckCertTTL(certTTL); err != nil {
 		return nil, fmt.Errorf("--cert-ttl: %w", err)
 	}
-	ips := []net.IP{ip}
-	nodeCert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: certTTL})
+	m, err := issueManager(ca, etcdCA, key, id, cfg.Name, ip, port, certTTL)
 	if err != nil {
 		return nil, err
 	}
-	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: certTTL})
-	if err != nil {
-		return nil, err
-	}
-	adminKey, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	adminCert, err := ca.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.AdminCertValidity})
-	if err != nil {
-		return nil, err
-	}
+	nodeCert, adminCert, adminKey, name := m.nodeCert, m.adminCert, m.adminKey, m.name
 	clusterID := cfg.ClusterID
 	if clusterID == "" {
-		if clusterID, err = curator.NewClusterID(); err != nil {
+		if clusterID, err = spec.NewClusterID(); err != nil {
 			return nil, err
 		}
 	}
@@ -165,14 +151,6 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	pubDER, err := pkixPublicKey(key)
-	if err != nil {
-		return nil, err
-	}
-	name := cfg.Name
-	if name == "" {
-		name = id[:12]
-	}
 	availability := cfg.Availability
 	if availability == pb.Availability_AVAILABILITY_UNSPECIFIED {
 		availability = pb.Availability_AVAILABILITY_ACTIVE
@@ -181,18 +159,14 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	join := &pb.ConsensusJoin{
-		Peers:    []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
-		EtcdCert: pki.EncodeCert(etcdCert),
-		EtcdCa:   pki.EncodeCert(etcdCA.Cert),
-		EtcdCrl:  crl,
-	}
+	join := m.join
+	join.EtcdCrl = crl
 	first := &pb.Node{
 		Id: id, Name: name, Address: cfg.Address,
 		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
 		Availability: availability,
 		Version:      cfg.Version,
-		PublicKey:    pubDER,
+		PublicKey:    m.publicKey,
 		Consensus:    join,
 		Group:        cfg.Machine.Group,
 		InstanceId:   cfg.Machine.InstanceID,
@@ -262,12 +236,12 @@ func checkNewNode(dir, address, name string) (net.IP, int, error) {
 	if err := checkNoNode(dir); err != nil {
 		return nil, 0, err
 	}
-	ip, port, err := curator.SplitAddress(address)
+	ip, port, err := spec.SplitAddress(address)
 	if err != nil {
 		return nil, 0, fmt.Errorf("--listen: %w", err)
 	}
 	if name != "" {
-		if err := curator.ValidateNodeName(name); err != nil {
+		if err := spec.ValidateNodeName(name); err != nil {
 			return nil, 0, fmt.Errorf("--name: %w", err)
 		}
 	}
@@ -322,4 +296,54 @@ func checkEmpty(dir string) error {
 	}
 	return fmt.Errorf("%s is not empty (it holds %s): init puts a new cluster's keys there; give an empty or new --data-dir (if an earlier init was cut short, remove %s first)",
 		dir, strings.Join(shown, ", "), dir)
+}
+
+// managerIdentity is what the one manager of a new cluster (init) or of a
+// restored one (restore) is issued: its node and etcd certificates, the
+// first admin certificate, and its etcd join parameters as its own peer.
+type managerIdentity struct {
+	nodeCert, adminCert *x509.Certificate
+	adminKey            crypto.Signer
+	// publicKey is the node's key in PKIX DER, as its record holds it;
+	// name its name (the given one, or its ID cut short).
+	publicKey []byte
+	name      string
+	join      *pb.ConsensusJoin
+}
+
+// issueManager issues node id (key, at ip:port, named name or after its
+// ID) its certificates under ca and etcdCA, valid for ttl.
+func issueManager(ca, etcdCA *pki.CA, key crypto.Signer, id, name string, ip net.IP, port int, ttl time.Duration) (*managerIdentity, error) {
+	ips := []net.IP{ip}
+	nodeCert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: ttl})
+	if err != nil {
+		return nil, err
+	}
+	etcdCert, err := etcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: ttl})
+	if err != nil {
+		return nil, err
+	}
+	adminKey, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	adminCert, err := ca.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: spec.AdminCertValidity})
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := pkixPublicKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = id[:12]
+	}
+	return &managerIdentity{
+		nodeCert: nodeCert, adminCert: adminCert, adminKey: adminKey, publicKey: pubDER, name: name,
+		join: &pb.ConsensusJoin{
+			Peers:    []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
+			EtcdCert: pki.EncodeCert(etcdCert),
+			EtcdCa:   pki.EncodeCert(etcdCA.Cert),
+		},
+	}, nil
 }

@@ -7,9 +7,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -66,7 +68,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	}
 	for _, m := range cfg.Managers {
 		if _, _, err := net.SplitHostPort(m); err != nil {
-			return nil, fmt.Errorf("--manager %s: want IP:PORT", curator.QuoteShort(m))
+			return nil, fmt.Errorf("--manager %s: want IP:PORT", spec.QuoteShort(m))
 		}
 	}
 	if err := checkPortsFree(cfg.Address); err != nil {
@@ -92,9 +94,61 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := register(ctx, tok, cfg.Managers, req)
+	reg, err := Register(ctx, tok, cfg.Managers, req)
 	if err != nil {
 		return nil, err
+	}
+	cert, ca := reg.Cert, reg.CA
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
+		return nil, err
+	}
+	if err := saveManagers(dir, reg.Managers); err != nil {
+		return nil, err
+	}
+	st := &State{NodeID: reg.NodeID, ClusterID: reg.ClusterID, Address: cfg.Address, Name: cfg.Name}
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Registration is what the cluster hands a node that joined.
+type Registration struct {
+	NodeID, ClusterID string
+	// Cert is the node's certificate; CA the cluster's, which the token
+	// pins (checked).
+	Cert, CA *x509.Certificate
+	// Managers are the managers' addresses (those the join asked, if the
+	// cluster named none).
+	Managers []string
+}
+
+// Register registers the node of req with the cluster through managers,
+// as `curator agent join` does, and checks what it is handed: the CA
+// against the token's fingerprint, the node ID against the node's key.
+// It retries as register says until ctx ends. curator-bench joins its
+// simulated nodes with it.
+func Register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*Registration, error) {
+	pub, err := x509.ParsePKIXPublicKey(req.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("the node's public key: %w", err)
+	}
+	id, err := pki.NodeID(pub)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := register(ctx, tok, managers, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.NodeId != id {
+		return nil, fmt.Errorf("the cluster names the node %s, its key makes it %s", spec.QuoteShort(resp.NodeId), id)
 	}
 	cert, err := pki.DecodeCert(resp.NodeCert)
 	if err != nil {
@@ -107,33 +161,17 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	if err := tok.VerifyCA(ca); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
-		return nil, err
-	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
-		return nil, err
-	}
 	mgrs := resp.Managers
 	if len(mgrs) == 0 {
-		mgrs = cfg.Managers
+		mgrs = managers
 	}
-	if err := saveManagers(dir, mgrs); err != nil {
-		return nil, err
-	}
-	st := &State{NodeID: resp.NodeId, ClusterID: resp.ClusterId, Address: cfg.Address, Name: cfg.Name}
-	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
-		return nil, err
-	}
-	return st, nil
+	return &Registration{NodeID: id, ClusterID: resp.ClusterId, Cert: cert, CA: ca, Managers: slices.Clone(mgrs)}, nil
 }
 
 // register tries each manager in turn until one answers. Unavailable
 // managers (down, or no leader elected yet) are retried until ctx ends, as
 // is a machine's address still named by a stale record (a provider's
-// machine, see curator.ErrAddressHeld); a refusal (bad token, name taken)
+// machine, see spec.ErrAddressHeld); a refusal (bad token, name taken)
 // is final.
 func register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	var lastErr, held error
@@ -160,16 +198,28 @@ func register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 				return nil, fmt.Errorf("could not join in time: %w", held)
 			}
 			return nil, fmt.Errorf("could not join: no manager answered in time (last error: %v)", lastErr)
-		case <-time.After(time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond):
+		case <-time.After(registerDelay(attempt, retryHint(lastErr), rand.Float64())):
 		}
 	}
+}
+
+// registerDelay is the wait before the next round of a join's attempts:
+// what a manager asked for (its RetryInfo), or 200 ms more for each round
+// up to a second, each spread over half again at random (u uniform in
+// [0, 1)), so the machines of a group made at once do not ask in step.
+func registerDelay(attempt int, hint time.Duration, u float64) time.Duration {
+	d := time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond
+	if hint > 0 {
+		d = min(hint, 5*time.Second)
+	}
+	return d + time.Duration(min(max(u, 0), 1)*float64(d/2))
 }
 
 // addressHeld says whether err is the cluster's answer that the joiner's
 // address is still named by a stale node record.
 func addressHeld(err error) bool {
 	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == curator.ErrorDomain && info.Reason == curator.AddressHeldReason {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == spec.ErrorDomain && info.Reason == spec.AddressHeldReason {
 			return true
 		}
 	}

@@ -75,8 +75,14 @@ func (l *localServer) Status(context.Context, *pb.AgentStatusRequest) (*pb.Agent
 // Leave leaves the cluster: it asks the leader until the node is gone from
 // the registry (a manager is demoted first, and a leader hands over, which
 // takes a second call), then stops the agent, which wipes the data dir.
-func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (_ *pb.LeaveResponse, err error) {
 	a := l.a
+	a.leaving.Store(true)
+	defer func() {
+		if err != nil {
+			a.leaving.Store(false) // still in the cluster: a refusal is news again
+		}
+	}()
 	cli := pb.NewCuratorClient(a.conn)
 	asked := false // a call reached the leader, or may have
 	for {

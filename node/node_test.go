@@ -296,25 +296,6 @@ func TestWipeKeepsAdmin(t *testing.T) {
 	}
 }
 
-func TestTrackerWait(t *testing.T) {
-	var tr tracker
-	tr.wait(time.Hour) // nothing runs: returns at once
-	tr.enter()
-	done := make(chan struct{})
-	go func() { tr.wait(time.Hour); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("wait returned while a run was active")
-	case <-time.After(20 * time.Millisecond):
-	}
-	tr.exit()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait did not return after the run ended")
-	}
-}
-
 // TestForceNewClusterRefusedAtStart: --force-new-cluster on a manager's
 // data dir whose etcd never ran (or a worker's, which holds no manager) is
 // refused when the agent is made, before anything starts, saying what to

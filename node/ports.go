@@ -1,7 +1,7 @@
 package node
 
 import (
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/nodeport"
 )
 
@@ -15,7 +15,7 @@ var ErrPortInUse = nodeport.ErrInUse
 // CheckPorts checks that this machine can listen on the four ports of a
 // node at address (IP:PORT), and names the first one it cannot.
 func CheckPorts(address string) error {
-	ip, port, err := curator.SplitAddress(address)
+	ip, port, err := spec.SplitAddress(address)
 	if err != nil {
 		return err
 	}

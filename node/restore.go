@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 
@@ -13,7 +12,7 @@ import (
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -38,7 +37,7 @@ type RestoreResult struct {
 
 // restoreRecord is the restored node's record, kept on disk (restore.json,
 // 0600) from restore until its first run has written it into etcd
-// (curator.Recover), and deleted after.
+// (store.Recover), and deleted after.
 type restoreRecord struct {
 	Node []byte `json:"node"`
 }
@@ -49,7 +48,7 @@ type restoreRecord struct {
 // old cluster can join it), and makes this node a fresh identity with
 // certificates from the backup's CAs, and a new admin credential. Like
 // Init it starts nothing; the first run writes the node's record and
-// clears the old managers (curator.Recover).
+// clears the old managers (store.Recover).
 //
 // It refuses, and leaves everything as it found it, unless the backup is
 // whole, the data dir is new or empty and the four ports are free.
@@ -71,11 +70,7 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	if err := checkPortsFree(cfg.Address); err != nil {
 		return nil, err
 	}
-	key, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pki.NodeID(key.Public())
+	key, id, err := pki.NewNodeKey()
 	if err != nil {
 		return nil, err
 	}
@@ -93,54 +88,28 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	restored, err := consensus.RestoreSnapshot(cfg.From, filepath.Join(tmp, etcdDir), id, ip.String(), port, curator.RecordPrefix, cfg.Logger)
+	restored, err := consensus.RestoreSnapshot(cfg.From, filepath.Join(tmp, etcdDir), id, ip.String(), port, store.RecordPrefix, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
 	}
-	backup, err := curator.ReadBackup(restored.Keys)
+	backup, err := store.ReadBackup(restored.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w; nothing was changed", cfg.From, err)
 	}
 
-	ips := []net.IP{ip}
-	nodeCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleNode, IPs: ips, Validity: backup.CertTTL})
+	m, err := issueManager(backup.CA, backup.EtcdCA, key, id, cfg.Name, ip, port, backup.CertTTL)
 	if err != nil {
 		return nil, err
 	}
-	etcdCert, err := backup.EtcdCA.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: id, Role: pki.RoleConsensus, IPs: ips, Validity: backup.CertTTL})
-	if err != nil {
-		return nil, err
-	}
-	adminKey, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	adminCert, err := backup.CA.Issue(pki.CertRequest{PublicKey: adminKey.Public(), NodeID: "admin", Role: pki.RoleAdmin, Validity: curator.AdminCertValidity})
-	if err != nil {
-		return nil, err
-	}
-	pubDER, err := pkixPublicKey(key)
-	if err != nil {
-		return nil, err
-	}
-	name := cfg.Name
-	if name == "" {
-		name = id[:12]
-	}
-	join := &pb.ConsensusJoin{
-		Peers:         []*pb.ConsensusPeer{{NodeId: id, PeerUrl: consensus.PeerURL(ip.String(), port)}},
-		EtcdCert:      pki.EncodeCert(etcdCert),
-		EtcdCa:        pki.EncodeCert(backup.EtcdCA.Cert),
-		EtcdCrl:       backup.EtcdCRL,
-		MemberId:      restored.MemberID,
-		EtcdClusterId: restored.ClusterID,
-	}
+	nodeCert, adminCert, adminKey, name := m.nodeCert, m.adminCert, m.adminKey, m.name
+	join := m.join
+	join.EtcdCrl, join.MemberId, join.EtcdClusterId = backup.EtcdCRL, restored.MemberID, restored.ClusterID
 	self := &pb.Node{
 		Id: id, Name: name, Address: cfg.Address,
 		Roles:        []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER},
 		Availability: pb.Availability_AVAILABILITY_ACTIVE,
 		Version:      cfg.Version,
-		PublicKey:    pubDER,
+		PublicKey:    m.publicKey,
 		Consensus:    join,
 		JoinedAs:     "manager",
 		CertExpires:  timestamppb.New(nodeCert.NotAfter),

@@ -15,6 +15,8 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -142,7 +144,7 @@ func roleGone(local *pb.ConsensusJoin, desired *pb.Node) bool {
 func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error {
 	lg := supervisor.Logger(ctx)
 	dir := a.cfg.DataDir
-	ip, port, err := curator.SplitAddress(a.state.Address)
+	ip, port, err := spec.SplitAddress(a.state.Address)
 	if err != nil {
 		return err
 	}
@@ -247,7 +249,7 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		if err := a.recoverRecords(ctx, cli, restored); err != nil {
 			cancelEtcd()
 			<-etcdErr
-			if errors.Is(err, curator.ErrInvalid) || errors.Is(err, curator.ErrPrecondition) {
+			if errors.Is(err, spec.ErrInvalid) || errors.Is(err, spec.ErrPrecondition) {
 				// Refused, not failed: another try would be refused again.
 				a.fail(err)
 			}
@@ -272,14 +274,10 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		return err
 	}
 	a.consensus.set(svc, cur)
-	var running tracker
+	var running supervisor.Running
 	if err := supervisor.RunGroup(ctx, map[string]supervisor.Runnable{
-		"curator": func(ctx context.Context) error {
-			running.enter()
-			defer running.exit()
-			return cur.Run(ctx)
-		},
-		"crl": func(ctx context.Context) error { return followCRL(ctx, cli, crlPath, etcdCA) },
+		"curator": running.Wrap(cur.Run),
+		"crl":     func(ctx context.Context) error { return followCRL(ctx, cli, crlPath, etcdCA) },
 	}); err != nil {
 		cancelEtcd()
 		<-etcdErr
@@ -288,7 +286,7 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 	supervisor.Signal(ctx, supervisor.Healthy)
 	select {
 	case <-ctx.Done():
-		running.wait(3 * time.Second)
+		running.Wait(3 * time.Second)
 		cancelEtcd()
 		<-etcdErr
 		return ctx.Err()
@@ -393,7 +391,7 @@ func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, bo
 	status := svc.Status()
 	first.Consensus.MemberId = status.MemberID
 	first.Consensus.EtcdClusterId = status.ClusterID
-	if _, err := curator.Bootstrap(ctx, svc.Client(), curator.BootstrapParams{
+	if _, err := store.Bootstrap(ctx, svc.Client(), store.BootstrapParams{
 		ClusterID:   boot.ClusterID,
 		CA:          &pki.CA{Cert: caCert, Key: caKey},
 		EtcdCA:      &pki.CA{Cert: etcdCert, Key: etcdKey},
@@ -410,12 +408,12 @@ func (a *Agent) bootstrapRecords(ctx context.Context, svc *consensus.Service, bo
 }
 
 // recoverRecords puts the records in order after etcd came up as the only
-// member of its cluster (curator.Recover), before the curator starts:
+// member of its cluster (store.Recover), before the curator starts:
 // forced from this node's own data, or restored from a backup (restored
 // holds the node's new record). Then it forgets what it was asked to do,
 // so that a later start of etcd is an ordinary one.
 func (a *Agent) recoverRecords(ctx context.Context, cli *clientv3.Client, restored *restoreRecord) error {
-	p := curator.RecoverParams{NodeID: a.state.NodeID, How: "a forced new cluster"}
+	p := store.RecoverParams{NodeID: a.state.NodeID, How: "a forced new cluster"}
 	if restored != nil {
 		self := &pb.Node{}
 		if err := proto.Unmarshal(restored.Node, self); err != nil {
@@ -423,7 +421,7 @@ func (a *Agent) recoverRecords(ctx context.Context, cli *clientv3.Client, restor
 		}
 		p.Self, p.How = self, "a restore from a backup"
 	}
-	if err := curator.Recover(ctx, cli, p); err != nil {
+	if err := store.Recover(ctx, cli, p); err != nil {
 		return err
 	}
 	a.forceNewCluster.Store(false)
@@ -433,47 +431,4 @@ func (a *Agent) recoverRecords(ctx context.Context, cli *clientv3.Client, restor
 		return os.Remove(filepath.Join(a.cfg.DataDir, restoreFile))
 	}
 	return nil
-}
-
-// tracker counts running instances of a runnable so that a parent can wait
-// for them to end.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{}
-}
-
-func (t *tracker) enter() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.n == 0 {
-		t.zero = make(chan struct{})
-	}
-	t.n++
-}
-
-func (t *tracker) exit() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 {
-		close(t.zero)
-	}
-}
-
-// wait waits until none runs, at most d.
-func (t *tracker) wait(d time.Duration) {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return
-	}
-	ch := t.zero
-	t.mu.Unlock()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-	}
 }

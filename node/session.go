@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,9 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 	"github.com/curatorproject/curator/transport"
@@ -24,9 +25,22 @@ import (
 // leader answers every heartbeat; an answer that does not come within
 // answerTimeout means the session is dead whatever TCP says (a frozen or
 // cut-off manager keeps its connections open), and the agent moves to the
-// next manager at once. The bound is well inside the leader's down-after
-// (five intervals by default), so a node that can reach any live manager
-// is never marked down by a failover or a partition.
+// next manager. The bound is well inside the leader's down-after (five
+// intervals by default), so a node that can reach any live manager is
+// never marked down by a failover or a partition.
+//
+// Between two attempts the agent waits as reconnectDelay says: a spread
+// over part of the heartbeat interval that grows with the attempts that
+// failed in a row, or the wait a manager asked for (a RetryInfo detail on
+// its refusal: the managers admit session set-ups at the rate they can
+// take, and tell the others when to come back). When a manager goes,
+// thousands of nodes notice at once; spread out, they arrive at a rate the
+// next leader can take, instead of knocking together and again every
+// second.
+//
+// The session is one type, Session, which the agent runs and which
+// curator-bench runs for each simulated node: every figure the bench
+// measures is this code's behaviour.
 
 // errNoAnswer ends a session whose heartbeat went unanswered.
 var errNoAnswer = errors.New("no answer to a heartbeat in time")
@@ -36,33 +50,85 @@ func answerTimeout(interval time.Duration) time.Duration {
 	return max(2*interval, 400*time.Millisecond)
 }
 
-// interval is the heartbeat interval the agent starts with (the leader's
-// first answer may set another).
-func (a *Agent) interval() time.Duration {
-	if a.cfg.HeartbeatInterval > 0 {
-		return a.cfg.HeartbeatInterval
-	}
-	return time.Second
+// DefaultSessionInterval is the heartbeat interval a session starts with
+// when its config names none (the leader's first answer may set another).
+const DefaultSessionInterval = time.Second
+
+// SessionConfig is what a session with the leader needs.
+type SessionConfig struct {
+	// TLS is the node's client TLS configuration: its certificate and the
+	// cluster's CA (pki.ClientTLS or pki.ClientTLSFrom, whose session
+	// cache makes a reconnection a resumption).
+	TLS *tls.Config
+	// Version is the node's version, sent with every heartbeat.
+	Version string
+	// Interval is the heartbeat interval to start with
+	// (DefaultSessionInterval if 0).
+	Interval time.Duration
+	// Managers returns the managers' addresses as last known.
+	Managers func() []string
+	// OnWatch is called with each message of the watch stream (the
+	// node's record, the managers).
+	OnWatch func(ctx context.Context, resp *pb.WatchNodeResponse)
+	// OnEnd is called when a session ends, with the manager it went
+	// through and why (never for the end of Run's ctx).
+	OnEnd func(ctx context.Context, manager string, err error)
+	// OnStart, if set, is called as each session starts.
+	OnStart func()
+	// OnSent, if set, is called after each heartbeat is sent.
+	OnSent func(seq uint64, at time.Time)
+	// OnAnswer, if set, is called with each answer of the leader (seq 0
+	// answers the stream's opening).
+	OnAnswer func(resp *pb.HeartbeatResponse, at time.Time)
+	// DialOptions are added to the options of each manager's connection.
+	DialOptions []grpc.DialOption
 }
+
+// Session keeps a node's session with the leader, through one manager
+// after another.
+type Session struct {
+	cfg   SessionConfig
+	conns *managerConns
+}
+
+// NewSession returns a session; Run runs it, Close releases its
+// connections.
+func NewSession(cfg SessionConfig) (*Session, error) {
+	if cfg.TLS == nil {
+		return nil, errors.New("session: no TLS configuration")
+	}
+	if cfg.Managers == nil {
+		return nil, errors.New("session: no manager list")
+	}
+	if cfg.Interval < 0 {
+		return nil, fmt.Errorf("session: interval %s: want 0 (the default) or more", cfg.Interval)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultSessionInterval
+	}
+	return &Session{cfg: cfg, conns: &managerConns{
+		creds: credentials.NewTLS(cfg.TLS), opts: cfg.DialOptions,
+		conns: map[string]*grpc.ClientConn{}, failed: map[string]time.Time{},
+		// Every agent is handed the managers in the same order: each
+		// starts at a manager of its own, so sessions spread over them.
+		next: rand.IntN(1 << 20),
+	}}, nil
+}
+
+// Close closes the connections to the managers.
+func (s *Session) Close() { s.conns.close() }
 
 // managerConns keeps one connection per manager address, so a session
 // picks exactly the manager it means.
 type managerConns struct {
 	creds credentials.TransportCredentials
+	opts  []grpc.DialOption
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 	// failed is when a session through each manager last failed.
 	failed map[string]time.Time
 	// next rotates the first manager tried, spreading nodes over managers.
 	next int
-}
-
-func newManagerConns(id *identity) *managerConns {
-	return &managerConns{
-		creds:  credentials.NewTLS(pki.ClientTLSFrom(id.certs, id.ca)),
-		conns:  map[string]*grpc.ClientConn{},
-		failed: map[string]time.Time{},
-	}
 }
 
 func (mc *managerConns) conn(addr string) (*grpc.ClientConn, error) {
@@ -76,7 +142,8 @@ func (mc *managerConns) conn(addr string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("manager address %q: %w", addr, err)
 	}
 	// Certificates name managers by IP: check the one dialled.
-	c, err := grpc.NewClient(addr, append(transport.DialOptions(mc.creds), grpc.WithAuthority(host))...)
+	opts := append(transport.DialOptions(mc.creds), grpc.WithAuthority(host))
+	c, err := grpc.NewClient(addr, append(opts, mc.opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +173,99 @@ func (mc *managerConns) order(mgrs []string, now time.Time) []string {
 	return append(fresh, stale...)
 }
 
+// pick returns the manager to try next of candidates, in their order of
+// preference: the first whose connection is up, or, if none is, the first
+// to come up within wait (the first choice is dialled at once, the others
+// a quarter of wait later, so a manager that cannot be reached, its
+// packets dropped, costs a quarter of wait, not all of it: a node cut off
+// from its manager and the next one gets to a third in time). Connections dialled for the pick and not
+// picked are closed again: a node keeps one connection. With none up
+// after wait, the first.
+func (mc *managerConns) pick(ctx context.Context, candidates []string, wait time.Duration) string {
+	if len(candidates) == 1 {
+		return candidates[0]
+	}
+	conns := make([]*grpc.ClientConn, len(candidates))
+	wasUp := make([]bool, len(candidates))
+	// Each dialled connection's watcher says when it is up; none polls.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	up := make(chan int, len(candidates))
+	dial := func(i int) {
+		c, err := mc.conn(candidates[i])
+		if err != nil {
+			return
+		}
+		conns[i] = c
+		wasUp[i] = c.GetState() == connectivity.Ready
+		c.Connect()
+		go func() {
+			for {
+				st := c.GetState()
+				if st == connectivity.Ready {
+					up <- i
+					return
+				}
+				if st == connectivity.Shutdown || !c.WaitForStateChange(wctx, st) {
+					return
+				}
+			}
+		}()
+	}
+	// The first choice has a head start of a quarter of wait: when all
+	// managers are up but slow (a wave of reconnections), a node does
+	// not add a second handshake to the wave.
+	dial(0)
+	chosen := 0
+	head := time.NewTimer(wait / 4)
+	defer head.Stop()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+search:
+	for {
+		select {
+		case i := <-up:
+			chosen = i
+			break search
+		case <-head.C:
+			for i := 1; i < len(candidates); i++ {
+				dial(i)
+			}
+		case <-deadline.C:
+			break search
+		case <-ctx.Done():
+			break search
+		}
+	}
+	stop()
+	for i, c := range conns {
+		if i != chosen && c != nil && !wasUp[i] {
+			mc.drop(candidates[i], c)
+		}
+	}
+	return candidates[chosen]
+}
+
+// drop closes the connection c to addr, if it is still the one kept.
+func (mc *managerConns) drop(addr string, c *grpc.ClientConn) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.conns[addr] == c {
+		delete(mc.conns, addr)
+		c.Close()
+	}
+}
+
+// close1 closes the connection to addr, if there is one.
+func (mc *managerConns) close1(addr string) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if c, ok := mc.conns[addr]; ok {
+		c.Close()
+		delete(mc.conns, addr)
+	}
+}
+
 func (mc *managerConns) noteFailure(addr string, t time.Time) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
@@ -129,71 +289,90 @@ func (mc *managerConns) close() {
 	mc.retain(nil)
 }
 
-// runSession keeps a session with the leader, through one manager after
-// another.
-func (a *Agent) runSession(ctx context.Context) error {
-	supervisor.Signal(ctx, supervisor.Healthy)
-	lg := supervisor.Logger(ctx)
-	retry := newRetry(100*time.Millisecond, time.Second)
+// Run keeps a session with the leader, through one manager after another,
+// until ctx ends.
+func (s *Session) Run(ctx context.Context) error {
+	// failures counts the sessions in a row that ended before the leader
+	// answered them; it sets how far apart the attempts spread.
+	failures := 0
 	for {
-		a.mu.Lock()
-		mgrs := slices.Clone(a.managers)
-		a.mu.Unlock()
-		a.sessions.retain(mgrs)
-		for _, m := range a.sessions.order(mgrs, time.Now()) {
-			started := time.Now()
-			err := a.session(ctx, m)
+		mgrs := s.cfg.Managers()
+		s.conns.retain(mgrs)
+		order := s.conns.order(mgrs, time.Now())
+		if len(order) == 0 {
+			// No manager known: wait as after a failure, for the list.
+			failures++
+			if err := supervisor.Sleep(ctx, reconnectDelay(failures, s.cfg.Interval, 0, rand.Float64())); err != nil {
+				return err
+			}
+		}
+		for len(order) > 0 {
+			m := s.conns.pick(ctx, order, answerTimeout(s.cfg.Interval))
+			order = slices.DeleteFunc(order, func(x string) bool { return x == m })
+			up, err := s.session(ctx, m)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			a.sessions.noteFailure(m, time.Now())
-			a.logStreamError(lg, "session with "+m, err)
-			if lived := time.Since(started); lived > 5*time.Second {
-				// It lived a while: this is a fresh failure, not a
-				// round of refusals.
-				retry.reset()
+			s.conns.noteFailure(m, time.Now())
+			// Close the connection rather than have it redial a
+			// dead manager in the background (a socket and a
+			// goroutine each, for every node of a fleet when a
+			// manager dies): the next attempt through it dials
+			// again, and resumes TLS.
+			s.conns.close1(m)
+			if s.cfg.OnEnd != nil {
+				s.cfg.OnEnd(ctx, m, err)
 			}
-			if time.Since(started) > answerTimeout(a.interval()) {
-				// A session that was up ended: when a manager goes, all
-				// its nodes notice at once. Spread them over half an
-				// interval rather than have them all knock together.
-				if err := supervisor.Sleep(ctx, rand.N(a.interval()/2+1)); err != nil {
-					return err
-				}
+			if up {
+				failures = 0
+			} else {
+				failures++
 			}
-		}
-		if err := retry.wait(ctx); err != nil {
-			return err
+			if err := supervisor.Sleep(ctx, reconnectDelay(failures, s.cfg.Interval, retryHint(err), rand.Float64())); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// session runs the heartbeat and the watch through manager addr until
-// either ends; then both end.
-func (a *Agent) session(ctx context.Context, addr string) error {
-	conn, err := a.sessions.conn(addr)
+// session runs the heartbeat, and once the leader has answered it the
+// watch, through manager addr until either ends; then both end. up says
+// whether the leader answered.
+func (s *Session) session(ctx context.Context, addr string) (up bool, err error) {
+	conn, err := s.conns.conn(addr)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cli := pb.NewCuratorClient(conn)
-	a.metrics.AgentSessions.Inc()
+	if s.cfg.OnStart != nil {
+		s.cfg.OnStart()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
+	answered := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { errc <- a.heartbeat(ctx, cli) })
-	wg.Go(func() { errc <- a.watch(ctx, cli) })
-	return <-errc
+	wg.Go(func() { errc <- s.heartbeat(ctx, cli, answered) })
+	// The watch opens only once the session is admitted and the leader
+	// answers: a refused session costs the managers one stream, not two.
+	select {
+	case <-answered:
+		up = true
+		wg.Go(func() { errc <- s.watch(ctx, cli) })
+	case err := <-errc:
+		return false, err
+	}
+	return up, <-errc
 }
 
 // heartbeat sends one heartbeat per interval and ends the stream when an
-// answer is late.
-func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
+// answer is late. It closes answered at the leader's first answer.
+func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered chan<- struct{}) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	interval := a.interval()
+	interval := s.cfg.Interval
 	// The stream must open and answer within the bound too.
 	opened := time.AfterFunc(answerTimeout(interval), cancel)
 	stream, err := cli.Heartbeat(ctx)
@@ -201,7 +380,7 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 		return err
 	}
 	var seq uint64
-	if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version, Seq: seq}); err != nil {
+	if err := stream.Send(&pb.HeartbeatRequest{Version: s.cfg.Version, Seq: seq}); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -211,6 +390,10 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.OnAnswer != nil {
+		s.cfg.OnAnswer(first, time.Now())
+	}
+	close(answered)
 	if first.IntervalMs > 0 {
 		interval = time.Duration(first.IntervalMs) * time.Millisecond
 	}
@@ -235,13 +418,13 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 	// sent holds when each unanswered heartbeat went; answers come in
 	// order, and the oldest unanswered one sets the deadline.
 	sent := map[uint64]time.Time{}
-	var answered uint64
+	var acked uint64
 	deadline := time.NewTimer(time.Hour)
 	deadline.Stop()
 	defer deadline.Stop()
 	rearm := func() {
 		deadline.Stop()
-		if t, ok := sent[answered+1]; ok {
+		if t, ok := sent[acked+1]; ok {
 			deadline.Reset(time.Until(t.Add(answerTimeout(interval))))
 		}
 	}
@@ -252,22 +435,29 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 		case err := <-recvErr:
 			return err
 		case resp := <-answers:
-			for answered < resp.Seq {
-				answered++
-				delete(sent, answered)
+			if s.cfg.OnAnswer != nil {
+				s.cfg.OnAnswer(resp, time.Now())
+			}
+			for acked < resp.Seq {
+				acked++
+				delete(sent, acked)
 			}
 			rearm()
 		case <-deadline.C:
-			if t, ok := sent[answered+1]; ok {
-				return fmt.Errorf("%w: heartbeat %d unanswered after %s", errNoAnswer, answered+1, time.Since(t).Round(time.Millisecond))
+			if t, ok := sent[acked+1]; ok {
+				return fmt.Errorf("%w: heartbeat %d unanswered after %s", errNoAnswer, acked+1, time.Since(t).Round(time.Millisecond))
 			}
 		case <-tick.C:
 			seq++
-			sent[seq] = time.Now()
-			if err := stream.Send(&pb.HeartbeatRequest{Version: a.cfg.Version, Seq: seq}); err != nil {
+			now := time.Now()
+			sent[seq] = now
+			if err := stream.Send(&pb.HeartbeatRequest{Version: s.cfg.Version, Seq: seq}); err != nil {
 				return err
 			}
-			if seq == answered+1 {
+			if s.cfg.OnSent != nil {
+				s.cfg.OnSent(seq, now)
+			}
+			if seq == acked+1 {
 				rearm()
 			}
 		}
@@ -275,7 +465,7 @@ func (a *Agent) heartbeat(ctx context.Context, cli pb.CuratorClient) error {
 }
 
 // watch follows the node's own record and the manager list.
-func (a *Agent) watch(ctx context.Context, cli pb.CuratorClient) error {
+func (s *Session) watch(ctx context.Context, cli pb.CuratorClient) error {
 	stream, err := cli.WatchNode(ctx, &pb.WatchNodeRequest{})
 	if err != nil {
 		return err
@@ -285,9 +475,14 @@ func (a *Agent) watch(ctx context.Context, cli pb.CuratorClient) error {
 		if err != nil {
 			return err
 		}
-		a.setManagers(ctx, resp.Managers)
-		if resp.Node != nil {
-			a.desired.set(resp.Node)
+		if s.cfg.OnWatch != nil {
+			s.cfg.OnWatch(ctx, resp)
 		}
 	}
+}
+
+// runSession is the agent's session runnable.
+func (a *Agent) runSession(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	return a.session.Run(ctx)
 }

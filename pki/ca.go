@@ -65,6 +65,10 @@ type CertRequest struct {
 	// Validity defaults to DefaultValidity, and never reaches past the CA's
 	// own expiry.
 	Validity time.Duration
+	// OperatorRole becomes the subject's organisational unit: one of
+	// OperatorRoles, for RoleAdmin only; empty for none (which reads as
+	// OperatorAdmin, see OperatorRole).
+	OperatorRole string
 }
 
 // NewCA creates a self-signed root CA, valid for CAValidity.
@@ -127,18 +131,19 @@ func (ca *CA) Issue(req CertRequest) (*x509.Certificate, error) {
 		return nil, fmt.Errorf("issue certificate: %w", err)
 	}
 	now := time.Now()
+	subject := pkix.Name{CommonName: req.NodeID, Organization: []string{req.Role}}
+	if req.OperatorRole != "" {
+		subject.OrganizationalUnit = []string{req.OperatorRole}
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject: pkix.Name{
-			CommonName:   req.NodeID,
-			Organization: []string{req.Role},
-		},
-		NotBefore:   now.Add(-backdate(validity)),
-		NotAfter:    ca.clip(now.Add(validity)),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: req.IPs,
-		DNSNames:    req.DNSNames,
+		Subject:      subject,
+		NotBefore:    now.Add(-backdate(validity)),
+		NotAfter:     ca.clip(now.Add(validity)),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  req.IPs,
+		DNSNames:     req.DNSNames,
 
 		BasicConstraintsValid: true,
 	}
@@ -163,6 +168,14 @@ func (req CertRequest) validate() error {
 	}
 	if req.Validity < 0 {
 		return fmt.Errorf("validity %v is negative", req.Validity)
+	}
+	if req.OperatorRole != "" {
+		if req.Role != RoleAdmin {
+			return fmt.Errorf("an operator role (%q) is for an admin certificate, not a %s one", quoteShort(req.OperatorRole), req.Role)
+		}
+		if _, err := ParseOperatorRole(req.OperatorRole); err != nil {
+			return err
+		}
 	}
 	return nil
 }

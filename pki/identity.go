@@ -90,3 +90,17 @@ func certPool(certs []*x509.Certificate) *x509.CertPool {
 	}
 	return pool
 }
+
+// NewNodeKey generates a node's key and returns it with the node ID it
+// makes (NodeID).
+func NewNodeKey() (*ecdsa.PrivateKey, string, error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := NodeID(key.Public())
+	if err != nil {
+		return nil, "", err
+	}
+	return key, id, nil
+}

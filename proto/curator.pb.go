@@ -1347,7 +1347,10 @@ type Event struct {
 	// (its election key's create revision). Terms grow with each leader; 0
 	// for an event a curator recorded without leading (a dead leader's
 	// lease revoked).
-	Term          int64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	Term int64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	// Who acted, for an operator's call (loop "operator"): the
+	// certificate's name and role, "alice (operator)". Empty for a loop's.
+	Actor         string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1429,6 +1432,13 @@ func (x *Event) GetTerm() int64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *Event) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
 }
 
 type ListEventsRequest struct {
@@ -1875,9 +1885,19 @@ type GroupSpec struct {
 	ReplaceAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=replace_after,json=replaceAfter,proto3" json:"replace_after,omitempty"`
 	// A machine whose node has not joined this long after it was made is
 	// destroyed; 0 means the default (3 min).
-	JoinTimeout   *durationpb.Duration `protobuf:"bytes,8,opt,name=join_timeout,json=joinTimeout,proto3" json:"join_timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JoinTimeout *durationpb.Duration `protobuf:"bytes,8,opt,name=join_timeout,json=joinTimeout,proto3" json:"join_timeout,omitempty"`
+	// How a rollout of the group goes, and what its failure does.
+	Rollout *RolloutPolicy `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// The repair ceiling: with more of the group's machines unhealthy than
+	// this (a count, "2", or a percentage of the size, "40%"), the group
+	// loop replaces and destroys none of them.
+	MaxUnhealthy string `protobuf:"bytes,10,opt,name=max_unhealthy,json=maxUnhealthy,proto3" json:"max_unhealthy,omitempty"`
+	// The repair budget: at most max_replacements machines replaced (an
+	// unhealthy machine destroyed) in any replacement_window.
+	MaxReplacements   uint32               `protobuf:"varint,11,opt,name=max_replacements,json=maxReplacements,proto3" json:"max_replacements,omitempty"`
+	ReplacementWindow *durationpb.Duration `protobuf:"bytes,12,opt,name=replacement_window,json=replacementWindow,proto3" json:"replacement_window,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GroupSpec) Reset() {
@@ -1966,6 +1986,129 @@ func (x *GroupSpec) GetJoinTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *GroupSpec) GetRollout() *RolloutPolicy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetMaxUnhealthy() string {
+	if x != nil {
+		return x.MaxUnhealthy
+	}
+	return ""
+}
+
+func (x *GroupSpec) GetMaxReplacements() uint32 {
+	if x != nil {
+		return x.MaxReplacements
+	}
+	return 0
+}
+
+func (x *GroupSpec) GetReplacementWindow() *durationpb.Duration {
+	if x != nil {
+		return x.ReplacementWindow
+	}
+	return nil
+}
+
+// RolloutPolicy: how a group's rollout judges itself (normalized with its
+// defaults written out; docs/architecture.md, "Rollouts").
+type RolloutPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long a new machine's node must have been ready before it counts
+	// as updated.
+	Monitor *durationpb.Duration `protobuf:"bytes,1,opt,name=monitor,proto3" json:"monitor,omitempty"`
+	// How long a new machine has, from when it is made, to be ready for
+	// monitor; past it, it is a failed machine.
+	ProgressDeadline *durationpb.Duration `protobuf:"bytes,2,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
+	// How many failed new machines fail the rollout.
+	MaxFailures uint32 `protobuf:"varint,3,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	// "rollback" (the group back on its previous config) or "pause".
+	FailureAction string `protobuf:"bytes,4,opt,name=failure_action,json=failureAction,proto3" json:"failure_action,omitempty"`
+	// Workers: how many machines beyond the size a rollout may make, and
+	// how many of the size may be unavailable meanwhile (unset: the
+	// default, written out on commit).
+	MaxSurge       *uint32 `protobuf:"varint,5,opt,name=max_surge,json=maxSurge,proto3,oneof" json:"max_surge,omitempty"`
+	MaxUnavailable *uint32 `protobuf:"varint,6,opt,name=max_unavailable,json=maxUnavailable,proto3,oneof" json:"max_unavailable,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RolloutPolicy) Reset() {
+	*x = RolloutPolicy{}
+	mi := &file_curator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutPolicy) ProtoMessage() {}
+
+func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
+func (*RolloutPolicy) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RolloutPolicy) GetMonitor() *durationpb.Duration {
+	if x != nil {
+		return x.Monitor
+	}
+	return nil
+}
+
+func (x *RolloutPolicy) GetProgressDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressDeadline
+	}
+	return nil
+}
+
+func (x *RolloutPolicy) GetMaxFailures() uint32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RolloutPolicy) GetFailureAction() string {
+	if x != nil {
+		return x.FailureAction
+	}
+	return ""
+}
+
+func (x *RolloutPolicy) GetMaxSurge() uint32 {
+	if x != nil && x.MaxSurge != nil {
+		return *x.MaxSurge
+	}
+	return 0
+}
+
+func (x *RolloutPolicy) GetMaxUnavailable() uint32 {
+	if x != nil && x.MaxUnavailable != nil {
+		return *x.MaxUnavailable
+	}
+	return 0
+}
+
 // ProviderSpec says which provider makes a group's machines, with its
 // settings.
 type ProviderSpec struct {
@@ -1981,7 +2124,7 @@ type ProviderSpec struct {
 
 func (x *ProviderSpec) Reset() {
 	*x = ProviderSpec{}
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2136,7 @@ func (x *ProviderSpec) String() string {
 func (*ProviderSpec) ProtoMessage() {}
 
 func (x *ProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2149,7 @@ func (x *ProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSpec.ProtoReflect.Descriptor instead.
 func (*ProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{22}
+	return file_curator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProviderSpec) GetKind() isProviderSpec_Kind {
@@ -2066,7 +2209,7 @@ type ProcessProviderSpec struct {
 
 func (x *ProcessProviderSpec) Reset() {
 	*x = ProcessProviderSpec{}
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2221,7 @@ func (x *ProcessProviderSpec) String() string {
 func (*ProcessProviderSpec) ProtoMessage() {}
 
 func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2234,7 @@ func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessProviderSpec.ProtoReflect.Descriptor instead.
 func (*ProcessProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{23}
+	return file_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProcessProviderSpec) GetAddresses() string {
@@ -2136,7 +2279,7 @@ type DockerProviderSpec struct {
 
 func (x *DockerProviderSpec) Reset() {
 	*x = DockerProviderSpec{}
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2291,7 @@ func (x *DockerProviderSpec) String() string {
 func (*DockerProviderSpec) ProtoMessage() {}
 
 func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2304,7 @@ func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DockerProviderSpec.ProtoReflect.Descriptor instead.
 func (*DockerProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{24}
+	return file_curator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DockerProviderSpec) GetNetwork() string {
@@ -2208,7 +2351,7 @@ type InstanceTemplate struct {
 
 func (x *InstanceTemplate) Reset() {
 	*x = InstanceTemplate{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2363,7 @@ func (x *InstanceTemplate) String() string {
 func (*InstanceTemplate) ProtoMessage() {}
 
 func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2376,7 @@ func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTemplate.ProtoReflect.Descriptor instead.
 func (*InstanceTemplate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InstanceTemplate) GetVersion() string {
@@ -2274,14 +2417,28 @@ type Group struct {
 	Updated   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated,proto3" json:"updated,omitempty"`
 	// Set by DestroyGroup: the group loop destroys the machines, then the
 	// record.
-	Destroying    bool `protobuf:"varint,5,opt,name=destroying,proto3" json:"destroying,omitempty"`
+	Destroying bool `protobuf:"varint,5,opt,name=destroying,proto3" json:"destroying,omitempty"`
+	// Set by the group loop while its repair ceiling or budget holds the
+	// group's repairs: what it said (cleared once they go on).
+	RepairHeld string `protobuf:"bytes,10,opt,name=repair_held,json=repairHeld,proto3" json:"repair_held,omitempty"`
+	// When the group loop replaced the group's machines within its
+	// replacement_window (its budget).
+	Replacements []*timestamppb.Timestamp `protobuf:"bytes,11,rep,name=replacements,proto3" json:"replacements,omitempty"`
+	// Set by a restore (and `group suspend`): the group loop makes and
+	// destroys nothing for the group until `group resume`; why.
+	Suspended string `protobuf:"bytes,12,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	// When the group loop last lifted a repair hold: a node's time down
+	// (replace_after) and a machine's time to join (join_timeout) count
+	// from then at the earliest, so that the machines coming back one by
+	// one after a partition are not replaced as the first of them return.
+	RepairResumed *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=repair_resumed,json=repairResumed,proto3" json:"repair_resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2450,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2463,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{26}
+	return file_curator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Group) GetSpec() *GroupSpec {
@@ -2344,6 +2501,34 @@ func (x *Group) GetDestroying() bool {
 	return false
 }
 
+func (x *Group) GetRepairHeld() string {
+	if x != nil {
+		return x.RepairHeld
+	}
+	return ""
+}
+
+func (x *Group) GetReplacements() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Replacements
+	}
+	return nil
+}
+
+func (x *Group) GetSuspended() string {
+	if x != nil {
+		return x.Suspended
+	}
+	return ""
+}
+
+func (x *Group) GetRepairResumed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RepairResumed
+	}
+	return nil
+}
+
 // GroupView is a group as operators see it.
 type GroupView struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2353,15 +2538,20 @@ type GroupView struct {
 	// Nodes of the group that are ready.
 	Ready   uint32   `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
 	NodeIds []string `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
-	// "", "rolling", "done" or "cancelled".
-	RolloutState  string `protobuf:"bytes,5,opt,name=rollout_state,json=rolloutState,proto3" json:"rollout_state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// "", "rolling", "paused", "done", "cancelled" or "failed".
+	RolloutState string `protobuf:"bytes,5,opt,name=rollout_state,json=rolloutState,proto3" json:"rollout_state,omitempty"`
+	// The rollout's progress as the leader sees it now: the group's ready
+	// nodes on its target SHA whose machines exist, of its size (what
+	// `rollout status` says too).
+	RolloutUpdated uint32 `protobuf:"varint,6,opt,name=rollout_updated,json=rolloutUpdated,proto3" json:"rollout_updated,omitempty"`
+	RolloutTotal   uint32 `protobuf:"varint,7,opt,name=rollout_total,json=rolloutTotal,proto3" json:"rollout_total,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupView) Reset() {
 	*x = GroupView{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2563,7 @@ func (x *GroupView) String() string {
 func (*GroupView) ProtoMessage() {}
 
 func (x *GroupView) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2576,7 @@ func (x *GroupView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
 func (*GroupView) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupView) GetGroup() *Group {
@@ -2424,6 +2614,20 @@ func (x *GroupView) GetRolloutState() string {
 	return ""
 }
 
+func (x *GroupView) GetRolloutUpdated() uint32 {
+	if x != nil {
+		return x.RolloutUpdated
+	}
+	return 0
+}
+
+func (x *GroupView) GetRolloutTotal() uint32 {
+	if x != nil {
+		return x.RolloutTotal
+	}
+	return 0
+}
+
 type CommitGroupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -2433,7 +2637,7 @@ type CommitGroupRequest struct {
 
 func (x *CommitGroupRequest) Reset() {
 	*x = CommitGroupRequest{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2649,7 @@ func (x *CommitGroupRequest) String() string {
 func (*CommitGroupRequest) ProtoMessage() {}
 
 func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2662,7 @@ func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommitGroupRequest) GetSpec() *GroupSpec {
@@ -2479,7 +2683,7 @@ type CommitGroupResponse struct {
 
 func (x *CommitGroupResponse) Reset() {
 	*x = CommitGroupResponse{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2695,7 @@ func (x *CommitGroupResponse) String() string {
 func (*CommitGroupResponse) ProtoMessage() {}
 
 func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2708,7 @@ func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommitGroupResponse) GetGroup() *GroupView {
@@ -2529,7 +2733,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2745,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2758,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{31}
 }
 
 type ListGroupsResponse struct {
@@ -2566,7 +2770,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2782,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2795,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -2610,7 +2814,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2826,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2839,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -2654,7 +2858,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2870,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2883,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -2687,6 +2891,113 @@ func (x *DestroyGroupRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+type SuspendGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One group by name, or all of them.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	All  bool   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// Resume rather than suspend.
+	Resume        bool `protobuf:"varint,3,opt,name=resume,proto3" json:"resume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendGroupRequest) Reset() {
+	*x = SuspendGroupRequest{}
+	mi := &file_curator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendGroupRequest) ProtoMessage() {}
+
+func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
+func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SuspendGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SuspendGroupRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *SuspendGroupRequest) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+type SuspendGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The groups it changed (a group already as asked is left out).
+	Groups        []*GroupView `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendGroupResponse) Reset() {
+	*x = SuspendGroupResponse{}
+	mi := &file_curator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendGroupResponse) ProtoMessage() {}
+
+func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
+func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SuspendGroupResponse) GetGroups() []*GroupView {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 // Rollout is a group's rollout to one config SHA, kept at
@@ -2697,7 +3008,8 @@ type Rollout struct {
 	Group     string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	TargetSha string                 `protobuf:"bytes,2,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
 	State     RolloutState           `protobuf:"varint,3,opt,name=state,proto3,enum=curator.v1.RolloutState" json:"state,omitempty"`
-	// Why it failed or was cancelled.
+	// Why it failed or was cancelled (a failed machine's last words among
+	// it), or why it rolls back.
 	Reason   string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	Started  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
 	Finished *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished,proto3" json:"finished,omitempty"`
@@ -2713,13 +3025,28 @@ type Rollout struct {
 	// Nodes rolled, and the seconds they took in all, for the average.
 	Rolled        uint32  `protobuf:"varint,12,opt,name=rolled,proto3" json:"rolled,omitempty"`
 	RolledSeconds float64 `protobuf:"fixed64,13,opt,name=rolled_seconds,json=rolledSeconds,proto3" json:"rolled_seconds,omitempty"`
+	// The config the group had before this rollout's (what a rollback
+	// returns to): its SHA and its template.
+	PreviousSha      string            `protobuf:"bytes,14,opt,name=previous_sha,json=previousSha,proto3" json:"previous_sha,omitempty"`
+	PreviousTemplate *InstanceTemplate `protobuf:"bytes,15,opt,name=previous_template,json=previousTemplate,proto3" json:"previous_template,omitempty"`
+	// New machines of the target that failed (died, or not ready for the
+	// policy's monitor within its progress deadline), and the last
+	// failure's reason.
+	Failures    uint32 `protobuf:"varint,16,opt,name=failures,proto3" json:"failures,omitempty"`
+	LastFailure string `protobuf:"bytes,17,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	// Set on a rollback: the SHA whose rollout failed. A rollback that
+	// fails does not roll back again.
+	RollbackOf string `protobuf:"bytes,18,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	// The group's configs before this rollout's, newest first (at most
+	// ten): `rollout history`, and what `rollout undo --to` goes back to.
+	History       []*RolloutSummary `protobuf:"bytes,19,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +3058,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +3071,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -2838,6 +3165,142 @@ func (x *Rollout) GetRolledSeconds() float64 {
 	return 0
 }
 
+func (x *Rollout) GetPreviousSha() string {
+	if x != nil {
+		return x.PreviousSha
+	}
+	return ""
+}
+
+func (x *Rollout) GetPreviousTemplate() *InstanceTemplate {
+	if x != nil {
+		return x.PreviousTemplate
+	}
+	return nil
+}
+
+func (x *Rollout) GetFailures() uint32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *Rollout) GetLastFailure() string {
+	if x != nil {
+		return x.LastFailure
+	}
+	return ""
+}
+
+func (x *Rollout) GetRollbackOf() string {
+	if x != nil {
+		return x.RollbackOf
+	}
+	return ""
+}
+
+func (x *Rollout) GetHistory() []*RolloutSummary {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// RolloutSummary is one past config of a group and how its rollout ended.
+type RolloutSummary struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sha      string                 `protobuf:"bytes,1,opt,name=sha,proto3" json:"sha,omitempty"`
+	Template *InstanceTemplate      `protobuf:"bytes,2,opt,name=template,proto3" json:"template,omitempty"`
+	// UNSPECIFIED: the group's first config, made without a rollout.
+	State         RolloutState           `protobuf:"varint,3,opt,name=state,proto3,enum=curator.v1.RolloutState" json:"state,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Started       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
+	Finished      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished,proto3" json:"finished,omitempty"`
+	RollbackOf    string                 `protobuf:"bytes,7,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutSummary) Reset() {
+	*x = RolloutSummary{}
+	mi := &file_curator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutSummary) ProtoMessage() {}
+
+func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
+func (*RolloutSummary) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RolloutSummary) GetSha() string {
+	if x != nil {
+		return x.Sha
+	}
+	return ""
+}
+
+func (x *RolloutSummary) GetTemplate() *InstanceTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *RolloutSummary) GetState() RolloutState {
+	if x != nil {
+		return x.State
+	}
+	return RolloutState_ROLLOUT_STATE_UNSPECIFIED
+}
+
+func (x *RolloutSummary) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RolloutSummary) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *RolloutSummary) GetFinished() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
+func (x *RolloutSummary) GetRollbackOf() string {
+	if x != nil {
+		return x.RollbackOf
+	}
+	return ""
+}
+
 type GetRolloutRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -2847,7 +3310,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +3322,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3335,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -2885,18 +3348,23 @@ func (x *GetRolloutRequest) GetGroup() string {
 type ChangeRolloutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// "cancel", "pause" or "resume".
+	// "cancel", "pause", "resume", "restart" (a cancelled or failed one,
+	// or the one a rollback undid) or "undo" (back to a past config).
 	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	// The target SHA the change is for; empty means the current one. A
-	// change for an older SHA never touches a newer rollout.
-	TargetSha     string `protobuf:"bytes,3,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
+	// change for an older SHA never touches a newer rollout. A unique
+	// prefix of a SHA the group has had will do.
+	TargetSha string `protobuf:"bytes,3,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
+	// undo: the config to go back to (a unique prefix of a SHA of the
+	// group's history); empty means the one before the current.
+	ToSha         string `protobuf:"bytes,4,opt,name=to_sha,json=toSha,proto3" json:"to_sha,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3376,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3389,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -2941,6 +3409,13 @@ func (x *ChangeRolloutRequest) GetAction() string {
 func (x *ChangeRolloutRequest) GetTargetSha() string {
 	if x != nil {
 		return x.TargetSha
+	}
+	return ""
+}
+
+func (x *ChangeRolloutRequest) GetToSha() string {
+	if x != nil {
+		return x.ToSha
 	}
 	return ""
 }
@@ -2967,7 +3442,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3454,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3467,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -3079,7 +3554,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3566,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3579,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -3154,7 +3629,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3641,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3654,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -3212,7 +3687,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3699,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3712,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -3269,7 +3744,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3756,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3769,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 type WatchNodeResponse struct {
@@ -3308,7 +3783,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3795,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3808,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -3358,7 +3833,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3845,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3858,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 type GetManagersResponse struct {
@@ -3396,7 +3871,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3883,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3896,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -3446,7 +3921,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3933,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3946,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 type SwarmJoinResponse struct {
@@ -3485,7 +3960,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3972,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3985,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -3540,7 +4015,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +4027,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +4040,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -3590,7 +4065,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +4077,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +4090,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 type NodeLeaveRequest struct {
@@ -3628,7 +4103,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +4115,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +4128,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -3678,7 +4153,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +4165,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +4178,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -3740,7 +4215,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +4227,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +4240,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 type RenewCertificateResponse struct {
@@ -3782,7 +4257,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +4269,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +4282,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -3837,14 +4312,18 @@ type RenewAdminCertificateRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	PublicKey []byte                 `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	// The common name of the certificate; empty means "admin".
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The operator role: reader, operator or admin; empty means admin.
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// How long it lasts; unset means a year.
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4335,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4348,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -3886,6 +4365,20 @@ func (x *RenewAdminCertificateRequest) GetName() string {
 	return ""
 }
 
+func (x *RenewAdminCertificateRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RenewAdminCertificateRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 type RenewAdminCertificateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// PEM: the admin certificate and the cluster CA.
@@ -3897,7 +4390,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4402,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4415,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -3939,6 +4432,521 @@ func (x *RenewAdminCertificateResponse) GetCaCert() []byte {
 	return nil
 }
 
+// AdminCertificate is an admin certificate the cluster issued, as kept in
+// etcd (its serial, never its key).
+type AdminCertificate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// Lowercase hex.
+	Serial    string                 `protobuf:"bytes,3,opt,name=serial,proto3" json:"serial,omitempty"`
+	Issued    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=issued,proto3" json:"issued,omitempty"`
+	Expires   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires,proto3" json:"expires,omitempty"`
+	Revoked   bool                   `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// Who issued it: the certificate name of the caller.
+	IssuedBy      string `protobuf:"bytes,8,opt,name=issued_by,json=issuedBy,proto3" json:"issued_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminCertificate) Reset() {
+	*x = AdminCertificate{}
+	mi := &file_curator_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminCertificate) ProtoMessage() {}
+
+func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
+func (*AdminCertificate) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AdminCertificate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdminCertificate) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AdminCertificate) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *AdminCertificate) GetIssued() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Issued
+	}
+	return nil
+}
+
+func (x *AdminCertificate) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *AdminCertificate) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *AdminCertificate) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *AdminCertificate) GetIssuedBy() string {
+	if x != nil {
+		return x.IssuedBy
+	}
+	return ""
+}
+
+type ListAdminCertificatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminCertificatesRequest) Reset() {
+	*x = ListAdminCertificatesRequest{}
+	mi := &file_curator_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminCertificatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminCertificatesRequest) ProtoMessage() {}
+
+func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
+func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{60}
+}
+
+type ListAdminCertificatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Certs         []*AdminCertificate    `protobuf:"bytes,1,rep,name=certs,proto3" json:"certs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminCertificatesResponse) Reset() {
+	*x = ListAdminCertificatesResponse{}
+	mi := &file_curator_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminCertificatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminCertificatesResponse) ProtoMessage() {}
+
+func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
+func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
+	if x != nil {
+		return x.Certs
+	}
+	return nil
+}
+
+type RevokeAdminCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A serial (hex) or the name of issued certificates (all of that name).
+	Cert          string `protobuf:"bytes,1,opt,name=cert,proto3" json:"cert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminCertificateRequest) Reset() {
+	*x = RevokeAdminCertificateRequest{}
+	mi := &file_curator_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminCertificateRequest) ProtoMessage() {}
+
+func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
+func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *RevokeAdminCertificateRequest) GetCert() string {
+	if x != nil {
+		return x.Cert
+	}
+	return ""
+}
+
+type RevokeAdminCertificateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       []*AdminCertificate    `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminCertificateResponse) Reset() {
+	*x = RevokeAdminCertificateResponse{}
+	mi := &file_curator_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminCertificateResponse) ProtoMessage() {}
+
+func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
+func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
+// AuditEntry is one management call that changed something or was
+// refused: who, from where, what, on what, and how it ended. It never
+// holds a secret (a token, a key, a certificate, a backup).
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The caller: its certificate's name, operator role and serial (hex);
+	// "anonymous" and empty for a caller without one.
+	Name   string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Role   string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Serial string `protobuf:"bytes,4,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The caller's address (for a forwarded call, the original caller's).
+	Peer string `protobuf:"bytes,5,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The call (ListNodes, DemoteNode, ...) and its arguments in short.
+	Call string `protobuf:"bytes,6,opt,name=call,proto3" json:"call,omitempty"`
+	Args string `protobuf:"bytes,7,opt,name=args,proto3" json:"args,omitempty"`
+	// What it was on: a node, a group, a token role; empty for the cluster.
+	Target string `protobuf:"bytes,8,opt,name=target,proto3" json:"target,omitempty"`
+	// "ok", or the gRPC code and message of the error.
+	Outcome string `protobuf:"bytes,9,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The curator that recorded it.
+	Recorder string `protobuf:"bytes,10,opt,name=recorder,proto3" json:"recorder,omitempty"`
+	// The node the call was on, when the target named one (its ID).
+	NodeId        string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_curator_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetCall() string {
+	if x != nil {
+		return x.Call
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetArgs() string {
+	if x != nil {
+		return x.Args
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRecorder() string {
+	if x != nil {
+		return x.Recorder
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many, newest last; 0 means all that are kept.
+	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries recorded after this etcd revision (for --follow).
+	AfterRevision int64 `protobuf:"varint,2,opt,name=after_revision,json=afterRevision,proto3" json:"after_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_curator_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListAuditRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetAfterRevision() int64 {
+	if x != nil {
+		return x.AfterRevision
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The revision read at: pass it as after_revision for the next ones.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_curator_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type AgentStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3947,7 +4955,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4967,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4980,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 type AgentStatus struct {
@@ -3988,7 +4996,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +5008,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +5021,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -4060,7 +5068,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +5080,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +5093,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -4104,7 +5112,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4116,7 +5124,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4129,7 +5137,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -4160,7 +5168,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +5180,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +5193,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -4259,7 +5267,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4271,7 +5279,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4284,7 +5292,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -4323,7 +5331,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +5343,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +5356,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -4370,7 +5378,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4382,7 +5390,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4395,7 +5403,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -4441,7 +5449,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +5461,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +5474,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -4499,7 +5507,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4511,7 +5519,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4524,7 +5532,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -4556,7 +5564,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4568,7 +5576,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4581,7 +5589,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 type BackupChunk struct {
@@ -4596,7 +5604,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4608,7 +5616,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4621,7 +5629,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -4733,7 +5741,7 @@ const file_curator_proto_rawDesc = "" +
 	"\rTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"(\n" +
 	"\x12RotateTokenRequest\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\"\xc0\x01\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\"\xd6\x01\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04loop\x18\x02 \x01(\tR\x04loop\x12\x17\n" +
@@ -4741,7 +5749,8 @@ const file_curator_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06leader\x18\x06 \x01(\tR\x06leader\x12\x12\n" +
-	"\x04term\x18\a \x01(\x03R\x04term\")\n" +
+	"\x04term\x18\a \x01(\x03R\x04term\x12\x14\n" +
+	"\x05actor\x18\b \x01(\tR\x05actor\")\n" +
 	"\x11ListEventsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"?\n" +
 	"\x12ListEventsResponse\x12)\n" +
@@ -4772,7 +5781,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x06_swarm\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
 	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
-	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xec\x02\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xbb\x04\n" +
 	"\tGroupSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12&\n" +
@@ -4781,7 +5790,22 @@ const file_curator_proto_rawDesc = "" +
 	"\bprovider\x18\x05 \x01(\v2\x18.curator.v1.ProviderSpecR\bprovider\x128\n" +
 	"\btemplate\x18\x06 \x01(\v2\x1c.curator.v1.InstanceTemplateR\btemplate\x12>\n" +
 	"\rreplace_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\freplaceAfter\x12<\n" +
-	"\fjoin_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\vjoinTimeout\"\x8d\x01\n" +
+	"\fjoin_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\vjoinTimeout\x123\n" +
+	"\arollout\x18\t \x01(\v2\x19.curator.v1.RolloutPolicyR\arollout\x12#\n" +
+	"\rmax_unhealthy\x18\n" +
+	" \x01(\tR\fmaxUnhealthy\x12)\n" +
+	"\x10max_replacements\x18\v \x01(\rR\x0fmaxReplacements\x12H\n" +
+	"\x12replacement_window\x18\f \x01(\v2\x19.google.protobuf.DurationR\x11replacementWindow\"\xc8\x02\n" +
+	"\rRolloutPolicy\x123\n" +
+	"\amonitor\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\amonitor\x12F\n" +
+	"\x11progress_deadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12!\n" +
+	"\fmax_failures\x18\x03 \x01(\rR\vmaxFailures\x12%\n" +
+	"\x0efailure_action\x18\x04 \x01(\tR\rfailureAction\x12 \n" +
+	"\tmax_surge\x18\x05 \x01(\rH\x00R\bmaxSurge\x88\x01\x01\x12,\n" +
+	"\x0fmax_unavailable\x18\x06 \x01(\rH\x01R\x0emaxUnavailable\x88\x01\x01B\f\n" +
+	"\n" +
+	"_max_surgeB\x12\n" +
+	"\x10_max_unavailable\"\x8d\x01\n" +
 	"\fProviderSpec\x12;\n" +
 	"\aprocess\x18\x01 \x01(\v2\x1f.curator.v1.ProcessProviderSpecH\x00R\aprocess\x128\n" +
 	"\x06docker\x18\x02 \x01(\v2\x1e.curator.v1.DockerProviderSpecH\x00R\x06dockerB\x06\n" +
@@ -4806,7 +5830,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x03\n" +
 	"\x05Group\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
 	"\n" +
@@ -4815,13 +5839,21 @@ const file_curator_proto_rawDesc = "" +
 	"\aupdated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12\x1e\n" +
 	"\n" +
 	"destroying\x18\x05 \x01(\bR\n" +
-	"destroying\"\xa6\x01\n" +
+	"destroying\x12\x1f\n" +
+	"\vrepair_held\x18\n" +
+	" \x01(\tR\n" +
+	"repairHeld\x12>\n" +
+	"\freplacements\x18\v \x03(\v2\x1a.google.protobuf.TimestampR\freplacements\x12\x1c\n" +
+	"\tsuspended\x18\f \x01(\tR\tsuspended\x12A\n" +
+	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\"\xf4\x01\n" +
 	"\tGroupView\x12'\n" +
 	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
 	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +
 	"\x05ready\x18\x03 \x01(\rR\x05ready\x12\x19\n" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12#\n" +
-	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\"?\n" +
+	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\x12'\n" +
+	"\x0frollout_updated\x18\x06 \x01(\rR\x0erolloutUpdated\x12#\n" +
+	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"?\n" +
 	"\x12CommitGroupRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\"\\\n" +
 	"\x13CommitGroupResponse\x12+\n" +
@@ -4833,7 +5865,13 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fGetGroupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
 	"\x13DestroyGroupRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xca\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"S\n" +
+	"\x13SuspendGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x16\n" +
+	"\x06resume\x18\x03 \x01(\bR\x06resume\"E\n" +
+	"\x14SuspendGroupResponse\x12-\n" +
+	"\x06groups\x18\x01 \x03(\v2\x15.curator.v1.GroupViewR\x06groups\"\xce\x05\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
@@ -4849,14 +5887,31 @@ const file_curator_proto_rawDesc = "" +
 	" \x01(\tR\x04step\x12=\n" +
 	"\fstep_started\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vstepStarted\x12\x16\n" +
 	"\x06rolled\x18\f \x01(\rR\x06rolled\x12%\n" +
-	"\x0erolled_seconds\x18\r \x01(\x01R\rrolledSeconds\")\n" +
+	"\x0erolled_seconds\x18\r \x01(\x01R\rrolledSeconds\x12!\n" +
+	"\fprevious_sha\x18\x0e \x01(\tR\vpreviousSha\x12I\n" +
+	"\x11previous_template\x18\x0f \x01(\v2\x1c.curator.v1.InstanceTemplateR\x10previousTemplate\x12\x1a\n" +
+	"\bfailures\x18\x10 \x01(\rR\bfailures\x12!\n" +
+	"\flast_failure\x18\x11 \x01(\tR\vlastFailure\x12\x1f\n" +
+	"\vrollback_of\x18\x12 \x01(\tR\n" +
+	"rollbackOf\x124\n" +
+	"\ahistory\x18\x13 \x03(\v2\x1a.curator.v1.RolloutSummaryR\ahistory\"\xb3\x02\n" +
+	"\x0eRolloutSummary\x12\x10\n" +
+	"\x03sha\x18\x01 \x01(\tR\x03sha\x128\n" +
+	"\btemplate\x18\x02 \x01(\v2\x1c.curator.v1.InstanceTemplateR\btemplate\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.curator.v1.RolloutStateR\x05state\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x124\n" +
+	"\astarted\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x126\n" +
+	"\bfinished\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfinished\x12\x1f\n" +
+	"\vrollback_of\x18\a \x01(\tR\n" +
+	"rollbackOf\")\n" +
 	"\x11GetRolloutRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"c\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"z\n" +
 	"\x14ChangeRolloutRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1d\n" +
 	"\n" +
-	"target_sha\x18\x03 \x01(\tR\ttargetSha\"\x9e\x03\n" +
+	"target_sha\x18\x03 \x01(\tR\ttargetSha\x12\x15\n" +
+	"\x06to_sha\x18\x04 \x01(\tR\x05toSha\"\x9e\x03\n" +
 	"\x0fRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -4917,14 +5972,53 @@ const file_curator_proto_rawDesc = "" +
 	"\x18RenewCertificateResponse\x12\x1b\n" +
 	"\tnode_cert\x18\x01 \x01(\fR\bnodeCert\x12\x17\n" +
 	"\aca_cert\x18\x02 \x01(\fR\x06caCert\x12\x1b\n" +
-	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\"Q\n" +
+	"\tetcd_cert\x18\x03 \x01(\fR\betcdCert\"\x92\x01\n" +
 	"\x1cRenewAdminCertificateRequest\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x01 \x01(\fR\tpublicKey\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"L\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"L\n" +
 	"\x1dRenewAdminCertificateResponse\x12\x12\n" +
 	"\x04cert\x18\x01 \x01(\fR\x04cert\x12\x17\n" +
-	"\aca_cert\x18\x02 \x01(\fR\x06caCert\"\x14\n" +
+	"\aca_cert\x18\x02 \x01(\fR\x06caCert\"\xae\x02\n" +
+	"\x10AdminCertificate\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
+	"\x06serial\x18\x03 \x01(\tR\x06serial\x122\n" +
+	"\x06issued\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06issued\x124\n" +
+	"\aexpires\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x18\n" +
+	"\arevoked\x18\x06 \x01(\bR\arevoked\x129\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1b\n" +
+	"\tissued_by\x18\b \x01(\tR\bissuedBy\"\x1e\n" +
+	"\x1cListAdminCertificatesRequest\"S\n" +
+	"\x1dListAdminCertificatesResponse\x122\n" +
+	"\x05certs\x18\x01 \x03(\v2\x1c.curator.v1.AdminCertificateR\x05certs\"3\n" +
+	"\x1dRevokeAdminCertificateRequest\x12\x12\n" +
+	"\x04cert\x18\x01 \x01(\tR\x04cert\"X\n" +
+	"\x1eRevokeAdminCertificateResponse\x126\n" +
+	"\arevoked\x18\x01 \x03(\v2\x1c.curator.v1.AdminCertificateR\arevoked\"\x9f\x02\n" +
+	"\n" +
+	"AuditEntry\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x16\n" +
+	"\x06serial\x18\x04 \x01(\tR\x06serial\x12\x12\n" +
+	"\x04peer\x18\x05 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04call\x18\x06 \x01(\tR\x04call\x12\x12\n" +
+	"\x04args\x18\a \x01(\tR\x04args\x12\x16\n" +
+	"\x06target\x18\b \x01(\tR\x06target\x12\x18\n" +
+	"\aoutcome\x18\t \x01(\tR\aoutcome\x12\x1a\n" +
+	"\brecorder\x18\n" +
+	" \x01(\tR\brecorder\x12\x17\n" +
+	"\anode_id\x18\v \x01(\tR\x06nodeId\"O\n" +
+	"\x10ListAuditRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12%\n" +
+	"\x0eafter_revision\x18\x02 \x01(\x03R\rafterRevision\"a\n" +
+	"\x11ListAuditResponse\x120\n" +
+	"\aentries\x18\x01 \x03(\v2\x16.curator.v1.AuditEntryR\aentries\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\x14\n" +
 	"\x12AgentStatusRequest\"\xad\x01\n" +
 	"\vAgentStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -5001,7 +6095,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x14ROLLOUT_STATE_PAUSED\x10\x02\x12\x16\n" +
 	"\x12ROLLOUT_STATE_DONE\x10\x03\x12\x1b\n" +
 	"\x17ROLLOUT_STATE_CANCELLED\x10\x04\x12\x18\n" +
-	"\x14ROLLOUT_STATE_FAILED\x10\x052\xd2\f\n" +
+	"\x14ROLLOUT_STATE_FAILED\x10\x052\xce\x0f\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -5024,11 +6118,15 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1d.curator.v1.ListGroupsRequest\x1a\x1e.curator.v1.ListGroupsResponse\x12>\n" +
 	"\bGetGroup\x12\x1b.curator.v1.GetGroupRequest\x1a\x15.curator.v1.GroupView\x12F\n" +
-	"\fDestroyGroup\x12\x1f.curator.v1.DestroyGroupRequest\x1a\x15.curator.v1.GroupView\x12@\n" +
+	"\fDestroyGroup\x12\x1f.curator.v1.DestroyGroupRequest\x1a\x15.curator.v1.GroupView\x12Q\n" +
+	"\fSuspendGroup\x12\x1f.curator.v1.SuspendGroupRequest\x1a .curator.v1.SuspendGroupResponse\x12@\n" +
 	"\n" +
 	"GetRollout\x12\x1d.curator.v1.GetRolloutRequest\x1a\x13.curator.v1.Rollout\x12F\n" +
 	"\rChangeRollout\x12 .curator.v1.ChangeRolloutRequest\x1a\x13.curator.v1.Rollout\x12l\n" +
-	"\x15RenewAdminCertificate\x12(.curator.v1.RenewAdminCertificateRequest\x1a).curator.v1.RenewAdminCertificateResponse\x12M\n" +
+	"\x15RenewAdminCertificate\x12(.curator.v1.RenewAdminCertificateRequest\x1a).curator.v1.RenewAdminCertificateResponse\x12l\n" +
+	"\x15ListAdminCertificates\x12(.curator.v1.ListAdminCertificatesRequest\x1a).curator.v1.ListAdminCertificatesResponse\x12o\n" +
+	"\x16RevokeAdminCertificate\x12).curator.v1.RevokeAdminCertificateRequest\x1a*.curator.v1.RevokeAdminCertificateResponse\x12H\n" +
+	"\tListAudit\x12\x1c.curator.v1.ListAuditRequest\x1a\x1d.curator.v1.ListAuditResponse\x12M\n" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
@@ -5059,212 +6157,253 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_curator_proto_goTypes = []any{
-	(NodeState)(0),                        // 0: curator.v1.NodeState
-	(Availability)(0),                     // 1: curator.v1.Availability
-	(NodeStatus)(0),                       // 2: curator.v1.NodeStatus
-	(Role)(0),                             // 3: curator.v1.Role
-	(ManagerStatus)(0),                    // 4: curator.v1.ManagerStatus
-	(RolloutState)(0),                     // 5: curator.v1.RolloutState
-	(*ConsensusJoin)(nil),                 // 6: curator.v1.ConsensusJoin
-	(*ConsensusPeer)(nil),                 // 7: curator.v1.ConsensusPeer
-	(*Node)(nil),                          // 8: curator.v1.Node
-	(*NodeView)(nil),                      // 9: curator.v1.NodeView
-	(*ListNodesRequest)(nil),              // 10: curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 11: curator.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),                // 12: curator.v1.GetNodeRequest
-	(*ClusterInfoRequest)(nil),            // 13: curator.v1.ClusterInfoRequest
-	(*ClusterInfo)(nil),                   // 14: curator.v1.ClusterInfo
-	(*GetTokenRequest)(nil),               // 15: curator.v1.GetTokenRequest
-	(*TokenResponse)(nil),                 // 16: curator.v1.TokenResponse
-	(*RotateTokenRequest)(nil),            // 17: curator.v1.RotateTokenRequest
-	(*Event)(nil),                         // 18: curator.v1.Event
-	(*ListEventsRequest)(nil),             // 19: curator.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),            // 20: curator.v1.ListEventsResponse
-	(*NodeRequest)(nil),                   // 21: curator.v1.NodeRequest
-	(*UpdateNodeRequest)(nil),             // 22: curator.v1.UpdateNodeRequest
-	(*RemoveNodeRequest)(nil),             // 23: curator.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),            // 24: curator.v1.RemoveNodeResponse
-	(*UpdateClusterRequest)(nil),          // 25: curator.v1.UpdateClusterRequest
-	(*DemoteResponse)(nil),                // 26: curator.v1.DemoteResponse
-	(*GroupSpec)(nil),                     // 27: curator.v1.GroupSpec
-	(*ProviderSpec)(nil),                  // 28: curator.v1.ProviderSpec
-	(*ProcessProviderSpec)(nil),           // 29: curator.v1.ProcessProviderSpec
-	(*DockerProviderSpec)(nil),            // 30: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),              // 31: curator.v1.InstanceTemplate
-	(*Group)(nil),                         // 32: curator.v1.Group
-	(*GroupView)(nil),                     // 33: curator.v1.GroupView
-	(*CommitGroupRequest)(nil),            // 34: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),           // 35: curator.v1.CommitGroupResponse
-	(*ListGroupsRequest)(nil),             // 36: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),            // 37: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),               // 38: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),           // 39: curator.v1.DestroyGroupRequest
-	(*Rollout)(nil),                       // 40: curator.v1.Rollout
-	(*GetRolloutRequest)(nil),             // 41: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),          // 42: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),               // 43: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),              // 44: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),              // 45: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),             // 46: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),              // 47: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),             // 48: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),            // 49: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),           // 50: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),              // 51: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),             // 52: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),        // 53: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),       // 54: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),              // 55: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),             // 56: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),       // 57: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),      // 58: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),  // 59: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil), // 60: curator.v1.RenewAdminCertificateResponse
-	(*AgentStatusRequest)(nil),            // 61: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                   // 62: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                  // 63: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                 // 64: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                  // 65: curator.v1.ClusterState
-	(*PKIState)(nil),                      // 66: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),             // 67: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),            // 68: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),            // 69: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 70: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                 // 71: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                   // 72: curator.v1.BackupChunk
-	nil,                                   // 73: curator.v1.Node.LabelsEntry
-	nil,                                   // 74: curator.v1.ClusterInfo.NamesEntry
-	nil,                                   // 75: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                   // 76: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                   // 77: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                   // 78: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),         // 79: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 80: google.protobuf.Duration
+	(NodeState)(0),                         // 0: curator.v1.NodeState
+	(Availability)(0),                      // 1: curator.v1.Availability
+	(NodeStatus)(0),                        // 2: curator.v1.NodeStatus
+	(Role)(0),                              // 3: curator.v1.Role
+	(ManagerStatus)(0),                     // 4: curator.v1.ManagerStatus
+	(RolloutState)(0),                      // 5: curator.v1.RolloutState
+	(*ConsensusJoin)(nil),                  // 6: curator.v1.ConsensusJoin
+	(*ConsensusPeer)(nil),                  // 7: curator.v1.ConsensusPeer
+	(*Node)(nil),                           // 8: curator.v1.Node
+	(*NodeView)(nil),                       // 9: curator.v1.NodeView
+	(*ListNodesRequest)(nil),               // 10: curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 11: curator.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),                 // 12: curator.v1.GetNodeRequest
+	(*ClusterInfoRequest)(nil),             // 13: curator.v1.ClusterInfoRequest
+	(*ClusterInfo)(nil),                    // 14: curator.v1.ClusterInfo
+	(*GetTokenRequest)(nil),                // 15: curator.v1.GetTokenRequest
+	(*TokenResponse)(nil),                  // 16: curator.v1.TokenResponse
+	(*RotateTokenRequest)(nil),             // 17: curator.v1.RotateTokenRequest
+	(*Event)(nil),                          // 18: curator.v1.Event
+	(*ListEventsRequest)(nil),              // 19: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),             // 20: curator.v1.ListEventsResponse
+	(*NodeRequest)(nil),                    // 21: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),              // 22: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),              // 23: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),             // 24: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),           // 25: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),                 // 26: curator.v1.DemoteResponse
+	(*GroupSpec)(nil),                      // 27: curator.v1.GroupSpec
+	(*RolloutPolicy)(nil),                  // 28: curator.v1.RolloutPolicy
+	(*ProviderSpec)(nil),                   // 29: curator.v1.ProviderSpec
+	(*ProcessProviderSpec)(nil),            // 30: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),             // 31: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),               // 32: curator.v1.InstanceTemplate
+	(*Group)(nil),                          // 33: curator.v1.Group
+	(*GroupView)(nil),                      // 34: curator.v1.GroupView
+	(*CommitGroupRequest)(nil),             // 35: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),            // 36: curator.v1.CommitGroupResponse
+	(*ListGroupsRequest)(nil),              // 37: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 38: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 39: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 40: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 41: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 42: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 43: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 44: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 45: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 46: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 47: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 48: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 49: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 50: curator.v1.HeartbeatResponse
+	(*WatchNodeRequest)(nil),               // 51: curator.v1.WatchNodeRequest
+	(*WatchNodeResponse)(nil),              // 52: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),             // 53: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 54: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 55: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 56: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 57: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 58: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 59: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 60: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 61: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 62: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 63: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 64: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 65: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 66: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 67: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 68: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 69: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 70: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 71: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 72: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 73: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 74: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 75: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 76: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 77: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 78: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 79: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 80: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 81: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 82: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 83: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 84: curator.v1.BackupChunk
+	nil,                                    // 85: curator.v1.Node.LabelsEntry
+	nil,                                    // 86: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 87: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 88: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 89: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 90: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 91: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 92: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
-	7,  // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
-	0,  // 1: curator.v1.Node.state:type_name -> curator.v1.NodeState
-	3,  // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
-	1,  // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
-	2,  // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	73, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	79, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	79, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	79, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
-	6,  // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	79, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	79, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
-	8,  // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
-	4,  // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	79, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
-	9,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	74, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	80, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	79, // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	18, // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,  // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	75, // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	80, // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
-	9,  // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	3,  // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	28, // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	31, // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	80, // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	80, // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	29, // 29: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	30, // 30: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	76, // 31: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	77, // 32: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	27, // 33: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	79, // 34: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	79, // 35: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	32, // 36: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	27, // 37: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	33, // 38: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	33, // 39: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	5,  // 40: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	79, // 41: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	79, // 42: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	79, // 43: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	1,  // 44: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	78, // 45: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	8,  // 46: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	3,  // 47: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	79, // 48: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	80, // 49: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	9,  // 50: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18, // 51: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10, // 52: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19, // 53: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21, // 54: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21, // 55: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22, // 56: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21, // 57: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23, // 58: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25, // 59: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12, // 60: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13, // 61: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15, // 62: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17, // 63: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	34, // 64: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	36, // 65: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	38, // 66: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	39, // 67: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41, // 68: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	42, // 69: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	59, // 70: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	67, // 71: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	69, // 72: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	71, // 73: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	43, // 74: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	45, // 75: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	47, // 76: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	49, // 77: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	55, // 78: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	57, // 79: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	51, // 80: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	53, // 81: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	61, // 82: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	63, // 83: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11, // 84: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20, // 85: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,  // 86: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26, // 87: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,  // 88: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,  // 89: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24, // 90: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14, // 91: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,  // 92: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14, // 93: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16, // 94: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16, // 95: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	35, // 96: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	37, // 97: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	33, // 98: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	33, // 99: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	40, // 100: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	40, // 101: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	60, // 102: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	68, // 103: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	70, // 104: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	72, // 105: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	44, // 106: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	46, // 107: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	48, // 108: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	50, // 109: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	56, // 110: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	58, // 111: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	52, // 112: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	54, // 113: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	62, // 114: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	64, // 115: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	84, // [84:116] is the sub-list for method output_type
-	52, // [52:84] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	7,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
+	0,   // 1: curator.v1.Node.state:type_name -> curator.v1.NodeState
+	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
+	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
+	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
+	85,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	91,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	91,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	91,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	6,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
+	91,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	91,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	8,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
+	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
+	91,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	9,   // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
+	86,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	92,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	91,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18,  // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,   // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	87,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	92,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	9,   // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,   // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	29,  // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	32,  // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	92,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	92,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	28,  // 29: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
+	92,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	92,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	92,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	30,  // 33: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	31,  // 34: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	88,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	89,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	27,  // 37: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	91,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	91,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	91,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	91,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	33,  // 42: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	27,  // 43: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	34,  // 44: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	34,  // 45: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	34,  // 46: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 47: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	91,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	91,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	91,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	32,  // 51: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	44,  // 52: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	32,  // 53: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 54: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	91,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	91,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 57: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	90,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	8,   // 59: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	92,  // 60: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	91,  // 61: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	91,  // 62: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	91,  // 63: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	65,  // 64: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	65,  // 65: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	91,  // 66: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	70,  // 67: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 68: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	91,  // 69: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	92,  // 70: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	9,   // 71: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18,  // 72: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10,  // 73: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19,  // 74: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21,  // 75: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21,  // 76: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22,  // 77: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21,  // 78: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23,  // 79: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25,  // 80: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12,  // 81: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13,  // 82: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15,  // 83: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17,  // 84: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	35,  // 85: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	37,  // 86: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	39,  // 87: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	40,  // 88: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41,  // 89: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	45,  // 90: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	46,  // 91: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	63,  // 92: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	66,  // 93: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	68,  // 94: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	71,  // 95: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	79,  // 96: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	81,  // 97: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	83,  // 98: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	47,  // 99: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	49,  // 100: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	51,  // 101: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
+	53,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	59,  // 103: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	61,  // 104: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	55,  // 105: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	57,  // 106: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	73,  // 107: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	75,  // 108: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11,  // 109: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20,  // 110: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,   // 111: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26,  // 112: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,   // 113: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,   // 114: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24,  // 115: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14,  // 116: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,   // 117: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14,  // 118: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16,  // 119: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16,  // 120: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	36,  // 121: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	38,  // 122: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	34,  // 123: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	34,  // 124: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	42,  // 125: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	43,  // 126: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	43,  // 127: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	64,  // 128: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	67,  // 129: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	69,  // 130: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	72,  // 131: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	80,  // 132: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	82,  // 133: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	84,  // 134: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	48,  // 135: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	50,  // 136: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	52,  // 137: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
+	54,  // 138: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	60,  // 139: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	62,  // 140: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	56,  // 141: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	58,  // 142: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	74,  // 143: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	76,  // 144: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	109, // [109:145] is the sub-list for method output_type
+	73,  // [73:109] is the sub-list for method input_type
+	73,  // [73:73] is the sub-list for extension type_name
+	73,  // [73:73] is the sub-list for extension extendee
+	0,   // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -5273,7 +6412,8 @@ func file_curator_proto_init() {
 		return
 	}
 	file_curator_proto_msgTypes[19].OneofWrappers = []any{}
-	file_curator_proto_msgTypes[22].OneofWrappers = []any{
+	file_curator_proto_msgTypes[22].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[23].OneofWrappers = []any{
 		(*ProviderSpec_Process)(nil),
 		(*ProviderSpec_Docker)(nil),
 	}
@@ -5283,7 +6423,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   73,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

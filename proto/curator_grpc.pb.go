@@ -31,28 +31,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Management_ListNodes_FullMethodName             = "/curator.v1.Management/ListNodes"
-	Management_ListEvents_FullMethodName            = "/curator.v1.Management/ListEvents"
-	Management_PromoteNode_FullMethodName           = "/curator.v1.Management/PromoteNode"
-	Management_DemoteNode_FullMethodName            = "/curator.v1.Management/DemoteNode"
-	Management_UpdateNode_FullMethodName            = "/curator.v1.Management/UpdateNode"
-	Management_ApproveNode_FullMethodName           = "/curator.v1.Management/ApproveNode"
-	Management_RemoveNode_FullMethodName            = "/curator.v1.Management/RemoveNode"
-	Management_UpdateCluster_FullMethodName         = "/curator.v1.Management/UpdateCluster"
-	Management_GetNode_FullMethodName               = "/curator.v1.Management/GetNode"
-	Management_GetClusterInfo_FullMethodName        = "/curator.v1.Management/GetClusterInfo"
-	Management_GetToken_FullMethodName              = "/curator.v1.Management/GetToken"
-	Management_RotateToken_FullMethodName           = "/curator.v1.Management/RotateToken"
-	Management_CommitGroup_FullMethodName           = "/curator.v1.Management/CommitGroup"
-	Management_ListGroups_FullMethodName            = "/curator.v1.Management/ListGroups"
-	Management_GetGroup_FullMethodName              = "/curator.v1.Management/GetGroup"
-	Management_DestroyGroup_FullMethodName          = "/curator.v1.Management/DestroyGroup"
-	Management_GetRollout_FullMethodName            = "/curator.v1.Management/GetRollout"
-	Management_ChangeRollout_FullMethodName         = "/curator.v1.Management/ChangeRollout"
-	Management_RenewAdminCertificate_FullMethodName = "/curator.v1.Management/RenewAdminCertificate"
-	Management_WatchNodes_FullMethodName            = "/curator.v1.Management/WatchNodes"
-	Management_WatchEvents_FullMethodName           = "/curator.v1.Management/WatchEvents"
-	Management_Backup_FullMethodName                = "/curator.v1.Management/Backup"
+	Management_ListNodes_FullMethodName              = "/curator.v1.Management/ListNodes"
+	Management_ListEvents_FullMethodName             = "/curator.v1.Management/ListEvents"
+	Management_PromoteNode_FullMethodName            = "/curator.v1.Management/PromoteNode"
+	Management_DemoteNode_FullMethodName             = "/curator.v1.Management/DemoteNode"
+	Management_UpdateNode_FullMethodName             = "/curator.v1.Management/UpdateNode"
+	Management_ApproveNode_FullMethodName            = "/curator.v1.Management/ApproveNode"
+	Management_RemoveNode_FullMethodName             = "/curator.v1.Management/RemoveNode"
+	Management_UpdateCluster_FullMethodName          = "/curator.v1.Management/UpdateCluster"
+	Management_GetNode_FullMethodName                = "/curator.v1.Management/GetNode"
+	Management_GetClusterInfo_FullMethodName         = "/curator.v1.Management/GetClusterInfo"
+	Management_GetToken_FullMethodName               = "/curator.v1.Management/GetToken"
+	Management_RotateToken_FullMethodName            = "/curator.v1.Management/RotateToken"
+	Management_CommitGroup_FullMethodName            = "/curator.v1.Management/CommitGroup"
+	Management_ListGroups_FullMethodName             = "/curator.v1.Management/ListGroups"
+	Management_GetGroup_FullMethodName               = "/curator.v1.Management/GetGroup"
+	Management_DestroyGroup_FullMethodName           = "/curator.v1.Management/DestroyGroup"
+	Management_SuspendGroup_FullMethodName           = "/curator.v1.Management/SuspendGroup"
+	Management_GetRollout_FullMethodName             = "/curator.v1.Management/GetRollout"
+	Management_ChangeRollout_FullMethodName          = "/curator.v1.Management/ChangeRollout"
+	Management_RenewAdminCertificate_FullMethodName  = "/curator.v1.Management/RenewAdminCertificate"
+	Management_ListAdminCertificates_FullMethodName  = "/curator.v1.Management/ListAdminCertificates"
+	Management_RevokeAdminCertificate_FullMethodName = "/curator.v1.Management/RevokeAdminCertificate"
+	Management_ListAudit_FullMethodName              = "/curator.v1.Management/ListAudit"
+	Management_WatchNodes_FullMethodName             = "/curator.v1.Management/WatchNodes"
+	Management_WatchEvents_FullMethodName            = "/curator.v1.Management/WatchEvents"
+	Management_Backup_FullMethodName                 = "/curator.v1.Management/Backup"
 )
 
 // ManagementClient is the client API for Management service.
@@ -82,6 +86,9 @@ type ManagementClient interface {
 	// machines (workers first, the leader's own node last) and then the
 	// group. Refused while it would leave no healthy voter.
 	DestroyGroup(ctx context.Context, in *DestroyGroupRequest, opts ...grpc.CallOption) (*GroupView, error)
+	// SuspendGroup suspends groups (the group loop makes and destroys
+	// nothing for them) or resumes them.
+	SuspendGroup(ctx context.Context, in *SuspendGroupRequest, opts ...grpc.CallOption) (*SuspendGroupResponse, error)
 	// GetRollout returns a group's rollout: the last config SHA the group
 	// rolls (or rolled) to, and how far it got.
 	GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*Rollout, error)
@@ -91,6 +98,14 @@ type ManagementClient interface {
 	// RenewAdminCertificate issues an admin certificate for the caller's key
 	// (see the certificate renewal messages).
 	RenewAdminCertificate(ctx context.Context, in *RenewAdminCertificateRequest, opts ...grpc.CallOption) (*RenewAdminCertificateResponse, error)
+	// ListAdminCertificates lists the admin certificates the cluster issued
+	// (`cluster certs`), revoked ones too.
+	ListAdminCertificates(ctx context.Context, in *ListAdminCertificatesRequest, opts ...grpc.CallOption) (*ListAdminCertificatesResponse, error)
+	// RevokeAdminCertificate revokes admin certificates by serial or name:
+	// every manager refuses them from then on.
+	RevokeAdminCertificate(ctx context.Context, in *RevokeAdminCertificateRequest, opts ...grpc.CallOption) (*RevokeAdminCertificateResponse, error)
+	// ListAudit lists the audit trail: who called what, and how it ended.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 	// WatchNodes sends every node, then each change to them (a node's
 	// record, its manager status), as it happens.
 	WatchNodes(ctx context.Context, in *WatchNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodesResponse], error)
@@ -270,6 +285,16 @@ func (c *managementClient) DestroyGroup(ctx context.Context, in *DestroyGroupReq
 	return out, nil
 }
 
+func (c *managementClient) SuspendGroup(ctx context.Context, in *SuspendGroupRequest, opts ...grpc.CallOption) (*SuspendGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SuspendGroupResponse)
+	err := c.cc.Invoke(ctx, Management_SuspendGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *managementClient) GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*Rollout, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Rollout)
@@ -294,6 +319,36 @@ func (c *managementClient) RenewAdminCertificate(ctx context.Context, in *RenewA
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewAdminCertificateResponse)
 	err := c.cc.Invoke(ctx, Management_RenewAdminCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ListAdminCertificates(ctx context.Context, in *ListAdminCertificatesRequest, opts ...grpc.CallOption) (*ListAdminCertificatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAdminCertificatesResponse)
+	err := c.cc.Invoke(ctx, Management_ListAdminCertificates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) RevokeAdminCertificate(ctx context.Context, in *RevokeAdminCertificateRequest, opts ...grpc.CallOption) (*RevokeAdminCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeAdminCertificateResponse)
+	err := c.cc.Invoke(ctx, Management_RevokeAdminCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, Management_ListAudit_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -384,6 +439,9 @@ type ManagementServer interface {
 	// machines (workers first, the leader's own node last) and then the
 	// group. Refused while it would leave no healthy voter.
 	DestroyGroup(context.Context, *DestroyGroupRequest) (*GroupView, error)
+	// SuspendGroup suspends groups (the group loop makes and destroys
+	// nothing for them) or resumes them.
+	SuspendGroup(context.Context, *SuspendGroupRequest) (*SuspendGroupResponse, error)
 	// GetRollout returns a group's rollout: the last config SHA the group
 	// rolls (or rolled) to, and how far it got.
 	GetRollout(context.Context, *GetRolloutRequest) (*Rollout, error)
@@ -393,6 +451,14 @@ type ManagementServer interface {
 	// RenewAdminCertificate issues an admin certificate for the caller's key
 	// (see the certificate renewal messages).
 	RenewAdminCertificate(context.Context, *RenewAdminCertificateRequest) (*RenewAdminCertificateResponse, error)
+	// ListAdminCertificates lists the admin certificates the cluster issued
+	// (`cluster certs`), revoked ones too.
+	ListAdminCertificates(context.Context, *ListAdminCertificatesRequest) (*ListAdminCertificatesResponse, error)
+	// RevokeAdminCertificate revokes admin certificates by serial or name:
+	// every manager refuses them from then on.
+	RevokeAdminCertificate(context.Context, *RevokeAdminCertificateRequest) (*RevokeAdminCertificateResponse, error)
+	// ListAudit lists the audit trail: who called what, and how it ended.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	// WatchNodes sends every node, then each change to them (a node's
 	// record, its manager status), as it happens.
 	WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error
@@ -460,6 +526,9 @@ func (UnimplementedManagementServer) GetGroup(context.Context, *GetGroupRequest)
 func (UnimplementedManagementServer) DestroyGroup(context.Context, *DestroyGroupRequest) (*GroupView, error) {
 	return nil, status.Error(codes.Unimplemented, "method DestroyGroup not implemented")
 }
+func (UnimplementedManagementServer) SuspendGroup(context.Context, *SuspendGroupRequest) (*SuspendGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SuspendGroup not implemented")
+}
 func (UnimplementedManagementServer) GetRollout(context.Context, *GetRolloutRequest) (*Rollout, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRollout not implemented")
 }
@@ -468,6 +537,15 @@ func (UnimplementedManagementServer) ChangeRollout(context.Context, *ChangeRollo
 }
 func (UnimplementedManagementServer) RenewAdminCertificate(context.Context, *RenewAdminCertificateRequest) (*RenewAdminCertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewAdminCertificate not implemented")
+}
+func (UnimplementedManagementServer) ListAdminCertificates(context.Context, *ListAdminCertificatesRequest) (*ListAdminCertificatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAdminCertificates not implemented")
+}
+func (UnimplementedManagementServer) RevokeAdminCertificate(context.Context, *RevokeAdminCertificateRequest) (*RevokeAdminCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeAdminCertificate not implemented")
+}
+func (UnimplementedManagementServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
 }
 func (UnimplementedManagementServer) WatchNodes(*WatchNodesRequest, grpc.ServerStreamingServer[WatchNodesResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchNodes not implemented")
@@ -787,6 +865,24 @@ func _Management_DestroyGroup_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Management_SuspendGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SuspendGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).SuspendGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_SuspendGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).SuspendGroup(ctx, req.(*SuspendGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Management_GetRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetRolloutRequest)
 	if err := dec(in); err != nil {
@@ -837,6 +933,60 @@ func _Management_RenewAdminCertificate_Handler(srv interface{}, ctx context.Cont
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ManagementServer).RenewAdminCertificate(ctx, req.(*RenewAdminCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ListAdminCertificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAdminCertificatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ListAdminCertificates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ListAdminCertificates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ListAdminCertificates(ctx, req.(*ListAdminCertificatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_RevokeAdminCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeAdminCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).RevokeAdminCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_RevokeAdminCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).RevokeAdminCertificate(ctx, req.(*RevokeAdminCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).ListAudit(ctx, req.(*ListAuditRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -946,6 +1096,10 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Management_DestroyGroup_Handler,
 		},
 		{
+			MethodName: "SuspendGroup",
+			Handler:    _Management_SuspendGroup_Handler,
+		},
+		{
 			MethodName: "GetRollout",
 			Handler:    _Management_GetRollout_Handler,
 		},
@@ -956,6 +1110,18 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewAdminCertificate",
 			Handler:    _Management_RenewAdminCertificate_Handler,
+		},
+		{
+			MethodName: "ListAdminCertificates",
+			Handler:    _Management_ListAdminCertificates_Handler,
+		},
+		{
+			MethodName: "RevokeAdminCertificate",
+			Handler:    _Management_RevokeAdminCertificate_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _Management_ListAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

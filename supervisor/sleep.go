@@ -20,3 +20,12 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Kick wakes a runnable that waits on ch (a channel of capacity one)
+// without blocking: a wake-up already pending is enough.
+func Kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

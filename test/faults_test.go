@@ -220,6 +220,7 @@ func isVoterWithRole(info *clusterInfoJSON, nodes []nodeJSON, id string) error {
 // A learner does not vote, so the manager restarts alone; with no operator
 // action, the change is finished and the node ends a voter with the role.
 func TestFaultPromoteAfterMemberAdd(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	point := "promote/after-member-add"
 
 	t.Run("node promote", func(t *testing.T) {

@@ -23,6 +23,12 @@ type groupJSON struct {
 	Ready      int      `json:"ready"`
 	NodeIDs    []string `json:"node_ids"`
 	Destroying bool     `json:"destroying"`
+	// The rollout's state and progress, as `rollout status` counts it.
+	RolloutState   string `json:"rollout_state"`
+	RolloutUpdated int    `json:"rollout_updated"`
+	RolloutTotal   int    `json:"rollout_total"`
+	RepairHeld     string `json:"repair_held"`
+	Suspended      string `json:"suspended"`
 }
 
 func groupLs(t *testing.T, config string) ([]groupJSON, error) {

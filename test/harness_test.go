@@ -31,6 +31,13 @@ import (
 // binary is the curator binary TestMain builds.
 var binary string
 
+// parallelTests: a test that runs its cluster on loopback addresses of its
+// own (a 127.0.N. range no other test uses) and in its own dirs, and
+// touches nothing shared (Docker, nftables, systemd, the partition tests'
+// uids), calls t.Parallel(): `go test` runs two of them at a time
+// (-parallel defaults to the cores), which keeps the package within the
+// default run's budget. The partition, Docker and systemd tests run alone.
+
 // Short timers so failover and down detection take seconds.
 var agentTimers = []string{"--election-ttl", "2s", "--heartbeat-interval", "200ms", "--down-after", "1s"}
 
@@ -193,6 +200,7 @@ type nodeJSON struct {
 	Address       string     `json:"address"`
 	State         string     `json:"state"`
 	Status        string     `json:"status"`
+	Availability  string     `json:"availability"`
 	Roles         []string   `json:"roles"`
 	ManagerStatus string     `json:"manager_status"`
 	Group         string     `json:"group"`
@@ -288,7 +296,13 @@ type node struct {
 }
 
 func newCluster(t *testing.T, subnet string) *cluster {
-	return &cluster{t: t, dir: t.TempDir(), subnet: subnet, nodes: map[string]*node{}}
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, dir)
+		}
+	})
+	return &cluster{t: t, dir: dir, subnet: subnet, nodes: map[string]*node{}}
 }
 
 func (c *cluster) addr(host int) string { return fmt.Sprintf("%s%d:%d", c.subnet, host, port) }
@@ -485,4 +499,38 @@ func (c *cluster) writeConfig(managers ...string) string {
 		c.t.Fatal(err)
 	}
 	return path
+}
+
+// keepEnv names a directory where a failed test leaves every log of its
+// dev cluster, pruned machines' included (the test's own directory is
+// removed when it ends): CURATOR_TEST_KEEP=/tmp/keep go test ./test/...
+const keepEnv = "CURATOR_TEST_KEEP"
+
+// keepLogs copies the logs under dir to $CURATOR_TEST_KEEP/<test name>.
+func keepLogs(t *testing.T, dir string) {
+	root := os.Getenv(keepEnv)
+	if root == "" {
+		return
+	}
+	dst := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "-"))
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".log" {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		t.Logf("keeping the logs in %s: %v", dst, err)
+		return
+	}
+	t.Logf("the logs are kept in %s", dst)
 }

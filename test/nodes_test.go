@@ -317,6 +317,13 @@ func mgmtAssertLeft(t *testing.T, c *cluster, name string) {
 	if err := n.proc.wait(t, 30*time.Second); err != nil {
 		t.Errorf("%s after leave: %v, want exit status 0", name, err)
 	}
+	// A leave is no refusal: the agent does not warn that the cluster
+	// refuses it.
+	if log, err := os.ReadFile(n.proc.log); err != nil {
+		t.Error(err)
+	} else if strings.Contains(string(log), "refuses this node") {
+		t.Errorf("%s's log warns of a refusal after a normal leave", name)
+	}
 	entries, err := os.ReadDir(n.dataDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)

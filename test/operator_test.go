@@ -209,6 +209,7 @@ func TestOperatorFirstHour(t *testing.T) {
 // the CLI, cluster info and the survivor's /healthz say the quorum is lost,
 // which managers answer, and what to do.
 func TestLeaderStopAndQuorumLoss(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	c := newCluster(t, "127.0.242.")
 	// A long election TTL tells a handover (at once) from a lease that
 	// expires (6 s).

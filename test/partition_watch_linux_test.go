@@ -40,6 +40,10 @@ const (
 )
 
 // sighting is when, and how often, a poll showed something it must not.
+// maxUnknown bounds how long a live node may show unknown: a new leader's
+// wait for its first heartbeat, reconnection included.
+const maxUnknown = 5 * time.Second
+
 type sighting struct {
 	first, last time.Time
 	count       int
@@ -90,6 +94,11 @@ type watch struct {
 	blindFrom              time.Time
 	lastNodeErr            error
 	notReady               map[string]*sighting
+	// unknown: live nodes shown unknown. A new leader shows a node it has
+	// not heard yet as unknown, not the old leader's ready, until the
+	// node's first heartbeat reaches it: a moment after each change of
+	// leader, which is no fault (it is never down).
+	unknown map[string]*sighting
 	// cluster info
 	infoPolls, infoAnswers int
 	leaders                []leaderSample // each change of the leader named
@@ -129,6 +138,7 @@ func (c *netCluster) watch(b *baseline, exempt ...string) *watch {
 		started:  time.Now(),
 		stop:     make(chan struct{}),
 		notReady: map[string]*sighting{},
+		unknown:  map[string]*sighting{},
 		claims:   map[string]int{},
 		denials:  map[string]int{},
 		silent:   map[string]int{},
@@ -221,10 +231,14 @@ func (w *watch) pollNodes() {
 		if status == "ready" {
 			continue
 		}
-		s := w.notReady[name]
+		seen := w.notReady
+		if status == "unknown" {
+			seen = w.unknown
+		}
+		s := seen[name]
 		if s == nil {
 			s = &sighting{}
-			w.notReady[name] = s
+			seen[name] = s
 		}
 		s.see(now, status)
 	}
@@ -354,6 +368,21 @@ func (w *watch) report() {
 		s := w.notReady[name]
 		w.t.Errorf("%s is live but was shown %s in %d of %d node listings, from %s to %s since the fault",
 			name, s.what, s.count, w.nodeAnswers, w.rel(s.first), w.rel(s.last))
+	}
+	names = names[:0]
+	for name := range w.unknown {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s := w.unknown[name]
+		msg := fmt.Sprintf("%s is live and was shown unknown in %d of %d node listings, from %s to %s since the fault",
+			name, s.count, w.nodeAnswers, w.rel(s.first), w.rel(s.last))
+		if s.last.Sub(s.first) > maxUnknown {
+			w.t.Errorf("%s: longer than %s, more than a new leader's wait for its first heartbeats", msg, maxUnknown)
+		} else {
+			w.t.Log(msg + " (a new leader that had not heard it yet)")
+		}
 	}
 	if w.unhealthy.count > 0 {
 		w.t.Errorf("cluster info said quorum is unhealthy in %d of %d answers, from %s to %s (%s), with at most one manager at fault",

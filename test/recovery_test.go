@@ -15,7 +15,7 @@ import (
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
-// The refusal an old manager gets after a recovery (curator.Recover).
+// The refusal an old manager gets after a recovery (store.Recover).
 const refusedAfterRecovery = "was a manager when the cluster was recovered without it"
 
 // TestForceNewCluster: three managers and two workers; two managers are
@@ -250,6 +250,7 @@ func sorted(s []string) []string {
 // machines made and promoted) until there are three healthy voters again;
 // and a rollout of the managers group then finishes.
 func TestForceNewClusterGroups(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	const addresses = "127.0.162.10-127.0.162.40"
 	d := startDevCluster(t, binary, nil, addresses, 3, 1)
 	// Three voters before the disaster: dev is up once its nodes are

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
@@ -28,6 +29,10 @@ type rolloutStatusJSON struct {
 	Rolled    int    `json:"rolled"`
 	Node      string `json:"node"`
 	Step      string `json:"step"`
+	// Of a rollback: the SHA whose rollout failed.
+	RollbackOf  string `json:"rollback_of"`
+	Failures    int    `json:"failures"`
+	LastFailure string `json:"last_failure"`
 }
 
 func rolloutStatus(t *testing.T, config, group string) (rolloutStatusJSON, error) {
@@ -73,6 +78,7 @@ func startDevIn(t *testing.T, bin string, env []string, dir, addresses string, m
 			for _, l := range logs {
 				dumpLog(t, &proc{name: filepath.Base(filepath.Dir(l)), log: l})
 			}
+			keepLogs(t, dir)
 		}
 	})
 	p := startBinary(t, bin, env, "dev", filepath.Join(dir, "dev.log"), &stdout, append([]string{"dev",
@@ -86,9 +92,6 @@ func startDevIn(t *testing.T, bin string, env []string, dir, addresses string, m
 		}
 		return nil
 	})
-	for _, log := range []string{"dev.log"} {
-		dumpOnFailure(t, log, filepath.Join(dir, log))
-	}
 	t.Cleanup(func() {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		p.wait(t, time.Minute)
@@ -112,11 +115,11 @@ func (d *devRun) stop() {
 // and returns the new config SHA.
 func (d *devRun) commitVersion(group, version string) string {
 	d.t.Helper()
-	spec, _, err := cli(d.t, "--config", d.config, "group", "describe", group)
+	described, _, err := cli(d.t, "--config", d.config, "group", "describe", group)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	lines := strings.Split(spec, "\n")
+	lines := strings.Split(described, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(strings.TrimSpace(l), "version:") {
 			lines[i] = "  version: " + version
@@ -129,11 +132,11 @@ func (d *devRun) commitVersion(group, version string) string {
 	if out, stderr, err := cli(d.t, "--config", d.config, "group", "commit", file); err != nil {
 		d.t.Fatalf("commit %s %s: %v\n%s%s", group, version, err, out, stderr)
 	}
-	parsed, err := curator.ParseGroupSpec([]byte(strings.Join(lines, "\n")))
+	parsed, err := spec.ParseGroupSpec([]byte(strings.Join(lines, "\n")))
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	return curator.GroupConfigSHA(parsed.Template)
+	return spec.GroupConfigSHA(parsed.Template)
 }
 
 // waitManagersOn waits until the managers group has three ready nodes on
@@ -207,6 +210,7 @@ func (d *devRun) waitRollout(group, want string, timeout time.Duration) rolloutS
 // leader finishes, the healthy voters never drop below two, and the
 // leader's own node is always rolled last of the old ones.
 func TestRolloutManagers(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	d := startDevCluster(t, binary, nil, "127.0.213.10-127.0.213.40", 3, 1)
 	stopMonitor := monitorHealthyVoters(t, d.config, 2)
 	sha := d.commitVersion("managers", "v2")
@@ -259,6 +263,7 @@ func TestRolloutManagers(t *testing.T) {
 // the node in flight, and the cancel holds across a failover; a later
 // commit of a new config starts a new rollout.
 func TestRolloutCancel(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	d := startDevCluster(t, binary, nil, "127.0.214.10-127.0.214.40", 3, 2)
 	sha := d.commitVersion("workers", "v2")
 	if out, stderr, err := cli(t, "--config", d.config, "rollout", "cancel", "workers"); err != nil {
@@ -310,10 +315,11 @@ func TestRolloutCancel(t *testing.T) {
 // manager only, the curator leader at the start) leaves a rollout the
 // next leader finishes, with no operator action.
 func TestRolloutFaults(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	bin := faultsBinary(t)
 	for i, point := range []string{curator.FaultRolloutAfterProvision, curator.FaultRolloutSurgeLearner, curator.FaultRolloutAfterDemote, curator.FaultRolloutAfterDestroy} {
 		t.Run(strings.ReplaceAll(point, "/", "-"), func(t *testing.T) {
-			d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + point}, fmt.Sprintf("127.0.%d.10-127.0.%d.40", 215+i, 215+i), 3, 0)
+			d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + point}, fmt.Sprintf("127.0.%d.10-127.0.%d.40", 226+i, 226+i), 3, 0)
 			first := d.leader()
 			// The group loop prunes a dead machine's dir, log and all:
 			// keep what the log says while it is there.

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -139,6 +141,36 @@ func TestUIOnDev(t *testing.T) {
 	})
 	screenshot(t, bctx, "dashboard.png")
 
+	// At 1,400 px every column of the node table shows, Version too; and
+	// each event's time has its date.
+	evaluate := func(what, js string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return got
+	}
+	if _, err := chromedp.Run(bctx, chromedp.EmulateViewport(1400, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if got := evaluate("the node table's fit", `(() => {
+		const s = document.querySelector("#nodes-section"), th = [...document.querySelectorAll("#nodes thead th")].pop();
+		return th.textContent + " " + (s.scrollWidth <= s.clientWidth && th.getBoundingClientRect().right <= s.getBoundingClientRect().right ? "fits" : "cut off");
+	})()`); got != "Version fits" {
+		t.Errorf("at 1,400 px the node table's last column: %q, want Version fits", got)
+	}
+	screenshot(t, bctx, "dashboard-1400.png")
+	testenv.Eventually(t, 30*time.Second, "event times with their date", func() error {
+		got := evaluate("event time", `(document.querySelector("#events tbody td.time") || {}).textContent || ""`)
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`).MatchString(got) {
+			return fmt.Errorf("event time %q", got)
+		}
+		return nil
+	})
+
 	// A worker killed for good: the same page, not reloaded, shows it
 	// down. (Its group removes the record of a down node whose process is
 	// gone at once, and makes another; the page keeps showing the node as
@@ -156,6 +188,15 @@ func TestUIOnDev(t *testing.T) {
 		return nil
 	})
 	screenshot(t, bctx, "dashboard-node-down.png")
+	// Once its group removed it, its row stays a while, greyed, its pill
+	// saying removed (not a green ready).
+	testenv.Eventually(t, time.Minute, "the page shows "+victim.Name+" removed", func() error {
+		got := evaluate("removed row", `[...document.querySelectorAll("#nodes tbody tr[data-removed]")].map(r => r.dataset.name + ":" + r.querySelector(".status .badge").textContent).join(",")`)
+		if !strings.Contains(got, victim.Name+":removed") {
+			return fmt.Errorf("removed rows %q", got)
+		}
+		return nil
+	})
 
 	testenv.Eventually(t, 30*time.Second, "node ls --watch prints the table again with "+victim.Name+" down", func() error {
 		for line := range strings.Lines(watchOut.String()) {
@@ -179,12 +220,38 @@ func TestUIOnDev(t *testing.T) {
 			t.Errorf("%s after Ctrl-C: %v, want exit status 0", p.name, err)
 		}
 	}
+	before := evaluate("rows", `String(document.querySelectorAll("#nodes tbody tr").length)`)
 	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := dev.wait(t, 30*time.Second); err != nil {
 		t.Errorf("dev after SIGTERM: %v", err)
 	}
+
+	// No manager answers: one message says since when, the tables keep
+	// the last state, greyed, and the badge is not live.
+	testenv.Eventually(t, time.Minute, "the page says no manager answers", func() error {
+		got := evaluate("outage", `JSON.stringify({
+			msgs: [...document.querySelectorAll("#errors div")].map(d => d.textContent),
+			live: document.querySelector("#live").textContent,
+			stale: document.body.classList.contains("stale"),
+			rows: String(document.querySelectorAll("#nodes tbody tr").length)})`)
+		var page struct {
+			Msgs  []string
+			Live  string
+			Stale bool
+			Rows  string
+		}
+		if err := json.Unmarshal([]byte(got), &page); err != nil {
+			return err
+		}
+		if len(page.Msgs) != 1 || !regexp.MustCompile(`^No manager answers since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d`).MatchString(page.Msgs[0]) ||
+			page.Live == "live" || !page.Stale || page.Rows != before {
+			return fmt.Errorf("page %+v; want one outage message, not live, greyed, %s rows kept", page, before)
+		}
+		return nil
+	})
+	screenshot(t, bctx, "dashboard-no-manager.png")
 }
 
 // screenshot saves the page as name in the test's temp dir, and in

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/internal/localcluster"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -37,7 +38,6 @@ import (
 // Files and ports of a node, as README and the agent's data dir layout
 // (node/state.go) define them.
 const (
-	adminDir          = "admin"          // on the first node: the admin credential and config
 	consensusFile     = "consensus.json" // a member's etcd join parameters, with its etcd certificate
 	nodeKeyFile       = "node.key"
 	etcdClientOffset  = 2 // etcd client port: PORT+2
@@ -64,22 +64,34 @@ type managerProc struct {
 	// exited is closed when the process has exited; err is then set.
 	exited chan struct{}
 	err    error
+	// killed is set when the bench killed it on purpose: a wait goes on.
+	killed bool
 }
 
 func (m *managerProc) pid() int { return m.cmd.Process.Pid }
 
-func (m *managerProc) alive() bool {
+func (m *managerProc) alive() bool { return m.Exited() == nil }
+
+// Address, DataDir, LogFile and Exited make m a localcluster.Process.
+func (m *managerProc) Address() string { return m.listen.String() }
+func (m *managerProc) DataDir() string { return m.dataDir }
+func (m *managerProc) LogFile() string { return filepath.Join(m.dataDir, agentLogFile) }
+
+func (m *managerProc) Exited() error {
 	select {
 	case <-m.exited:
-		return false
+		if m.err == nil {
+			return errors.New("exit status 0")
+		}
+		return m.err
 	default:
-		return true
+		return nil
 	}
 }
 
 // logTail is the end of the manager's log, for an error message.
 func (m *managerProc) logTail() string {
-	data, err := os.ReadFile(filepath.Join(m.dataDir, agentLogFile))
+	data, err := os.ReadFile(m.LogFile())
 	if err != nil {
 		return ""
 	}
@@ -104,13 +116,18 @@ type cluster struct {
 	admin       *client.Client
 	workerToken string
 
+	// rssBefore is each manager's RSS (by pid) before the join wave, so
+	// that what the fleet costs a manager can be told from its baseline.
+	rssBefore map[int]uint64
+
 	etcdOnce sync.Once
 	etcdTLS  *tls.Config
 	etcd     *clientv3.Client
 	etcdErr  error
 }
 
-// startCluster starts cfg.managers curator processes on addrs and returns
+// startCluster starts cfg.managers curator processes on addrs, brought up
+// as `curator dev` brings its own up (internal/localcluster), and returns
 // once every one is an etcd voter and ready. Close the cluster, also on
 // error.
 func startCluster(ctx context.Context, cfg clusterConfig, addrs []netip.AddrPort, p *progress) (c *cluster, err error) {
@@ -136,23 +153,23 @@ func startCluster(ctx context.Context, cfg clusterConfig, addrs []netip.AddrPort
 	if c.bin, err = curatorBinary(ctx, cfg.curator, c.dir, p); err != nil {
 		return nil, err
 	}
-
-	first, err := c.start("manager-1", addrs[0], nil, "init")
-	if err != nil {
-		return nil, err
+	nodes := make([]localcluster.Node, len(addrs))
+	addrOf := map[string]netip.AddrPort{}
+	for i, a := range addrs {
+		nodes[i] = localcluster.Node{Name: "manager-" + strconv.Itoa(i+1), Manager: true}
+		addrOf[nodes[i].Name] = a
 	}
-	adminCfg := filepath.Join(first.dataDir, adminDir, client.ConfigFileName)
-	if err := c.waitFor(ctx, "manager-1's admin config", func(context.Context) error {
-		_, err := os.Stat(adminCfg)
-		return err
+	c.cfgPath = filepath.Join(c.dir, clusterConfigFile)
+	if _, err := localcluster.Up(ctx, localcluster.Config{
+		Nodes: nodes, ClientConfig: c.cfgPath, StepTimeout: clusterStepTimeout, Poll: clusterPoll,
+		Start: func(_ context.Context, l localcluster.Launch) (localcluster.Process, error) {
+			var env []string
+			for k, v := range l.Env {
+				env = append(env, k+"="+v)
+			}
+			return c.start(l.Node.Name, addrOf[l.Node.Name], env, l.Verb, l.Args...)
+		},
 	}); err != nil {
-		return nil, err
-	}
-	var all []string
-	for _, a := range addrs {
-		all = append(all, a.String())
-	}
-	if c.cfgPath, err = writeClusterConfig(adminCfg, filepath.Join(c.dir, clusterConfigFile), all); err != nil {
 		return nil, err
 	}
 	ccfg, err := client.LoadConfig(c.cfgPath)
@@ -163,46 +180,9 @@ func startCluster(ctx context.Context, cfg clusterConfig, addrs []netip.AddrPort
 	if err != nil {
 		return nil, err
 	}
-	var managerToken string
-	if err := c.waitFor(ctx, "the join tokens", func(ctx context.Context) error {
-		var err error
-		if managerToken, err = c.admin.Token(ctx, "manager"); err != nil {
-			return err
-		}
+	if err := c.waitFor(ctx, "the worker token", func(ctx context.Context) error {
 		c.workerToken, err = c.admin.Token(ctx, "worker")
 		return err
-	}); err != nil {
-		return nil, err
-	}
-	// One at a time, each a voter before the next, so the quorum grows a
-	// voter at a time. The token goes in the environment, out of `ps`.
-	for i := 1; i < len(addrs); i++ {
-		name := "manager-" + strconv.Itoa(i+1)
-		if _, err := c.start(name, addrs[i], []string{"CURATOR_JOIN_TOKEN=" + managerToken},
-			"join", "--manager", addrs[0].String()); err != nil {
-			return nil, err
-		}
-		if err := c.waitFor(ctx, name+" to be an etcd voter", func(ctx context.Context) error {
-			return c.isVoter(ctx, name)
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.waitFor(ctx, "every manager to be ready", func(ctx context.Context) error {
-		nodes, err := c.admin.ListNodes(ctx)
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for _, n := range nodes {
-			if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
-				ready++
-			}
-		}
-		if ready < len(addrs) {
-			return fmt.Errorf("%d of %d managers ready", ready, len(addrs))
-		}
-		return nil
 	}); err != nil {
 		return nil, err
 	}
@@ -242,30 +222,14 @@ func curatorBinary(ctx context.Context, path, dir string, p *progress) (string, 
 	return bin, nil
 }
 
-// writeClusterConfig writes, at to, the admin config at from with every
-// manager in it and its credential by absolute path.
-func writeClusterConfig(from, to string, managers []string) (string, error) {
-	cfg, err := client.LoadConfig(from)
-	if err != nil {
-		return "", err
-	}
-	for _, p := range []*string{&cfg.CA, &cfg.Cert, &cfg.Key} {
-		if !filepath.IsAbs(*p) {
-			*p = filepath.Join(filepath.Dir(from), *p)
-		}
-	}
-	cfg.Managers = managers
-	return to, cfg.Save(to)
-}
-
-// start runs `curator agent VERB --data-dir DIR/NAME --listen ADDR --name
-// NAME` with the cluster's timers and args, its output in DIR/NAME/agent.log.
+// start runs `curator agent VERB --data-dir DIR/NAME --listen ADDR ARGS`
+// with the cluster's timers, its output in DIR/NAME/agent.log.
 func (c *cluster) start(name string, addr netip.AddrPort, env []string, verb string, args ...string) (*managerProc, error) {
 	dataDir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	argv := []string{"agent", verb, "--data-dir", dataDir, "--listen", addr.String(), "--name", name,
+	argv := []string{"agent", verb, "--data-dir", dataDir, "--listen", addr.String(),
 		"--heartbeat-interval", c.cfg.interval.String(), "--down-after", c.cfg.downAfter.String(),
 		"--election-ttl", c.cfg.electionTTL.String()}
 	if c.cfg.pprof {
@@ -301,45 +265,18 @@ func (c *cluster) run(name string, addr netip.AddrPort, dataDir string, env, arg
 // waitFor polls check until it succeeds, a manager exits, ctx ends or
 // clusterStepTimeout passes.
 func (c *cluster) waitFor(ctx context.Context, what string, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, clusterStepTimeout)
-	defer cancel()
-	tick := time.NewTicker(clusterPoll)
-	defer tick.Stop()
-	for {
-		callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
-		last := check(callCtx)
-		callCancel()
-		if last == nil {
-			return nil
-		}
-		for _, m := range c.managers {
-			if !m.alive() {
-				return fmt.Errorf("%s exited (%v) while waiting for %s; its log ends:\n%s", m.name, m.err, what, m.logTail())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("timed out waiting for %s (last: %v)", what, last)
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return localcluster.Wait(ctx, clusterStepTimeout, clusterPoll, what, check, c.exited)
 }
 
-// isVoter says whether the manager called name is an etcd voter.
-func (c *cluster) isVoter(ctx context.Context, name string) error {
-	info, err := c.admin.ClusterInfo(ctx)
-	if err != nil {
-		return err
-	}
-	for _, id := range info.GetVoters() {
-		if info.GetNames()[id] == name {
-			return nil
+// exited reports the first manager that has exited, with its last words,
+// unless the bench killed it.
+func (c *cluster) exited() error {
+	for _, m := range c.managers {
+		if err := m.Exited(); err != nil && !m.killed {
+			return fmt.Errorf("%s exited (%v); its log ends:\n%s", m.name, err, m.logTail())
 		}
 	}
-	return fmt.Errorf("%s is not a voter yet", name)
+	return nil
 }
 
 // leader returns the curator leader's node ID and its process.
@@ -539,6 +476,7 @@ func (c *cluster) etcdRevision(ctx context.Context) (int64, error) {
 
 // kill sends SIGKILL to m and waits for it to exit.
 func (c *cluster) kill(m *managerProc) {
+	m.killed = true
 	_ = m.cmd.Process.Kill() // fails only if it has exited
 	<-m.exited
 }

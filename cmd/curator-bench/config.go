@@ -3,9 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/curatorproject/curator/provider/process"
 	"net/netip"
 	"time"
+
+	"github.com/curatorproject/curator/provider/process"
 
 	"github.com/spf13/cobra"
 )

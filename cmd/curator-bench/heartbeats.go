@@ -150,11 +150,19 @@ type restFigures struct {
 	// WatchMsgsPerS are WatchNode messages the simulated nodes received.
 	WatchMsgsPerS float64 `json:"watch_msgs_per_s"`
 	// CPU in percent of one core over the window, from /proc/PID/stat.
-	LeaderCPUPct    float64   `json:"leader_cpu_pct"`
-	LeaderRSSMiB    float64   `json:"leader_rss_mib"`
-	FollowersCPUPct []float64 `json:"followers_cpu_pct"`
-	SimCPUPct       float64   `json:"sim_cpu_pct"`
-	SimRSSMiB       float64   `json:"sim_rss_mib"`
+	LeaderCPUPct float64 `json:"leader_cpu_pct"`
+	LeaderRSSMiB float64 `json:"leader_rss_mib"`
+	// LeaderCPUUsPerHeartbeat is the leader's CPU time over the window
+	// (its whole process: curator, etcd, agent) per heartbeat answered
+	// in it, in microseconds: what a heartbeat costs the leader at rest,
+	// forwarding and TLS included.
+	LeaderCPUUsPerHeartbeat float64 `json:"leader_cpu_us_per_heartbeat,omitempty"`
+	// LeaderKiBPerNode is the leader's RSS growth since before the join
+	// wave, per node in the fleet.
+	LeaderKiBPerNode float64   `json:"leader_kib_per_node,omitempty"`
+	FollowersCPUPct  []float64 `json:"followers_cpu_pct"`
+	SimCPUPct        float64   `json:"sim_cpu_pct"`
+	SimRSSMiB        float64   `json:"sim_rss_mib"`
 	// HostBusyPct is how busy the whole host was, in percent of all its
 	// cores (other work on the machine included).
 	HostBusyPct float64 `json:"host_busy_pct"`
@@ -315,8 +323,16 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	r.WatchMsgsPerS = round3(float64(f.watchMsgs.Load()-watch0) / window.Seconds())
 	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = ms(h.quantile(0.5)), ms(h.quantile(0.99)), ms(h.maximum())
 	r.RTTSamples = h.total.Load()
+	if r.HeartbeatsPerS > 0 {
+		r.LeaderCPUUsPerHeartbeat = round3(r.LeaderCPUPct / 100 * 1e6 / r.HeartbeatsPerS)
+	}
 	if rss, err := procRSS(lm.pid()); err == nil {
 		r.LeaderRSSMiB = mib(rss)
+		if before, ok := c.rssBefore[lm.pid()]; ok && rss > before {
+			if n := len(f.alive()); n > 0 {
+				r.LeaderKiBPerNode = round3(float64(rss-before) / 1024 / float64(n))
+			}
+		}
 	}
 	if rss, err := procRSS(os.Getpid()); err == nil {
 		r.SimRSSMiB = mib(rss)
@@ -335,8 +351,8 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	if now, _, err := c.leader(ctx); err == nil && now != leader {
 		r.LeaderChanged = true
 	}
-	p.printf("at rest: rtt p50 %.2fms p99 %.2fms, leader cpu %.1f%% rss %.0fMiB, etcd %.2f writes/s, sim cpu %.1f%%",
-		r.RTTP50Ms, r.RTTP99Ms, r.LeaderCPUPct, r.LeaderRSSMiB, r.EtcdWritesPerS, r.SimCPUPct)
+	p.printf("at rest: rtt p50 %.2fms p99 %.2fms, leader cpu %.1f%% (%.0fµs a heartbeat) rss %.0fMiB (%.1f KiB a node), etcd %.2f writes/s, sim cpu %.1f%%, host %.0f%% busy",
+		r.RTTP50Ms, r.RTTP99Ms, r.LeaderCPUPct, r.LeaderCPUUsPerHeartbeat, r.LeaderRSSMiB, r.LeaderKiBPerNode, r.EtcdWritesPerS, r.SimCPUPct, r.HostBusyPct)
 	return r, nil
 }
 
@@ -373,7 +389,7 @@ func killLeader(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet
 	if len(delays) > 0 {
 		kl.AllAnsweredS, kl.AnsweredP50S = secs(slices.Max(delays)), secs(quantile(delays, 0.5))
 	}
-	p.printf("every node answered by a new leader %.2fs after the kill (median %.2fs)", kl.AllAnsweredS, kl.AnsweredP50S)
+	p.printf("%d of %d nodes answered by a new leader, the last %.2fs after the kill (median %.2fs)", len(delays), len(nodes), kl.AllAnsweredS, kl.AnsweredP50S)
 	if kl.NewLeader, _, err = c.waitLeader(ctx, old); err != nil {
 		return kl, errors.Join(append(problems, err)...)
 	}

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"github.com/curatorproject/curator/provider/process"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/curatorproject/curator/provider/process"
 
 	"github.com/google/go-cmp/cmp"
 )

@@ -40,6 +40,8 @@ type rolloutConfig struct {
 	workers   int
 	addresses string
 	timeout   time.Duration
+	// rollback: time bad templates' rollbacks instead.
+	rollback bool
 }
 
 func (c *rolloutConfig) Validate() error {
@@ -67,7 +69,11 @@ type rolloutResult struct {
 	ManagersRollS  float64 `json:"managers_rollout_s"`
 	PerManagerS    float64 `json:"per_manager_s"`
 	PerManagerOver float64 `json:"per_manager_above_alone_s"`
-	Error          string  `json:"error,omitempty"`
+	// With --rollback: from the commit of a bad template to the group back
+	// on its previous config with every machine ready.
+	WorkersRollbackS  float64 `json:"workers_rollback_s,omitempty"`
+	ManagersRollbackS float64 `json:"managers_rollback_s,omitempty"`
+	Error             string  `json:"error,omitempty"`
 }
 
 func newRolloutCommand() *cobra.Command {
@@ -80,7 +86,11 @@ time, on that cluster: a worker alone (the workers group grown by one: provision
 join, ready), a rollout of every worker to a new config (max_parallel 1), a
 manager alone (grown by one until it is a ready voter), and a rollout of every
 manager (surge first, the leader's node last). The last line on stdout is one
-JSON object with the figures: per machine, and per machine above its own time.`,
+JSON object with the figures: per machine, and per machine above its own time.
+
+With --rollback it times instead, for workers and then managers, a bad
+template (args: [--no-such-flag]) from its commit to the group back on its
+previous config with every machine ready: the rollout fails and rolls back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.Validate(); err != nil {
@@ -95,6 +105,7 @@ JSON object with the figures: per machine, and per machine above its own time.`,
 	cmd.Flags().IntVar(&c.workers, "workers", DefaultRolloutWorkers, "workers")
 	cmd.Flags().StringVar(&c.addresses, "addresses", DefaultRolloutAddresses, "loopback addresses FIRST-LAST for the dev cluster")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", DefaultRolloutTimeout, "how long each step may take")
+	cmd.Flags().BoolVar(&c.rollback, "rollback", false, "time bad templates' failure and rollback instead")
 	return cmd
 }
 
@@ -175,6 +186,29 @@ func measureRollout(ctx context.Context, cfg *rolloutConfig, p *progress, res *r
 	}
 	defer c.Close()
 	b := &rolloutBench{c: c, timeout: cfg.timeout, p: p}
+	if cfg.rollback {
+		// Both groups settled first: every node ready for longer than a
+		// rollout's default monitor, so that the figure is the failure's
+		// and the rollback's, not the dev cluster's own start.
+		for _, group := range []string{"workers", "managers"} {
+			v, err := c.GetGroup(ctx, group)
+			if err != nil {
+				return err
+			}
+			if err := b.wait(ctx, group+" ready", func(ctx context.Context) error { return b.groupReady(ctx, v.GetGroup().GetSpec()) }); err != nil {
+				return err
+			}
+		}
+		time.Sleep(rollbackSettle)
+		if res.WorkersRollbackS, err = b.rollBack(ctx, "workers"); err != nil {
+			return err
+		}
+		if res.ManagersRollbackS, err = b.rollBack(ctx, "managers"); err != nil {
+			return err
+		}
+		p.printf("back on the previous config: workers %.2fs, managers %.2fs", res.WorkersRollbackS, res.ManagersRollbackS)
+		return nil
+	}
 
 	if res.WorkerAloneS, err = b.alone(ctx, "workers"); err != nil {
 		return err
@@ -202,25 +236,27 @@ type rolloutBench struct {
 	p       *progress
 }
 
-// commit commits group with change applied to its spec, and returns when.
-func (b *rolloutBench) commit(ctx context.Context, group string, change func(*pb.GroupSpec)) (time.Time, *pb.GroupSpec, error) {
+// commit commits group with change applied to its spec, and returns when,
+// the spec and its config's SHA.
+func (b *rolloutBench) commit(ctx context.Context, group string, change func(*pb.GroupSpec)) (time.Time, *pb.GroupSpec, string, error) {
 	v, err := b.c.GetGroup(ctx, group)
 	if err != nil {
-		return time.Time{}, nil, err
+		return time.Time{}, nil, "", err
 	}
 	spec := proto.Clone(v.GetGroup().GetSpec()).(*pb.GroupSpec)
 	change(spec)
 	start := time.Now()
-	if _, _, err := b.c.CommitGroup(ctx, spec); err != nil {
-		return time.Time{}, nil, err
+	view, _, err := b.c.CommitGroup(ctx, spec)
+	if err != nil {
+		return time.Time{}, nil, "", err
 	}
-	return start, spec, nil
+	return start, spec, view.GetGroup().GetConfigSha(), nil
 }
 
 // alone grows group by one and times the new machine until its node is
 // ready (a ready voter, for managers): the machine's own time.
 func (b *rolloutBench) alone(ctx context.Context, group string) (float64, error) {
-	start, spec, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Size++ })
+	start, spec, _, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Size++ })
 	if err != nil {
 		return 0, err
 	}
@@ -234,30 +270,76 @@ func (b *rolloutBench) alone(ctx context.Context, group string) (float64, error)
 
 // roll commits a new version of group and times the rollout to done.
 func (b *rolloutBench) roll(ctx context.Context, group string) (float64, error) {
-	start, spec, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Template.Version += "-next" })
+	start, spec, sha, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Template.Version += "-next" })
 	if err != nil {
 		return 0, err
 	}
-	err = b.wait(ctx, group+" rolled", func(ctx context.Context) error {
-		r, err := b.c.GetRollout(ctx, group)
-		if err != nil {
-			return err
+	err = b.settle(ctx, group, spec, func(r *pb.Rollout) (bool, error) {
+		if r.GetTargetSha() != sha {
+			return false, nil
 		}
-		switch r.State {
-		case pb.RolloutState_ROLLOUT_STATE_DONE:
-			return b.groupReady(ctx, spec)
-		case pb.RolloutState_ROLLOUT_STATE_ROLLING:
-			return fmt.Errorf("%d of %d", r.Updated, r.Total)
-		}
-		return fmt.Errorf("%w: the rollout is %s: %s", errGiveUp, r.State, r.Reason)
+		return client.RolloutEnded(r)
 	})
 	d := time.Since(start).Seconds()
 	b.p.printf("%s: %d machines rolled in %.2fs", group, spec.Size, d)
 	return d, err
 }
 
-// errGiveUp ends a wait at once.
-var errGiveUp = errors.New("giving up")
+// rollBack commits a template whose machines cannot start to group and
+// times it until the rollout has failed and rolled the group back, every
+// machine ready on the previous config.
+func (b *rolloutBench) rollBack(ctx context.Context, group string) (float64, error) {
+	v, err := b.c.GetGroup(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	good := proto.Clone(v.GetGroup().GetSpec()).(*pb.GroupSpec)
+	start, _, bad, err := b.commit(ctx, group, func(s *pb.GroupSpec) { s.Template.Args = append(s.Template.Args, "--no-such-flag") })
+	if err != nil {
+		return 0, err
+	}
+	err = b.settle(ctx, group, good, func(r *pb.Rollout) (bool, error) {
+		switch {
+		case r.GetRollbackOf() == bad:
+			return client.RolloutEnded(r)
+		case r.GetTargetSha() == bad:
+			// Over without a rollback (cancelled, or failed with
+			// failure_action pause): settle says so.
+			return r.GetState() != pb.RolloutState_ROLLOUT_STATE_ROLLING && r.GetState() != pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
+		}
+		return false, nil
+	})
+	if err == nil {
+		if r, gerr := b.c.GetRollout(ctx, group); gerr == nil && r.GetRollbackOf() != bad {
+			err = fmt.Errorf("the rollout of %s to %.12s ended %s without a rollback: %s", group, bad, r.GetState(), r.GetReason())
+		}
+	}
+	d := time.Since(start).Seconds()
+	b.p.printf("%s: a bad template failed and rolled back in %.2fs", group, d)
+	return d, err
+}
+
+// settle waits (client.WaitRollout) until over says group's rollout is
+// over, which must be done, then until group has want's size of ready
+// nodes of its config.
+func (b *rolloutBench) settle(ctx context.Context, group string, want *pb.GroupSpec, over client.RolloutCondition) error {
+	wctx, cancel := context.WithTimeout(ctx, b.timeout)
+	r, err := b.c.WaitRollout(wctx, group, over)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if r.GetState() != pb.RolloutState_ROLLOUT_STATE_DONE {
+		return fmt.Errorf("the rollout of %s to %.12s is %s: %s", group, r.GetTargetSha(), r.GetState(), r.GetReason())
+	}
+	return b.wait(ctx, group+" ready on its config", func(ctx context.Context) error {
+		return b.groupReady(ctx, want)
+	})
+}
+
+// rollbackSettle is how long --rollback lets the ready groups be before
+// it commits: more than a rollout's default monitor (5 s).
+const rollbackSettle = 6 * time.Second
 
 // groupReady says whether spec's group has its size of ready nodes of its
 // config (voters, for a consensus group).
@@ -297,8 +379,8 @@ func (b *rolloutBench) wait(ctx context.Context, what string, check func(context
 	defer cancel()
 	for {
 		err := check(ctx)
-		if err == nil || errors.Is(err, errGiveUp) {
-			return err
+		if err == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():

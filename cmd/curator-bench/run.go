@@ -36,6 +36,12 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 	if err != nil {
 		return c, nil, err
 	}
+	c.rssBefore = map[int]uint64{}
+	for _, m := range c.managers {
+		if rss, err := procRSS(m.pid()); err == nil {
+			c.rssBefore[m.pid()] = rss
+		}
+	}
 	mem0 := goMemory()
 	start := time.Now()
 	err = f.join(ctx, fig)

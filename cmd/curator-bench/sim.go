@@ -1,58 +1,48 @@
 package main
 
-// Simulated nodes. Each does what `curator agent join` and a running agent
-// do on the wire, and nothing else: it makes a key, registers through the
-// real Register RPC with the worker token (its node ID is derived from its
-// key by the cluster, and it checks that), checks the CA it is handed
-// against the token's fingerprint, and then keeps a Heartbeat stream and a
-// WatchNode stream open with its own node certificate, through one manager,
-// reconnecting as the agent does when they break.
+// Simulated nodes. Each is the agent's own code, in this process: it
+// makes a key and joins through node.Register (what `curator agent join`
+// does: the real Register RPC with the worker token, the CA checked
+// against the token's fingerprint, the node ID against the key, the
+// retries of unavailable managers and of a held address), then runs a
+// node.Session, the agent's session: a Heartbeat stream and, once the
+// leader answers, a WatchNode stream over TLS with its own certificate,
+// through one manager at a time, with the agent's late-answer deadline and
+// its reconnection (spread, and paced by the managers' admission). The
+// bench only watches, through the session's hooks: when each heartbeat
+// went and came back, and who answered.
 //
-// What it keeps per node is small: one TLS connection (a node certificate
-// is per node, so a connection cannot be shared), two goroutines blocked in
-// Recv, and a timer that sends the heartbeats from a short-lived goroutine.
-// Register calls share one connection per manager: a joining node has no
-// certificate yet, so nothing in them is per node.
+// What it keeps per node is what an agent keeps for its session: a TLS
+// connection to the manager in use (a node certificate is per node, so a
+// connection cannot be shared), the session's goroutines, and a small ring
+// of send times.
 
 import (
 	"context"
 	"crypto"
-	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/node"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
-	"github.com/curatorproject/curator/supervisor"
-	"github.com/curatorproject/curator/transport"
 )
 
 const (
 	// simVersion is the version simulated nodes report.
 	simVersion = "curator-bench"
-	// registerAttemptTimeout bounds one Register call. Longer than the
-	// agent's 5 s: a leader slowed down by a join wave must not be sent
-	// the same registration again, which would measure the retries.
-	registerAttemptTimeout = 30 * time.Second
-	// Reconnect backoff of the streams, as the agent's.
-	retryInitial   = 100 * time.Millisecond
-	heartbeatRetry = time.Second
-	watchRetry     = 2 * time.Second
 	// sentRing is how many heartbeats in flight a node remembers the send
 	// time of; an answer older than that is counted as late, not timed.
 	sentRing = 4
@@ -67,10 +57,9 @@ type fleet struct {
 	tok      pki.Token
 	// roots trusts the cluster CA, which the token pins; shared by every
 	// node's TLS config.
-	roots     *x509.CertPool
-	managers  []string
-	simBase   netip.Addr
-	joinConns []*grpc.ClientConn
+	roots    *x509.CertPool
+	managers []string
+	simBase  netip.Addr
 
 	mu    sync.Mutex
 	nodes []*simNode // joined, in the order they joined
@@ -79,6 +68,8 @@ type fleet struct {
 	// no string.
 	leaders map[string]*string
 	errs    map[string]int
+	// errsSeen are the keys of errs already printed.
+	errsSeen map[string]struct{}
 
 	sent, answered, late, watchMsgs atomic.Uint64
 	// rtt is non-nil while round trips are recorded.
@@ -111,21 +102,11 @@ func newFleet(cfg fleetConfig, interval time.Duration, c *cluster, simBase netip
 	f := &fleet{
 		cfg: cfg, interval: interval, progress: p, token: c.workerToken, tok: tok,
 		roots: x509.NewCertPool(), simBase: simBase,
-		byID: map[string]*simNode{}, leaders: map[string]*string{}, errs: map[string]int{},
+		byID: map[string]*simNode{}, leaders: map[string]*string{}, errs: map[string]int{}, errsSeen: map[string]struct{}{},
 	}
 	f.roots.AddCert(ccfg)
 	for _, m := range c.managers {
 		f.managers = append(f.managers, m.listen.String())
-		// A joining node has no certificate: TLS that checks the server
-		// only, as `agent join` does.
-		conn, err := grpc.NewClient(m.listen.String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			MinVersion: tls.VersionTLS13, RootCAs: f.roots,
-		})))
-		if err != nil {
-			f.close()
-			return nil, err
-		}
-		f.joinConns = append(f.joinConns, conn)
 	}
 	return f, nil
 }
@@ -135,7 +116,7 @@ func loadClusterCA(cfgPath string) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pki.ReadCert(cfg.CA)
+	return cfg.ClusterCA(cfgPath)
 }
 
 // joinFigures are the join wave's figures.
@@ -234,8 +215,8 @@ func (f *fleet) join(ctx context.Context, fig *joinFigures) error {
 	return nil
 }
 
-// joinOne does what `curator agent join` does for simulated node i, then
-// starts its streams.
+// joinOne does what `curator agent join` does for simulated node i (with
+// the agent's own code, node.Register), then starts its session.
 func (f *fleet) joinOne(ctx context.Context, i int) (*simNode, error) {
 	key, err := pki.NewKey()
 	if err != nil {
@@ -245,71 +226,20 @@ func (f *fleet) joinOne(ctx context.Context, i int) (*simNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := pki.NodeID(key.Public())
-	if err != nil {
-		return nil, err
-	}
-	resp, err := f.register(ctx, i, &pb.RegisterRequest{
+	// Each node asks the managers from its own, so joins spread over
+	// them as `agent join --manager` of different machines would.
+	mgrs := append(slices.Clone(f.managers[i%len(f.managers):]), f.managers[:i%len(f.managers)]...)
+	reg, err := node.Register(ctx, f.tok, mgrs, &pb.RegisterRequest{
 		Token: f.token, PublicKey: pubDER, Name: simName(i), Address: simAddress(f.simBase, i),
 		Availability: pb.Availability_AVAILABILITY_ACTIVE, Version: simVersion,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if resp.NodeId != id {
-		return nil, fmt.Errorf("the cluster names the node %s, its key makes it %s", resp.NodeId, id)
-	}
-	cert, err := pki.DecodeCert(resp.NodeCert)
-	if err != nil {
-		return nil, fmt.Errorf("certificate from the cluster: %w", err)
-	}
-	ca, err := pki.DecodeCert(resp.CaCert)
-	if err != nil {
-		return nil, fmt.Errorf("CA from the cluster: %w", err)
-	}
-	if err := f.tok.VerifyCA(ca); err != nil {
-		return nil, err
-	}
-	managers := resp.Managers
-	if len(managers) == 0 {
-		managers = f.managers
-	}
-	return f.newNode(i, id, cert, key, managers)
+	return f.newNode(reg, key)
 }
 
 func simName(i int) string { return "sim-" + strconv.Itoa(i+1) }
-
-// register tries the managers in turn, from the node's own, until one
-// answers; unavailable managers are retried until ctx ends, a refusal is
-// final. As `agent join` does.
-func (f *fleet) register(ctx context.Context, i int, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
-	var lastErr error
-	for attempt := 0; ; attempt++ {
-		for k := range f.joinConns {
-			conn := f.joinConns[(i+k)%len(f.joinConns)]
-			actx, cancel := context.WithTimeout(ctx, registerAttemptTimeout)
-			resp, err := pb.NewCuratorClient(conn).Register(actx, req)
-			cancel()
-			if err == nil {
-				return resp, nil
-			}
-			switch status.Code(err) {
-			case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-				lastErr = err
-				if ctx.Err() != nil {
-					return nil, fmt.Errorf("no manager answered in time (last: %v)", lastErr)
-				}
-				continue
-			}
-			return nil, fmt.Errorf("join refused: %s", status.Convert(err).Message())
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no manager answered in time (last: %v)", lastErr)
-		case <-time.After(time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond):
-		}
-	}
-}
 
 func (f *fleet) add(n *simNode) {
 	f.mu.Lock()
@@ -349,10 +279,24 @@ func (f *fleet) intern(leader string) *string {
 }
 
 // streamError counts why streams ended, by stream and gRPC code.
+//
+// The key is the stream, the code and, when the status has one, the
+// curator's reason ("session: Unavailable SESSIONS_PACED"); the first
+// message of each key goes to stderr, once.
 func (f *fleet) streamError(stream string, err error) {
-	key := stream + ": " + status.Code(err).String()
+	st := status.Convert(err)
+	key := stream + ": " + st.Code().String()
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
+			key += " " + info.Reason
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, seen := f.errsSeen[key]; !seen {
+		f.errsSeen[key] = struct{}{}
+		f.progress.printf("first %q: %s", key, spec.QuoteShort(st.Message()))
+	}
 	f.errs[key]++
 }
 
@@ -395,26 +339,19 @@ func (f *fleet) close() {
 	for _, n := range nodes {
 		n.wg.Wait()
 	}
-	for _, c := range f.joinConns {
-		_ = c.Close()
-	}
 }
 
 // simNode is one simulated node.
 type simNode struct {
-	f      *fleet
-	id     string
-	conn   *grpc.ClientConn
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	timer  *time.Timer
+	f       *fleet
+	id      string
+	session *node.Session
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
-	// mu serialises sends (a gRPC stream allows one sender at a time) and
-	// guards stream and seq.
-	mu     sync.Mutex
-	stream grpc.BidiStreamingClient[pb.HeartbeatRequest, pb.HeartbeatResponse]
-	seq    uint64
+	// managers is the manager list as last sent (node.Session asks).
+	managers atomic.Pointer[[]string]
 	// sentSeq and sentAt: the send time (Unix ns) of heartbeat seq, at
 	// seq % sentRing.
 	sentSeq [sentRing]atomic.Uint64
@@ -424,146 +361,77 @@ type simNode struct {
 	newLeaderAt atomic.Int64 // Unix ns; see failoverMark
 }
 
-// newNode connects node i with its certificate to the managers (its own
-// first, so nodes spread over them) and starts its streams.
-func (f *fleet) newNode(i int, id string, cert *x509.Certificate, key crypto.Signer, managers []string) (*simNode, error) {
-	var st resolver.State
-	for k := range managers {
-		m := managers[(i+k)%len(managers)]
-		host, _, err := net.SplitHostPort(m)
-		if err != nil {
-			continue
-		}
-		// Certificates name managers by IP: check the one dialled.
-		st.Addresses = append(st.Addresses, resolver.Address{Addr: m, ServerName: host})
-	}
-	if len(st.Addresses) == 0 {
-		return nil, errors.New("no manager address")
-	}
-	r := manual.NewBuilderWithScheme("curator-bench")
-	r.InitialState(st)
-	tlsCfg := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pki.TLSCertificate(cert, key)},
-		RootCAs:      f.roots,
-		// As the agent's (pki.ClientTLS): a reconnect resumes the session.
-		ClientSessionCache: tls.NewLRUClientSessionCache(4),
-	}
-	// pick_first: one connection per node, to its own manager while that
-	// one is up, to the next when it is not. No read buffer: a node's
-	// messages are tiny, and 32 KiB per connection would be a third of a
-	// node's memory. The write buffer stays: gRPC takes it from a pool
-	// only while writing, and without it every HTTP/2 frame would be a TLS
-	// record and a syscall of its own.
-	// The agent's keepalives and reconnect backoff.
-	conn, err := grpc.NewClient(r.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
-		grpc.WithResolvers(r),
-		grpc.WithReadBufferSize(0),
-	)...)
+// newNode starts the session of a node that joined.
+func (f *fleet) newNode(reg *node.Registration, key crypto.Signer) (*simNode, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &simNode{f: f, id: reg.NodeID, ctx: ctx, cancel: cancel}
+	mgrs := reg.Managers
+	n.managers.Store(&mgrs)
+	sess, err := node.NewSession(node.SessionConfig{
+		TLS:      pki.ClientTLS(pki.TLSCertificate(reg.Cert, key), reg.CA),
+		Version:  simVersion,
+		Interval: f.interval,
+		Managers: func() []string { return *n.managers.Load() },
+		OnWatch: func(_ context.Context, resp *pb.WatchNodeResponse) {
+			f.watchMsgs.Add(1)
+			if len(resp.Managers) > 0 && !slices.Equal(resp.Managers, *n.managers.Load()) {
+				m := slices.Clone(resp.Managers)
+				n.managers.Store(&m)
+			}
+		},
+		OnEnd:    func(_ context.Context, _ string, err error) { f.streamError("session", err) },
+		OnSent:   n.sent,
+		OnAnswer: n.answer,
+		// No read buffer: a node's messages are tiny, and 32 KiB per
+		// connection would be a third of a node's memory. The write
+		// buffer stays: gRPC takes it from a pool only while writing, and
+		// without it every HTTP/2 frame would be a TLS record and a
+		// syscall of its own.
+		DialOptions: []grpc.DialOption{grpc.WithReadBufferSize(0)},
+	})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &simNode{f: f, id: id, conn: conn, ctx: ctx, cancel: cancel}
-	n.timer = time.AfterFunc(f.interval, n.tick)
-	n.wg.Add(2)
-	go n.runHeartbeat()
-	go n.runWatch()
+	n.session = sess
+	n.wg.Go(func() {
+		defer sess.Close()
+		_ = sess.Run(ctx)
+	})
 	return n, nil
 }
 
-// stop ends the node as a crash would, at once: its connection closes
-// with its streams. Wait for n.wg afterwards.
+// stop ends the node as a crash would, at once: its streams and its
+// connection close. Wait for n.wg afterwards.
 func (n *simNode) stop() {
 	n.cancel()
-	n.timer.Stop()
-	_ = n.conn.Close()
 }
 
-// tick sends a heartbeat every interval, from the timer's goroutine.
-func (n *simNode) tick() {
-	if n.ctx.Err() != nil {
-		return // stopped while the timer fired
-	}
-	n.send()
-	if n.ctx.Err() == nil {
-		n.timer.Reset(n.f.interval)
-	}
-}
-
-// send sends the next heartbeat on the current stream, if there is one.
-func (n *simNode) send() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stream == nil {
-		return
-	}
-	n.seq++
-	slot := n.seq % sentRing
-	n.sentSeq[slot].Store(n.seq)
-	n.sentAt[slot].Store(time.Now().UnixNano())
-	if err := n.stream.Send(&pb.HeartbeatRequest{Version: simVersion, Seq: n.seq}); err == nil {
-		n.f.sent.Add(1)
-	}
-}
-
-// runHeartbeat keeps a heartbeat stream open, reconnecting as the agent
-// does: at once, then backing off up to a second.
-func (n *simNode) runHeartbeat() {
-	defer n.wg.Done()
-	cli := pb.NewCuratorClient(n.conn)
-	backoff := retryInitial
-	for {
-		err := n.heartbeatOnce(cli, &backoff)
-		if n.ctx.Err() != nil {
-			return
-		}
-		n.f.streamError("heartbeat", err)
-		if supervisor.Sleep(n.ctx, backoff) != nil {
-			return
-		}
-		backoff = min(2*backoff, heartbeatRetry)
-	}
-}
-
-func (n *simNode) heartbeatOnce(cli pb.CuratorClient, backoff *time.Duration) error {
-	ctx, cancel := context.WithCancel(n.ctx)
-	defer cancel()
-	stream, err := cli.Heartbeat(ctx)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.stream = stream
-	n.mu.Unlock()
-	defer func() {
-		cancel() // unblocks a send in progress
-		n.mu.Lock()
-		n.stream = nil
-		n.mu.Unlock()
-	}()
-	n.send() // at once, as the agent does
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		*backoff = retryInitial
-		n.answer(resp)
-	}
+// sent notes when heartbeat seq went.
+func (n *simNode) sent(seq uint64, at time.Time) {
+	slot := seq % sentRing
+	n.sentSeq[slot].Store(seq)
+	n.sentAt[slot].Store(at.UnixNano())
+	n.f.sent.Add(1)
 }
 
 // answer notes an answer from the leader: its round trip, who sent it, and
-// whether it is the first from a new leader after a kill.
-func (n *simNode) answer(resp *pb.HeartbeatResponse) {
-	now := time.Now()
+// whether it is the first from a new leader after a kill (the answer to a
+// stream's opening counts: the new leader has the node's stream).
+func (n *simNode) answer(resp *pb.HeartbeatResponse, now time.Time) {
 	if p := n.leader.Load(); p == nil || *p != resp.Leader {
 		n.leader.Store(n.f.intern(resp.Leader))
+	}
+	f := n.f
+	if fm := f.failover.Load(); fm != nil && resp.Leader != "" && resp.Leader != fm.old &&
+		n.newLeaderAt.CompareAndSwap(0, now.UnixNano()) {
+		if fm.pending.Add(-1) == 0 {
+			close(fm.done)
+		}
 	}
 	if resp.Seq == 0 {
 		return // the answer to the stream's opening
 	}
-	f := n.f
 	f.answered.Add(1)
 	slot := resp.Seq % sentRing
 	if n.sentSeq[slot].Load() == resp.Seq {
@@ -572,35 +440,5 @@ func (n *simNode) answer(resp *pb.HeartbeatResponse) {
 		}
 	} else {
 		f.late.Add(1)
-	}
-	if fm := f.failover.Load(); fm != nil && resp.Leader != "" && resp.Leader != fm.old &&
-		n.newLeaderAt.CompareAndSwap(0, now.UnixNano()) {
-		if fm.pending.Add(-1) == 0 {
-			close(fm.done)
-		}
-	}
-}
-
-// runWatch keeps a WatchNode stream open and counts what it is sent.
-func (n *simNode) runWatch() {
-	defer n.wg.Done()
-	cli := pb.NewCuratorClient(n.conn)
-	backoff := retryInitial
-	for {
-		stream, err := cli.WatchNode(n.ctx, &pb.WatchNodeRequest{})
-		for err == nil {
-			if _, err = stream.Recv(); err == nil {
-				n.f.watchMsgs.Add(1)
-				backoff = retryInitial
-			}
-		}
-		if n.ctx.Err() != nil {
-			return
-		}
-		n.f.streamError("watch", err)
-		if supervisor.Sleep(n.ctx, backoff) != nil {
-			return
-		}
-		backoff = min(2*backoff, watchRetry)
 	}
 }

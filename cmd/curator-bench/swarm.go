@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/internal/localcluster"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -158,8 +159,8 @@ type swarmBench struct {
 // flavor on and waits until the cluster is settled.
 func (b *swarmBench) setUp(ctx context.Context, addr netip.AddrPort) error {
 	w := b.sw.Engines[len(b.sw.Engines)-1]
-	args := append([]string{"--manager", b.c.managers[0].listen.String()}, engineArgs(w)...)
-	if _, err := b.c.start("worker-1", addr, []string{"CURATOR_JOIN_TOKEN=" + b.c.workerToken}, "join", args...); err != nil {
+	args := append([]string{"--name", "worker-1", "--manager", b.c.managers[0].listen.String()}, engineArgs(w)...)
+	if _, err := b.c.start("worker-1", addr, []string{localcluster.JoinTokenEnv + "=" + b.c.workerToken}, "join", args...); err != nil {
 		return err
 	}
 	if err := b.c.waitFor(ctx, "worker-1 to be ready", func(ctx context.Context) error {

@@ -3,18 +3,22 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/node"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -47,20 +51,14 @@ func (f *agentFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.downAfter, "down-after", curator.DefaultDownAfter, "how long without a heartbeat before a node is marked down")
 	c.Flags().DurationVar(&f.reapAfter, "reap-after", curator.DefaultReapAfter, "how long a node that no group answers for may be down before the leader removes it")
 	c.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go's profiles at http://IP:PORT+3/debug/pprof/ (no authentication: for a trusted network)")
-	c.Flags().StringVar(&f.dockerSocket, "docker-socket", "", "this machine's Docker engine (a unix socket path, or unix:// tcp:// URL) for the Swarm flavor: the agent joins it to the cluster's Swarm and reports its Swarm node ID, and as leader the curator keeps the Swarm's managers through it (turn the flavor on with `curator cluster update --swarm`)")
+	c.Flags().StringVar(&f.dockerSocket, "docker-socket", "", "this machine's Docker engine (a unix socket path, or unix:// tcp:// URL) for the Swarm flavor: the agent joins it to the cluster's Swarm and reports its Swarm node ID, and as leader the curator keeps the Swarm's managers through it (turn the flavor on with 'curator cluster update --swarm')")
 	c.Flags().StringVar(&f.swarmAdvertiseAddr, "swarm-advertise-addr", "", "the address (IP or IP:PORT) the engine advertises when the agent joins it to the Swarm; empty lets the engine pick")
 	_ = c.MarkFlagRequired("data-dir")
 }
 
 func (f *agentFlags) validate() error {
-	if f.electionTTL < time.Second || f.electionTTL%time.Second != 0 {
-		return fmt.Errorf("--election-ttl %s: must be a whole number of seconds, at least 1s", f.electionTTL)
-	}
-	if f.heartbeatInterval <= 0 || f.downAfter <= f.heartbeatInterval {
-		return fmt.Errorf("--down-after (%s) must be longer than --heartbeat-interval (%s)", f.downAfter, f.heartbeatInterval)
-	}
-	if f.reapAfter <= f.downAfter {
-		return fmt.Errorf("--reap-after (%s) must be longer than --down-after (%s)", f.reapAfter, f.downAfter)
+	if err := (curator.Timers{ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter, ReapAfter: f.reapAfter}).Check(); err != nil {
+		return err
 	}
 	_, err := parseLogLevel(f.logLevel)
 	return err
@@ -81,6 +79,11 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	}
 	enc := zap.NewDevelopmentEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	if underJournal() {
+		// journald stamps each line itself: a second time only
+		// widens it.
+		enc.TimeKey = ""
+	}
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), l)
 	return zap.New(core), nil
 }
@@ -117,8 +120,13 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 		return err
 	}
 	defer a.Close()
+	// The readiness notice is owned here: it ends with ctx (stop), which
+	// the deferred Wait, running last, waits for.
+	var notified sync.WaitGroup
+	defer notified.Wait()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	notified.Go(func() { notifyReady(ctx, lg, a) })
 	failed := make(chan error, 1)
 	go func() {
 		select {
@@ -132,8 +140,12 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 	}()
 	sup := supervisor.New(ctx, a.Run, supervisor.WithLogger(lg))
 	<-sup.Done()
+	notifySystemd(lg, daemon.SdNotifyStopping)
 	select {
 	case err := <-failed:
+		if errors.Is(err, node.ErrRefused) {
+			return &exitError{code: exitRefused, err: err}
+		}
 		return err
 	case <-a.Left():
 		if err := a.Wipe(); err != nil {
@@ -148,7 +160,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 
 func newAgentCommand() *cobra.Command {
 	c := &cobra.Command{Use: "agent", Short: "Run the node agent on this machine"}
-	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(), newAgentLeaveCommand(), newAgentRestoreCommand())
+	c.AddCommand(newAgentInitCommand(), newAgentJoinCommand(), newAgentRunCommand(), newAgentLeaveCommand(), newAgentRestoreCommand(), newAgentInstallUnitCommand())
 	return c
 }
 
@@ -222,7 +234,7 @@ holds a node is restarted with 'curator agent run'.`,
 	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain")
 	c.Flags().StringVar(&clusterID, "cluster-id", "", "the new cluster's ID, 16 hex digits (default: a new random one)")
-	c.Flags().DurationVar(&certTTL, "cert-ttl", curator.DefaultCertTTL, "how long node and etcd certificates last (10s to 5 years; nodes renew at two thirds of it; `cluster update --cert-ttl` changes it)")
+	c.Flags().DurationVar(&certTTL, "cert-ttl", spec.DefaultCertTTL, "how long node and etcd certificates last (10s to 5 years; nodes renew at two thirds of it; 'cluster update --cert-ttl' changes it)")
 	m.register(c)
 	return c
 }
@@ -257,7 +269,11 @@ func printRestoreDone(w io.Writer, res *node.RestoreResult, from, listen, self s
 	headline := fmt.Sprintf(`Restored cluster %s from %s: %d node records. This node is %s, listening on
 %s, the cluster's only manager. The old managers' records lose their role and
 show down; join new managers with the command below (an old manager's machine
-is wiped first: its data dir belongs to the cluster before the restore).`,
+is wiped first: its data dir belongs to the cluster before the restore).
+Every group comes back suspended: the leader makes and destroys no machine
+until you resume them, once the records are what the cluster should be:
+  curator group ls
+  curator group resume --all`,
 		res.ClusterID, from, res.Nodes, res.NodeID, listen)
 	printInitDone(w, headline, &res.InitResult, listen, self)
 }
@@ -311,7 +327,7 @@ foreground.`,
 	f.register(c)
 	c.Flags().StringVar(&listen, "listen", "", "IP:PORT this node listens on (required)")
 	c.Flags().StringVar(&name, "name", "", "the node's name (default: the start of its ID)")
-	c.Flags().StringVar(&token, "token", "", "join token, from `curator token show worker|manager` (default $"+joinTokenEnv+", which keeps it out of `ps`)")
+	c.Flags().StringVar(&token, "token", "", "join token, from 'curator token show worker|manager' (default $"+joinTokenEnv+", which keeps it out of ps)")
 	c.Flags().StringArrayVar(&managers, "manager", nil, "a manager's IP:PORT (repeatable; at least one)")
 	c.Flags().StringVar(&availability, "availability", "active", "active, pause or drain: drain makes a manager-only node that never takes work")
 	c.Flags().DurationVar(&timeout, "join-timeout", time.Minute, "how long to keep trying the managers")
@@ -341,7 +357,7 @@ func (m *machineFlags) machine() (node.Machine, error) {
 	for _, kv := range m.labels {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return out, fmt.Errorf("--label %s: give a label as KEY=VALUE", curator.QuoteShort(kv))
+			return out, fmt.Errorf("--label %s: give a label as KEY=VALUE", spec.QuoteShort(kv))
 		}
 		if out.Labels == nil {
 			out.Labels = map[string]string{}

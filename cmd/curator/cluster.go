@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -21,6 +23,8 @@ func newClusterCommand(g *globalFlags) *cobra.Command {
 		newClusterUpdateCommand(g),
 		newClusterBackupCommand(g),
 		newClusterAdminCertCommand(g),
+		newClusterCertsCommand(g),
+		newClusterRevokeCertCommand(g),
 	)
 }
 
@@ -31,12 +35,8 @@ func newClusterInfoCommand(g *globalFlags) *cobra.Command {
 		Short: "Show the cluster: leader, voters, quorum, settings and warnings",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				info, err := c.ClusterInfo(ctx)
-				if err != nil {
-					return apiError("cluster info", err)
-				}
-				return writeClusterInfo(cmd.OutOrStdout(), format, info)
+			return showAnswer(g, cmd, "cluster info", (*client.Client).ClusterInfo, func(_ context.Context, _ *client.Client, out io.Writer, info *pb.ClusterInfo) error {
+				return writeClusterInfo(out, format, info)
 			})
 		},
 	}
@@ -210,14 +210,31 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 }
 
 func newClusterAdminCertCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var (
+		role, name, out string
+		ttl             time.Duration
+	)
+	c := &cobra.Command{
 		Use:   "admin-cert",
-		Short: "Renew the admin certificate of the client config",
-		Long: `Ask the cluster for a new admin certificate for the key of the client config
-(--config), with the same name, and write it over the config's certificate
-file. The key stays. Admin certificates last a year whatever the cluster's
-cert_ttl: renew before the one in use expires, as an expired certificate
-opens no connection.`,
+		Short: "Issue an operator certificate, or renew the one of the client config",
+		Long: `With --role or --name: issue an operator certificate for a new key, for the
+person or screen --name with the operator role --role (reader, operator or
+admin; see README, "Operators and roles"), lasting --ttl (a year unless
+given), and write a client config that uses it into --out (./NAME unless
+given): config.yaml, ca.crt, admin.crt and admin.key. Hand that folder over;
+use it with --config DIR/config.yaml. cluster certs lists what was issued,
+cluster revoke-cert revokes one.
+
+Without them: ask the cluster for a new certificate for the key of the
+client config (--config), with the same name and role, and write it over
+the config's certificate file. The key stays. Admin certificates last a year
+whatever the cluster's cert_ttl: renew before the one in use expires, as an
+expired certificate opens no connection.
+
+Either needs the admin role.`,
+		Example: `  curator cluster admin-cert --role reader --name wall-screen
+  curator cluster admin-cert --role operator --name alice --ttl 720h --out ./alice
+  curator cluster admin-cert`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := g.configPath()
@@ -225,13 +242,150 @@ opens no connection.`,
 			if err != nil {
 				return err
 			}
-			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				cert, err := c.RenewAdminCert(ctx, cfg, path)
-				if err != nil {
-					return apiError("renew admin certificate", err)
+			issue := cmd.Flags().Changed("role") || cmd.Flags().Changed("name")
+			if !issue {
+				if cmd.Flags().Changed("ttl") || cmd.Flags().Changed("out") {
+					return fmt.Errorf("--ttl and --out are for a new certificate: give --role and --name")
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "admin certificate renewed: expires %s\n", cert.NotAfter.UTC().Format(time.RFC3339))
+				return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+					cert, err := c.RenewAdminCert(ctx, cfg, path)
+					if err != nil {
+						return apiError("renew admin certificate", err)
+					}
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "admin certificate renewed: expires %s\n", cert.NotAfter.UTC().Format(time.RFC3339))
+					return err
+				})
+			}
+			if name == "" {
+				return fmt.Errorf("--name is required with --role: whom the certificate is for")
+			}
+			if err := spec.ValidateNodeName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
+			if _, err := pki.ParseOperatorRole(role); err != nil {
+				return fmt.Errorf("--role: %w", err)
+			}
+			if out == "" {
+				out = name
+			}
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				cert, cfgPath, err := c.IssueAdminCert(ctx, cfg, name, role, ttl, out)
+				if err != nil {
+					return apiError("issue admin certificate", err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "issued a %s certificate for %s: serial %s, expires %s\nclient config: %s\n",
+					role, name, cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cfgPath)
 				return err
+			})
+		},
+	}
+	c.Flags().StringVar(&role, "role", pki.OperatorAdmin, "the operator role of a new certificate: reader, operator or admin")
+	c.Flags().StringVar(&name, "name", "", "whom a new certificate is for (its common name)")
+	c.Flags().DurationVar(&ttl, "ttl", 0, "how long a new certificate lasts (1m to 5 years; a year unless given)")
+	c.Flags().StringVar(&out, "out", "", "the folder to write the new client config into (./NAME unless given)")
+	_ = c.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(pki.OperatorRoles, cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+// adminCertJSON is an issued certificate as `cluster certs -o json` shows
+// it. The field names are part of the CLI contract.
+type adminCertJSON struct {
+	Name      string     `json:"name"`
+	Role      string     `json:"role"`
+	Serial    string     `json:"serial"`
+	Issued    *time.Time `json:"issued"`
+	Expires   *time.Time `json:"expires"`
+	Revoked   bool       `json:"revoked"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	IssuedBy  string     `json:"issued_by"`
+}
+
+func adminCertToJSON(c *pb.AdminCertificate) adminCertJSON {
+	return adminCertJSON{Name: c.Name, Role: c.Role, Serial: c.Serial, Issued: timeOrNil(c.Issued), Expires: timeOrNil(c.Expires),
+		Revoked: c.Revoked, RevokedAt: timeOrNil(c.RevokedAt), IssuedBy: c.IssuedBy}
+}
+
+func writeAdminCerts(w io.Writer, format outputFormat, certs []*pb.AdminCertificate) error {
+	if format.structured() {
+		out := make([]adminCertJSON, 0, len(certs))
+		for _, c := range certs {
+			out = append(out, adminCertToJSON(c))
+		}
+		return writeData(w, format, out)
+	}
+	if len(certs) == 0 {
+		_, err := fmt.Fprintln(w, "No certificates issued by the cluster yet (the one agent init wrote is not listed).")
+		return err
+	}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	rows := [][]string{{"NAME", "ROLE", "SERIAL", "EXPIRES", "REVOKED"}}
+	for _, c := range certs {
+		j := adminCertToJSON(c)
+		revoked := "no"
+		if j.Revoked {
+			revoked = "revoked " + when(j.RevokedAt)
+		}
+		name, role := j.Name, j.Role
+		if name == "" {
+			name, role = "-", "-"
+		}
+		rows = append(rows, []string{name, role, j.Serial, when(j.Expires), revoked})
+	}
+	return writeTable(w, rows)
+}
+
+func newClusterCertsCommand(g *globalFlags) *cobra.Command {
+	var format outputFormat
+	c := &cobra.Command{
+		Use:   "certs",
+		Short: "List the operator certificates the cluster issued",
+		Long: `List the operator certificates cluster admin-cert issued: name, role, serial,
+expiry, and whether they were revoked. Needs the admin role.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return showAnswer(g, cmd, "list certificates", (*client.Client).AdminCerts, func(_ context.Context, _ *client.Client, out io.Writer, certs []*pb.AdminCertificate) error {
+				return writeAdminCerts(out, format, certs)
+			})
+		},
+	}
+	addOutputFlag(c, &format)
+	return c
+}
+
+func newClusterRevokeCertCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke-cert SERIAL|NAME",
+		Short: "Revoke an operator certificate: every manager refuses it from now on",
+		Long: `Revoke the operator certificate of SERIAL (as cluster certs prints it, or as
+openssl prints one), or every certificate issued for NAME. Every manager
+refuses a revoked certificate at its next call. A serial the cluster did not
+issue (the certificate agent init wrote) is revoked too. The certificate
+this command runs with is refused: revoke it with another. Needs the admin
+role.`,
+		Example: `  curator cluster revoke-cert alice
+  curator cluster revoke-cert 3f2a9c...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+				revoked, err := c.RevokeAdminCert(ctx, args[0])
+				if err != nil {
+					return apiError("revoke certificate", err)
+				}
+				for _, r := range revoked {
+					name := r.Name
+					if name == "" {
+						name = "(not issued by the cluster)"
+					}
+					if _, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked %s %s\n", r.Serial, name); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 		},
 	}

@@ -4,9 +4,10 @@ import (
 	"time"
 
 	"encoding/json"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"

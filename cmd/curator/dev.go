@@ -28,7 +28,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/localcluster"
 	"github.com/curatorproject/curator/node"
 	pb "github.com/curatorproject/curator/proto"
@@ -108,7 +108,10 @@ leader makes the other nodes, and replaces any that dies for good. Each node is
 an instance in DIR: its data dir is DIR/instances/ID/data and its log
 DIR/instances/ID/agent.log, and it is named GROUP-ID. The client config is
 written to DIR/config.yaml. dev stays in the foreground and stops every node on
-Ctrl-C or SIGTERM, keeping them.
+Ctrl-C or SIGTERM, keeping them. A live dev holds DIR (DIR/dev.lock, with its
+pid): a second dev on DIR is refused. dev stops when the process that started
+it ends, except under nohup: 'nohup curator dev --dir DIR >DIR.log 2>&1 &'
+outlives its shell.
 
 Run again with the same --dir, dev restarts the nodes found there from disk
 (nodes left running by a dev that was killed are stopped and started again).
@@ -140,7 +143,7 @@ logs are 'docker logs ID'.`,
 	cmd.Flags().IntVar(&c.workers, "workers", 2, "workers")
 	cmd.Flags().StringVar(&c.dir, "dir", "", "where the nodes keep their data dirs and logs (default: a new temporary dir)")
 	cmd.Flags().StringVar(&c.addresses, "addresses", devDefaultAddresses, "loopback addresses for the nodes, FIRST-LAST (process provider)")
-	cmd.Flags().StringVar(&c.provider, "provider", "process", "process (nodes as processes on loopback addresses) or docker (nodes as containers; build the image first with `make image`)")
+	cmd.Flags().StringVar(&c.provider, "provider", "process", "process (nodes as processes on loopback addresses) or docker (nodes as containers; build the image first with 'make image')")
 	cmd.Flags().StringVar(&c.network, "network", devDockerNetwork, "the Docker network of the containers (docker provider)")
 	cmd.Flags().StringVar(&c.subnet, "subnet", devDockerSubnet, "the Docker network's subnet (docker provider)")
 	cmd.Flags().StringVar(&c.image, "image", docker.DefaultImage, "the image the containers run (docker provider)")
@@ -153,13 +156,14 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	dir := c.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "curator-dev-"); err != nil {
-			return err
-		}
+	dir, lock, err := c.openDir()
+	if err != nil {
+		return err
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	defer lock.Close()
+	// The machines and the groups start a copy kept in DIR, not this
+	// binary, which may be go run's, deleted when go run exits.
+	if self, err = devBinaryCopy(self, dir); err != nil {
 		return err
 	}
 	if node.Initialised(filepath.Join(dir, devOldNodesDir, "manager-1")) {
@@ -256,7 +260,7 @@ func devGroups(c *devConfig, prov func() *pb.ProviderSpec) []*pb.GroupSpec {
 		{Name: devWorkers, Size: uint32(c.workers), Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: prov(), Template: &pb.InstanceTemplate{Version: "dev"}},
 	}
 	for _, g := range groups {
-		curator.NormalizeGroupSpec(g)
+		spec.NormalizeGroupSpec(g)
 	}
 	return groups
 }
@@ -278,11 +282,11 @@ func (dc *devCluster) up(ctx context.Context, c *devConfig, self, cfgPath string
 // the managers group, labelled with the ID of the cluster it is to create
 // (starter gets the labels and returns what starts it), then the groups.
 func devUp(ctx context.Context, groups []*pb.GroupSpec, cfgPath string, progress io.Writer, starter func(labels map[string]string) localcluster.Starter) (*localcluster.Cluster, error) {
-	clusterID, err := curator.NewClusterID()
+	clusterID, err := spec.NewClusterID()
 	if err != nil {
 		return nil, err
 	}
-	sha := curator.GroupConfigSHA(groups[0].Template)
+	sha := spec.GroupConfigSHA(groups[0].Template)
 	start := starter(map[string]string{
 		provider.LabelCluster: clusterID, provider.LabelGroup: devManagers, provider.LabelConfigSHA: sha,
 	})

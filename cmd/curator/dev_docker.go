@@ -37,15 +37,11 @@ func (c *devConfig) dockerConfig(hostDir string) docker.Config {
 }
 
 func runDevDocker(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err error) {
-	dir := c.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "curator-dev-"); err != nil {
-			return err
-		}
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	dir, lock, err := c.openDir()
+	if err != nil {
 		return err
 	}
+	defer lock.Close()
 	if node := filepath.Join(dir, client.ConfigFileName); fileExists(node) {
 		return fmt.Errorf("%s holds a dev cluster already: a docker dev cluster does not restart; choose another --dir", dir)
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
 	"google.golang.org/protobuf/proto"
@@ -26,18 +26,18 @@ func TestDevGroups(t *testing.T) {
 		t.Fatalf("dev's groups: %v", groups)
 	}
 	for _, g := range groups {
-		if err := curator.ValidateGroupSpec(g); err != nil {
+		if err := spec.ValidateGroupSpec(g); err != nil {
 			t.Errorf("group %s: %v", g.Name, err)
 		}
-		out, err := curator.MarshalGroupSpec(g)
+		out, err := spec.MarshalGroupSpec(g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := curator.ParseGroupSpec(out)
+		again, err := spec.ParseGroupSpec(out)
 		if err != nil {
 			t.Fatalf("group %s printed as\n%s\ndoes not read back: %v", g.Name, out, err)
 		}
-		if curator.GroupConfigSHA(again.Template) != curator.GroupConfigSHA(g.Template) || !proto.Equal(again, g) {
+		if spec.GroupConfigSHA(again.Template) != spec.GroupConfigSHA(g.Template) || !proto.Equal(again, g) {
 			t.Errorf("group %s reads back as %v, want %v", g.Name, again, g)
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -23,7 +24,10 @@ func newEventsCommand(g *globalFlags) *cobra.Command {
 		Use:   "events",
 		Short: "What the background loops did, and why",
 		Long: `List what the leader's background loops did (or refused to do) and why,
-oldest first: the consensus sync, learner promotion, health and group loops.
+oldest first: the consensus sync, learner promotion, health and group loops,
+and beside them what operators changed (LOOP operator, ACTOR the
+certificate's name and role; curator audit has the full trail). NODE is the
+node's name where it is known (-o json: node_id and node_name).
 
 --follow (as docker events and tail -f) prints the newest --limit events,
 then each new one as it is recorded, until Ctrl-C; across a failover it
@@ -36,12 +40,10 @@ event a line, with -o yaml one document an event.`,
 					return followEvents(ctx, c, cmd.OutOrStdout(), format, limit)
 				})
 			}
-			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				events, err := c.ListEvents(ctx, limit)
-				if err != nil {
-					return apiError("list events", err)
-				}
-				return writeEvents(cmd.OutOrStdout(), format, events)
+			return showAnswer(g, cmd, "list events", func(c *client.Client, ctx context.Context) ([]*pb.Event, error) {
+				return c.ListEvents(ctx, limit)
+			}, func(ctx context.Context, c *client.Client, out io.Writer, events []*pb.Event) error {
+				return writeEvents(out, format, events, nodeNames(ctx, c))
 			})
 		},
 	}
@@ -52,24 +54,47 @@ event a line, with -o yaml one document an event.`,
 }
 
 type eventJSON struct {
-	Time   *time.Time `json:"time"`
-	Loop   string     `json:"loop"`
-	NodeID string     `json:"node_id"`
-	Action string     `json:"action"`
-	Reason string     `json:"reason"`
-	Leader string     `json:"leader"`
-	Term   int64      `json:"term,omitempty"`
+	Time     *time.Time `json:"time"`
+	Loop     string     `json:"loop"`
+	NodeID   string     `json:"node_id"`
+	NodeName string     `json:"node_name,omitempty"`
+	Action   string     `json:"action"`
+	Reason   string     `json:"reason"`
+	Leader   string     `json:"leader"`
+	Term     int64      `json:"term,omitempty"`
+	// Actor is who acted, for an operator's call: "alice (operator)".
+	Actor string `json:"actor,omitempty"`
 }
 
-func eventToJSON(e *pb.Event) eventJSON {
-	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, Action: e.Action, Reason: e.Reason, Leader: e.Leader, Term: e.Term}
+func eventToJSON(e *pb.Event, names map[string]string) eventJSON {
+	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, NodeName: names[e.NodeId], Action: e.Action,
+		Reason: e.Reason, Leader: e.Leader, Term: e.Term, Actor: e.Actor}
 }
 
-func writeEvents(w io.Writer, format outputFormat, events []*pb.Event) error {
+// nodeNames maps the node IDs the cluster knows to their names, for the
+// NODE column; empty if the nodes cannot be listed (the events still
+// show, by ID).
+func nodeNames(ctx context.Context, c *client.Client) map[string]string {
+	names := map[string]string{}
+	nodes, err := c.ListNodes(ctx)
+	if err != nil {
+		return names
+	}
+	for _, n := range nodes {
+		if n.GetNode().GetName() != "" {
+			names[n.GetNode().GetId()] = n.GetNode().GetName()
+		}
+	}
+	return names
+}
+
+var eventHeader = []string{"TIME", "ACTOR", "LOOP", "ACTION", "NODE", "REASON"}
+
+func writeEvents(w io.Writer, format outputFormat, events []*pb.Event, names map[string]string) error {
 	if format.structured() {
 		out := make([]eventJSON, 0, len(events))
 		for _, e := range events {
-			out = append(out, eventToJSON(e))
+			out = append(out, eventToJSON(e, names))
 		}
 		return writeData(w, format, out)
 	}
@@ -77,15 +102,25 @@ func writeEvents(w io.Writer, format outputFormat, events []*pb.Event) error {
 		_, err := fmt.Fprintln(w, "No events: the loops have had nothing to do.")
 		return err
 	}
-	rows := [][]string{{"TIME", "LOOP", "ACTION", "NODE", "REASON"}}
+	rows := [][]string{eventHeader}
 	for _, e := range events {
-		rows = append(rows, eventRow(e))
+		rows = append(rows, eventRow(e, names))
 	}
 	return writeTable(w, rows)
 }
 
-func eventRow(e *pb.Event) []string {
-	return []string{e.Time.AsTime().UTC().Format(time.RFC3339), e.Loop, e.Action, e.NodeId, e.Reason}
+// eventRow is an event's row: ACTOR is the operator for an operator's
+// call and "curator" for a loop's; NODE the node's name where known.
+func eventRow(e *pb.Event, names map[string]string) []string {
+	actor := e.Actor
+	if actor == "" {
+		actor = "curator"
+	}
+	node := e.NodeId
+	if name := names[e.NodeId]; name != "" {
+		node = name
+	}
+	return []string{e.Time.AsTime().UTC().Format(time.RFC3339), actor, e.Loop, e.Action, node, e.Reason}
 }
 
 // followEvents prints the newest limit events, then each new one, until
@@ -94,29 +129,36 @@ func eventRow(e *pb.Event) []string {
 func followEvents(ctx context.Context, c *client.Client, w io.Writer, format outputFormat, limit uint32) error {
 	backlog := limit
 	if backlog == 0 {
-		backlog = curator.MaxEvents
+		backlog = store.MaxEvents
 	}
 	if format == formatTable {
-		if _, err := fmt.Fprintln(w, followRow([]string{"TIME", "LOOP", "ACTION", "NODE", "REASON"})); err != nil {
+		if _, err := fmt.Fprintln(w, followRow(slices.Clone(eventHeader))); err != nil {
 			return err
 		}
 	}
+	names := nodeNames(ctx, c)
+	var namesAt time.Time
 	err := c.WatchEvents(ctx, 0, backlog, func(resp *pb.WatchEventsResponse) error {
 		for _, e := range resp.GetEvents() {
+			// A node that joined since: ask again, at most every few
+			// seconds.
+			if _, known := names[e.NodeId]; e.NodeId != "" && !known && time.Since(namesAt) > 5*time.Second {
+				names, namesAt = nodeNames(ctx, c), time.Now()
+			}
 			var err error
 			switch format {
 			case formatJSON:
 				var line []byte
-				if line, err = json.Marshal(eventToJSON(e)); err == nil {
+				if line, err = json.Marshal(eventToJSON(e, names)); err == nil {
 					_, err = fmt.Fprintf(w, "%s\n", line)
 				}
 			case formatYAML:
 				var doc []byte
-				if doc, err = yamlOf(eventToJSON(e)); err == nil {
+				if doc, err = yamlOf(eventToJSON(e, names)); err == nil {
 					_, err = fmt.Fprintf(w, "---\n%s", doc)
 				}
 			default:
-				_, err = fmt.Fprintln(w, followRow(eventRow(e)))
+				_, err = fmt.Fprintln(w, followRow(eventRow(e, names)))
 			}
 			if err != nil {
 				return err
@@ -135,5 +177,5 @@ func followRow(cells []string) string {
 	for i, cell := range cells {
 		cells[i] = tableCell(cell)
 	}
-	return fmt.Sprintf("%-20s   %-17s   %-15s   %-24s   %s", cells[0], cells[1], cells[2], cells[3], cells[4])
+	return fmt.Sprintf("%-20s   %-20s   %-15s   %-15s   %-24s   %s", cells[0], cells[1], cells[2], cells[3], cells[4], cells[5])
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -28,12 +27,14 @@ its size: it provisions what is missing, replaces machines whose node has been
 down past replace_after, destroys machines whose node never joined, and takes
 extras away, workers first and within a healthy majority of voters.`,
 	}
-	c.AddCommand(newGroupCommitCommand(g), newGroupLsCommand(g), newGroupDescribeCommand(g), newGroupDestroyCommand(g))
+	c.AddCommand(newGroupCommitCommand(g), newGroupLsCommand(g), newGroupDescribeCommand(g), newGroupDestroyCommand(g), newGroupScaleCommand(g),
+		newGroupSuspendCommand(g, false), newGroupSuspendCommand(g, true))
 	return c
 }
 
 func newGroupCommitCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	c := &cobra.Command{
 		Use:   "commit FILE",
 		Short: "Store a group spec; the leader makes the machines match it",
 		Long: `Store the group that FILE (YAML, "-" for stdin) describes. Committing the
@@ -45,11 +46,14 @@ line at fault, and nothing changes.`,
 			if err != nil {
 				return err
 			}
-			spec, err := curator.ParseGroupSpec(data)
+			spec, err := spec.ParseGroupSpec(data)
 			if err != nil {
 				return fmt.Errorf("%s: %w; nothing was committed", args[0], err)
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := checkCommitSize(ctx, c, spec, yes); err != nil {
+					return err
+				}
 				view, changed, err := c.CommitGroup(ctx, spec)
 				if err != nil {
 					return apiError("commit group "+spec.Name, err)
@@ -63,6 +67,8 @@ line at fault, and nothing changes.`,
 			})
 		},
 	}
+	c.Flags().BoolVar(&yes, "yes", false, "commit size 0 for a group that has machines: take them all away")
+	return c
 }
 
 // readFileArg reads a file named on the command line, "-" meaning stdin.
@@ -80,12 +86,8 @@ func newGroupLsCommand(g *globalFlags) *cobra.Command {
 		Short: "List groups",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				groups, err := c.ListGroups(ctx)
-				if err != nil {
-					return apiError("list groups", err)
-				}
-				return writeGroups(cmd.OutOrStdout(), format, groups)
+			return showAnswer(g, cmd, "list groups", (*client.Client).ListGroups, func(_ context.Context, _ *client.Client, out io.Writer, groups []*pb.GroupView) error {
+				return writeGroups(out, format, groups)
 			})
 		},
 	}
@@ -117,9 +119,14 @@ config SHA and the group's nodes.`,
 				if format == "json" {
 					return writeJSON(cmd.OutOrStdout(), groupToJSON(view))
 				}
-				out, err := curator.MarshalGroupSpec(view.GetGroup().GetSpec())
+				out, err := spec.MarshalGroupSpec(view.GetGroup().GetSpec())
 				if err != nil {
 					return err
+				}
+				// What holds the group goes to stderr: stdout stays the
+				// file that commits the same spec.
+				for _, n := range groupHolds(view.GetGroup()) {
+					fmt.Fprintln(cmd.ErrOrStderr(), n)
 				}
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
@@ -151,6 +158,55 @@ the group. Refused while the group's voters are the cluster's quorum.`,
 	}
 }
 
+// newGroupSuspendCommand is `group suspend` (resume false) or `group
+// resume`.
+func newGroupSuspendCommand(g *globalFlags, resume bool) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "suspend NAME | --all",
+		Short: "Suspend a group: the leader makes and destroys none of its machines",
+		Long: `Suspend a group (or every group, --all): the leader makes, replaces and
+destroys none of its machines until it is resumed; group ls says it. A
+restored cluster's groups come back suspended (curator agent restore).`,
+	}
+	verb := "Suspended"
+	if resume {
+		verb = "Resumed"
+		c.Use, c.Short = "resume NAME | --all", "Resume a suspended group (a restored cluster's: --all)"
+		c.Long = `Resume a suspended group (or every group, --all): the leader keeps its
+machines matched to its spec again. A restored cluster's groups come back
+suspended; resume them once the restored records are what you want the
+cluster to be.`
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if all == (len(args) == 1) || len(args) > 1 {
+			return fmt.Errorf("name one group, or --all")
+		}
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		name := ""
+		if len(args) == 1 {
+			name = args[0]
+		}
+		return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+			views, err := c.SuspendGroup(ctx, name, all, resume)
+			if err != nil {
+				return apiError(cmd.Name()+" group "+name, err)
+			}
+			if len(views) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "Nothing to change: already so.")
+			}
+			for _, v := range views {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s group %s (%d of %d machines ready).\n", verb, v.GetGroup().GetSpec().GetName(), v.GetReady(), v.GetGroup().GetSpec().GetSize())
+			}
+			return nil
+		})
+	}
+	c.Flags().BoolVar(&all, "all", false, "every group")
+	return c
+}
+
 func shortSHA(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]
@@ -174,6 +230,16 @@ type groupJSON struct {
 	NodeIDs      []string          `json:"node_ids"`
 	Destroying   bool              `json:"destroying"`
 	RolloutState string            `json:"rollout_state"`
+	// The rollout's progress, as `rollout status` gives it.
+	RolloutUpdated uint32 `json:"rollout_updated"`
+	RolloutTotal   uint32 `json:"rollout_total"`
+	// The repair ceiling and budget, and what holds the group: its
+	// repair hold (why, empty when its repairs go on) and a suspension.
+	MaxUnhealthy      string `json:"max_unhealthy"`
+	MaxReplacements   uint32 `json:"max_replacements"`
+	ReplacementWindow string `json:"replacement_window"`
+	RepairHeld        string `json:"repair_held"`
+	Suspended         string `json:"suspended"`
 }
 
 type groupTemplateJSON struct {
@@ -194,6 +260,10 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 		},
 		ConfigSHA: v.GetGroup().GetConfigSha(), Machines: v.GetMachines(), Ready: v.GetReady(),
 		NodeIDs: slices.Concat([]string{}, v.GetNodeIds()), Destroying: v.GetGroup().GetDestroying(), RolloutState: v.GetRolloutState(),
+		RolloutUpdated: v.GetRolloutUpdated(), RolloutTotal: v.GetRolloutTotal(),
+		MaxUnhealthy: spec.GetMaxUnhealthy(), MaxReplacements: spec.GetMaxReplacements(),
+		ReplacementWindow: spec.GetReplacementWindow().AsDuration().String(),
+		RepairHeld:        v.GetGroup().GetRepairHeld(), Suspended: v.GetGroup().GetSuspended(),
 	}
 	out.Roles = []string{}
 	for _, r := range spec.GetRoles() {
@@ -227,7 +297,8 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 		_, err := fmt.Fprintln(w, "No groups: commit one with `curator group commit FILE`.")
 		return err
 	}
-	rows := [][]string{{"NAME", "ROLES", "SIZE", "READY", "MACHINES", "CONFIG SHA", "ROLLOUT"}}
+	rows := [][]string{{"NAME", "ROLES", "SIZE", "READY", "MACHINES", "CONFIG SHA", "ROLLOUT", "REPAIRS"}}
+	var notes []string
 	for _, v := range groups {
 		spec := v.GetGroup().GetSpec()
 		var roles []string
@@ -235,16 +306,53 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 			roles = append(roles, enumWord(r))
 		}
 		rollout := v.GetRolloutState()
+		if rollout != "" {
+			rollout += fmt.Sprintf(" %d/%d", v.GetRolloutUpdated(), v.GetRolloutTotal())
+		}
 		if v.GetGroup().GetDestroying() {
 			rollout = "destroying"
 		}
 		rows = append(rows, []string{
 			spec.GetName(), strings.Join(roles, ","), fmt.Sprint(spec.GetSize()),
 			fmt.Sprintf("%d/%d", v.GetReady(), spec.GetSize()), fmt.Sprint(v.GetMachines()),
-			shortSHA(v.GetGroup().GetConfigSha()), orDash(rollout),
+			shortSHA(v.GetGroup().GetConfigSha()), orDash(rollout), repairsWord(v.GetGroup()),
 		})
+		notes = append(notes, groupHolds(v.GetGroup())...)
 	}
-	return writeTable(w, rows)
+	if err := writeTable(w, rows); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repairsWord is the REPAIRS column of `group ls`: on, held (by the
+// repair ceiling or budget) or suspended.
+func repairsWord(g *pb.Group) string {
+	switch {
+	case g.GetSuspended() != "":
+		return "suspended"
+	case g.GetRepairHeld() != "":
+		return "held"
+	}
+	return "on"
+}
+
+// groupHolds says what holds group g's loop back, one line each.
+func groupHolds(g *pb.Group) []string {
+	var out []string
+	name := g.GetSpec().GetName()
+	if g.GetSuspended() != "" {
+		out = append(out, fmt.Sprintf("Group %s is suspended (%s): it makes and destroys nothing until `curator group resume %s`.", name, g.GetSuspended(), name))
+	}
+	if g.GetRepairHeld() != "" {
+		out = append(out, fmt.Sprintf("Group %s's repairs are held: %s.", name, g.GetRepairHeld()))
+	}
+	return out
 }
 
 func orDash(s string) string {
@@ -257,15 +365,17 @@ func orDash(s string) string {
 func newRolloutCommand(g *globalFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "rollout",
-		Short: "Follow, pause, resume and cancel a group's rolling update",
+		Short: "Follow, pause, resume, cancel, restart and undo a group's rolling update",
 		Long: `Committing a group whose config SHA changed starts a rollout to that SHA:
-workers are replaced max_parallel at a time (drained, destroyed, a new machine
-provisioned and waited for), consensus members one at a time with the new one a
-ready voter before the old one is demoted, the curator leader's own node last.
-The rollout lives in etcd: a new leader carries it on.`,
+workers are replaced up to max_parallel at a time (a new machine first, by
+default), consensus members one at a time with the new one a ready voter before
+the old one is demoted, the curator leader's own node last. A new machine that
+dies or is not ready in time fails the rollout, which rolls the group back to
+its previous config (the group's rollout: policy). The rollout lives in etcd: a
+new leader carries it on. SHAs may be given by a unique prefix.`,
 	}
-	c.AddCommand(newRolloutStatusCommand(g))
-	for _, action := range []string{"cancel", "pause", "resume"} {
+	c.AddCommand(newRolloutStatusCommand(g), newRolloutHistoryCommand(g))
+	for _, action := range []string{"cancel", "pause", "resume", "restart", "undo"} {
 		c.AddCommand(newRolloutChangeCommand(g, action))
 	}
 	return c
@@ -304,18 +414,20 @@ a terminal, a line (or with -o json an object) per change otherwise.`,
 
 func newRolloutChangeCommand(g *globalFlags, action string) *cobra.Command {
 	short := map[string]string{
-		"cancel": "Cancel a group's rollout: what is done stays done, nothing more is rolled",
-		"pause":  "Pause a group's rollout after the step in flight",
-		"resume": "Resume a paused rollout",
+		"cancel":  "Cancel a group's rollout: what is done stays done, nothing more is rolled",
+		"pause":   "Pause a group's rollout after the step in flight",
+		"resume":  "Resume a paused rollout",
+		"restart": "Start a cancelled or failed rollout again (or the one a rollback undid)",
+		"undo":    "Roll a group back to a past config (--to SHA; default: the one before)",
 	}[action]
-	var sha string
+	var sha, to string
 	c := &cobra.Command{
 		Use:   action + " GROUP",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.ChangeRollout(ctx, args[0], action, sha)
+				r, err := c.ChangeRolloutTo(ctx, args[0], action, sha, to)
 				if err != nil {
 					return apiError("rollout "+action+" "+args[0], err)
 				}
@@ -324,8 +436,76 @@ func newRolloutChangeCommand(g *globalFlags, action string) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().StringVar(&sha, "sha", "", "act only if the rollout is to this config SHA (default: whatever it is now)")
+	c.Flags().StringVar(&sha, "sha", "", "act only if the rollout is to this config SHA or unique prefix (default: whatever it is now)")
+	if action == "undo" {
+		c.Flags().StringVar(&to, "to", "", "the past config SHA (or unique prefix) to go back to (default: the one before the current)")
+	}
 	return c
+}
+
+// rolloutHistoryJSON is one row of `rollout history -o json`.
+type rolloutHistoryJSON struct {
+	SHA        string     `json:"sha"`
+	State      string     `json:"state"`
+	Reason     string     `json:"reason,omitempty"`
+	Started    *time.Time `json:"started"`
+	Finished   *time.Time `json:"finished"`
+	RollbackOf string     `json:"rollback_of,omitempty"`
+	Current    bool       `json:"current"`
+}
+
+func newRolloutHistoryCommand(g *globalFlags) *cobra.Command {
+	var format outputFormat
+	c := &cobra.Command{
+		Use:   "history GROUP",
+		Short: "List a group's configs: the current one first, with SHAs, times and outcomes",
+		Long: `List a group's configs, the current first, then the last ten before it:
+each with its config SHA, when its rollout started and ended, and how (done,
+failed, cancelled, a rollback; "committed" for the group's first config). Any
+of them can be gone back to with rollout undo --to SHA.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				r, err := c.GetRollout(ctx, args[0])
+				if err != nil {
+					return apiError("rollout history "+args[0], err)
+				}
+				rows := []rolloutHistoryJSON{{SHA: r.TargetSha, State: rolloutState(r), Reason: r.Reason, Started: timeOrNil(r.Started), Finished: timeOrNil(r.Finished), RollbackOf: r.RollbackOf, Current: true}}
+				for _, h := range r.History {
+					state := "committed"
+					if h.State != pb.RolloutState_ROLLOUT_STATE_UNSPECIFIED {
+						state = enumWord(h.State)
+					}
+					rows = append(rows, rolloutHistoryJSON{SHA: h.Sha, State: state, Reason: h.Reason, Started: timeOrNil(h.Started), Finished: timeOrNil(h.Finished), RollbackOf: h.RollbackOf})
+				}
+				if format.structured() {
+					return writeData(cmd.OutOrStdout(), format, rows)
+				}
+				table := [][]string{{"CONFIG SHA", "STARTED", "FINISHED", "OUTCOME", "REASON"}}
+				for _, row := range rows {
+					outcome := row.State
+					if row.RollbackOf != "" {
+						outcome += " (rollback of " + shortSHA(row.RollbackOf) + ")"
+					}
+					if row.Current {
+						outcome += " (current)"
+					}
+					table = append(table, []string{shortSHA(row.SHA), timeWord(row.Started), timeWord(row.Finished), outcome, orDash(row.Reason)})
+				}
+				return writeTable(cmd.OutOrStdout(), table)
+			})
+		},
+	}
+	addOutputFlag(c, &format)
+	return c
+}
+
+// timeWord is a time as a history row shows it, "-" for none.
+func timeWord(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
 }
 
 // rolloutJSON is `rollout status -o json`.
@@ -342,6 +522,10 @@ type rolloutJSON struct {
 	Finished       *time.Time `json:"finished"`
 	Rolled         uint32     `json:"rolled"`
 	SecondsPerNode float64    `json:"seconds_per_node"`
+	PreviousSHA    string     `json:"previous_sha,omitempty"`
+	Failures       uint32     `json:"failures"`
+	LastFailure    string     `json:"last_failure,omitempty"`
+	RollbackOf     string     `json:"rollback_of,omitempty"`
 }
 
 func rolloutState(r *pb.Rollout) string { return enumWord(r.GetState()) }
@@ -351,6 +535,7 @@ func rolloutToJSON(r *pb.Rollout) rolloutJSON {
 		Group: r.Group, TargetSHA: r.TargetSha, State: rolloutState(r), Reason: r.Reason,
 		Updated: r.Updated, Total: r.Total, Node: r.Node, Step: r.Step,
 		Started: timeOrNil(r.Started), Finished: timeOrNil(r.Finished), Rolled: r.Rolled,
+		PreviousSHA: r.PreviousSha, Failures: r.Failures, LastFailure: r.LastFailure, RollbackOf: r.RollbackOf,
 	}
 	if r.Rolled > 0 {
 		out.SecondsPerNode = r.RolledSeconds / float64(r.Rolled)
@@ -372,7 +557,10 @@ func rolloutLine(r *pb.Rollout, now time.Time) string {
 	if r.Started != nil {
 		line += fmt.Sprintf(", %s", end.Sub(r.Started.AsTime()).Round(time.Second))
 	}
-	if r.Reason != "" && r.State != pb.RolloutState_ROLLOUT_STATE_ROLLING {
+	if r.Failures > 0 && r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING {
+		line += fmt.Sprintf(", %d failed", r.Failures)
+	}
+	if r.Reason != "" && (r.State != pb.RolloutState_ROLLOUT_STATE_ROLLING || r.RollbackOf != "") {
 		line += ": " + r.Reason
 	}
 	return line
@@ -386,61 +574,41 @@ func writeRollout(w io.Writer, format outputFormat, r *pb.Rollout) error {
 	return err
 }
 
-// rolloutEnded says whether a rollout is in a state it leaves only by a
-// new commit.
-func rolloutEnded(r *pb.Rollout) bool {
-	switch r.GetState() {
-	case pb.RolloutState_ROLLOUT_STATE_DONE, pb.RolloutState_ROLLOUT_STATE_CANCELLED, pb.RolloutState_ROLLOUT_STATE_FAILED:
-		return true
-	}
-	return false
-}
-
-// watchRollout follows a rollout until it ends, asking every second (and
-// riding out an election: a cluster no manager answers for is asked
-// again). In a terminal it redraws one progress line; elsewhere it writes
+// watchRollout follows a rollout until it ends (client.WaitRollout: every
+// second, riding out an election). In a terminal it redraws one progress line; elsewhere it writes
 // a line, or a JSON object, per change.
 func watchRollout(ctx context.Context, w io.Writer, format outputFormat, c *client.Client, group string) error {
 	tty := !format.structured() && isTerminal(w)
 	var last string
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		r, err := c.GetRollout(ctx, group)
+	var werr error
+	show := func(r *pb.Rollout) (bool, error) {
 		switch {
-		case err == nil:
-			switch {
-			case tty:
-				fmt.Fprintf(w, "\r\033[K%s", rolloutLine(r, time.Now()))
-			case format.structured():
-				if b, _ := json.Marshal(rolloutToJSON(r)); string(b) != last {
-					last = string(b)
-					if err := writeData(w, format, rolloutToJSON(r)); err != nil {
-						return err
-					}
-				}
-			default:
-				if line := rolloutLine(r, r.GetStarted().AsTime()); line != last {
-					last = line
-					fmt.Fprintln(w, rolloutLine(r, time.Now()))
+		case tty:
+			fmt.Fprintf(w, "\r\033[K%s", rolloutLine(r, time.Now()))
+		case format.structured():
+			if b, _ := json.Marshal(rolloutToJSON(r)); string(b) != last {
+				last = string(b)
+				if werr = writeData(w, format, rolloutToJSON(r)); werr != nil {
+					return false, werr
 				}
 			}
-			if rolloutEnded(r) {
-				if tty {
-					fmt.Fprintln(w)
-				}
-				return nil
+		default:
+			if line := rolloutLine(r, r.GetStarted().AsTime()); line != last {
+				last = line
+				fmt.Fprintln(w, rolloutLine(r, time.Now()))
 			}
-		case !errors.Is(err, client.ErrNoManager):
-			return apiError("rollout status "+group, err)
 		}
-		select {
-		case <-ctx.Done():
-			if tty {
-				fmt.Fprintln(w)
-			}
-			return nil
-		case <-tick.C:
-		}
+		return client.RolloutEnded(r)
 	}
+	_, err := c.WaitRollout(ctx, group, show)
+	if tty {
+		fmt.Fprintln(w)
+	}
+	switch {
+	case werr != nil:
+		return werr
+	case err == nil, ctx.Err() != nil:
+		return nil
+	}
+	return apiError("rollout status "+group, err)
 }

@@ -130,29 +130,20 @@ the voter limit), after the ones before it are done.`,
 		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
 		ValidArgsFunction: g.completeNodes(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				out := cmd.OutOrStdout()
-				for _, id := range args {
-					v, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.NodeView, error) {
-						return c.PromoteNode(ctx, id)
-					})
-					if err != nil {
-						return apiError("promote node "+id, err)
-					}
-					if client.IsVoter(v) {
-						fmt.Fprintf(out, "promoted %s: etcd voter\n", nodeLabel(v))
-						continue
-					}
-					fmt.Fprintf(out, "promoted %s: etcd learner, voter once caught up\n", nodeLabel(v))
-					if !w.wait {
-						continue
-					}
-					v, err = w.waitNode(ctx, c, v, "node "+nodeLabel(v)+" to become an etcd voter", client.UntilVoter)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(out, "%s caught up: etcd voter\n", nodeLabel(v))
+			return eachNode(g, cmd, args, "promote", (*client.Client).PromoteNode, func(ctx context.Context, c *client.Client, out io.Writer, v *pb.NodeView) error {
+				if client.IsVoter(v) {
+					fmt.Fprintf(out, "promoted %s: etcd voter\n", nodeLabel(v))
+					return nil
 				}
+				fmt.Fprintf(out, "promoted %s: etcd learner, voter once caught up\n", nodeLabel(v))
+				if !w.wait {
+					return nil
+				}
+				v, err := w.waitNode(ctx, c, v, "node "+nodeLabel(v)+" to become an etcd voter", client.UntilVoter)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%s caught up: etcd voter\n", nodeLabel(v))
 				return nil
 			})
 		},
@@ -188,52 +179,43 @@ before it are done.`,
 		Args:              cobra.MatchAll(cobra.MinimumNArgs(1), nodeIDArgs),
 		ValidArgsFunction: g.completeNodes(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
-				out := cmd.OutOrStdout()
-				for _, id := range args {
-					resp, err := within(ctx, callTimeout, func(ctx context.Context) (*pb.DemoteResponse, error) {
-						return c.DemoteNode(ctx, id)
-					})
-					if err != nil {
-						return apiError("demote node "+id, err)
-					}
-					v := resp.GetNode()
-					switch resp.GetOutcome() {
-					case client.DemoteDone:
-						fmt.Fprintf(out, "demoted %s: no longer a consensus member\n", nodeLabel(v))
-						continue
-					case client.DemoteNotAManager:
-						fmt.Fprintf(out, "%s holds no consensus role: nothing to demote\n", nodeLabel(v))
-						continue
-					case client.DemotePromotionCalledOff:
-						fmt.Fprintf(out, "%s was approved as a manager but not promoted yet: its promotion is called off, it stays a worker\n", nodeLabel(v))
-						continue
-					case client.DemoteHandedOver:
-						fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
-					case client.DemoteLeftToLoops:
-						fmt.Fprintf(out, "node %s is marked demoting: the Swarm did not take the demotion of its manager yet, and the leader's loops finish it (see `curator events`)\n", nodeLabel(v))
-					default:
-						// A newer server: say what it said.
-						fmt.Fprintf(out, "demote %s: %s\n", nodeLabel(v), resp.GetOutcome())
-						continue
-					}
-					if !w.wait {
-						continue
-					}
-					waitFor := "the next leader to finish demoting node " + nodeLabel(v)
-					if resp.GetOutcome() == client.DemoteLeftToLoops {
-						waitFor = "the leader's loops to finish demoting node " + nodeLabel(v)
-					}
-					v, err = w.waitNode(ctx, c, v, waitFor, client.UntilDemoted)
-					if err != nil {
-						return err
-					}
-					who := "the next leader finished"
-					if resp.GetOutcome() == client.DemoteLeftToLoops {
-						who = "the leader's loops finished"
-					}
-					fmt.Fprintf(out, "demoted %s: %s, no longer a consensus member\n", nodeLabel(v), who)
+			return eachNode(g, cmd, args, "demote", (*client.Client).DemoteNode, func(ctx context.Context, c *client.Client, out io.Writer, resp *pb.DemoteResponse) error {
+				v := resp.GetNode()
+				switch resp.GetOutcome() {
+				case client.DemoteDone:
+					fmt.Fprintf(out, "demoted %s: no longer a consensus member\n", nodeLabel(v))
+					return nil
+				case client.DemoteNotAManager:
+					fmt.Fprintf(out, "%s holds no consensus role: nothing to demote\n", nodeLabel(v))
+					return nil
+				case client.DemotePromotionCalledOff:
+					fmt.Fprintf(out, "%s was approved as a manager but not promoted yet: its promotion is called off, it stays a worker\n", nodeLabel(v))
+					return nil
+				case client.DemoteHandedOver:
+					fmt.Fprintf(out, "node %s leads the curators: it resigned, and the next leader finishes its demotion\n", nodeLabel(v))
+				case client.DemoteLeftToLoops:
+					fmt.Fprintf(out, "node %s is marked demoting: the Swarm did not take the demotion of its manager yet, and the leader's loops finish it (see `curator events`)\n", nodeLabel(v))
+				default:
+					// A newer server: say what it said.
+					fmt.Fprintf(out, "demote %s: %s\n", nodeLabel(v), resp.GetOutcome())
+					return nil
 				}
+				if !w.wait {
+					return nil
+				}
+				waitFor := "the next leader to finish demoting node " + nodeLabel(v)
+				if resp.GetOutcome() == client.DemoteLeftToLoops {
+					waitFor = "the leader's loops to finish demoting node " + nodeLabel(v)
+				}
+				v, err := w.waitNode(ctx, c, v, waitFor, client.UntilDemoted)
+				if err != nil {
+					return err
+				}
+				who := "the next leader finished"
+				if resp.GetOutcome() == client.DemoteLeftToLoops {
+					who = "the leader's loops finished"
+				}
+				fmt.Fprintf(out, "demoted %s: %s, no longer a consensus member\n", nodeLabel(v), who)
 				return nil
 			})
 		},
@@ -400,10 +382,13 @@ func nodeIDArgs(_ *cobra.Command, args []string) error {
 // nodeJSON is a node as `node ls -o json` and `node inspect` show it. The
 // field names are part of the CLI contract (docs/architecture.md): add, never rename.
 type nodeJSON struct {
-	ID            string            `json:"id"`
-	Name          string            `json:"name"`
-	Address       string            `json:"address"`
-	State         string            `json:"state"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	State   string `json:"state"`
+	// Refused is why the cluster refuses the node (a former manager
+	// after a recovery without it), if it does.
+	Refused       string            `json:"refused,omitempty"`
 	Status        string            `json:"status"`
 	Availability  string            `json:"availability"`
 	Roles         []string          `json:"roles"`
@@ -449,6 +434,7 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		Name:          n.GetName(),
 		Address:       n.GetAddress(),
 		State:         enumWord(n.GetState()),
+		Refused:       n.GetRefused(),
 		Status:        enumWord(n.GetStatus()),
 		Availability:  enumWord(n.GetAvailability()),
 		Roles:         roles,
@@ -501,7 +487,7 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 	rows := [][]string{header}
 	for _, n := range list {
 		row := []string{
-			n.ID, n.Name, n.Address, n.State, n.Status, n.Availability,
+			n.ID, n.Name, n.Address, n.stateCell(), n.Status, n.Availability,
 			strings.Join(n.Roles, ","), n.ManagerStatus, n.Version,
 		}
 		if swarm {
@@ -516,6 +502,19 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 	return writeTable(w, rows)
 }
 
+// stateCell is the table's STATE: where the node is in its life, in words
+// that do not read as its health beside STATUS ("joined", not "up"), and
+// "refused" for a node the cluster refuses (JSON: state up, refused WHY).
+func (n nodeJSON) stateCell() string {
+	switch {
+	case n.Refused != "":
+		return "refused"
+	case n.State == "up":
+		return "joined"
+	}
+	return n.State
+}
+
 // sortedNodeJSON is nodes as JSON, sorted by name, then ID.
 func sortedNodeJSON(nodes []*pb.NodeView) []nodeJSON {
 	list := make([]nodeJSON, 0, len(nodes))
@@ -526,4 +525,24 @@ func sortedNodeJSON(nodes []*pb.NodeView) []nodeJSON {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 	})
 	return list
+}
+
+// eachNode calls call for each node of args in turn, each within
+// callTimeout, and gives its answer to then; it stops at the first error,
+// after the nodes before it are done ("VERB node ID: ...").
+func eachNode[T any](g *globalFlags, cmd *cobra.Command, args []string, verb string,
+	call func(*client.Client, context.Context, string) (T, error),
+	then func(ctx context.Context, c *client.Client, out io.Writer, answer T) error) error {
+	return g.withChangeClient(cmd, func(ctx context.Context, c *client.Client) error {
+		for _, id := range args {
+			answer, err := within(ctx, callTimeout, func(ctx context.Context) (T, error) { return call(c, ctx, id) })
+			if err != nil {
+				return apiError(verb+" node "+id, err)
+			}
+			if err := then(ctx, c, cmd.OutOrStdout(), answer); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -37,9 +37,14 @@ func newNodeLsCommand(g *globalFlags) *cobra.Command {
 every filter):
   id=PREFIX           the node's ID starts with PREFIX
   name=PREFIX         the node's name starts with PREFIX
+  address=PREFIX      the node's address starts with PREFIX
   role=ROLE           consensus (or manager) or worker
+  state=STATE         pending (waits for approval), joined (or up), refused
+                      (a former manager the cluster refuses) or decommissioned
   status=STATUS       ready, down or unknown
   availability=A      active, pause or drain
+  manager=STATUS      the MANAGER STATUS: leader, reachable, unreachable, learner
+  version=V           the agent's version is V
   group=NAME          made by group NAME ("" for no group)
   label=KEY[=VALUE]   has the label KEY (with VALUE)
 
@@ -147,7 +152,10 @@ func isTerminal(w io.Writer) bool {
 }
 
 // nodeFilterKeys are the keys of node ls --filter.
-var nodeFilterKeys = []string{"id", "name", "role", "status", "availability", "group", "label"}
+var nodeFilterKeys = []string{"id", "name", "address", "role", "state", "status", "availability", "manager", "group", "version", "label"}
+
+// managerStatusWords are the values of --filter manager=.
+var managerStatusWords = []string{"leader", "reachable", "unreachable", "learner"}
 
 // nodeFilter is node ls's filters: a node is listed if it matches every
 // one.
@@ -184,6 +192,28 @@ func parseNodeFilters(flags []string) (nodeFilter, error) {
 				role = "consensus"
 			}
 			match = func(n nodeJSON) bool { return slices.Contains(n.Roles, role) }
+		case "address":
+			match = func(n nodeJSON) bool { return strings.HasPrefix(n.Address, value) }
+		case "state":
+			if err := oneOf("pending", "up", "joined", "refused", "decommissioned"); err != nil {
+				return nil, err
+			}
+			match = func(n nodeJSON) bool {
+				switch value {
+				case "refused":
+					return n.Refused != ""
+				case "up", "joined":
+					return n.State == "up" && n.Refused == ""
+				}
+				return n.State == value
+			}
+		case "manager":
+			if err := oneOf(managerStatusWords...); err != nil {
+				return nil, err
+			}
+			match = func(n nodeJSON) bool { return n.ManagerStatus == value }
+		case "version":
+			match = func(n nodeJSON) bool { return n.Version == value }
 		case "status":
 			if err := oneOf("ready", "down", "unknown"); err != nil {
 				return nil, err
@@ -239,7 +269,7 @@ func (g *globalFlags) completeNodes(most int) cobra.CompletionFunc {
 		_ = g.dial(ctx, func(ctx context.Context, c *client.Client) (err error) {
 			nodes, err = c.ListNodes(ctx)
 			return err
-		}, client.WithRounds(1))
+		}, client.WithRounds(1), client.WithLeaderWait(0, nil))
 		var out []string
 		for _, n := range sortedNodeJSON(nodes) {
 			if slices.Contains(args, n.ID) || slices.Contains(args, n.Name) {

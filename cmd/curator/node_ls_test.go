@@ -46,6 +46,14 @@ func TestNodeLsFilters(t *testing.T) {
 		{[]string{"name=manager-2"}, []string{m2}},
 		{[]string{"id=ccc"}, []string{w1}},
 		{[]string{"name=manager", "status=down"}, []string{m2}},
+		{[]string{"state=pending"}, []string{w1}},
+		{[]string{"state=up"}, []string{m1, m2}},
+		{[]string{"state=joined"}, []string{m1, m2}},
+		{[]string{"state=refused"}, nil},
+		{[]string{"address=127.0.100.12"}, []string{w1}},
+		{[]string{"manager=leader"}, []string{m1}},
+		{[]string{"manager=unreachable"}, []string{m2}},
+		{[]string{"version=v0.1.0"}, []string{m1, m2}},
 	} {
 		t.Run(strings.Join(tc.filters, ","), func(t *testing.T) {
 			args := []string{"--config", path, "node", "ls", "-q"}
@@ -175,5 +183,46 @@ func TestNodeLsSwarmColumns(t *testing.T) {
 		if got := strings.Join(strings.Fields(lines[i+1])[len(strings.Fields(lines[i+1]))-2:], " "); got != strings.Join(strings.Fields(want), " ") {
 			t.Errorf("row %d %q: ends %q, want %q", i+1, lines[i+1], got, want)
 		}
+	}
+}
+
+// A refused former manager says so in node ls: STATE refused (not joined
+// beside STATUS down), its reason in the JSON, and --filter state=refused
+// finds it.
+func TestNodeLsRefused(t *testing.T) {
+	refused := &pb.NodeView{Node: &pb.Node{Id: "r", Name: "manager-2", State: pb.NodeState_NODE_STATE_UP, Status: pb.NodeStatus_NODE_STATUS_DOWN,
+		Refused: "was a manager when the cluster was recovered without it"}}
+	up := &pb.NodeView{Node: &pb.Node{Id: "u", Name: "manager-1", State: pb.NodeState_NODE_STATE_UP, Status: pb.NodeStatus_NODE_STATUS_READY}}
+	pending := &pb.NodeView{Node: &pb.Node{Id: "p", Name: "worker-1", State: pb.NodeState_NODE_STATE_PENDING}}
+	for _, tc := range []struct {
+		v    *pb.NodeView
+		cell string
+	}{{refused, "refused"}, {up, "joined"}, {pending, "pending"}} {
+		if got := nodeToJSON(tc.v).stateCell(); got != tc.cell {
+			t.Errorf("%s: STATE %q, want %q", tc.v.Node.Name, got, tc.cell)
+		}
+	}
+	if got := nodeToJSON(refused); got.State != "up" || got.Refused == "" {
+		t.Errorf("refused node as JSON: state %q, refused %q; want up and the reason", got.State, got.Refused)
+	}
+	for filter, want := range map[string][]string{"state=refused": {"r"}, "state=joined": {"u"}, "state=pending": {"p"}} {
+		f, err := parseNodeFilters([]string{filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range f.apply([]*pb.NodeView{refused, up, pending}) {
+			got = append(got, v.Node.Id)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("--filter %s (-want +got):\n%s", filter, diff)
+		}
+	}
+	var b strings.Builder
+	if err := writeNodes(&b, formatTable, []*pb.NodeView{refused}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), " refused ") {
+		t.Errorf("table of a refused node:\n%s", b.String())
 	}
 }

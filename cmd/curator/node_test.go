@@ -25,8 +25,8 @@ func TestNodeLsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `ID                         NAME        ADDRESS             STATE     STATUS    AVAILABILITY   ROLES              MANAGER STATUS   VERSION
-aaaaaaaaaaaaaaaaaaaaaaaa   manager-1   127.0.100.10:7000   up        ready     active         consensus,worker   leader           v0.1.0
-bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   up        down      drain          consensus          unreachable      v0.1.0
+aaaaaaaaaaaaaaaaaaaaaaaa   manager-1   127.0.100.10:7000   joined    ready     active         consensus,worker   leader           v0.1.0
+bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   joined    down      drain          consensus          unreachable      v0.1.0
 cccccccccccccccccccccccc   worker-1    127.0.100.12:7000   pending   unknown   active         worker
 `
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -436,8 +436,8 @@ func TestNodeUpdate(t *testing.T) {
 		args: []string{"node", "update", "bbb", "--availability", "pause",
 			"--label-add", "zone=b", "--label-add", "tier=web", "--label-add", "empty=",
 			"--label-rm", "old", "--label-rm", "old"},
-		want: `ID                         NAME        ADDRESS             STATE   STATUS   AVAILABILITY   ROLES       MANAGER STATUS   VERSION
-bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   up      down     pause          consensus   unreachable      v0.1.0
+		want: `ID                         NAME        ADDRESS             STATE    STATUS   AVAILABILITY   ROLES       MANAGER STATUS   VERSION
+bbbbbbbbbbbbbbbbbbbbbbbb   manager-2   127.0.100.11:7000   joined   down     pause          consensus   unreachable      v0.1.0
 `,
 		wantCalls: []string{"UpdateNode bbb"},
 		wantReqs: []proto.Message{&pb.UpdateNodeRequest{
@@ -509,8 +509,8 @@ func TestNodeApprove(t *testing.T) {
 	runChangeCases(t, []changeCase{{
 		name: "table",
 		args: []string{"node", "approve", "worker-1"},
-		want: `ID                         NAME       ADDRESS             STATE   STATUS    AVAILABILITY   ROLES    MANAGER STATUS   VERSION
-cccccccccccccccccccccccc   worker-1   127.0.100.12:7000   up      unknown   active         worker
+		want: `ID                         NAME       ADDRESS             STATE    STATUS    AVAILABILITY   ROLES    MANAGER STATUS   VERSION
+cccccccccccccccccccccccc   worker-1   127.0.100.12:7000   joined   unknown   active         worker
 `,
 		wantCalls: []string{"ApproveNode worker-1"},
 		wantReqs:  []proto.Message{&pb.NodeRequest{Id: "worker-1"}},

@@ -6,11 +6,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -39,6 +42,20 @@ func (g *globalFlags) configPath() string {
 	return client.DefaultConfigPath()
 }
 
+// showAnswer is a read-only command's whole work: one call with the
+// client (a method expression, or a func of the same shape; within
+// callTimeout), its answer written to stdout by write, a
+// failure said as "WHAT: ...".
+func showAnswer[T any](g *globalFlags, cmd *cobra.Command, what string, call func(*client.Client, context.Context) (T, error), write func(context.Context, *client.Client, io.Writer, T) error) error {
+	return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+		answer, err := call(c, ctx)
+		if err != nil {
+			return apiError(what, err)
+		}
+		return write(ctx, c, cmd.OutOrStdout(), answer)
+	})
+}
+
 // withClient loads the client config, dials the cluster and runs fn with a
 // context bounded by callTimeout.
 func (g *globalFlags) withClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
@@ -47,8 +64,22 @@ func (g *globalFlags) withClient(cmd *cobra.Command, fn func(context.Context, *c
 	return g.dial(ctx, fn)
 }
 
+// leaderWait is how long an operator command waits out a leader hand-over
+// (every manager says no curator leader is elected), saying so on stderr,
+// before it fails: an election takes about an election TTL.
+const leaderWait = 20 * time.Second
+
+// note writes what the client says it waits for to stderr.
+func (g *globalFlags) note(msg string) {
+	fmt.Fprintln(cmp.Or[io.Writer](g.stderr, os.Stderr), "curator: "+msg)
+}
+
 // dial loads the client config and runs fn with a client of the cluster.
+// The client waits out a leader hand-over (up to leaderWait), and the
+// watches (--watch, --follow) wait for managers to come back when none
+// answers, until Ctrl-C; opts come after and may undo either.
 func (g *globalFlags) dial(ctx context.Context, fn func(context.Context, *client.Client) error, opts ...client.Option) error {
+	opts = append([]client.Option{client.WithLeaderWait(leaderWait, g.note), client.WithFollowUntilCancelled(g.note)}, opts...)
 	path := g.configPath()
 	cfg, err := client.LoadConfig(path)
 	if err != nil {
@@ -56,10 +87,10 @@ func (g *globalFlags) dial(ctx context.Context, fn func(context.Context, *client
 	}
 	c, err := client.Dial(ctx, cfg, path, opts...)
 	if err != nil {
-		return err
+		return devQuorumAdvice(path, err)
 	}
 	defer c.Close()
-	return fn(ctx, c)
+	return devQuorumAdvice(path, fn(ctx, c))
 }
 
 // apiError makes an error from the management API read as the server's
@@ -69,31 +100,21 @@ func apiError(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.PermissionDenied && strings.Contains(st.Message(), " role; the certificate ") {
+			// A role's limit, not a failure: say what the certificate
+			// may not do (README, "Operators and roles").
+			return fmt.Errorf("%s: not allowed with this certificate: %s", what, strings.TrimPrefix(st.Message(), "permission denied: "))
+		}
 		return fmt.Errorf("%s: %s (%s)", what, st.Message(), st.Code())
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
 // parentCommand is a command that only groups others. Run alone it prints
-// its help; run with an unknown subcommand it fails (cobra would print the
-// help and exit 0, which hides a typo from a script).
+// its help; run with an unknown subcommand it fails (see strictTree, which
+// makes every command with subcommands behave so).
 func parentCommand(use, short string, children ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{
-		Use:                        use,
-		Short:                      short,
-		SuggestionsMinimumDistance: 2,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return nil
-			}
-			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
-			}
-			return errors.New(msg)
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
+	c := &cobra.Command{Use: use, Short: short}
 	c.AddCommand(children...)
 	return c
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,8 @@ func binaryVersion() string {
 // globalFlags are the flags every operator command shares.
 type globalFlags struct {
 	config string
+	// stderr is the running command's, for the client's notes (a wait).
+	stderr io.Writer
 }
 
 func newRootCommand() *cobra.Command {
@@ -36,6 +39,9 @@ also run an embedded etcd and the curator, whose leader serves this CLI and
 keeps node roles, etcd membership and node health consistent.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			g.stderr = cmd.ErrOrStderr()
+		},
 	}
 	root.PersistentFlags().StringVar(&g.config, "config", "",
 		"client config file (default $CURATOR_CONFIG, then ~/.config/curator/config.yaml)")
@@ -50,7 +56,7 @@ keeps node roles, etcd membership and node health consistent.`,
 	}
 	for _, c := range []*cobra.Command{
 		newNodeCommand(g), newClusterCommand(g), newTokenCommand(g),
-		newGroupCommand(g), newRolloutCommand(g), newEventsCommand(g), newUICommand(g),
+		newGroupCommand(g), newRolloutCommand(g), newEventsCommand(g), newAuditCommand(g), newUICommand(g),
 	} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
@@ -63,5 +69,6 @@ keeps node roles, etcd membership and node health consistent.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "curator %s\n", binaryVersion())
 		},
 	})
+	strictTree(root)
 	return root
 }

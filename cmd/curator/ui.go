@@ -12,6 +12,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -77,8 +79,13 @@ loopback unless --allow-remote.`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Dashboard at http://%s (%s). Ctrl-C to stop.\n", ln.Addr(), where)
 				d := newDashboard()
+				if cfg, err := client.LoadConfig(g.configPath()); err == nil {
+					if name, role, err := cfg.Operator(g.configPath()); err == nil {
+						d.operator = &uiOperator{Name: name, Role: role, May: operatorMay[role]}
+					}
+				}
 				return d.serve(ctx, c, ln)
-			})
+			}, client.WithoutFollowUntilCancelled())
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultUIListen, "IP:PORT to serve the dashboard on")
@@ -114,6 +121,28 @@ type uiState struct {
 	// "cluster", "groups".
 	Errors  map[string]string `json:"errors"`
 	Updated time.Time         `json:"updated"`
+	// DownSince is when the dashboard last heard from a manager, while
+	// none answers (the tables keep what it had then); Down is why.
+	DownSince *time.Time `json:"down_since,omitempty"`
+	Down      string     `json:"down,omitempty"`
+	// Operator is whom the dashboard reads as: the client config's
+	// certificate, its role, and what that role may do.
+	Operator *uiOperator `json:"operator,omitempty"`
+}
+
+// uiOperator is the certificate the dashboard reads with.
+type uiOperator struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	May  string `json:"may"`
+}
+
+// operatorMay says in short what each operator role may do (README,
+// "Operators and roles").
+var operatorMay = map[string]string{
+	pki.OperatorReader:   "read only: may look, not change",
+	pki.OperatorOperator: "may change nodes, groups and rollouts; not tokens, certificates or cluster settings",
+	pki.OperatorAdmin:    "full access",
 }
 
 // uiNode is a node on the page: as node ls -o json shows it, and when it
@@ -139,6 +168,12 @@ type dashboard struct {
 	events  []*pb.Event
 	errs    map[string]string
 	updated time.Time
+	// heard is when a manager last answered; down is set while none
+	// does (see outage).
+	heard time.Time
+	down  string
+	// operator is whom the dashboard reads as (nil: not known).
+	operator *uiOperator
 	// changed is closed, and made anew, at each change.
 	changed chan struct{}
 }
@@ -157,12 +192,15 @@ func (d *dashboard) update(fn func()) {
 	d.changed = make(chan struct{})
 }
 
-// setErr records (err nil: clears) what failed in reading what.
+// setErr records (err nil: clears) what failed in reading what. A read that
+// no manager answered marks an outage (the page says so once, and keeps
+// the last state); any answer ends it.
 func (d *dashboard) setErr(what string, err error) {
 	d.mu.Lock()
 	old, had := d.errs[what]
+	outage := err != nil && errors.Is(err, client.ErrNoManager) && d.down == ""
 	d.mu.Unlock()
-	if (err == nil && !had) || (err != nil && old == apiError(what, err).Error()) {
+	if !outage && ((err == nil && !had) || (err != nil && old == apiError(what, err).Error())) {
 		return
 	}
 	d.update(func() {
@@ -171,7 +209,31 @@ func (d *dashboard) setErr(what string, err error) {
 		} else {
 			d.errs[what] = apiError(what, err).Error()
 		}
+		if outage {
+			d.down = err.Error()
+		}
 	})
+}
+
+// heardFrom notes that a manager answered a poll; the pages are woken only
+// if that ends an outage.
+func (d *dashboard) heardFrom() {
+	d.mu.Lock()
+	down := d.down != ""
+	if !down {
+		d.heard = time.Now()
+	}
+	d.mu.Unlock()
+	if down {
+		d.update(d.answered)
+	}
+}
+
+// answered notes, under the lock, that a manager answered: any outage is
+// over.
+func (d *dashboard) answered() {
+	d.heard = time.Now()
+	d.down = ""
 }
 
 // state is the page's view now, and the channel closed at the next change.
@@ -179,11 +241,16 @@ func (d *dashboard) state() (uiState, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := uiState{
-		Nodes:   []uiNode{},
-		Groups:  []groupJSON{},
-		Events:  []eventJSON{},
-		Errors:  maps.Clone(d.errs),
-		Updated: d.updated,
+		Nodes:    []uiNode{},
+		Groups:   []groupJSON{},
+		Events:   []eventJSON{},
+		Errors:   maps.Clone(d.errs),
+		Updated:  d.updated,
+		Operator: d.operator,
+	}
+	if d.down != "" {
+		since := d.heard.UTC()
+		s.DownSince, s.Down = &since, d.down
 	}
 	for _, n := range sortedNodeJSON(slices.Collect(maps.Values(d.nodes))) {
 		s.Nodes = append(s.Nodes, uiNode{nodeJSON: n})
@@ -203,8 +270,12 @@ func (d *dashboard) state() (uiState, <-chan struct{}) {
 	for _, g := range d.groups {
 		s.Groups = append(s.Groups, groupToJSON(g))
 	}
+	names := map[string]string{}
+	for id, n := range d.nodes {
+		names[id] = n.GetNode().GetName()
+	}
 	for _, e := range d.events {
-		s.Events = append(s.Events, eventToJSON(e))
+		s.Events = append(s.Events, eventToJSON(e, names))
 	}
 	return s, d.changed
 }
@@ -244,6 +315,7 @@ func (d *dashboard) watchNodes(ctx context.Context, c *client.Client) {
 	for ctx.Err() == nil {
 		err := c.WatchNodes(ctx, func(resp *pb.WatchNodesResponse) error {
 			d.update(func() {
+				d.answered()
 				delete(d.errs, "nodes")
 				if resp.GetSnapshot() {
 					clear(d.nodes)
@@ -276,6 +348,7 @@ func (d *dashboard) watchEvents(ctx context.Context, c *client.Client) {
 		err := c.WatchEvents(ctx, after, uiEvents, func(resp *pb.WatchEventsResponse) error {
 			after = max(after, resp.GetRevision())
 			d.update(func() {
+				d.answered()
 				delete(d.errs, "events")
 				d.events = append(d.events, resp.GetEvents()...)
 				if n := len(d.events); n > uiEvents {
@@ -299,6 +372,9 @@ func (d *dashboard) poll(ctx context.Context, c *client.Client) {
 		info, err := c.ClusterInfo(rctx)
 		if err == nil && !d.same(func() bool { return proto.Equal(d.info, info) }) {
 			d.update(func() { d.info = info })
+		}
+		if err == nil {
+			d.heardFrom()
 		}
 		d.setErr("cluster", err)
 		groups, err := c.ListGroups(rctx)

@@ -58,7 +58,11 @@ func UpGroups(ctx context.Context, cfg GroupsConfig) (*Cluster, error) {
 		if nodes, err = r.cl.ListNodes(ctx); err != nil {
 			return err
 		}
-		return groupsReady(cfg.Groups, nodes)
+		info, err := r.cl.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		return groupsReady(cfg.Groups, nodes, info.GetVoters())
 	}); err != nil {
 		return nil, err
 	}
@@ -74,13 +78,18 @@ func UpGroups(ctx context.Context, cfg GroupsConfig) (*Cluster, error) {
 	return &Cluster{Procs: r.procs, AdminConfig: adminCfg, Nodes: nodes}, nil
 }
 
-// groupsReady says which groups do not have their size of ready nodes.
-func groupsReady(groups []*pb.GroupSpec, nodes []*pb.NodeView) error {
+// groupsReady says which groups do not have their size of ready nodes:
+// for a group of the consensus role, ready etcd voters (a learner that is
+// still catching up is not a manager yet: a cluster called up with one
+// would lose its quorum to the first manager killed).
+func groupsReady(groups []*pb.GroupSpec, nodes []*pb.NodeView, voters []string) error {
 	var short []string
 	for _, g := range groups {
+		consensus := slices.Contains(g.GetRoles(), pb.Role_ROLE_CONSENSUS)
 		ready := 0
 		for _, v := range nodes {
-			if v.GetNode().GetGroup() == g.Name && v.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+			n := v.GetNode()
+			if n.GetGroup() == g.Name && n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY && (!consensus || slices.Contains(voters, n.GetId())) {
 				ready++
 			}
 		}

@@ -276,9 +276,17 @@ func (r *run) exited() error {
 // waitFor polls check until it succeeds, a process exits, ctx ends or the
 // step timeout passes.
 func (r *run) waitFor(ctx context.Context, what string, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.StepTimeout)
+	return Wait(ctx, r.cfg.StepTimeout, r.cfg.Poll, what, check, r.exited)
+}
+
+// Wait polls check every poll, each call bounded by its own timeout,
+// until it succeeds, stop reports why waiting is pointless (a process
+// exited), ctx ends or timeout passes; the error says what it waited for
+// and the last check's error.
+func Wait(ctx context.Context, timeout, poll time.Duration, what string, check func(context.Context) error, stop func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(r.cfg.Poll)
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		callCtx, callCancel := context.WithTimeout(ctx, callTimeout)
@@ -287,13 +295,13 @@ func (r *run) waitFor(ctx context.Context, what string, check func(context.Conte
 		if last == nil {
 			return nil
 		}
-		if err := r.exited(); err != nil {
+		if err := stop(); err != nil {
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out after %s waiting for %s (last: %v)", r.cfg.StepTimeout, what, last)
+				return fmt.Errorf("timed out after %s waiting for %s (last: %v)", timeout, what, last)
 			}
 			return ctx.Err()
 		case <-tick.C:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/curatorproject/curator/internal/testenv"
+	pb "github.com/curatorproject/curator/proto"
 )
 
 // The bring-up itself runs against real processes in the end-to-end tests
@@ -49,5 +50,23 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGroupsReady: a consensus group is up only with its size of ready
+// etcd voters; a ready learner does not count.
+func TestGroupsReady(t *testing.T) {
+	managers := &pb.GroupSpec{Name: "managers", Size: 3, Roles: []pb.Role{pb.Role_ROLE_CONSENSUS}}
+	workers := &pb.GroupSpec{Name: "workers", Size: 1, Roles: []pb.Role{pb.Role_ROLE_WORKER}}
+	view := func(id, group string) *pb.NodeView {
+		return &pb.NodeView{Node: &pb.Node{Id: id, Group: group, Status: pb.NodeStatus_NODE_STATUS_READY}}
+	}
+	nodes := []*pb.NodeView{view("m1", "managers"), view("m2", "managers"), view("m3", "managers"), view("w1", "workers")}
+	if err := groupsReady([]*pb.GroupSpec{managers, workers}, nodes, []string{"m1", "m2", "m3"}); err != nil {
+		t.Errorf("three ready voters and a ready worker: %v", err)
+	}
+	err := groupsReady([]*pb.GroupSpec{managers, workers}, nodes, []string{"m1", "m2"})
+	if err == nil || !strings.Contains(err.Error(), "managers 2/3") {
+		t.Errorf("a manager still a learner: %v, want managers 2/3", err)
 	}
 }

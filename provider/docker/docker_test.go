@@ -24,6 +24,7 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/provider"
 	"github.com/curatorproject/curator/provider/providertest"
 )
@@ -94,17 +95,7 @@ func initSpec(group string) provider.Spec {
 // with the last reason cond gave.
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(testDeadline)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, testDeadline, what, cond)
 }
 
 // healthz is the part of a node's /healthz the tests read.
@@ -325,7 +316,7 @@ func TestPrune(t *testing.T) {
 		}
 		return nil
 	})
-	const lastWords = `Error: unknown command "no-such-command" for "curator"`
+	const lastWords = `Error: unknown command "no-such-command" for "curator" (it has agent, audit, cluster, completion, dev, events, group, node, rollout, token, ui, version)`
 	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
 		t.Errorf("LastWords = %q, %v; want %q", got, err, lastWords)
 	}

@@ -1,6 +1,7 @@
 // Package chaos runs a cluster of real curator processes through a seeded
 // random schedule of faults (kill -9 of any node and of the leader,
-// SIGSTOP/SIGCONT, restarts) while rollouts and scaling run, with a monitor
+// SIGSTOP/SIGCONT, restarts, more of a group frozen than its repair
+// ceiling) while rollouts, bad templates and scaling run, with a monitor
 // that checks the cluster's invariants the whole time and once the faults
 // stop. See README.md in this directory.
 package chaos
@@ -121,6 +122,12 @@ type runner struct {
 	hit    map[string]time.Time
 	seen   map[string]string
 	broken []string // invariants broken, as found
+	// struck: every fault on a node, in order; watches: the bad
+	// templates' rollouts not rolled back yet, by group; freezes: the
+	// group-wide freezes under way, by group (brakes_test.go).
+	struck  []strike
+	watches map[string]*badWatch
+	freezes map[string]*groupFreeze
 }
 
 // heldFault is a stop or a cut that lasts: its kind and the machine.
@@ -131,7 +138,8 @@ type heldFault struct {
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	steps := schedule(seed, faults)
-	r := &runner{t: t, seed: seed, dir: seedDir(t, seed), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{}}
+	r := &runner{t: t, seed: seed, dir: seedDir(t, seed), held: map[string]heldFault{}, hit: map[string]time.Time{}, seen: map[string]string{},
+		watches: map[string]*badWatch{}, freezes: map[string]*groupFreeze{}}
 	var devArgs []string
 	r.m, devArgs = v(t, r.dir)
 	r.up(devArgs)
@@ -166,6 +174,11 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		time.Sleep(s.Gap)
 	}
 	r.holds.Wait()
+	// The bad templates' rollouts fail and roll back, or the monitor
+	// says they did not, within their deadlines.
+	for r.watching() {
+		time.Sleep(200 * time.Millisecond)
+	}
 	lastFault := time.Now()
 	r.logf("faults over")
 	back := r.apiBack(lastFault)
@@ -289,6 +302,12 @@ func (r *runner) up(args []string) {
 		t.Fatal(err)
 	}
 	r.logf("dev is up: %d nodes, %d voters", len(nodes), len(info.GetVoters()))
+	for _, group := range []string{"managers", "workers"} {
+		if said := r.commit(group, brakeSpec); strings.Contains(said, "not done") {
+			t.Fatal(said)
+		}
+	}
+	r.logf("groups with replace_after %s, managers with max_unhealthy 1", replaceAfter)
 }
 
 // call runs fn with a bounded context.
@@ -307,6 +326,7 @@ func (r *runner) do(ctx context.Context, s step) string {
 			return "skipped: " + why
 		}
 		name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
+		r.strikeNode(target)
 		switch s.Kind {
 		case stepStop, stepCut:
 			kind, err := s.Kind, error(nil)
@@ -349,12 +369,19 @@ func (r *runner) do(ctx context.Context, s step) string {
 			return fmt.Sprintf("reboot %s: not done: %v", name, err)
 		}
 		return fmt.Sprintf("rebooted %s%s", name, why)
+	case stepFreezeWorkers, stepFreezeManagers:
+		return r.freezeGroup(ctx, s)
+	case stepBadWorkers, stepBadManagers:
+		return r.commitBad(s.Kind.group())
 	case stepScaleWorkers:
+		if why := r.busy("workers", false); why != "" {
+			return "skipped: " + why
+		}
 		return r.commit("workers", func(g *pb.GroupSpec) { g.Size = workersSize(s.Pick) })
 	case stepRollWorkers, stepRollManagers:
-		group := "workers"
-		if s.Kind == stepRollManagers {
-			group = "managers"
+		group := s.Kind.group()
+		if why := r.busy(group, false); why != "" {
+			return "skipped: " + why
 		}
 		r.rollNo++
 		version := fmt.Sprintf("chaos-%d", r.rollNo)
@@ -381,20 +408,28 @@ func (r *runner) commit(group string, change func(*pb.GroupSpec)) string {
 	return fmt.Sprintf("committed %s: size %d, version %s, config %s", group, spec.GetSize(), spec.GetTemplate().GetVersion(), short(v.GetGroup().GetConfigSha()))
 }
 
-// target picks a fault's node: the leader, or one of the ready nodes by
-// the step's pick. A manager is spared (a worker taken instead) unless the
-// voters that are ready and running keep a majority without it: the
-// faults never take the quorum themselves.
-func (r *runner) target(s step) (*pb.NodeView, string) {
+// faultView is what a fault's choice of target reads: the nodes that
+// may be hit (ready, with a machine, not down to the schedule: stopped,
+// killed or rebooted a moment ago), sorted by name, every node by ID, the
+// voters and how many of them are healthy, and the curator leader.
+type faultView struct {
+	ready   []*pb.NodeView
+	byID    map[string]*pb.NodeView
+	voters  []string
+	healthy int
+	leader  string
+}
+
+// faultView reads the cluster for a fault.
+func (r *runner) faultView() (faultView, error) {
 	nodes, err := call(r.cl.ListNodes)
 	if err != nil {
-		return nil, fmt.Sprintf("no node list: %v", err)
+		return faultView{}, fmt.Errorf("no node list: %w", err)
 	}
 	info, err := call(r.cl.ClusterInfo)
 	if err != nil {
-		return nil, fmt.Sprintf("no cluster info: %v", err)
+		return faultView{}, fmt.Errorf("no cluster info: %w", err)
 	}
-	// Down, to the schedule: stopped, killed, or rebooted a moment ago.
 	r.mu.Lock()
 	down := map[string]bool{}
 	for _, n := range nodes {
@@ -404,39 +439,60 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 		}
 	}
 	r.mu.Unlock()
-	var ready []*pb.NodeView
-	byID := map[string]*pb.NodeView{}
+	v := faultView{byID: map[string]*pb.NodeView{}, voters: info.GetVoters(), leader: info.GetLeader()}
 	for _, n := range nodes {
-		byID[n.GetNode().GetId()] = n
+		v.byID[n.GetNode().GetId()] = n
 		if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[n.GetNode().GetId()] && n.GetNode().GetInstanceId() != "" {
-			ready = append(ready, n)
+			v.ready = append(v.ready, n)
 		}
 	}
-	slices.SortFunc(ready, func(a, b *pb.NodeView) int { return strings.Compare(a.GetNode().GetName(), b.GetNode().GetName()) })
+	slices.SortFunc(v.ready, func(a, b *pb.NodeView) int { return strings.Compare(a.GetNode().GetName(), b.GetNode().GetName()) })
 	// A voter counts as healthy when its node is ready, the schedule has
 	// not hit it, and its etcd takes connections: a node's record stays
 	// ready across a reboot, while its etcd may not be back yet.
-	healthy := 0
 	for _, id := range info.GetVoters() {
-		if n := byID[id]; n != nil && n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[id] && etcdAnswers(n.GetNode().GetAddress()) {
-			healthy++
+		if n := v.byID[id]; n != nil && n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !down[id] && etcdAnswers(n.GetNode().GetAddress()) {
+			v.healthy++
 		}
 	}
-	spare := healthy-1 >= len(info.GetVoters())/2+1
-	isVoter := func(n *pb.NodeView) bool { return slices.Contains(info.GetVoters(), n.GetNode().GetId()) }
+	return v, nil
+}
+
+// spares says whether the healthy voters keep a majority with k of them
+// hit.
+func (v faultView) spares(k int) bool { return v.healthy-k >= len(v.voters)/2+1 }
+
+func (v faultView) isVoter(n *pb.NodeView) bool {
+	return slices.Contains(v.voters, n.GetNode().GetId())
+}
+
+// target picks a fault's node: the leader, or one of the ready nodes by
+// the step's pick. A manager is spared (a worker taken instead) unless the
+// voters that are ready and running keep a majority without it: the
+// faults never take the quorum themselves.
+func (r *runner) target(s step) (*pb.NodeView, string) {
+	v, err := r.faultView()
+	if err != nil {
+		return nil, err.Error()
+	}
+	return v.target(s)
+}
+
+func (v faultView) target(s step) (*pb.NodeView, string) {
+	spare := v.spares(1)
 	if s.Kind == stepKillLeader {
-		n := byID[info.GetLeader()]
-		if n == nil || !slices.Contains(ready, n) {
+		n := v.byID[v.leader]
+		if n == nil || !slices.Contains(v.ready, n) {
 			return nil, "the leader is not a ready node"
 		}
 		if !spare {
-			return nil, fmt.Sprintf("the leader is needed: %d of %d voters healthy", healthy, len(info.GetVoters()))
+			return nil, fmt.Sprintf("the leader is needed: %d of %d voters healthy", v.healthy, len(v.voters))
 		}
 		return n, " (the curator leader)"
 	}
 	var candidates []*pb.NodeView
-	for _, n := range ready {
-		if spare || !isVoter(n) {
+	for _, n := range v.ready {
+		if spare || !v.isVoter(n) {
 			candidates = append(candidates, n)
 		}
 	}
@@ -445,7 +501,7 @@ func (r *runner) target(s step) (*pb.NodeView, string) {
 	}
 	n := candidates[int(s.Pick)%len(candidates)]
 	why := ""
-	if n.GetNode().GetId() == info.GetLeader() {
+	if n.GetNode().GetId() == v.leader {
 		why = " (the curator leader)"
 	}
 	return n, why
@@ -543,8 +599,11 @@ func (r *runner) monitor(ctx context.Context) {
 			silentReported = true
 			r.breakf("the API gave no answer for %s while the faults ran: %v", now.Sub(lastAnswer).Round(time.Millisecond), err)
 		}
-		if i%5 == 0 {
-			if nodes, err := call(r.cl.ListNodes); err == nil {
+		// The nodes every second, and every time while a bad template's
+		// rollout is watched.
+		if watching := r.watching(); i%5 == 0 || watching {
+			nodes, err := call(r.cl.ListNodes)
+			if err == nil {
 				r.mu.Lock()
 				for _, n := range nodes {
 					if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
@@ -552,6 +611,12 @@ func (r *runner) monitor(ctx context.Context) {
 					}
 				}
 				r.mu.Unlock()
+			}
+			if watching {
+				r.watchBad(nodes)
+			}
+			if err == nil {
+				r.watchFreezes(nodes)
 			}
 		}
 		select {
@@ -618,6 +683,9 @@ func (r *runner) settled() error {
 		}
 		if st := g.GetRolloutState(); st == "rolling" || st == "paused" {
 			return fmt.Errorf("group %s: rollout %s", name, st)
+		}
+		if held := g.GetGroup().GetRepairHeld(); held != "" {
+			return fmt.Errorf("group %s: repairs held: %s", name, held)
 		}
 	}
 	var consensus []string
@@ -692,6 +760,10 @@ func machinesNeeded(steps []step) int {
 			need += int(workersSize(2))
 		case stepScaleWorkers:
 			need += int(workersSize(2)) - int(workersSize(0))
+		case stepBadWorkers, stepBadManagers:
+			need += 2 // a new machine that fails, one that replaces it
+		case stepFreezeWorkers, stepFreezeManagers:
+			// Nothing is replaced.
 		default:
 			need++
 		}

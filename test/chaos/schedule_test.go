@@ -39,6 +39,20 @@ const (
 	// of the group: a rollout.
 	stepRollWorkers
 	stepRollManagers
+	// stepBadWorkers and stepBadManagers commit a bad template to the
+	// group (args: [--no-such-flag]): its new machines exit at once, the
+	// rollout fails and rolls back by itself, and the old machines serve
+	// throughout. The group's other commits are skipped until it is back.
+	stepBadWorkers
+	stepBadManagers
+	// stepFreezeWorkers and stepFreezeManagers freeze (SIGSTOP, or
+	// docker pause) more of the group's ready nodes than its
+	// max_unhealthy, for longer than replace_after past down-after (the
+	// step's hold: freezeHold), then continue them: the repair ceiling
+	// holds, nothing of the group is destroyed, and it heals by itself.
+	// Managers only while the healthy voters left keep a majority.
+	stepFreezeWorkers
+	stepFreezeManagers
 )
 
 func (k stepKind) String() string {
@@ -59,6 +73,14 @@ func (k stepKind) String() string {
 		return "roll-workers"
 	case stepRollManagers:
 		return "roll-managers"
+	case stepBadWorkers:
+		return "bad-workers"
+	case stepBadManagers:
+		return "bad-managers"
+	case stepFreezeWorkers:
+		return "freeze-workers"
+	case stepFreezeManagers:
+		return "freeze-managers"
 	}
 	return fmt.Sprintf("step(%d)", int(k))
 }
@@ -76,14 +98,52 @@ var weights = []struct {
 	{stepScaleWorkers, 1},
 	{stepRollWorkers, 1},
 	{stepRollManagers, 1},
+	{stepBadWorkers, 1},
+	{stepBadManagers, 1},
+	{stepFreezeWorkers, 1},
+	{stepFreezeManagers, 1},
 }
+
+// group is the group a group-wide step hits or commits to ("" for a
+// step on one node).
+func (k stepKind) group() string {
+	switch k {
+	case stepScaleWorkers, stepRollWorkers, stepBadWorkers, stepFreezeWorkers:
+		return "workers"
+	case stepRollManagers, stepBadManagers, stepFreezeManagers:
+		return "managers"
+	}
+	return ""
+}
+
+// freeze says whether the step is a group-wide freeze.
+func (k stepKind) freeze() bool { return k == stepFreezeWorkers || k == stepFreezeManagers }
+
+const (
+	// replaceAfter is the groups' replace_after in the suite (the
+	// default is a minute): a group-wide freeze outlasts it in seconds.
+	// A single stop (2–8 s, the node down after downAfter) stays short
+	// of it.
+	replaceAfter = 10 * time.Second
+	// downAfter is the cluster's --down-after (dev's default).
+	downAfter = 5 * time.Second
+	// freezeFloor is the shortest group-wide freeze: the nodes down after
+	// downAfter, then replace_after twice over, so that the group loop
+	// has found them due for replacement over several ticks (and a
+	// leader change) before they are let go.
+	freezeFloor = downAfter + 2*replaceAfter
+)
+
+// freezeHold is how long a group-wide freeze lasts, from the hold drawn
+// (2–8 s): freezeFloor and up to 6 s more.
+func freezeHold(drawn time.Duration) time.Duration { return freezeFloor + drawn - 2*time.Second }
 
 // step is one entry of a schedule.
 type step struct {
 	Kind stepKind
 	// Pick chooses the target among the candidates, or the size.
 	Pick uint32
-	// Hold is how long a stop or a cut lasts.
+	// Hold is how long a stop, a cut or a group-wide freeze lasts.
 	Hold time.Duration
 	// Gap is the pause before the next step.
 	Gap time.Duration
@@ -91,7 +151,7 @@ type step struct {
 
 func (s step) String() string {
 	switch s.Kind {
-	case stepStop, stepCut:
+	case stepStop, stepCut, stepFreezeWorkers, stepFreezeManagers:
 		return fmt.Sprintf("%s pick %d hold %s, then %s", s.Kind, s.Pick, s.Hold, s.Gap)
 	case stepScaleWorkers:
 		return fmt.Sprintf("%s to %d, then %s", s.Kind, workersSize(s.Pick), s.Gap)
@@ -120,12 +180,16 @@ func schedule(seed uint64, n int) []step {
 			}
 			r -= w.weight
 		}
-		steps = append(steps, step{
+		s := step{
 			Kind: kind,
 			Pick: rng.Uint32(),
 			Hold: time.Duration(2000+rng.IntN(6000)) * time.Millisecond,
 			Gap:  time.Duration(500+rng.IntN(2500)) * time.Millisecond,
-		})
+		}
+		if kind.freeze() {
+			s.Hold = freezeHold(s.Hold)
+		}
+		steps = append(steps, s)
 	}
 	return steps
 }

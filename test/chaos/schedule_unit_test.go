@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	pb "github.com/curatorproject/curator/proto"
 )
 
 // TestScheduleReplays: a seed gives the same schedule every time, and
@@ -27,5 +30,162 @@ func TestScheduleReplays(t *testing.T) {
 		if kinds[w.kind] == 0 {
 			t.Errorf("no %s in 200 steps", w.kind)
 		}
+	}
+}
+
+// TestScheduleKinds: what a seed draws for each kind, as a table: a
+// group-wide freeze holds for freezeFloor (down-after and replace_after
+// twice over) to 6 s more, a stop or a cut 2–8 s, short of what a
+// single node needs to be replaced; every step names its group where it
+// has one; and the machines a schedule may call for.
+func TestScheduleKinds(t *testing.T) {
+	for _, tc := range []struct {
+		kind             stepKind
+		name, group      string
+		minHold, maxHold time.Duration
+		machines         int
+	}{
+		{stepKill, "kill", "", 2 * time.Second, 8 * time.Second, 1},
+		{stepStop, "stop", "", 2 * time.Second, 8 * time.Second, 1},
+		{stepCut, "cut", "", 2 * time.Second, 8 * time.Second, 1},
+		{stepScaleWorkers, "scale-workers", "workers", 2 * time.Second, 8 * time.Second, 2},
+		{stepRollManagers, "roll-managers", "managers", 2 * time.Second, 8 * time.Second, managers},
+		{stepBadWorkers, "bad-workers", "workers", 2 * time.Second, 8 * time.Second, 2},
+		{stepBadManagers, "bad-managers", "managers", 2 * time.Second, 8 * time.Second, 2},
+		{stepFreezeWorkers, "freeze-workers", "workers", 25 * time.Second, 31 * time.Second, 0},
+		{stepFreezeManagers, "freeze-managers", "managers", 25 * time.Second, 31 * time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.kind.String(); got != tc.name {
+				t.Errorf("String() = %q, want %q", got, tc.name)
+			}
+			if got := tc.kind.group(); got != tc.group {
+				t.Errorf("group() = %q, want %q", got, tc.group)
+			}
+			if got := machinesNeeded([]step{{Kind: tc.kind}}) - managers - workers; got != tc.machines {
+				t.Errorf("machines needed %d, want %d", got, tc.machines)
+			}
+			n := 0
+			for seed := uint64(1); seed <= 20; seed++ {
+				for _, s := range schedule(seed, 50) {
+					if s.Kind != tc.kind {
+						continue
+					}
+					n++
+					if s.Hold < tc.minHold || s.Hold > tc.maxHold {
+						t.Errorf("seed %d: %v: hold out of [%s, %s]", seed, s, tc.minHold, tc.maxHold)
+					}
+				}
+			}
+			if n == 0 {
+				t.Errorf("no %s in 20 seeds of 50 steps", tc.kind)
+			}
+		})
+	}
+	if freezeFloor <= downAfter+replaceAfter {
+		t.Errorf("a freeze of %s does not outlast down-after %s and replace_after %s", freezeFloor, downAfter, replaceAfter)
+	}
+	if 8*time.Second >= downAfter+replaceAfter {
+		t.Errorf("a stop of 8 s outlasts down-after %s and replace_after %s: a single stopped node would be replaced", downAfter, replaceAfter)
+	}
+}
+
+// TestCeilingOf: max_unhealthy as a count of a group's size, as the
+// curator reads it (README.md, "Groups"), for the freeze's "more than".
+func TestCeilingOf(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		size int
+		want int
+	}{
+		{"40%", 3, 1}, {"40%", 4, 1}, {"40%", 5, 2}, {"40%", 1, 1},
+		{"1", 5, 1}, {"2", 3, 2}, {"100%", 4, 4}, {"10%", 5, 1},
+	} {
+		got, err := ceilingOf(tc.spec, tc.size)
+		if err != nil || got != tc.want {
+			t.Errorf("ceilingOf(%q, %d) = %d, %v; want %d", tc.spec, tc.size, got, err, tc.want)
+		}
+	}
+	if _, err := ceilingOf("lots", 3); err == nil {
+		t.Error("ceilingOf(lots) gives no error")
+	}
+}
+
+// TestGroupTargets: a group-wide freeze's nodes, from the step's pick on
+// among the group's nodes that may be hit, none drained; voters only
+// while the healthy voters left keep a majority.
+func TestGroupTargets(t *testing.T) {
+	node := func(name, group string, drained bool) *pb.NodeView {
+		av := pb.Availability_AVAILABILITY_ACTIVE
+		if drained {
+			av = pb.Availability_AVAILABILITY_DRAIN
+		}
+		return &pb.NodeView{Node: &pb.Node{Id: "id-" + name, Name: name, Group: group, Availability: av}}
+	}
+	ready := []*pb.NodeView{
+		node("m1", "managers", false), node("m2", "managers", false), node("m3", "managers", false),
+		node("m4", "managers", false), node("m5", "managers", false),
+		node("w1", "workers", false), node("w2", "workers", true), node("w3", "workers", false), node("w4", "workers", false),
+	}
+	voters := []string{"id-m1", "id-m2", "id-m3", "id-m4", "id-m5"}
+	for _, tc := range []struct {
+		name    string
+		group   string
+		k       int
+		pick    uint32
+		healthy int
+		want    []string
+	}{
+		{"workers from the pick, the drained one left out", "workers", 2, 0, 5, []string{"w1", "w3"}},
+		{"wrapping", "workers", 2, 2, 5, []string{"w4", "w1"}},
+		{"all of them", "workers", 3, 1, 5, []string{"w3", "w4", "w1"}},
+		{"more than there are", "workers", 4, 0, 5, nil},
+		{"two managers of five healthy voters", "managers", 2, 3, 5, []string{"m4", "m5"}},
+		{"two managers of four healthy voters: the quorum", "managers", 2, 0, 4, nil},
+		{"three managers: the quorum", "managers", 3, 0, 5, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := faultView{ready: ready, voters: voters, healthy: tc.healthy}
+			got, why := v.groupTargets(tc.group, tc.k, tc.pick)
+			var names []string
+			for _, n := range got {
+				names = append(names, n.GetNode().GetName())
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("targets (-want +got):\n%s", diff)
+			}
+			if (got == nil) != (why != "") {
+				t.Errorf("targets %v with reason %q: want a reason exactly when none", names, why)
+			}
+		})
+	}
+}
+
+// TestGoodNodes: the nodes of a group that serve off a bad config: ready,
+// not drained, on another SHA; a sample with a node unknown says
+// nothing.
+func TestGoodNodes(t *testing.T) {
+	node := func(group, sha string, st pb.NodeStatus, av pb.Availability) *pb.NodeView {
+		return &pb.NodeView{Node: &pb.Node{Group: group, ConfigSha: sha, Status: st, Availability: av}}
+	}
+	ready, down, unknown := pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN, pb.NodeStatus_NODE_STATUS_UNKNOWN
+	active, drain := pb.Availability_AVAILABILITY_ACTIVE, pb.Availability_AVAILABILITY_DRAIN
+	for _, tc := range []struct {
+		name        string
+		nodes       []*pb.NodeView
+		good        int
+		unknownSeen bool
+	}{
+		{"old and new", []*pb.NodeView{node("workers", "old", ready, active), node("workers", "bad", ready, active), node("workers", "older", ready, active)}, 2, false},
+		{"down and drained do not serve", []*pb.NodeView{node("workers", "old", down, active), node("workers", "old", ready, drain), node("workers", "old", ready, active)}, 1, false},
+		{"another group", []*pb.NodeView{node("managers", "old", ready, active)}, 0, false},
+		{"unknown", []*pb.NodeView{node("workers", "old", unknown, active), node("workers", "old", ready, active)}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good, unk := goodNodes(tc.nodes, "workers", "bad")
+			if good != tc.good || unk != tc.unknownSeen {
+				t.Errorf("goodNodes = %d, %v; want %d, %v", good, unk, tc.good, tc.unknownSeen)
+			}
+		})
 	}
 }

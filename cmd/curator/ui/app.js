@@ -16,6 +16,15 @@ function el(tag, attrs, ...children) {
 }
 
 const badge = (text, cls) => el("span", { class: "badge " + (cls || text) }, text || "–");
+
+// fmtTime is a time with its date, in the browser's zone: 2026-12-02 22:20:15.
+function fmtTime(t) {
+  const d = new Date(t);
+  if (isNaN(d)) return "";
+  const p = (n) => String(n).padStart(2, "0");
+  return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " +
+    p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+}
 const short = (s, n) => (s && s.length > n ? s.slice(0, n) : s || "");
 
 function nameOf(state, id) {
@@ -51,10 +60,11 @@ function renderNodes(state) {
     const attrs = { class: n.status + (n.removed ? " removed" : ""), "data-node-id": n.id, "data-name": n.name, "data-status": n.status };
     if (n.removed) attrs["data-removed"] = n.removed;
     return el("tr", attrs,
-      el("td", {}, n.name, n.removed ? el("span", { class: "muted" }, " removed " + new Date(n.removed).toLocaleTimeString()) : ""),
+      el("td", {}, n.name, n.removed ? el("span", { class: "muted" }, " removed " + fmtTime(n.removed)) : ""),
       el("td", { class: "mono", title: n.id }, short(n.id, 12)),
       el("td", { class: "mono" }, n.address),
-      el("td", { class: "status" }, badge(n.status || "unknown", n.status || "unknown")),
+      // A node that left is no longer ready (or down): it is gone.
+      el("td", { class: "status" }, n.removed ? badge("removed", "removed") : badge(n.status || "unknown", n.status || "unknown")),
       el("td", {}, roles),
       el("td", {}, ms),
       el("td", {}, n.availability),
@@ -70,15 +80,16 @@ function renderNodes(state) {
 
 function renderGroups(state) {
   const rows = state.groups.map((g) => {
-    // A rollout's progress: the group's nodes already made from its
-    // config SHA, of its size.
-    const current = state.nodes.filter((n) => !n.removed && n.group === g.name && n.config_sha === g.config_sha).length;
+    // A rollout's progress as the leader counts it, the count `rollout
+    // status` shows too.
+    const current = g.rollout_updated;
     let rollout = g.destroying ? badge("destroying", "down") : "–";
     if (!g.destroying && g.rollout_state) {
-      const pct = g.size ? Math.min(100, Math.round((100 * current) / g.size)) : 100;
+      const total = g.rollout_total || g.size;
+      const pct = total ? Math.min(100, Math.round((100 * current) / total)) : 100;
       const bar = el("span", { class: "bar" }, el("span", {}));
       bar.firstChild.style.width = pct + "%";
-      rollout = el("span", { "data-rollout": g.rollout_state }, bar, g.rollout_state + " " + current + "/" + g.size);
+      rollout = el("span", { "data-rollout": g.rollout_state }, bar, g.rollout_state + " " + current + "/" + total);
     }
     return el("tr", { "data-group": g.name },
       el("td", {}, g.name),
@@ -95,8 +106,8 @@ function renderGroups(state) {
 function renderEvents(state) {
   const rows = state.events.slice().reverse().map((e) =>
     el("tr", {},
-      el("td", { class: "mono" }, e.time ? new Date(e.time).toLocaleTimeString() : ""),
-      el("td", {}, e.loop),
+      el("td", { class: "mono time" }, e.time ? fmtTime(e.time) : ""),
+      el("td", { title: e.actor || "" }, e.actor ? e.loop + " · " + e.actor : e.loop),
       el("td", {}, e.action),
       el("td", { class: "mono", title: e.node_id }, e.node_id ? nameOf(state, e.node_id) : ""),
       el("td", { class: "reason" }, e.reason)));
@@ -104,18 +115,40 @@ function renderEvents(state) {
   $("#events tbody").replaceChildren(...rows);
 }
 
+function renderOperator(state) {
+  const o = state.operator;
+  $("#operator").textContent = o ? o.name + " (" + o.role + "): " + o.may : "";
+}
+
 function render(state) {
+  renderOperator(state);
   renderHealth(state);
   renderNodes(state);
   renderGroups(state);
   renderEvents(state);
-  $("#errors").replaceChildren(...Object.values(state.errors || {}).map((m) => el("div", {}, m)));
+  // With no manager answering, one message says since when, the tables
+  // keep the last state, greyed, and the badge is not live.
+  const down = state.down_since;
+  document.body.classList.toggle("stale", !!down);
+  const msgs = down
+    ? [el("div", { class: "outage", title: state.down || "" }, "No manager answers since " + fmtTime(down) + ": showing the last state the dashboard had.")]
+    : Object.values(state.errors || {}).map((m) => el("div", {}, m));
+  $("#errors").replaceChildren(...msgs);
   document.body.dataset.updated = state.updated;
+  clusterDown = !!down;
+  showLive();
 }
 
+let connected = false, clusterDown = false;
 function live(ok) {
+  connected = ok;
+  showLive();
+}
+
+function showLive() {
   const b = $("#live");
-  b.textContent = ok ? "live" : "reconnecting…";
+  const ok = connected && !clusterDown;
+  b.textContent = ok ? "live" : connected ? "no manager" : "reconnecting…";
   b.className = "badge " + (ok ? "live" : "lost");
 }
 

@@ -1,0 +1,183 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// A group's past configs and the way back to them: each rollout record
+// keeps the configs before its own (History, newest first, bounded), so
+// `rollout history` reads one record, `rollout undo` commits a past
+// template again (an ordinary commit: a new rollout, with its history),
+// and `rollout restart` starts a cancelled or failed rollout anew, or the
+// one a rollback undid. SHAs may be given by a unique prefix.
+
+// maxRolloutHistory bounds the configs a rollout record keeps.
+const maxRolloutHistory = 10
+
+// minSHAPrefix is the shortest prefix of a config SHA taken.
+const minSHAPrefix = 4
+
+// summaryOf is rollout r, to a config of template t, as history keeps it.
+func summaryOf(r *pb.Rollout, t *pb.InstanceTemplate) *pb.RolloutSummary {
+	s := &pb.RolloutSummary{Sha: r.TargetSha, Template: t, State: r.State, Reason: r.Reason, Started: r.Started, Finished: r.Finished, RollbackOf: r.RollbackOf}
+	if r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED {
+		s.Reason = "replaced by a new config before it ended"
+	}
+	return s
+}
+
+// rolloutHistory is the history of a rollout that replaces group old's
+// config: old's own (its rollout prev, or, with none, its first commit),
+// then prev's history, at most maxRolloutHistory.
+func rolloutHistory(old *pb.Group, prev *pb.Rollout) []*pb.RolloutSummary {
+	var h []*pb.RolloutSummary
+	if prev != nil && prev.TargetSha == old.ConfigSha {
+		h = append(h, summaryOf(prev, old.Spec.GetTemplate()))
+	} else {
+		h = append(h, &pb.RolloutSummary{Sha: old.ConfigSha, Template: old.Spec.GetTemplate(), Started: old.Created, Reason: "the group's config before any rollout"})
+	}
+	if prev != nil {
+		h = append(h, prev.History...)
+	}
+	return h[:min(len(h), maxRolloutHistory)]
+}
+
+// knownSHAs are the config SHAs rollout r knows of: its target, the
+// previous one and its history's.
+func knownSHAs(r *pb.Rollout) []string {
+	out := []string{r.TargetSha}
+	if r.PreviousSha != "" {
+		out = append(out, r.PreviousSha)
+	}
+	for _, h := range r.History {
+		out = append(out, h.Sha)
+	}
+	return out
+}
+
+// resolveConfigSHA is the one SHA of known that prefix begins (at least
+// minSHAPrefix hex digits); an unknown or ambiguous prefix is refused,
+// saying so.
+func resolveConfigSHA(group, prefix string, known []string) (string, error) {
+	p := strings.ToLower(prefix)
+	if len(p) < minSHAPrefix || len(p) > 64 || strings.Trim(p, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("%w: config SHA %s: want at least %d hex digits of one (`curator rollout history %s` lists them)", spec.ErrInvalid, spec.QuoteShort(prefix), minSHAPrefix, group)
+	}
+	var match []string
+	for _, k := range known {
+		if strings.HasPrefix(k, p) && !slices.Contains(match, k) {
+			match = append(match, k)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", fmt.Errorf("%w: no config SHA of group %s begins with %s (`curator rollout history %s` lists them)", spec.ErrNotFound, group, p, group)
+	case 1:
+		return match[0], nil
+	}
+	for i := range match {
+		match[i] = spec.ShortSHA(match[i])
+	}
+	return "", fmt.Errorf("%w: %s is the beginning of more than one config SHA of group %s (%s): give more digits", spec.ErrInvalid, p, group, strings.Join(match, ", "))
+}
+
+// templateOf finds the template of config sha in rollout r's record.
+func templateOf(r *pb.Rollout, sha string) *pb.InstanceTemplate {
+	if r.PreviousSha == sha && r.PreviousTemplate != nil {
+		return r.PreviousTemplate
+	}
+	for _, h := range r.History {
+		if h.Sha == sha && h.Template != nil {
+			return h.Template
+		}
+	}
+	return nil
+}
+
+// redoRollout is ChangeRollout's restart and undo.
+//   - undo: commits the group again with a past config's template (--to,
+//     or the one before the current), which starts a rollout to it;
+//   - restart: a cancelled or failed rollout to the group's config rolls
+//     again, its failures forgotten; a rollback that is done restarts the
+//     rollout it undid (a commit of that config again).
+func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	g, err := groupNamed(ctx, st, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	if g.Destroying {
+		return nil, fmt.Errorf("%w: group %s is being destroyed", spec.ErrPrecondition, req.Group)
+	}
+	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil || r.TargetSha != g.ConfigSha {
+		return nil, fmt.Errorf("%w: group %s has had no rollout to %s from: one starts when a commit changes its config SHA", spec.ErrPrecondition, req.Group, req.Action)
+	}
+	if req.TargetSha != "" {
+		sha, err := resolveConfigSHA(req.Group, req.TargetSha, knownSHAs(r))
+		if err != nil {
+			return nil, err
+		}
+		if sha != r.TargetSha {
+			return nil, fmt.Errorf("%w: group %s rolls to %s now, not to %s: nothing changed", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(sha))
+		}
+	}
+	to, why := "", ""
+	switch req.Action {
+	case "undo":
+		to, why = r.PreviousSha, "undo by an operator"
+		if req.ToSha != "" {
+			if to, err = resolveConfigSHA(req.Group, req.ToSha, knownSHAs(r)); err != nil {
+				return nil, err
+			}
+		}
+		if to == g.ConfigSha {
+			return nil, fmt.Errorf("%w: group %s is on config %s already: nothing to undo to (`curator rollout history %s`)", spec.ErrPrecondition, req.Group, spec.ShortSHA(to), req.Group)
+		}
+	case "restart":
+		switch {
+		case r.State == pb.RolloutState_ROLLOUT_STATE_CANCELLED || r.State == pb.RolloutState_ROLLOUT_STATE_FAILED:
+			was := rolloutWord(r.State)
+			r.State, r.Finished, r.Failures, r.LastFailure = pb.RolloutState_ROLLOUT_STATE_ROLLING, nil, 0, ""
+			r.Started, r.Reason = st.timestamp(), "restarted by an operator after it was "+was
+			if err := store.RolloutSave(ctx, st.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
+				return nil, fmt.Errorf("%w: the rollout of group %s changed meanwhile: try again", spec.ErrPrecondition, req.Group)
+			} else if err != nil {
+				return nil, err
+			}
+			m.s.metrics.Rollouts.WithLabelValues("restarted").Inc()
+			st.recordGroupEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
+			kickGroups(st)
+			return r, nil
+		case r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_DONE:
+			to, why = r.RollbackOf, "restart by an operator of the rollout a rollback undid"
+		default:
+			return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: only a cancelled or failed one, or one a rollback undid, can be restarted", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State))
+		}
+	}
+	t := templateOf(r, to)
+	if t == nil {
+		return nil, fmt.Errorf("%w: group %s keeps no template of config %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(to))
+	}
+	spec := proto.Clone(g.Spec).(*pb.GroupSpec)
+	spec.Template = proto.Clone(t).(*pb.InstanceTemplate)
+	_, back, err := m.commitLocked(ctx, st, spec, g, why)
+	if err != nil {
+		return nil, err
+	}
+	return back, nil
+}

@@ -1,0 +1,190 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// auditTimeout bounds the write of an audit entry, which goes on when
+// the caller has gone.
+const auditTimeout = 5 * time.Second
+
+// audit records a management call that ended with err (nil: it
+// succeeded) if it is one the trail keeps: a call above the reader role,
+// or any refused call (PermissionDenied). A failure to record is logged:
+// the call has been answered already.
+func (s *Service) audit(ctx context.Context, id identity, method string, req any, err error) {
+	s.auditOn(ctx, id, method, req, "", err)
+}
+
+// auditOn is audit of a call on the node nodeID (empty: none or not
+// known). A change the leader made is also an event (loop "operator",
+// with its actor), so that `events` shows the operators' actions beside
+// the loops'.
+func (s *Service) auditOn(ctx context.Context, id identity, method string, req any, nodeID string, err error) {
+	call := strings.TrimPrefix(method, managementPrefix)
+	if status.Code(err) != codes.PermissionDenied && !spec.Audited(call) {
+		return
+	}
+	e := auditEntry(id, call, req, err)
+	e.Time = timestamppb.New(time.Now())
+	e.Recorder = s.cfg.NodeID
+	e.NodeId = nodeID
+	st := s.currentLeader()
+	var l *store.Fence
+	if st != nil {
+		l = st.Fence
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	if rerr := store.AuditRecord(ctx, s.cfg.Etcd, l, e); rerr != nil {
+		s.logger(ctx).Warn("could not record a management call in the audit trail", zap.String("call", call), zap.Error(rerr))
+	}
+	if st == nil || err != nil || !spec.Changes(call) {
+		return
+	}
+	reason := e.Args
+	if reason == "" {
+		reason = "(no arguments)"
+	}
+	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: call, Reason: reason,
+		Leader: s.cfg.NodeID, Term: st.Rev(), Actor: e.Name + " (" + e.Role + ")"}
+	if rerr := store.EventRecord(ctx, st.Fence, ev); rerr != nil {
+		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", call), zap.Error(rerr))
+	}
+}
+
+// auditNode is the ID of the node a request names (its "id" field: an
+// ID, a prefix or a name), as the registry resolves it now; empty when it
+// names none.
+func (st *leaderState) auditNode(req any) string {
+	m, ok := req.(proto.Message)
+	if !ok || m == nil {
+		return ""
+	}
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("id")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || !r.Has(fd) {
+		return ""
+	}
+	n, err := store.NodeResolve(st.reg.Nodes(), r.Get(fd).String())
+	if err != nil {
+		return ""
+	}
+	return n.Id
+}
+
+// auditEntry describes a call: who, from where, what, on what and how it
+// ended. Pure: TestAuditEntryHoldsNoSecret feeds it every request type.
+func auditEntry(id identity, call string, req any, err error) *pb.AuditEntry {
+	e := &pb.AuditEntry{Name: id.name, Role: id.opRole, Serial: id.serial, Peer: id.peer, Call: call, Outcome: "ok"}
+	switch {
+	case id.role == "":
+		e.Name = "anonymous"
+	case id.role != "admin":
+		e.Name, e.Role = id.String(), id.role
+	}
+	if m, ok := req.(proto.Message); ok && m != nil {
+		e.Args, e.Target = auditArgs(m.ProtoReflect())
+	}
+	if err != nil {
+		st := status.Convert(err)
+		e.Outcome = st.Code().String() + ": " + cutShort(st.Message(), 300)
+	}
+	return e
+}
+
+// auditTargets are the request fields that name what a call is on, in the
+// order they are looked for.
+var auditTargets = []protoreflect.Name{"id", "name", "group", "role", "cert"}
+
+// auditArgs is a request in short, "key=value" for each field set, and
+// its target. Only scalars are shown: bytes (keys, certificates) never,
+// and a message (a group spec, which may hold a provider's credentials)
+// by its name alone, so no secret a request can carry reaches the trail.
+func auditArgs(m protoreflect.Message) (args, target string) {
+	var parts []string
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if !m.Has(fd) {
+			continue
+		}
+		v := m.Get(fd)
+		var text string
+		switch {
+		case fd.IsMap():
+			keys := []string{}
+			v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+				keys = append(keys, k.String())
+				return true
+			})
+			slices.Sort(keys)
+			text = "{" + cutShort(strings.Join(keys, ","), 100) + "}"
+		case fd.IsList():
+			if fd.Kind() == protoreflect.StringKind {
+				var items []string
+				for j := 0; j < v.List().Len(); j++ {
+					items = append(items, v.List().Get(j).String())
+				}
+				text = "[" + cutShort(strings.Join(items, ","), 100) + "]"
+			} else {
+				text = fmt.Sprintf("[%d]", v.List().Len())
+			}
+		case fd.Kind() == protoreflect.BytesKind:
+			continue
+		case fd.Kind() == protoreflect.MessageKind:
+			sub := v.Message()
+			if name := sub.Descriptor().Fields().ByName("name"); name != nil && name.Kind() == protoreflect.StringKind && target == "" {
+				target = cutShort(sub.Get(name).String(), 64)
+			}
+			switch sub.Interface().(type) {
+			case interface{ AsDuration() time.Duration }:
+				text = sub.Interface().(interface{ AsDuration() time.Duration }).AsDuration().String()
+			default:
+				text = "{" + string(sub.Descriptor().Name()) + "}"
+			}
+		case fd.Kind() == protoreflect.EnumKind:
+			if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+				text = string(ev.Name())
+			} else {
+				text = fmt.Sprint(v.Enum())
+			}
+		default:
+			text = cutShort(v.String(), 64)
+		}
+		parts = append(parts, string(fd.Name())+"="+text)
+	}
+	for _, name := range auditTargets {
+		if fd := fields.ByName(name); fd != nil && fd.Kind() == protoreflect.StringKind && m.Has(fd) {
+			target = cutShort(m.Get(fd).String(), 64)
+			break
+		}
+	}
+	return strings.Join(parts, " "), target
+}
+
+// cutShort cuts s to at most n bytes, on a rune boundary, marking the cut.
+func cutShort(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}

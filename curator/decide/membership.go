@@ -1,0 +1,250 @@
+package decide
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/curatorproject/curator/consensus/member"
+	"github.com/curatorproject/curator/curator/spec"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Membership is one observation of etcd's members, the nodes that matter
+// to them and their health, read together under muNodes. Every decision
+// about membership reads it: the quorum guard, the consensus sync, the
+// demotions, the learners, the placement and cluster info. It is the one
+// place that matches members to nodes, says which voter is healthy, and
+// counts a quorum (QuorumAfter).
+//
+// It is plain data: the decide functions that read it are pure, and their
+// tests build one with NewMembership.
+type Membership struct {
+	// Self is the node of the curator that observed it.
+	Self string
+	// Nodes are sorted by ID; Members by member ID. The nodes are the
+	// registry view's, shared: clone one before changing it.
+	Nodes   []*pb.Node
+	ByID    map[string]*pb.Node
+	Members []member.Member
+	// MemberOf maps node IDs to members; a member that matches no node is
+	// absent.
+	MemberOf map[string]member.Member
+	// NodeOf maps member IDs to node IDs ("" when none matches).
+	NodeOf map[uint64]string
+	// Heard holds the members' nodes (voters' and learners') that sent
+	// this leader a heartbeat just now (leaderState.beatingNow).
+	Heard map[string]bool
+	// Unvouched holds the members' nodes that their records call ready
+	// but that this leadership has neither heard from nor judged yet (the
+	// status is the previous leader's, or from before a restore): they
+	// count as healthy for what a reply shows, never for a removal
+	// (RemovalQuorum). A leader that took over a moment ago does not take
+	// a dead voter's stale "ready" for a live one.
+	Unvouched map[string]bool
+}
+
+// MemberNodes is where NewMembership finds nodes: the registry view, or a
+// test's list.
+type MemberNodes interface {
+	// MembershipNodes returns the nodes that hold, held or hand back the
+	// consensus role.
+	MembershipNodes() []*pb.Node
+	// Node returns node id or nil.
+	Node(id string) *pb.Node
+	// NodeByPeerURL returns the ID of the node whose etcd peer URL is u,
+	// or "".
+	NodeByPeerURL(u string) string
+}
+
+// NewMembership matches etcd's members to nodes. A member that has started
+// carries its node's ID as its name; a learner that has not started yet is
+// matched by the peer URL it was added with. heard says whether a node was
+// heard from just now.
+func NewMembership(self string, members []member.Member, nodes MemberNodes, heard func(id string) bool) *Membership {
+	ms := &Membership{Self: self, Nodes: slices.Clone(nodes.MembershipNodes()), Members: slices.Clone(members),
+		MemberOf: map[string]member.Member{}, NodeOf: map[uint64]string{}, Heard: map[string]bool{}}
+	ms.ByID = make(map[string]*pb.Node, len(ms.Nodes))
+	for _, n := range ms.Nodes {
+		ms.ByID[n.Id] = n
+	}
+	slices.SortFunc(ms.Members, func(a, b member.Member) int { return cmp.Compare(a.ID, b.ID) })
+	for _, m := range ms.Members {
+		id := m.NodeID
+		if id == "" {
+			id = nodes.NodeByPeerURL(m.PeerURL)
+		}
+		ms.NodeOf[m.ID] = id
+		if id == "" {
+			continue
+		}
+		ms.MemberOf[id] = m
+		if _, ok := ms.ByID[id]; !ok {
+			if n := nodes.Node(id); n != nil {
+				// A member whose node lacks the role: a promote cut
+				// short.
+				ms.ByID[id] = n
+				ms.Nodes = append(ms.Nodes, n)
+			}
+		}
+		if heard != nil && heard(id) {
+			ms.Heard[id] = true
+		}
+	}
+	slices.SortFunc(ms.Nodes, func(a, b *pb.Node) int { return cmp.Compare(a.Id, b.Id) })
+	return ms
+}
+
+// NodeOfMember returns the node of member m, or nil.
+func (ms *Membership) NodeOfMember(m member.Member) *pb.Node {
+	return ms.ByID[ms.NodeOf[m.ID]]
+}
+
+// member returns the member with ID id.
+func (ms *Membership) Member(id uint64) (member.Member, bool) {
+	i, ok := slices.BinarySearchFunc(ms.Members, id, func(m member.Member, id uint64) int { return cmp.Compare(m.ID, id) })
+	if !ok {
+		return member.Member{}, false
+	}
+	return ms.Members[i], true
+}
+
+// Healthy says whether member m counts towards a healthy quorum: its node
+// is ready, or it is this curator's own node (which runs: it observed
+// this). The one definition of a healthy voter.
+func (ms *Membership) Healthy(m member.Member) bool {
+	n := ms.NodeOfMember(m)
+	return n != nil && (n.Id == ms.Self || n.Status == pb.NodeStatus_NODE_STATUS_READY)
+}
+
+// HealthyForRemoval is Healthy, but a voter this leadership has not
+// vouched for yet (Unvouched) is not healthy: the count a removal may
+// spend (RemovalQuorum).
+func (ms *Membership) HealthyForRemoval(m member.Member) bool {
+	return ms.Healthy(m) && !ms.Unvouched[ms.NodeOf[m.ID]]
+}
+
+// ReachableNow says whether voter m may take etcd leadership from the
+// placement loop: healthy, serving clients, and heard from right now, not
+// merely marked ready (a node cut off a moment ago is still ready for a
+// while, and etcd leadership moved onto it would be lost at once).
+func (ms *Membership) ReachableNow(m member.Member) bool {
+	return ms.Healthy(m) && m.ClientURL != "" && ms.Heard[ms.NodeOf[m.ID]]
+}
+
+// Demoting says whether member m's node is on its way out, and so never a
+// target of etcd leadership.
+func (ms *Membership) Demoting(m member.Member) bool {
+	n := ms.NodeOfMember(m)
+	return n != nil && n.Demoting
+}
+
+// Quorum is what a change would leave of the voters.
+type Quorum struct {
+	Voters, Healthy int
+	// Unhealthy lists the node IDs of the voters that are not healthy
+	// (a member's hex ID for a member of no node), sorted.
+	Unhealthy []string
+}
+
+// Need is how many healthy voters the quorum needs.
+func (q Quorum) Need() int { return spec.Majority(q.Voters) }
+
+// OK says whether a healthy majority of at least one voter remains.
+func (q Quorum) OK() bool { return q.Voters > 0 && q.Healthy >= q.Need() }
+
+// Without is what removing one voter, healthy or not, leaves of q: the
+// same arithmetic as QuorumAfter for a caller that keeps counts, not
+// members (the group loop's snapshot).
+func (q Quorum) Without(healthy bool) Quorum {
+	q.Voters--
+	if healthy {
+		q.Healthy--
+	}
+	q.Unhealthy = nil
+	return q
+}
+
+// QuorumAfter is all the quorum arithmetic of membership changes, in one
+// place: the voters there would be after removing voter remove and
+// promoting learner promote (0: neither), and how many of them are healthy.
+// A promoted learner counts as healthy: it runs, and etcd refuses to
+// promote one that has not caught up. Adding a learner changes no quorum,
+// and is always allowed (etcd's own strict reconfiguration check is off:
+// see consensus).
+func (ms *Membership) QuorumAfter(remove, promote uint64) Quorum {
+	return ms.quorumAfter(remove, promote, ms.Healthy)
+}
+
+// RemovalQuorum is QuorumAfter for a decision that removes or demotes
+// voters: a voter counts as healthy only once this leadership has heard
+// or judged it (Unvouched). The quorum guard (CheckRemoval), the group
+// loop, the reaper and a group's destruction count with it.
+func (ms *Membership) RemovalQuorum(remove uint64) Quorum {
+	return ms.quorumAfter(remove, 0, ms.HealthyForRemoval)
+}
+
+func (ms *Membership) quorumAfter(remove, promote uint64, healthy func(member.Member) bool) Quorum {
+	var q Quorum
+	for _, m := range ms.Members {
+		switch {
+		case m.ID == remove:
+			continue
+		case m.IsLearner && m.ID == promote:
+			q.Voters++
+			q.Healthy++
+		case m.IsLearner:
+			continue
+		case healthy(m):
+			q.Voters++
+			q.Healthy++
+		default:
+			q.Voters++
+			who := ms.NodeOf[m.ID]
+			if who == "" {
+				who = fmt.Sprintf("%x", m.ID)
+			}
+			q.Unhealthy = append(q.Unhealthy, who)
+		}
+	}
+	slices.Sort(q.Unhealthy)
+	return q
+}
+
+// QuorumWithout is what removing every voter whose node matches gone
+// would leave of the voters, counted as RemovalQuorum counts.
+func (ms *Membership) QuorumWithout(gone func(n *pb.Node) bool) Quorum {
+	var q Quorum
+	for _, m := range ms.Members {
+		if m.IsLearner {
+			continue
+		}
+		if n := ms.NodeOfMember(m); n != nil && gone(n) {
+			continue
+		}
+		q.Voters++
+		if ms.HealthyForRemoval(m) {
+			q.Healthy++
+		}
+	}
+	return q
+}
+
+// CheckRemoval is the quorum guard: removing member m (of node nodeID)
+// must leave at least one voter, and a healthy majority of the voters that
+// remain. Removing a learner changes no quorum.
+func (ms *Membership) CheckRemoval(m member.Member, nodeID string) error {
+	if m.IsLearner {
+		return nil
+	}
+	q := ms.RemovalQuorum(m.ID)
+	if q.Voters == 0 {
+		return fmt.Errorf("%w: node %s is the last etcd voter: removing it would destroy the cluster's state; promote another node first", spec.ErrPrecondition, nodeID)
+	}
+	if !q.OK() {
+		return fmt.Errorf("%w: removing node %s would leave %d voters of which only %d are healthy, and a majority needs %d: "+
+			"bring the unhealthy voters %v back, or remove dead ones with `curator node rm --force`, first",
+			spec.ErrPrecondition, nodeID, q.Voters, q.Healthy, q.Need(), q.Unhealthy)
+	}
+	return nil
+}

@@ -1,0 +1,24 @@
+package curator
+
+import (
+	"testing"
+
+	"github.com/curatorproject/curator/internal/layercheck"
+)
+
+// TestLayers: the runtime builds no etcd key and writes nothing to etcd
+// itself, and makes no membership change but through the fence: the
+// records' layout and every write are curator/store's (its verbs, fenced
+// by store.Fence), and the membership changes are the fence's methods,
+// each preceded by its check.
+func TestLayers(t *testing.T) {
+	layercheck.Check(t, ".", "keys and writes are curator/store's, membership changes go through store.Fence", layercheck.Rules{
+		Calls: []string{
+			"clientv3.OpPut", "clientv3.OpDelete", "clientv3.OpTxn", "clientv3.OpGet", "clientv3.Compare", "clientv3.WithPrefix",
+			"concurrency.NewElection", "store.Keys",
+			"consensus.AddLearner", "consensus.PromoteLearner", "consensus.RemoveMember", "consensus.MoveLeader",
+		},
+		Methods:  []string{"Put", "Delete", "Txn", "Compact"},
+		Literals: []string{"/curator/"},
+	})
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/spec"
+)
+
+// Fence is what a curator holds while it leads: the election key and the
+// revision at which it won. It is the only way the leader changes
+// anything:
+//
+//   - every record it writes goes through txn, which fences the write on
+//     that key still existing at that revision (the verbs of this
+//     package: NodeSave, GroupCommit, ...): once the lease behind the key
+//     expires, or another curator wins, every write by this one fails with
+//     ErrNotLeader, whatever the old leader still believes;
+//   - a change etcd cannot put in a transaction (an etcd membership
+//     change, a Swarm call) is preceded by Check, a fenced transaction of
+//     nothing: a deposed leader stops there. The membership changes are
+//     methods here (AddLearner, PromoteLearner, RemoveMember, MoveLeader),
+//     so none is made without it.
+type Fence struct {
+	cli    *clientv3.Client
+	nodeID string
+	// key and rev identify our election key.
+	key string
+	rev int64
+
+	// reg is the leader's view of the node records; node writes wait until
+	// it has seen them. Nil in tests of the fence alone.
+	reg *Registry
+}
+
+// NewFence is the fence of the leadership that won election key key at
+// revision rev; reg (or nil) is the registry view node writes wait for.
+func NewFence(cli *clientv3.Client, nodeID, key string, rev int64, reg *Registry) *Fence {
+	return &Fence{cli: cli, nodeID: nodeID, key: key, rev: rev, reg: reg}
+}
+
+// Key is the election key the fence holds.
+func (l *Fence) Key() string { return l.key }
+
+// Rev is the revision at which the election key was won: the leadership's
+// term, which events carry.
+func (l *Fence) Rev() int64 { return l.rev }
+
+// fence is the condition under which a leader write may apply.
+func (l *Fence) fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
+}
+
+// txn applies ops if we still lead. It returns ErrNotLeader when the fence
+// fails.
+func (l *Fence) txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := l.cli.Txn(ctx).If(l.fence()).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("leader transaction: %w", err)
+	}
+	if !resp.Succeeded {
+		return nil, spec.ErrNotLeader
+	}
+	return resp, nil
+}
+
+// ErrCompare: a condition of txnIf other than the fence failed.
+var ErrCompare = errors.New("a condition of the transaction failed")
+
+// txnIf applies ops if we still lead and every one of cmps holds:
+// ErrNotLeader when the fence fails, ErrCompare when only cmps do.
+func (l *Fence) txnIf(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := l.cli.Txn(ctx).If(append([]clientv3.Cmp{l.fence()}, cmps...)...).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("leader transaction: %w", err)
+	}
+	if resp.Succeeded {
+		return resp, nil
+	}
+	if _, err := l.txn(ctx); err != nil {
+		return nil, err
+	}
+	return nil, ErrCompare
+}
+
+// Check is the step before a change that cannot be part of a fenced
+// transaction (a Swarm call; the membership changes below make it
+// themselves): ErrNotLeader once this leadership is over.
+func (l *Fence) Check(ctx context.Context) error {
+	_, err := l.txn(ctx)
+	return err
+}
+
+// AddLearner adds node nodeID to etcd as a learner at peerURL, if we still
+// lead.
+func (l *Fence) AddLearner(ctx context.Context, nodeID, peerURL string) (consensus.JoinParams, uint64, error) {
+	if err := l.Check(ctx); err != nil {
+		return consensus.JoinParams{}, 0, err
+	}
+	return consensus.AddLearner(ctx, l.cli, nodeID, peerURL)
+}
+
+// PromoteLearner makes learner memberID a voter, if we still lead.
+func (l *Fence) PromoteLearner(ctx context.Context, memberID uint64) error {
+	if err := l.Check(ctx); err != nil {
+		return err
+	}
+	return consensus.PromoteLearner(ctx, l.cli, memberID)
+}
+
+// RemoveMember removes etcd member memberID, if we still lead. The quorum
+// guard (decide.Membership.CheckRemoval) is the caller's.
+func (l *Fence) RemoveMember(ctx context.Context, memberID uint64) error {
+	if err := l.Check(ctx); err != nil {
+		return err
+	}
+	return consensus.RemoveMember(ctx, l.cli, memberID)
+}
+
+// MoveLeader hands etcd's leadership to voter to, if we still lead, within
+// timeout.
+func (l *Fence) MoveLeader(ctx context.Context, to uint64, timeout time.Duration) error {
+	if err := l.Check(ctx); err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return consensus.MoveLeader(mctx, l.cli, to)
+}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// Node records: small verbs on one entity. Reads need no fence (a reader
+// that lost Fence returns stale data at worst); writes go through the
+// Fence.
+
+func NodeUnmarshal(key string, value []byte) (*pb.Node, error) {
+	n := &pb.Node{}
+	if err := proto.Unmarshal(value, n); err != nil {
+		return nil, fmt.Errorf("node record %s is corrupt: %w", key, err)
+	}
+	return n, nil
+}
+
+// NodeLoad reads one node by exact ID; ErrNotFound if there is none.
+func NodeLoad(ctx context.Context, kv clientv3.KV, id string) (*pb.Node, error) {
+	resp, err := kv.Get(ctx, nodeKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("load node %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
+	}
+	return NodeUnmarshal(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+}
+
+// NodeList reads every node, sorted by ID.
+func NodeList(ctx context.Context, kv clientv3.KV) ([]*pb.Node, error) {
+	resp, err := kv.Get(ctx, nodePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes := make([]*pb.Node, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		n, err := NodeUnmarshal(string(kv.Key), kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Id < nodes[j].Id })
+	return nodes, nil
+}
+
+// NodeResolve finds the one node that query names: an exact ID, a node
+// name, or a unique prefix of an ID, in that order of preference.
+func NodeResolve(nodes []*pb.Node, query string) (*pb.Node, error) {
+	query = strings.TrimSpace(query)
+	if query == "" {
+		return nil, fmt.Errorf("%w: a node ID, ID prefix or name is required", spec.ErrInvalid)
+	}
+	var byName, byPrefix []*pb.Node
+	for _, n := range nodes {
+		if n.Id == query {
+			return n, nil
+		}
+		if n.Name == query {
+			byName = append(byName, n)
+		}
+		if strings.HasPrefix(n.Id, query) {
+			byPrefix = append(byPrefix, n)
+		}
+	}
+	for _, matches := range [][]*pb.Node{byName, byPrefix} {
+		switch len(matches) {
+		case 0:
+			continue
+		case 1:
+			return matches[0], nil
+		default:
+			ids := make([]string, len(matches))
+			for i, n := range matches {
+				ids[i] = n.Id
+			}
+			return nil, fmt.Errorf("%w: %s matches %d nodes (%s): give more of the ID", spec.ErrInvalid, spec.QuoteShort(query), len(matches), strings.Join(ids, ", "))
+		}
+	}
+	return nil, fmt.Errorf("no node with ID, ID prefix or name %s: %w (list nodes with `curator node ls`)", spec.QuoteShort(query), spec.ErrNotFound)
+}
+
+// MaxNodesPerTxn bounds the records written in one transaction, well
+// inside etcd's limit on operations per transaction (128 by default).
+const MaxNodesPerTxn = 100
+
+// NodeSave writes a node record, fenced.
+func NodeSave(ctx context.Context, l *Fence, n *pb.Node) error {
+	if err := NodeSaveAll(ctx, l, []*pb.Node{n}); err != nil {
+		return fmt.Errorf("save node %s: %w", n.Id, err)
+	}
+	return nil
+}
+
+// NodeSaveAll writes many changed node records, fenced, in as few
+// transactions as etcd allows. A failure part way leaves the earlier
+// batches written: each record is whole, and the loops that write many are
+// level-triggered.
+//
+// Each record is written only if it still exists: a change decided on a
+// record that was removed meanwhile (a node that left while the health
+// loop marked it down) must not bring it back. Such a batch fails with
+// ErrNodeGone, and the caller's next look sees the removal.
+func NodeSaveAll(ctx context.Context, l *Fence, nodes []*pb.Node) error {
+	return NodeWriteAll(ctx, l, nodes, true)
+}
+
+// NodeJoinAll writes the records of nodes that join, in batches as
+// NodeSaveAll does (the join queue checked each against the Registry).
+func NodeJoinAll(ctx context.Context, l *Fence, nodes []*pb.Node) error {
+	return NodeWriteAll(ctx, l, nodes, false)
+}
+
+func NodeWriteAll(ctx context.Context, l *Fence, nodes []*pb.Node, mustExist bool) error {
+	for len(nodes) > 0 {
+		batch := nodes[:min(len(nodes), MaxNodesPerTxn)]
+		nodes = nodes[len(batch):]
+		ops := make([]clientv3.Op, 0, len(batch))
+		cmps := make([]clientv3.Cmp, 0, len(batch))
+		for _, n := range batch {
+			data, err := proto.Marshal(n)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Id, err)
+			}
+			ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
+			if mustExist {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), ">", 0))
+			}
+		}
+		resp, err := l.txnIf(ctx, cmps, ops...)
+		if errors.Is(err, ErrCompare) {
+			return spec.ErrNodeGone
+		}
+		if err != nil {
+			return err
+		}
+		if err := l.seen(ctx, resp.Header.Revision); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NodeCreate writes a new node record, fenced; ErrExists if the ID is taken.
+func NodeCreate(ctx context.Context, l *Fence, n *pb.Node) error {
+	data, err := proto.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", n.Id, err)
+	}
+	resp, err := l.txn(ctx, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(nodeKey(n.Id), string(data))}, nil))
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", n.Id, err)
+	}
+	if !resp.Responses[0].GetResponseTxn().Succeeded {
+		return fmt.Errorf("node %s: %w", n.Id, spec.ErrExists)
+	}
+	return l.seen(ctx, resp.Header.Revision)
+}
+
+// NodeDestroy deletes a node record, fenced.
+func NodeDestroy(ctx context.Context, l *Fence, id string) error {
+	resp, err := l.txn(ctx, clientv3.OpDelete(nodeKey(id)))
+	if err != nil {
+		return fmt.Errorf("destroy node %s: %w", id, err)
+	}
+	return l.seen(ctx, resp.Header.Revision)
+}
+
+// seen waits until the leader's Registry view holds revision rev, so that
+// what a caller reads after its write includes the write.
+func (l *Fence) seen(ctx context.Context, rev int64) error {
+	if l.reg == nil {
+		return nil
+	}
+	return l.reg.CaughtUp(ctx, rev)
+}
+
+// CloneNode returns a copy of a node to change: records in the Registry
+// view are shared.
+func CloneNode(n *pb.Node) *pb.Node { return proto.Clone(n).(*pb.Node) }
+
+// NodeLoadRev reads node id's record as NodeLoad does, with the revision
+// of the read (nil and the revision when there is none), for NodeWatch.
+func NodeLoadRev(ctx context.Context, kv clientv3.KV, id string) (*pb.Node, int64, error) {
+	resp, err := kv.Get(ctx, nodeKey(id))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read node %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, resp.Header.Revision, nil
+	}
+	n, err := NodeUnmarshal(nodeKey(id), resp.Kvs[0].Value)
+	return n, resp.Header.Revision, err
+}
+
+// NodeWatch watches node id's record from revision from on (a watch that
+// needs etcd to have a leader).
+func NodeWatch(ctx context.Context, w clientv3.Watcher, id string, from int64) clientv3.WatchChan {
+	return w.Watch(clientv3.WithRequireLeader(ctx), nodeKey(id), clientv3.WithRev(from))
+}
+
+// NodeListLocal reads every node record from the etcd member the client
+// talks to, serializable: answered without a leader, perhaps stale.
+func NodeListLocal(ctx context.Context, kv clientv3.KV) ([]*pb.Node, error) {
+	resp, err := kv.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithSerializable())
+	if err != nil {
+		return nil, err
+	}
+	var out []*pb.Node
+	for _, kv := range resp.Kvs {
+		if n, err := NodeUnmarshal(string(kv.Key), kv.Value); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
