@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/raft/v3"
+	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
@@ -59,14 +61,46 @@ func (l *Fence) fence() clientv3.Cmp {
 // txn applies ops if we still lead. It returns ErrNotLeader when the fence
 // fails.
 func (l *Fence) txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := l.cli.Txn(ctx).If(l.fence()).Then(ops...).Commit()
+	resp, err := commit(ctx, l.cli.Txn(ctx).If(l.fence()).Then(ops...))
 	if err != nil {
-		return nil, fmt.Errorf("leader transaction: %w", err)
+		return nil, err
 	}
 	if !resp.Succeeded {
 		return nil, spec.ErrNotLeader
 	}
 	return resp, nil
+}
+
+// droppedRetries bounds how often commit proposes a transaction again that
+// raft dropped: a leadership transfer (the placement loop moves etcd's
+// leader after a promotion) or an election lasts a few election ticks.
+const droppedRetries = 20
+
+// commit commits txn, again while raft drops the proposal. A dropped
+// proposal never entered the log, so proposing it again cannot apply it
+// twice; etcd's client does not retry it, as it cannot tell it from a
+// write that may have applied.
+func commit(ctx context.Context, txn clientv3.Txn) (*clientv3.TxnResponse, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := txn.Commit()
+		if err == nil {
+			return resp, nil
+		}
+		if !dropped(err) || attempt == droppedRetries {
+			return nil, fmt.Errorf("leader transaction: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("leader transaction: %w", err)
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// dropped reports whether err is raft's refusal to propose: no leader
+// known, or a leadership transfer under way.
+func dropped(err error) bool {
+	return status.Convert(err).Message() == raft.ErrProposalDropped.Error()
 }
 
 // ErrCompare: a condition of txnIf other than the fence failed.
@@ -75,9 +109,9 @@ var ErrCompare = errors.New("a condition of the transaction failed")
 // txnIf applies ops if we still lead and every one of cmps holds:
 // ErrNotLeader when the fence fails, ErrCompare when only cmps do.
 func (l *Fence) txnIf(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := l.cli.Txn(ctx).If(append([]clientv3.Cmp{l.fence()}, cmps...)...).Then(ops...).Commit()
+	resp, err := commit(ctx, l.cli.Txn(ctx).If(append([]clientv3.Cmp{l.fence()}, cmps...)...).Then(ops...))
 	if err != nil {
-		return nil, fmt.Errorf("leader transaction: %w", err)
+		return nil, err
 	}
 	if resp.Succeeded {
 		return resp, nil
