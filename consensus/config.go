@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -174,12 +175,8 @@ func (c Config) withDefaults() Config {
 	if c.EtcdLogLevel == nil {
 		c.EtcdLogLevel = DefaultEtcdLogLevel
 	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
-	}
+	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
+	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/x509"
 	"errors"
@@ -156,12 +157,8 @@ func (c Config) withDefaults() Config {
 			*d.field = d.def
 		}
 	}
-	if c.SessionRate == 0 {
-		c.SessionRate = DefaultSessionRate
-	}
-	if c.SessionBurst == 0 {
-		c.SessionBurst = DefaultSessionBurst
-	}
+	c.SessionRate = cmp.Or(c.SessionRate, DefaultSessionRate)
+	c.SessionBurst = cmp.Or(c.SessionBurst, DefaultSessionBurst)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -50,6 +50,23 @@ var markedErrors = []struct {
 	{spec.ErrNoLeader, codes.Unavailable, spec.NoLeaderReason},
 }
 
+// errorCodes are the codes of the other errors, first match wins; any
+// other error is Internal.
+var errorCodes = []struct {
+	err  error
+	code codes.Code
+}{
+	{spec.ErrNotLeader, codes.Unavailable},
+	{spec.ErrNotFound, codes.NotFound},
+	{spec.ErrNodeGone, codes.NotFound},
+	{spec.ErrInvalid, codes.InvalidArgument},
+	{spec.ErrDenied, codes.PermissionDenied},
+	{spec.ErrExists, codes.AlreadyExists},
+	{spec.ErrPrecondition, codes.FailedPrecondition},
+	{context.Canceled, codes.Canceled},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+}
+
 // toStatus turns an error from the curator into a gRPC status error.
 func toStatus(err error) error {
 	if err == nil {
@@ -78,23 +95,11 @@ func toStatus(err error) error {
 		}
 	}
 	code := codes.Internal
-	switch {
-	case errors.Is(err, spec.ErrNotLeader):
-		code = codes.Unavailable
-	case errors.Is(err, spec.ErrNotFound), errors.Is(err, spec.ErrNodeGone):
-		code = codes.NotFound
-	case errors.Is(err, spec.ErrInvalid):
-		code = codes.InvalidArgument
-	case errors.Is(err, spec.ErrDenied):
-		code = codes.PermissionDenied
-	case errors.Is(err, spec.ErrExists):
-		code = codes.AlreadyExists
-	case errors.Is(err, spec.ErrPrecondition):
-		code = codes.FailedPrecondition
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			code = c.code
+			break
+		}
 	}
 	return status.Error(code, err.Error())
 }

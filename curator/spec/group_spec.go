@@ -428,9 +428,7 @@ func template(n *yaml.Node) (*pb.InstanceTemplate, error) {
 // order, so that two specs that mean the same are equal.
 func NormalizeGroupSpec(s *pb.GroupSpec) {
 	slices.Sort(s.Roles)
-	if s.MaxParallel == 0 {
-		s.MaxParallel = 1
-	}
+	s.MaxParallel = cmp.Or(s.MaxParallel, 1)
 	if s.ReplaceAfter == nil {
 		s.ReplaceAfter = durationpb.New(DefaultGroupReplaceAfter)
 	}
@@ -440,28 +438,18 @@ func NormalizeGroupSpec(s *pb.GroupSpec) {
 	if s.Template == nil {
 		s.Template = &pb.InstanceTemplate{}
 	}
-	if s.MaxUnhealthy == "" {
-		s.MaxUnhealthy = DefaultGroupMaxUnhealthy
-	}
-	if s.MaxReplacements == 0 {
-		s.MaxReplacements = DefaultGroupMaxReplacements
-	}
+	s.MaxUnhealthy = cmp.Or(s.MaxUnhealthy, DefaultGroupMaxUnhealthy)
+	s.MaxReplacements = cmp.Or(s.MaxReplacements, DefaultGroupMaxReplacements)
 	if s.ReplacementWindow == nil {
 		s.ReplacementWindow = durationpb.New(DefaultGroupReplacementWindow)
 	}
 	s.Rollout = NormalRolloutPolicy(s.Rollout)
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
-		if p.Process.Port == 0 {
-			p.Process.Port = DefaultGroupPort
-		}
+		p.Process.Port = cmp.Or(p.Process.Port, DefaultGroupPort)
 	case *pb.ProviderSpec_Docker:
-		if p.Docker.Port == 0 {
-			p.Docker.Port = DefaultGroupPort
-		}
-		if p.Docker.Image == "" {
-			p.Docker.Image = DefaultGroupImage
-		}
+		p.Docker.Port = cmp.Or(p.Docker.Port, DefaultGroupPort)
+		p.Docker.Image = cmp.Or(p.Docker.Image, DefaultGroupImage)
 	}
 }
 
@@ -478,12 +466,8 @@ func NormalRolloutPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
 	if r.ProgressDeadline == nil {
 		r.ProgressDeadline = durationpb.New(DefaultRolloutProgressDeadline)
 	}
-	if r.MaxFailures == 0 {
-		r.MaxFailures = DefaultRolloutMaxFailures
-	}
-	if r.FailureAction == "" {
-		r.FailureAction = DefaultRolloutFailureAction
-	}
+	r.MaxFailures = cmp.Or(r.MaxFailures, DefaultRolloutMaxFailures)
+	r.FailureAction = cmp.Or(r.FailureAction, DefaultRolloutFailureAction)
 	if r.MaxSurge == nil {
 		r.MaxSurge = proto.Uint32(DefaultRolloutMaxSurge)
 	}

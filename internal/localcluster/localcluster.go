@@ -9,6 +9,7 @@
 package localcluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,12 +118,8 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.StepTimeout == 0 {
-		c.StepTimeout = DefaultStepTimeout
-	}
-	if c.Poll == 0 {
-		c.Poll = DefaultPoll
-	}
+	c.StepTimeout = cmp.Or(c.StepTimeout, DefaultStepTimeout)
+	c.Poll = cmp.Or(c.Poll, DefaultPoll)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}

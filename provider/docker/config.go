@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -89,38 +90,19 @@ type Config struct {
 // withDefaults returns c with its zero fields filled in and HostDir made
 // absolute (Docker binds absolute paths only).
 func (c Config) withDefaults() (Config, error) {
-	if c.Host == "" {
-		c.Host = os.Getenv(client.EnvOverrideHost)
-	}
-	if c.Host == "" {
-		c.Host = client.DefaultDockerHost
-	}
+	c.Host = cmp.Or(c.Host, os.Getenv(client.EnvOverrideHost), client.DefaultDockerHost)
 	if c.ManagerSocket == "" {
 		if path, ok := strings.CutPrefix(c.Host, "unix://"); ok {
 			c.ManagerSocket = path
 		}
 	}
-	if c.Network == "" {
-		c.Network = DefaultNetwork
-	}
-	if c.Subnet == "" {
-		c.Subnet = DefaultSubnet
-	}
-	if c.Image == "" {
-		c.Image = DefaultImage
-	}
-	if c.Port == 0 {
-		c.Port = DefaultPort
-	}
-	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
-	}
-	if c.StopTimeout == 0 {
-		c.StopTimeout = DefaultStopTimeout
-	}
-	if c.PruneGrace == 0 {
-		c.PruneGrace = DefaultPruneGrace
-	}
+	c.Network = cmp.Or(c.Network, DefaultNetwork)
+	c.Subnet = cmp.Or(c.Subnet, DefaultSubnet)
+	c.Image = cmp.Or(c.Image, DefaultImage)
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
+	c.StopTimeout = cmp.Or(c.StopTimeout, DefaultStopTimeout)
+	c.PruneGrace = cmp.Or(c.PruneGrace, DefaultPruneGrace)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
