@@ -319,6 +319,7 @@ func TestRolloutFaults(t *testing.T) {
 	bin := faultsBinary(t)
 	for i, point := range []string{curator.FaultRolloutAfterProvision, curator.FaultRolloutSurgeLearner, curator.FaultRolloutAfterDemote, curator.FaultRolloutAfterDestroy} {
 		t.Run(strings.ReplaceAll(point, "/", "-"), func(t *testing.T) {
+			t.Parallel() // a range of addresses each
 			d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + point}, fmt.Sprintf("127.0.%d.10-127.0.%d.40", 226+i, 226+i), 3, 0)
 			first := d.leader()
 			// The group loop prunes a dead machine's dir, log and all:

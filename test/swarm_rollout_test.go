@@ -123,7 +123,7 @@ func TestSwarmRollout(t *testing.T) {
 	start := time.Now()
 
 	// The pool's addresses, each linked to a spare engine's socket.
-	const pool = "127.0.233.20-127.0.233.22"
+	const pool = "127.0.236.20-127.0.236.22"
 	sockets, dir := t.TempDir(), t.TempDir()
 	t.Cleanup(func() { killInstancesUnder(dir) })
 	t.Cleanup(func() {
@@ -136,7 +136,7 @@ func TestSwarmRollout(t *testing.T) {
 	})
 	engineAt := map[string]*swarmtest.Engine{}
 	for i, e := range spare {
-		addr := fmt.Sprintf("127.0.233.%d:%d", 20+i, port)
+		addr := fmt.Sprintf("127.0.236.%d:%d", 20+i, port)
 		if err := os.Symlink(e.Socket, filepath.Join(sockets, addr+".sock")); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestSwarmRollout(t *testing.T) {
 	}
 	all := append([]*swarmtest.Engine{m0}, spare...)
 
-	c := newCluster(t, "127.0.233.")
+	c := newCluster(t, "127.0.236.")
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
