@@ -228,7 +228,8 @@ func authorize(id identity, method string) error {
 }
 
 // lookupNode reads one node (read only): from the registry view while we
-// lead, from etcd otherwise.
+// lead, from etcd otherwise (nodeLookup: one read shared by the calls
+// that ask together).
 func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
 	if st := s.currentLeader(); st != nil {
 		if n := st.reg.Node(id); n != nil {
@@ -236,7 +237,7 @@ func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
 		}
 		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
-	return store.NodeLoad(ctx, s.cfg.Etcd, id)
+	return s.nodes.node(ctx, id)
 }
 
 // checkNodeMember refuses a node that is no longer in the registry. Only the

@@ -27,6 +27,7 @@ import (
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -50,6 +51,8 @@ type Service struct {
 	// stopping is set once Run's ctx ended: forwarded session streams
 	// end with the connection to the leader, not forwarded again.
 	stopping atomic.Bool
+	// nodes reads node records while this curator does not lead.
+	nodes *nodeLookup
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -65,7 +68,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Certs == nil {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst)}, nil
+	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), nodes: nodes}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
