@@ -48,16 +48,27 @@ func newNodeLookup(load func(ctx context.Context, id string) (*pb.Node, error), 
 	return &nodeLookup{load: load, now: now, read: map[string]lookedUp{}}
 }
 
+// fresh is node id's record if it was read less than nodeLookupTTL ago.
+func (l *nodeLookup) fresh(id string) *pb.Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.read[id]; ok && l.now().Sub(r.at) < nodeLookupTTL {
+		return r.node
+	}
+	return nil
+}
+
 // node returns node id's record, as read at most nodeLookupTTL ago. The
 // record is the caller's to keep (a copy).
 func (l *nodeLookup) node(ctx context.Context, id string) (*pb.Node, error) {
-	l.mu.Lock()
-	r, ok := l.read[id]
-	l.mu.Unlock()
-	if ok && l.now().Sub(r.at) < nodeLookupTTL {
-		return proto.Clone(r.node).(*pb.Node), nil
+	if n := l.fresh(id); n != nil {
+		return proto.Clone(n).(*pb.Node), nil
 	}
 	ch := l.flight.DoChan(id, func() (any, error) {
+		// A read that ended since this caller looked serves it too.
+		if n := l.fresh(id); n != nil {
+			return n, nil
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeLookupTimeout)
 		defer cancel()
 		at := l.now()

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,11 +40,16 @@ func TestNodeLookupSharesReads(t *testing.T) {
 	}
 
 	var reads atomic.Int32
+	// gate, when set, holds every read until it is closed.
+	var gate atomic.Pointer[chan struct{}]
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	l := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) {
 		reads.Add(1)
+		if g := gate.Load(); g != nil {
+			<-*g
+		}
 		return store.NodeLoad(ctx, cli, id)
 	}, clock)
 
@@ -91,23 +97,47 @@ func TestNodeLookupSharesReads(t *testing.T) {
 		t.Errorf("a lookup after the TTL: %d reads in all, want 2", got)
 	}
 
-	// A caller that gives up gets its own error; the read it started
-	// serves a caller still waiting.
+	// A caller that gives up while the read it started is under way gets
+	// its own error; the read goes on and serves a caller still waiting.
 	mu.Lock()
 	now = now.Add(nodeLookupTTL)
 	mu.Unlock()
+	held := make(chan struct{})
+	gate.Store(&held)
+	before := reads.Load()
 	gone, giveUp := context.WithCancel(ctx)
+	goneErr := make(chan error, 1)
+	go func() {
+		_, err := l.node(gone, manager.Id)
+		goneErr <- err
+	}()
+	for reads.Load() == before {
+		time.Sleep(time.Millisecond)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		n, err := l.node(ctx, manager.Id)
+		if err == nil && n.Id != manager.Id {
+			err = fmt.Errorf("read node %s, want %s", n.Id, manager.Id)
+		}
+		waiting <- err
+	}()
 	giveUp()
-	if _, err := l.node(gone, manager.Id); !errors.Is(err, context.Canceled) {
+	if err := <-goneErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("a lookup whose caller is gone: %v, want context.Canceled", err)
 	}
-	if n, err := l.node(ctx, manager.Id); err != nil || n.Id != manager.Id {
-		t.Errorf("a lookup beside a caller that gave up: %v, %v", n, err)
+	gate.Store(nil)
+	close(held)
+	if err := <-waiting; err != nil {
+		t.Errorf("a lookup beside a caller that gave up: %v", err)
+	}
+	if got := reads.Load() - before; got != 1 {
+		t.Errorf("the two lookups made %d reads, want 1", got)
 	}
 
 	// A node that is not there is read each time (a node that joins a
 	// moment later is found at once).
-	before := reads.Load()
+	before = reads.Load()
 	for range 3 {
 		if _, err := l.node(ctx, "nosuchnodeaaaaaaaaaaaaaaa"); !errors.Is(err, spec.ErrNotFound) {
 			t.Fatalf("lookup of a missing node: %v, want ErrNotFound", err)
