@@ -24,6 +24,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Service runs one node's etcd. Create it with New, run it with Run (as a
@@ -214,6 +215,8 @@ func (s *Service) start(ctx context.Context) (*embed.Etcd, *etcdSignals, error) 
 	ec.StrictReconfigCheck = false
 	// The curator speaks gRPC only.
 	ec.EnableGRPCGateway = false
+	// Innermost, around etcd's own handlers: see survivesRemoval.
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(survivesRemoval())}
 	// Keep an hour of history: enough for watchers to resume after a
 	// restart, bounded so that the database does not grow forever.
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
