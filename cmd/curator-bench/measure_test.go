@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/provider/process"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -115,5 +119,29 @@ func TestSimAddress(t *testing.T) {
 	want := []string{"127.0.150.13:10000", "127.0.150.13:10001", "127.0.150.14:10000"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("simAddress (-want +got):\n%s", diff)
+	}
+}
+
+func TestStreamErrorKey(t *testing.T) {
+	paced, err := status.New(codes.Unavailable, "this manager admits no more sessions right now").
+		WithDetails(&errdetails.ErrorInfo{Reason: spec.SessionsPacedReason, Domain: spec.ErrorDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		st   *status.Status
+		want string
+	}{
+		{paced, "session: Unavailable SESSIONS_PACED"},
+		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.150.10:7000: connect: connection refused"`), "session: Unavailable (refused)"},
+		{status.New(codes.Unavailable, "connection error: desc = \"transport: authentication handshake failed: context deadline exceeded\""), "session: Unavailable (tls handshake)"},
+		{status.New(codes.Canceled, "context canceled while waiting for connections to become ready"), "session: Canceled (no connection ready)"},
+		{status.New(codes.Unavailable, "error reading from server: EOF"), "session: Unavailable (eof)"},
+		{status.New(codes.Unknown, "EOF"), "session: Unknown (eof)"},
+		{status.New(codes.PermissionDenied, "node x was removed"), "session: PermissionDenied"},
+	} {
+		if got := streamErrorKey("session", tc.st); got != tc.want {
+			t.Errorf("streamErrorKey(%v) = %q, want %q", tc.st.Message(), got, tc.want)
+		}
 	}
 }

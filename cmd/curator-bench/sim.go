@@ -25,6 +25,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,12 +286,7 @@ func (f *fleet) intern(leader string) *string {
 // message of each key goes to stderr, once.
 func (f *fleet) streamError(stream string, err error) {
 	st := status.Convert(err)
-	key := stream + ": " + st.Code().String()
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
-			key += " " + info.Reason
-		}
-	}
+	key := streamErrorKey(stream, st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, seen := f.errsSeen[key]; !seen {
@@ -298,6 +294,37 @@ func (f *fleet) streamError(stream string, err error) {
 		f.progress.printf("first %q: %s", key, spec.QuoteShort(st.Message()))
 	}
 	f.errs[key]++
+}
+
+// streamErrorKey is what an error of stream is counted under: its code and
+// the curator's reason, or, for an error without one (a connection's), the
+// kind of failure its message names, so that a failover's errors say
+// whether the nodes met a dead manager, a busy one or a slow handshake.
+func streamErrorKey(stream string, st *status.Status) string {
+	key := stream + ": " + st.Code().String()
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
+			return key + " " + info.Reason
+		}
+	}
+	msg := strings.ToLower(st.Message())
+	for _, k := range connectionFailures {
+		if strings.Contains(msg, k.says) {
+			return key + " (" + k.kind + ")"
+		}
+	}
+	return key
+}
+
+// connectionFailures are the kinds of connection failure streamErrorKey
+// names, by what the message says; first match wins.
+var connectionFailures = []struct{ says, kind string }{
+	{"connection refused", "refused"},
+	{"connection reset", "reset"},
+	{"handshake", "tls handshake"},
+	{"waiting for connections to become ready", "no connection ready"},
+	{"deadline exceeded", "deadline"},
+	{"eof", "eof"},
 }
 
 // streamErrors returns the counts since the last call, and resets them.
