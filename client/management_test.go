@@ -35,6 +35,20 @@ type recorder struct {
 	reqs []proto.Message
 }
 
+// scripted is a recorder whose call i of n is answered by answer(i), and
+// every call after the last by answer(n-1).
+func scripted(n int, answer func(i int) (proto.Message, error)) *recorder {
+	var mu sync.Mutex
+	calls := 0
+	return &recorder{answer: func(proto.Message) (proto.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		i := min(calls, n-1)
+		calls++
+		return answer(i)
+	}}
+}
+
 func (r *recorder) handle(_ any, stream grpc.ServerStream) error {
 	full, _ := grpc.MethodFromServerStream(stream)
 	method := pb.File_curator_proto.Services().ByName("Management").Methods().ByName(protoreflect.Name(path.Base(full)))
@@ -316,15 +330,7 @@ func TestWaitNode(t *testing.T) {
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			next := 0
-			r := &recorder{answer: func(proto.Message) (proto.Message, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				a := tc.answers[min(next, len(tc.answers)-1)]
-				next++
-				return a.v, a.err
-			}}
+			r := scripted(len(tc.answers), func(i int) (proto.Message, error) { return tc.answers[i].v, tc.answers[i].err })
 			c := dialRecorder(t, r, WithPollInterval(5*time.Millisecond), WithRounds(1))
 			// The cases that end with the cluster's answer get all the
 			// time a busy machine needs; those that end with ctx, 300 ms.
@@ -386,15 +392,7 @@ func TestWaitRollout(t *testing.T) {
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			next := 0
-			r := &recorder{answer: func(proto.Message) (proto.Message, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				a := tc.answers[min(next, len(tc.answers)-1)]
-				next++
-				return a.r, a.err
-			}}
+			r := scripted(len(tc.answers), func(i int) (proto.Message, error) { return tc.answers[i].r, tc.answers[i].err })
 			c := dialRecorder(t, r, WithPollInterval(5*time.Millisecond), WithRounds(1))
 			timeout := 10 * time.Second
 			if tc.seen == 0 {
