@@ -221,15 +221,7 @@ func TestDev(t *testing.T) {
 	runDev := func(name string) *proc {
 		stdout = syncBuffer{}
 		dev := start(t, name, filepath.Join(dir, "dev.log"), &stdout, "dev", "--managers", "3", "--workers", "2", "--dir", dir, "--addresses", addresses)
-		testenv.Eventually(t, 3*time.Minute, name+" prints the node table and how to use it", func() error {
-			if dev.exited() {
-				t.Fatalf("%s exited: %v", name, dev.err)
-			}
-			if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
-				return errors.New("not yet")
-			}
-			return nil
-		})
+		waitDevUp(t, dev, &stdout, 3*time.Minute)
 		return dev
 	}
 	dev := runDev("dev")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,15 +33,7 @@ func TestDevDocker(t *testing.T) {
 	var stdout syncBuffer
 	dev := start(t, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev", "--provider", "docker",
 		"--managers", "1", "--workers", "1", "--dir", dir, "--network", network, "--subnet", subnet, "--image", image)
-	testenv.Eventually(t, 3*time.Minute, "dev prints the node table", func() error {
-		if dev.exited() {
-			t.Fatalf("dev exited: %v", dev.err)
-		}
-		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitDevUp(t, dev, &stdout, 3*time.Minute)
 	config := filepath.Join(dir, "config.yaml")
 	if groups, err := groupLs(t, config); err != nil || len(groups) != 2 {
 		t.Fatalf("group ls: %+v (%v), want managers and workers", groups, err)

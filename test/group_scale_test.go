@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,15 +24,7 @@ func TestGroupScale(t *testing.T) {
 		<-dev.done
 		stopDevNodes(t, dir)
 	})
-	testenv.Eventually(t, 2*time.Minute, "dev is up", func() error {
-		if dev.exited() {
-			t.Fatalf("dev exited: %v", dev.err)
-		}
-		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitDevUp(t, dev, &stdout, 2*time.Minute)
 	config := filepath.Join(dir, "config.yaml")
 	run := func(args ...string) (string, string, error) {
 		return cli(t, append([]string{"--config", config}, args...)...)

@@ -58,6 +58,22 @@ const (
 	logTail = 60
 )
 
+// waitDevUp waits until dev, a `curator dev` whose output goes to stdout,
+// prints how to use its cluster (the export CURATOR_CONFIG line), failing
+// the test if dev exits first.
+func waitDevUp(t *testing.T, dev *proc, stdout *syncBuffer, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, dev.name+" prints how to use its cluster", func() error {
+		if dev.exited() {
+			t.Fatalf("%s exited: %v", dev.name, dev.err)
+		}
+		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	given := false

@@ -83,15 +83,7 @@ func startDevIn(t *testing.T, bin string, env []string, dir, addresses string, m
 	})
 	p := startBinary(t, bin, env, "dev", filepath.Join(dir, "dev.log"), &stdout, append([]string{"dev",
 		"--managers", fmt.Sprint(managers), "--workers", fmt.Sprint(workers), "--dir", dir, "--addresses", addresses}, extra...)...)
-	testenv.Eventually(t, 3*time.Minute, "dev is up", func() error {
-		if p.exited() {
-			t.Fatalf("dev exited: %v", p.err)
-		}
-		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitDevUp(t, p, &stdout, 3*time.Minute)
 	t.Cleanup(func() {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		p.wait(t, time.Minute)

@@ -50,15 +50,7 @@ func TestUIOnDev(t *testing.T) {
 	var stdout syncBuffer
 	dev := start(t, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev", "--managers", "3", "--workers", "2", "--dir", dir, "--addresses", "127.0.212.10-127.0.212.40")
 	t.Cleanup(func() { stopDevNodes(t, dir) })
-	testenv.Eventually(t, 3*time.Minute, "dev prints how to use the cluster", func() error {
-		if dev.exited() {
-			t.Fatalf("dev exited: %v", dev.err)
-		}
-		if !strings.Contains(stdout.String(), "export CURATOR_CONFIG=") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitDevUp(t, dev, &stdout, 3*time.Minute)
 	config := filepath.Join(dir, "config.yaml")
 	nodes, err := nodeLs(t, config)
 	if err != nil {
