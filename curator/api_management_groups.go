@@ -435,8 +435,7 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, req *pb.ChangeRollo
 // recordGroupEvent keeps an event of the group API (a commit, a destroy)
 // beside the group loop's; failing to is logged, not fatal.
 func (st *leaderState) recordGroupEvent(ctx context.Context, action, reason string) {
-	ev := &pb.Event{Time: st.timestamp(), Loop: "groups", Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
-	if err := store.EventRecord(ctx, st.Fence, ev); err != nil {
+	if err := store.EventRecord(ctx, st.Fence, st.event("groups", action, "", reason)); err != nil {
 		st.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // What an operator does to one node. Each call resolves the node, checks
@@ -211,6 +212,12 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 	}()
 	if err != nil {
 		return nil, err
+	}
+	if req.Swarm != nil {
+		// The swarm sync acts on the mode at once, not at its next
+		// periodic read (a minute): with every node's Swarm ID known
+		// already, nothing else would wake it.
+		supervisor.Kick(st.kickSwarm)
 	}
 	return m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
 }

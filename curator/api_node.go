@@ -25,8 +25,8 @@ import (
 )
 
 // nodeAPI is the node agents' API (curator.v1.Curator), served by the
-// leader: a node joins (Register), keeps its session (Heartbeat,
-// WatchNode), finds the managers (GetManagers) and leaves (Leave). Each
+// leader: a node joins (Register), keeps its session (Heartbeat), finds
+// the managers (GetManagers) and leaves (Leave). Each
 // call acts through the leadership it finds (leaderFor); followers never
 // reach it, as they forward every call.
 type nodeAPI struct {
@@ -186,8 +186,7 @@ func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group,
 
 // recordNodeEvent records an event about node id, from the node API.
 func (st *leaderState) recordNodeEvent(ctx context.Context, id, action, reason string) {
-	ev := &pb.Event{Time: st.timestamp(), Loop: "joins", NodeId: id, Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
-	if err := store.EventRecord(ctx, st.Fence, ev); err != nil {
+	if err := store.EventRecord(ctx, st.Fence, st.event("joins", action, id, reason)); err != nil {
 		st.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }
@@ -256,9 +255,14 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	return false, store.NodeCreate(ctx, st.Fence, node)
 }
 
-// Heartbeat records each message from the node in the leader's memory. The
-// stream ends when the leadership does, so the node reconnects to the next
-// leader.
+// Heartbeat is the node's session: it records each message from the node
+// in the leader's memory and answers it, and it carries the node's own
+// record and the manager list when either changes (in the first answer,
+// then as they change: sessionPushes). The stream ends when the
+// leadership does, when this leader doubts its lease, or when the node is
+// removed, at the node's next heartbeat: the handler reads the stream
+// itself, with no goroutine beside it (at a fleet's size each goroutine
+// per node is thousands of stacks).
 func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
 	s := a.s
 	st, err := s.leaderFor()
@@ -266,88 +270,52 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	answer := func(seq uint64) error {
-		return stream.Send(&pb.HeartbeatResponse{IntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), Seq: seq, Leader: s.cfg.NodeID})
+	ss := &sessionStream{
+		id: id, reg: st.reg, leader: s.cfg.NodeID, interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
+		send: stream.Send,
 	}
-	if err := answer(0); err != nil {
+	defer ss.close()
+	if err := ss.answer(0); err != nil {
 		return err
 	}
 	dropped, release := st.streams.open(id)
 	defer release()
-	// A leader in doubt about its lease ends the stream: the node moves
-	// to whoever can serve it.
+	defer st.pushes.open(ss)()
+	// A change between the first answer and the stream's registration
+	// is carried at once all the same.
+	ss.kick()
 	doubt := st.guard.servingDone()
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
+	// A forwarder that opened the stream again sends the node's last
+	// heartbeat first: answered, not taken for news of the node.
+	replayed := firstReplayed(stream.Context())
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-dropped:
+			return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
+		case <-st.ctx.Done():
+			return spec.ErrNotLeader
+		case <-doubt:
+			// A leader in doubt about its lease: the node moves to
+			// whoever can serve it.
+			return spec.ErrNotLeader
+		default:
+		}
+		if !replayed {
 			st.hb.beat(id, s.cfg.Now())
 			if n := st.reg.Node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
 				supervisor.Kick(st.kickHealth)
 			}
-			if err := answer(req.Seq); err != nil {
-				errc <- err
-				return
-			}
 		}
-	}()
-	select {
-	case <-dropped:
-		return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
-	case <-st.ctx.Done():
-		return spec.ErrNotLeader
-	case <-doubt:
-		return spec.ErrNotLeader
-	case err := <-errc:
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	}
-}
-
-// WatchNode streams the caller's own record and the manager list each time
-// either changes, from the leader's registry view: a stream wakes only for
-// changes that concern it.
-func (a *nodeAPI) WatchNode(_ *pb.WatchNodeRequest, stream grpc.ServerStreamingServer[pb.WatchNodeResponse]) error {
-	st, err := a.s.leaderFor()
-	if err != nil {
-		return err
-	}
-	id := identityFrom(stream.Context()).nodeID
-	// A removed node's watch ends at once, whatever the watch was doing.
-	dropped, release := st.streams.open(id)
-	defer release()
-	removed := fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
-	doubt := st.guard.servingDone()
-	var lastNode *pb.Node
-	var lastManagers []string
-	for {
-		n, mgrs, nodeChanged, managersChanged := st.reg.WatchNode(id)
-		if n == nil {
-			return removed
-		}
-		if n != lastNode || !slices.Equal(mgrs, lastManagers) {
-			if err := stream.Send(&pb.WatchNodeResponse{Node: n, Managers: mgrs}); err != nil {
-				return err
-			}
-			lastNode, lastManagers = n, mgrs
-		}
-		select {
-		case <-nodeChanged:
-		case <-managersChanged:
-		case <-dropped:
-			return removed
-		case <-st.ctx.Done():
-			return spec.ErrNotLeader
-		case <-doubt:
-			return spec.ErrNotLeader
-		case <-stream.Context().Done():
-			return stream.Context().Err()
+		replayed = false
+		if err := ss.answer(req.Seq); err != nil {
+			return err
 		}
 	}
 }

@@ -17,11 +17,21 @@ import (
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // auditTimeout bounds the write of an audit entry, which goes on when
 // the caller has gone.
 const auditTimeout = 5 * time.Second
+
+// A refused call changed nothing, so it is answered at once and its
+// entry written after (runRefusalLog): a caller is never kept waiting on
+// etcd to be told no. At most refusalQueue entries wait; each is tried
+// for refusalBound (etcd may be electing, or this member cut off).
+const (
+	refusalQueue = 1024
+	refusalBound = 30 * time.Second
+)
 
 // audit records a management call that ended with err (nil: it
 // succeeded) if it is one the trail keeps: a call above the reader role,
@@ -31,19 +41,71 @@ func (s *Service) audit(ctx context.Context, id identity, method string, req any
 	s.auditOn(ctx, id, method, req, "", err)
 }
 
+// auditRefusal records a call refused before it ran (not authenticated,
+// not allowed, or invalid), in the background: see runRefusalLog.
+func (s *Service) auditRefusal(ctx context.Context, id identity, method string, req any, err error) {
+	e := s.auditEntry(id, method, req, "", err)
+	if e == nil {
+		return
+	}
+	select {
+	case s.refusals <- e:
+	default:
+		s.metrics.RefusalsUnaudited.Inc()
+		s.logger(ctx).Warn("too many refused calls waiting for the audit trail: not recorded", zap.String("call", e.Call), zap.String("caller", e.Name))
+	}
+}
+
+// runRefusalLog writes the entries of refused calls, oldest first, each
+// tried again until refusalBound has passed. A plain put of a new key
+// (no fence): a refusal is the answering manager's record, whoever leads.
+// Once ctx ends, what waits is written within a second, or lost.
+func (s *Service) runRefusalLog(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	write := func(ctx context.Context, e *pb.AuditEntry) {
+		var err error
+		for try := 0; ; try++ {
+			wctx, cancel := context.WithTimeout(ctx, auditTimeout)
+			err = store.AuditRecord(wctx, s.cfg.Etcd, nil, e)
+			cancel()
+			if err == nil || s.cfg.Now().Sub(e.Time.AsTime()) > refusalBound ||
+				supervisor.Sleep(ctx, time.Duration(try+1)*100*time.Millisecond) != nil {
+				break
+			}
+		}
+		if err != nil {
+			s.metrics.RefusalsUnaudited.Inc()
+			s.logger(ctx).Warn("could not record a refused call in the audit trail", zap.String("call", e.Call), zap.String("caller", e.Name), zap.Error(err))
+		}
+	}
+	for {
+		select {
+		case e := <-s.refusals:
+			write(ctx, e)
+		case <-ctx.Done():
+			flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			for {
+				select {
+				case e := <-s.refusals:
+					write(flush, e)
+				default:
+					return ctx.Err()
+				}
+			}
+		}
+	}
+}
+
 // auditOn is audit of a call on the node nodeID (empty: none or not
 // known). A change the leader made is also an event (loop "operator",
 // with its actor), so that `events` shows the operators' actions beside
 // the loops'.
 func (s *Service) auditOn(ctx context.Context, id identity, method string, req any, nodeID string, err error) {
-	call := strings.TrimPrefix(method, managementPrefix)
-	if status.Code(err) != codes.PermissionDenied && !spec.Audited(call) {
+	e := s.auditEntry(id, method, req, nodeID, err)
+	if e == nil {
 		return
 	}
-	e := auditEntry(id, call, req, err)
-	e.Time = timestamppb.New(time.Now())
-	e.Recorder = s.cfg.NodeID
-	e.NodeId = nodeID
 	st := s.currentLeader()
 	var l *store.Fence
 	if st != nil {
@@ -52,20 +114,34 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
 	if rerr := store.AuditRecord(ctx, s.cfg.Etcd, l, e); rerr != nil {
-		s.logger(ctx).Warn("could not record a management call in the audit trail", zap.String("call", call), zap.Error(rerr))
+		s.logger(ctx).Warn("could not record a management call in the audit trail", zap.String("call", e.Call), zap.Error(rerr))
 	}
-	if st == nil || err != nil || !spec.Changes(call) {
+	if st == nil || err != nil || !spec.Changes(e.Call) {
 		return
 	}
 	reason := e.Args
 	if reason == "" {
 		reason = "(no arguments)"
 	}
-	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: call, Reason: reason,
+	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: e.Call, Reason: reason,
 		Leader: s.cfg.NodeID, Term: st.Rev(), Actor: e.Name + " (" + e.Role + ")"}
 	if rerr := store.EventRecord(ctx, st.Fence, ev); rerr != nil {
-		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", call), zap.Error(rerr))
+		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", e.Call), zap.Error(rerr))
 	}
+}
+
+// auditEntry is the entry of a management call that ended with err, made
+// now by this manager; nil if the trail does not keep the call.
+func (s *Service) auditEntry(id identity, method string, req any, nodeID string, err error) *pb.AuditEntry {
+	call := strings.TrimPrefix(method, managementPrefix)
+	if status.Code(err) != codes.PermissionDenied && !spec.Audited(call) {
+		return nil
+	}
+	e := auditEntry(id, call, req, err)
+	e.Time = timestamppb.New(s.cfg.Now())
+	e.Recorder = s.cfg.NodeID
+	e.NodeId = nodeID
+	return e
 }
 
 // auditNode is the ID of the node a request names (its "id" field: an

@@ -275,7 +275,7 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	if err != nil {
 		err = toStatus(err)
 		if mgmt {
-			s.audit(ctx, id, info.FullMethod, req, err)
+			s.auditRefusal(ctx, id, info.FullMethod, req, err)
 		}
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	if err != nil {
 		err = toStatus(err)
 		if mgmt {
-			s.audit(ctx, id, info.FullMethod, nil, err)
+			s.auditRefusal(ctx, id, info.FullMethod, nil, err)
 		}
 		return err
 	}
@@ -362,6 +362,7 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 		// when to come back (admission.go).
 		if err := s.sessions.admit(s.cfg.Now()); err != nil {
 			s.metrics.SessionsRefused.Inc()
+			s.knocks.note(s.cfg.Now())
 			return toStatus(err)
 		}
 	}

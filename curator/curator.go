@@ -48,11 +48,16 @@ type Service struct {
 	quorum quorumCache
 	// sessions admits the nodes' session set-ups (admission.go).
 	sessions *sessionGate
+	// knocks is when a node was last turned away (admission.go).
+	knocks *knocks
 	// stopping is set once Run's ctx ended: forwarded session streams
 	// end with the connection to the leader, not forwarded again.
 	stopping atomic.Bool
 	// nodes reads node records while this curator does not lead.
 	nodes *nodeLookup
+	// refusals are the audit entries of refused calls, waiting to be
+	// written (runRefusalLog).
+	refusals chan *pb.AuditEntry
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -69,7 +74,8 @@ func New(cfg Config) (*Service, error) {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), nodes: nodes}, nil
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
+		refusals: make(chan *pb.AuditEntry, refusalQueue)}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
@@ -93,6 +99,7 @@ func (s *Service) Run(ctx context.Context) error {
 		"election": running.Wrap(s.runElection),
 		"quorum":   s.runQuorumCheck,
 		"crashes":  s.runCrashWatch,
+		"audit":    s.runRefusalLog,
 	}); err != nil {
 		return err
 	}
@@ -170,9 +177,12 @@ func (s *Service) runElection(ctx context.Context) error {
 		hb:         newHeartbeats(),
 		reg:        reg,
 		joins:      newJoinQueue(),
+		pushes:     newSessionPushes(),
 		kickHealth: make(chan struct{}, 1),
 		kickGroups: make(chan struct{}, 1),
+		kickSwarm:  make(chan struct{}, 1),
 		resigned:   make(chan struct{}),
+		knocks:     s.knocks,
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -194,6 +204,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	wg.Go(func() { defer close(keyGone); s.watchOwnKey(lctx, l) })
 	regErr := make(chan error, 1)
 	wg.Go(func() { regErr <- reg.Run(lctx) })
+	wg.Go(func() { st.pushes.run(lctx, reg) })
 	select {
 	case <-reg.Ready():
 	case err := <-regErr:

@@ -15,6 +15,9 @@ const (
 	FaultRolloutSurgeLearner = "rollout/after-surge-learner"
 	// FaultRolloutAfterDemote: a rollout demoted an old manager.
 	FaultRolloutAfterDemote = "rollout/after-demote"
+	// FaultRolloutAfterRollBack: a failed rollout's record was turned
+	// into its rollback, the group back on its previous template.
+	FaultRolloutAfterRollBack = "rollout/after-rollback"
 	// FaultSwarmAfterPromote: a node's Swarm worker was promoted to
 	// manager, and nothing else of its promotion done yet.
 	FaultSwarmAfterPromote = "swarm/after-promote"

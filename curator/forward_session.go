@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -18,16 +19,17 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// A node's session streams (Heartbeat, WatchNode) through a follower
-// outlive a change of leader. The follower holds the node's stream and
+// A node's session stream (Heartbeat) through a follower outlives a
+// change of leader. The follower holds the node's stream and
 // forwards it upstream; when the leader moves (the forwarder closes its
 // connection to the old one, or the old one ends the stream as not
 // leader), the follower opens the stream again to the new leader, without
-// the node noticing more than an answer that comes a little later: the
-// heartbeat upstream on the node's next heartbeat (which it sends first,
-// so the new leader hears the node at once; the node's heartbeats come
-// spread over an interval, and so do the re-opened streams), the watch
-// after a wait spread over half an interval. Only the nodes whose manager
+// the node noticing more than an answer that comes a little later: on the
+// node's next heartbeat (which it sends first, so the new leader hears the
+// node at once; the node's heartbeats come spread over an interval, and so
+// do the re-opened streams), or after a wait spread over half an interval.
+// The new leader's first answer carries the node's record and the
+// manager list, as any stream's first answer does. Only the nodes whose manager
 // died set up sessions anew; without this, every node of the fleet did at
 // each failover, all within a second.
 //
@@ -36,10 +38,10 @@ import (
 // another manager as before. A refusal from upstream (a come-back, the
 // node removed) is passed on, never retried here.
 
-// sessionMethod says whether method is a session stream that survives a
-// change of leader.
+// sessionMethod says whether method is the session stream, which
+// survives a change of leader.
 func sessionMethod(method string) bool {
-	return method == pb.Curator_Heartbeat_FullMethodName || method == pb.Curator_WatchNode_FullMethodName
+	return method == pb.Curator_Heartbeat_FullMethodName
 }
 
 // leaderMoved says whether err, which ended a forwarded stream upstream
@@ -96,15 +98,7 @@ func (s *Service) forwardSession(ctx context.Context, id identity, srv any, info
 			}
 		}
 	}()
-	var first proto.Message
-	if !info.IsClientStream {
-		// A watch: its one request, sent again to each leader.
-		select {
-		case first = <-in:
-		case err := <-inErr:
-			return err
-		}
-	}
+	var first carried
 	for {
 		next, moved, err := s.forwardSessionOnce(ctx, id, info, ss, outType, in, inErr, first)
 		if errors.Is(err, errLeadsHere) {
@@ -118,35 +112,59 @@ func (s *Service) forwardSession(ctx context.Context, id identity, srv any, info
 	}
 }
 
+// carried is the node's message a forwarder sends first on a stream it
+// opens again: the node's next heartbeat, or its last one again
+// (replayed). A replayed heartbeat is answered, so the node's session goes
+// on, but it is no news of the node: a node frozen since it sent it must
+// not read as alive to the new leader (replayedKey says so upstream).
+type carried struct {
+	msg      proto.Message
+	replayed bool
+}
+
+// replayedKey, in a session stream's metadata, says that the stream's
+// first message is a heartbeat replayed by a forwarder (carried).
+const replayedKey = "x-curator-replayed-first"
+
+// firstReplayed says whether the first message of the session stream of
+// ctx is a replayed heartbeat.
+func firstReplayed(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, replayedKey)) > 0
+}
+
 // forwardSessionOnce forwards the session stream to the current leader
 // until either side ends. moved says the leader went away while the node's
 // stream goes on: then next is the node's message to send first to the
-// next leader (a heartbeat stream's; for a watch, the wait is done).
+// next leader.
 func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grpc.StreamServerInfo, ss grpc.ServerStream, outType protoreflect.MessageType,
-	in <-chan proto.Message, inErr <-chan error, first proto.Message) (next proto.Message, moved bool, err error) {
-	if li := s.fwd.knownLeader(); li != nil && li.id == s.cfg.NodeID && first != nil {
+	in <-chan proto.Message, inErr <-chan error, first carried) (next carried, moved bool, err error) {
+	if li := s.fwd.knownLeader(); li != nil && li.id == s.cfg.NodeID && first.msg != nil {
 		// This manager was elected: it serves the stream itself.
 		return first, false, errLeadsHere
 	}
 	conn, err := s.leaderConn(ctx)
 	if err != nil {
 		if errors.Is(err, spec.ErrNoLeader) || errors.Is(err, spec.ErrQuorum) {
-			return nil, false, s.comeBackLater(err)
+			return carried{}, false, s.comeBackLater(err)
 		}
-		return nil, false, toStatus(err)
+		return carried{}, false, toStatus(err)
 	}
 	uctx, ucancel := context.WithCancel(ctx)
 	desc := &grpc.StreamDesc{ServerStreams: info.IsServerStream, ClientStreams: info.IsClientStream}
-	cs, err := conn.NewStream(forwardContext(uctx, id), desc, info.FullMethod)
+	fctx := forwardContext(uctx, id)
+	if first.replayed {
+		fctx = metadata.AppendToOutgoingContext(fctx, replayedKey, "1")
+	}
+	cs, err := conn.NewStream(fctx, desc, info.FullMethod)
 	if err != nil {
 		ucancel()
-		if first != nil && !s.stopping.Load() && leaderMoved(ctx, err) {
+		if first.msg != nil && !s.stopping.Load() && leaderMoved(ctx, err) {
 			// Forwarding again, to a leader that went too (or the
 			// connection to it closed as the next was learned): wait,
 			// and forward to whoever leads then.
-			return s.awaitReforward(ctx, info, in, inErr, first, err)
+			return s.awaitReforward(ctx, in, inErr, first.msg, err)
 		}
-		return nil, false, forwardError(ss.Context(), err)
+		return carried{}, false, forwardError(ss.Context(), err)
 	}
 	out := make(chan error, 1)
 	done := make(chan struct{})
@@ -168,17 +186,14 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 		ucancel()
 		<-done
 	}()
-	if first != nil {
+	if first.msg != nil {
 		// A send error shows as the stream's status, from RecvMsg.
-		_ = cs.SendMsg(first)
-		if !info.IsClientStream {
-			_ = cs.CloseSend()
-		}
+		_ = cs.SendMsg(first.msg)
 	}
 	// last is the node's message last sent upstream: sent again to the
 	// next leader if the node sends none meanwhile (a node waits for the
 	// answer to its stream's first heartbeat before it sends another).
-	last := first
+	last := first.msg
 	closedSend := false
 	for {
 		select {
@@ -189,24 +204,22 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 			_ = cs.SendMsg(m)
 		case err := <-inErr:
 			if !errors.Is(err, io.EOF) {
-				return nil, false, err
+				return carried{}, false, err
 			}
-			if info.IsClientStream {
-				_ = cs.CloseSend()
-				closedSend = true
-			}
+			_ = cs.CloseSend()
+			closedSend = true
 			inErr = nil
 		case err := <-out:
 			var gone errCallerGone
 			switch {
 			case errors.As(err, &gone):
-				return nil, false, gone.err
+				return carried{}, false, gone.err
 			case errors.Is(err, io.EOF):
-				return nil, false, nil
+				return carried{}, false, nil
 			case closedSend || s.stopping.Load() || !leaderMoved(ctx, err):
-				return nil, false, forwardError(ss.Context(), err)
+				return carried{}, false, forwardError(ss.Context(), err)
 			}
-			return s.awaitReforward(ctx, info, in, inErr, last, err)
+			return s.awaitReforward(ctx, in, inErr, last, err)
 		}
 	}
 }
@@ -216,25 +229,22 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 // half an interval (so that the streams of a whole manager do not reach
 // the new leader at once, and the election has a moment to name it), cut
 // short by the node's next heartbeat. It returns the message to send
-// first: that heartbeat, or the last one again.
-func (s *Service) awaitReforward(ctx context.Context, info *grpc.StreamServerInfo, in <-chan proto.Message, inErr <-chan error, last proto.Message, cause error) (proto.Message, bool, error) {
+// first: that heartbeat, or the last one again, replayed.
+func (s *Service) awaitReforward(ctx context.Context, in <-chan proto.Message, inErr <-chan error, last proto.Message, cause error) (carried, bool, error) {
 	t := time.NewTimer(reforwardDelay(s.cfg.HeartbeatInterval, rand.Float64()))
 	defer t.Stop()
-	if !info.IsClientStream {
-		in, inErr = nil, nil
-	}
 	select {
 	case <-t.C:
-		return last, true, nil
+		return carried{msg: last, replayed: true}, true, nil
 	case m := <-in:
-		return m, true, nil
+		return carried{msg: m}, true, nil
 	case err := <-inErr:
 		if errors.Is(err, io.EOF) {
-			return nil, false, forwardError(ctx, cause)
+			return carried{}, false, forwardError(ctx, cause)
 		}
-		return nil, false, err
+		return carried{}, false, err
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return carried{}, false, ctx.Err()
 	}
 }
 
@@ -254,11 +264,11 @@ var errLeadsHere = errors.New("this manager leads")
 
 // serveSessionHere serves a session stream that this manager forwarded
 // until it was itself elected: with its own handler, as if the node had
-// called it directly, its message first (the watch's request, or the
-// node's last heartbeat), so the node's stream goes on without a new
+// called it directly, its message first (the node's last heartbeat), so
+// the node's stream goes on without a new
 // session. A manager elected but not serving yet is given a moment
 // (leaderLookupTimeout); past it, the node is told to come back.
-func (s *Service) serveSessionHere(ctx context.Context, id identity, srv any, ss grpc.ServerStream, handler grpc.StreamHandler, in <-chan proto.Message, inErr <-chan error, first proto.Message) error {
+func (s *Service) serveSessionHere(ctx context.Context, id identity, srv any, ss grpc.ServerStream, handler grpc.StreamHandler, in <-chan proto.Message, inErr <-chan error, first carried) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.Now().Add(leaderLookupTimeout)
@@ -276,7 +286,13 @@ func (s *Service) serveSessionHere(ctx context.Context, id identity, srv any, ss
 		return toStatus(err)
 	}
 	s.metrics.SessionsReforwarded.Inc()
-	return toStatus(handler(srv, &heldStream{ServerStream: ss, ctx: ctx, first: first, in: in, inErr: inErr}))
+	if first.replayed {
+		md, _ := metadata.FromIncomingContext(ctx)
+		md = md.Copy()
+		md.Set(replayedKey, "1")
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	return toStatus(handler(srv, &heldStream{ServerStream: ss, ctx: ctx, first: first.msg, in: in, inErr: inErr}))
 }
 
 // heldStream is a node's stream, whose messages a forwarder has been

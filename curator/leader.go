@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator/store"
+	pb "github.com/curatorproject/curator/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -34,6 +35,11 @@ type leaderState struct {
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}
+	// kickSwarm makes the swarm sync look at once (a Swarm node event,
+	// the cluster's Swarm mode set).
+	kickSwarm chan struct{}
+	// knocks is when a node was last turned away by this manager.
+	knocks *knocks
 	// kickGroups makes the group loop look at once (a group committed or
 	// destroyed); providers are the groups' providers, made from their
 	// specs, which the group loop and the group API use.
@@ -47,9 +53,11 @@ type leaderState struct {
 	// for `node ls`.
 	swarmSeen swarmSeen
 
-	// streams are the nodes' open heartbeat and watch streams, so that
-	// removing a node ends them at once.
+	// streams are the nodes' open session streams, so that removing a
+	// node ends them (at its next heartbeat).
 	streams nodeStreams
+	// pushes carries record and manager changes to the session streams.
+	pushes *sessionPushes
 
 	// resigned is closed by resign.
 	resigned   chan struct{}
@@ -78,6 +86,12 @@ func (st *leaderState) resign() {
 
 // timestamp is the clock's now, for a record.
 func (st *leaderState) timestamp() *timestamppb.Timestamp { return timestamppb.New(st.cfg.Now()) }
+
+// event is an event of this leadership, now: loop's action on node
+// nodeID (may be empty), for reason.
+func (st *leaderState) event(loop, action, nodeID, reason string) *pb.Event {
+	return &pb.Event{Time: st.timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
+}
 
 // beatingNow says whether node id has sent a heartbeat to this leader
 // within two intervals.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/store"
@@ -40,6 +39,9 @@ type loopResult struct {
 	// says which); not a refusal, logged once when it changes, and the
 	// loop ticks again on the change that step makes.
 	waiting bool
+	// recorded: the action's event went in the action's own transaction
+	// (or the action was not taken): the loop does not record it again.
+	recorded bool
 }
 
 // leaderLoops runs the leader's loops. One is made per leadership, and
@@ -246,11 +248,10 @@ func (l *leaderLoops) recordEvent(ctx context.Context, loop string, res loopResu
 			return
 		}
 	}
-	ev := &pb.Event{
-		Time: timestamppb.New(l.cfg.Now()), Loop: loop, NodeId: res.nodeID,
-		Action: action, Reason: res.reason, Leader: l.cfg.NodeID, Term: l.Rev(),
+	if res.recorded {
+		return
 	}
-	if err := store.EventRecord(ctx, l.Fence, ev); err != nil && !errors.Is(err, context.Canceled) {
+	if err := store.EventRecord(ctx, l.Fence, l.event(loop, action, res.nodeID, res.reason)); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
 	}
 }

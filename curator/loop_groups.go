@@ -309,12 +309,13 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		if err := l.act(ctx, cs, g, p, a); err != nil {
 			return loopResult{}, fmt.Errorf("group %s: %s: %w", name, a.Kind, err)
 		}
+		res := loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}
 		if snap.Rolling {
-			if err := l.noteRollout(ctx, ro, roRev, snap, a); err != nil {
+			if res.recorded, err = l.noteRollout(ctx, ro, roRev, snap, a); err != nil {
 				return loopResult{}, err
 			}
 		}
-		return loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}, nil
+		return res, nil
 	}
 	if refusal != nil {
 		return *refusal, nil
@@ -375,8 +376,9 @@ func onFailure(pol *pb.RolloutPolicy, ro *pb.Rollout) (what string, rollBack, pa
 // previous one again and the new record rolls to it, both in one fenced
 // transaction on the failed record, so a new leader carries the rollback
 // on and a commit meanwhile wins. The failed rollout's reason is kept in
-// the rollback's.
-func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64) error {
+// the rollback's. The events evs (the failure's) and the rollback's own
+// go in the same transaction.
+func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) error {
 	st := l.leaderState
 	st.muGroups.Lock()
 	defer st.muGroups.Unlock()
@@ -396,16 +398,17 @@ func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64) er
 	}
 	back.History = append([]*pb.RolloutSummary{summaryOf(r, bad)}, r.History...)
 	back.History = back.History[:min(len(back.History), maxRolloutHistory)]
-	err = store.RolloutRollBack(ctx, st.Fence, g, back, rev)
+	evs = append(evs, st.event("groups", "rollback-rollout", "", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason)))
+	err = store.RolloutRollBack(ctx, st.Fence, g, back, rev, evs...)
 	if errors.Is(err, store.ErrRolloutChanged) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	faultPoint(FaultRolloutAfterRollBack)
 	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
 	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", g.ConfigSha), zap.String("reason", r.Reason))
-	st.recordGroupEvent(ctx, "rollback-rollout", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason))
 	kickGroups(st)
 	return nil
 }
@@ -601,7 +604,10 @@ func kickGroups(st *leaderState) { supervisor.Kick(st.kickGroups) }
 // noteRollout records in the rollout what action a of its group did: the
 // node in flight and its step, the progress, and the outcome once it is
 // done or failed. A record changed meanwhile (a cancel) is left as it is.
-func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, snap decide.GroupSnapshot, a *decide.GroupAction) error {
+// The outcome's event goes in the outcome's transaction (a leader killed
+// right after it has said why): recorded says it is written, or moot,
+// the outcome not taken.
+func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, snap decide.GroupSnapshot, a *decide.GroupAction) (recorded bool, err error) {
 	r := proto.Clone(ro).(*pb.Rollout)
 	now := l.cfg.Now()
 	r.Total = uint32(snap.Size)
@@ -615,6 +621,7 @@ func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64
 			r.Updated++
 		}
 	}
+	var evs []*pb.Event
 	switch a.Kind {
 	case decide.GroupRolloutDone:
 		why := a.Reason
@@ -624,6 +631,7 @@ func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64
 		}
 		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", why
 		l.metrics.Rollouts.WithLabelValues("done").Inc()
+		evs, recorded = []*pb.Event{l.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
 	case decide.GroupRolloutFail:
 		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
 		r.Failures = uint32(max(snap.Failures, int(r.Failures)))
@@ -632,15 +640,16 @@ func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64
 			r.LastFailure = a.Reason
 		}
 		l.metrics.Rollouts.WithLabelValues("failed").Inc()
+		evs, recorded = []*pb.Event{l.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
 		if snap.PauseOnFailure {
 			r.State, r.Finished = pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
 		}
 		if snap.RollBack {
-			return l.rollBack(ctx, r, rev)
+			return true, l.rollBack(ctx, r, rev, evs...)
 		}
 	default:
 		if a.Step == "" {
-			return nil
+			return false, nil
 		}
 		if a.Step == "failed" {
 			r.Failures++
@@ -665,9 +674,9 @@ func (l *leaderLoops) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64
 			r.Node = a.Machine
 		}
 	}
-	err := store.RolloutSave(ctx, l.Fence, r, rev)
+	err = store.RolloutSave(ctx, l.Fence, r, rev, evs...)
 	if errors.Is(err, store.ErrRolloutChanged) {
-		return nil
+		return recorded, nil
 	}
-	return err
+	return recorded, err
 }

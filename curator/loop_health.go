@@ -82,7 +82,7 @@ func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
 	// new leader counts from its election.
 	since := l.servingSince()
 	mem := &l.mem
-	d := decide.Health(hn, since, now, l.cfg.DownAfter, *mem)
+	d := decide.Health(hn, since, now, l.cfg.DownAfter, l.knocks.last(), *mem)
 	if !mem.Since.Equal(since) {
 		mem.Settled = time.Time{}
 	}

@@ -175,8 +175,9 @@ func swarmChange(old, new *pb.Node) bool {
 }
 
 // swarmLoop is the swarm sync's spec: it ticks on node changes, on the
-// Swarm's node events (watchSwarm, through the leader's engine) and on
-// SwarmInterval, the fallback for what the events stream missed.
+// Swarm's node events (watchSwarm, through the leader's engine), when the
+// cluster's Swarm mode is set (UpdateCluster) and on SwarmInterval, the
+// fallback for what the events stream missed.
 func (l *leaderLoops) swarmLoop() loopSpec {
 	sl := &swarmLoop{leaderLoops: l}
 	spec := loopSpec{
@@ -186,10 +187,9 @@ func (l *leaderLoops) swarmLoop() loopSpec {
 		resync:      l.cfg.SwarmInterval,
 		minGap:      l.cfg.MinActionGap,
 	}
+	spec.kick = l.kickSwarm
 	if l.cfg.Docker != nil {
-		ch := make(chan struct{}, 1)
-		spec.kick = ch
-		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, ch) }
+		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, l.kickSwarm) }
 	}
 	return spec
 }

@@ -180,3 +180,24 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		t.Errorf("SwarmJoin on a leader without an engine: %v", err)
 	}
 }
+
+// TestSwarmModeWakesTheSync: setting the cluster's Swarm mode wakes the
+// swarm sync at once, not at its periodic read (a minute here) when no
+// node changes meanwhile: with no engine on the leader's node, its refusal
+// to act says it looked.
+func TestSwarmModeWakesTheSync(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.curatorConfig(c.first, c.cli)
+	cfg.SwarmInterval = time.Minute
+	c.leadWith(cfg)
+	admin, _ := c.dialFirst()
+	// The loops' first ticks, and the first node's mark-down (no agent
+	// beats for it), with Swarm mode off.
+	time.Sleep(2 * time.Second)
+	on := time.Now()
+	setSwarm(t, admin, true)
+	ev := c.swarmEvent(on, "swarm-sync", "refuse", "")
+	if took := ev.Time.AsTime().Sub(on); took > 5*time.Second {
+		t.Errorf("the swarm sync looked %v after Swarm mode was set, want at once", took.Round(time.Millisecond))
+	}
+}

@@ -104,7 +104,8 @@ func TestWatchSwarm(t *testing.T) {
 // periodic read of a minute: a promotion made in the Swarm alone (what a
 // promotion cut short after its Swarm step leaves, with the curator
 // running) is acted on well within a second, which only the Swarm's node
-// events can make it do.
+// events can make it do. Setting the cluster's Swarm mode, with every
+// node's Swarm ID known already, wakes the sync at once too.
 func TestSwarmWatchWakes(t *testing.T) {
 	if err := swarmtest.Available(); err != nil {
 		t.Skipf("swarmtest: %v", err)
@@ -129,14 +130,20 @@ func TestSwarmWatchWakes(t *testing.T) {
 	keepBeating(t, conn)
 	runSwarmAgent(t, c, b.id, conn, w0)
 	c.waitStatus(b.id, pb.NodeStatus_NODE_STATUS_READY)
-	setSwarm(t, admin, true)
 	waitFor(t, "both nodes to have their Swarm node ID", func() bool {
 		return c.loadNode(c.first.id).SwarmNodeId == m0.NodeID && c.loadNode(b.id).SwarmNodeId == w0.NodeID
 	})
+	// Swarm mode set once nothing else changes: setting it wakes the
+	// sync, not its periodic read a minute later.
+	on := time.Now()
+	setSwarm(t, admin, true)
 	waitFor(t, "the swarm sync to have read the Swarm", func() bool {
 		st := svc.currentLeader()
 		return st != nil && st.swarmSeen.read()
 	})
+	if took := time.Since(on); took > 5*time.Second {
+		t.Errorf("the swarm sync read the Swarm %v after Swarm mode was set, want at once", took.Round(time.Millisecond))
+	}
 
 	setSwarmRole(t, m0, w0.NodeID, swarm.NodeRoleManager)
 	changed := time.Now()

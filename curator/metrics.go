@@ -28,7 +28,7 @@ type Metrics struct {
 	CertEarliestExpiry prometheus.Gauge
 	CertRenewals       prometheus.Counter
 	// AgentSessions counts the sessions an agent opened with the leader
-	// (a heartbeat and a watch stream each); AgentCertRenewals the
+	// (a session stream each); AgentCertRenewals the
 	// renewals of its certificates, by outcome (ok, error, refused);
 	// AgentCertExpiry when its node certificate expires (Unix seconds).
 	AgentSessions     prometheus.Counter
@@ -43,6 +43,13 @@ type Metrics struct {
 	// (forward_session.go).
 	SessionsRefused     prometheus.Counter
 	SessionsReforwarded prometheus.Counter
+	// RefusalsUnaudited counts refused management calls whose audit
+	// entry was not written: too many waiting, or etcd not reached
+	// within the bound (audit.go).
+	RefusalsUnaudited prometheus.Counter
+	// HandshakesShed counts the connections closed in their TLS
+	// handshake because every handshake slot was taken (server.go).
+	HandshakesShed prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -92,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "curator_cert_renewals_total", Help: "Node certificate renewals this curator issued as leader.",
 		}),
 		AgentSessions: f.NewCounter(prometheus.CounterOpts{
-			Name: "curator_agent_sessions_total", Help: "Sessions (heartbeat and watch streams) this agent opened with the leader.",
+			Name: "curator_agent_sessions_total", Help: "Sessions (session streams) this agent opened with the leader.",
 		}),
 		AgentCertRenewals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "curator_agent_cert_renewals_total", Help: "This agent's certificate renewals, by outcome: ok, error (tried again), refused (the node was removed).",
@@ -105,6 +112,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		SessionsReforwarded: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_sessions_reforwarded_total", Help: "Node session streams this manager forwarded again, to a new leader.",
+		}),
+		RefusalsUnaudited: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_audit_refusals_lost_total", Help: "Refused management calls this manager could not record in the audit trail (too many waiting, or etcd not reached in time).",
+		}),
+		HandshakesShed: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_tls_handshakes_shed_total", Help: "Connections this manager closed in their TLS handshake because every handshake slot was taken for too long.",
 		}),
 		SwarmNodes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_swarm_nodes", Help: "The Docker Swarm's nodes by role and state, as the leader last read them (Swarm flavor).",

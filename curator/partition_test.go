@@ -4,12 +4,15 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -29,6 +32,7 @@ type etcdCurators struct {
 	t    *testing.T
 	clus *integration.Cluster
 	svcs []*Service
+	root *pki.CA
 }
 
 func newEtcdCurators(t *testing.T) *etcdCurators {
@@ -47,7 +51,7 @@ func newEtcdCurators(t *testing.T) *etcdCurators {
 		t.Fatal(err)
 	}
 	tc := &testCluster{t: t, root: root, etcdCA: etcdCA}
-	ec := &etcdCurators{t: t, clus: clus}
+	ec := &etcdCurators{t: t, clus: clus, root: root}
 	for i := range 3 {
 		key, id := newKey(t)
 		ip := nextIP(t)
@@ -193,4 +197,60 @@ func TestCuratorLeaderCutOffStopsBeforeAnotherLeads(t *testing.T) {
 		t.Errorf("after healing, leaders are %v; want only %d", ls, newLeader)
 	}
 	t.Logf("leader %d cut off: it stopped %v after, curator %d led %v after", l, stopped.Sub(cut).Round(time.Millisecond), newLeader, next.Sub(cut).Round(time.Millisecond))
+}
+
+// TestRefusalIsNotKeptWaitingOnEtcd: a manager whose etcd member is cut
+// off from the others (its writes hang) answers a refused call at once,
+// and records the refusal in the audit trail once it is back.
+func TestRefusalIsNotKeptWaitingOnEtcd(t *testing.T) {
+	ec := newEtcdCurators(t)
+	f := (ec.waitLeader() + 1) % 3
+	key, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ec.root.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: "who-reader", Role: pki.RoleAdmin, OperatorRole: pki.OperatorReader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCert := pki.TLSCertificate(cert, key)
+	conn := dial(t, ec.svcs[f].cfg.Address, &tlsCert, ec.root.Cert)
+
+	ec.clus.Members[f].InjectPartition(t, ec.others(f)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	asked := time.Now()
+	_, err = pb.NewManagementClient(conn).RotateToken(ctx, &pb.RotateTokenRequest{Role: "worker"})
+	answered := time.Since(asked)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a reader's RotateToken on a cut-off manager: %v after %v, want PermissionDenied", err, answered)
+	}
+	if answered > time.Second {
+		t.Errorf("a reader's RotateToken on a cut-off manager was refused after %v, want at once", answered)
+	}
+	// Kept cut off long enough that the first write of the entry fails.
+	time.Sleep(2 * time.Second)
+	ec.clus.Members[f].RecoverPartition(t, ec.others(f)...)
+	waitFor(t, "the refusal is in the audit trail", func() bool {
+		entries, _, err := store.AuditList(context.Background(), ec.clus.Client(f), 0, 0)
+		for _, e := range entries {
+			if err == nil && e.Name == "who-reader" && e.Call == "RotateToken" && e.Recorder == ec.svcs[f].cfg.NodeID && strings.HasPrefix(e.Outcome, "PermissionDenied") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestRefusalsWaitingAreBounded: refusals beyond the queue are counted as
+// not recorded, not held.
+func TestRefusalsWaitingAreBounded(t *testing.T) {
+	s := &Service{cfg: Config{NodeID: "n1", Logger: zap.NewNop(), Now: time.Now}, metrics: NewMetrics(nil), refusals: make(chan *pb.AuditEntry, 2)}
+	denied := status.Error(codes.PermissionDenied, "no")
+	for range 5 {
+		s.auditRefusal(context.Background(), identity{role: pki.RoleAdmin, opRole: pki.OperatorReader, name: "r"}, managementPrefix+"RotateToken", nil, denied)
+	}
+	if n, lost := len(s.refusals), metricValue(t, s.metrics.RefusalsUnaudited); n != 2 || lost != 3 {
+		t.Errorf("5 refusals on a queue of 2: %d waiting, %v lost; want 2 and 3", n, lost)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -33,13 +34,32 @@ func (s *Service) serverTLS() *tls.Config {
 // holds.
 const serverReadBuffer = 4 << 10
 
+// The server works on at most one TLS handshake at once for every two
+// CPUs it may use (at least one), and closes a connection that waits
+// longer than handshakeWait for its turn (transport.LimitHandshakes): well
+// within a client's connect timeout, so that a connection waits or is
+// told at once, never both. A slot is CPU at work: the other half is left
+// to what must not wait behind a reconnecting fleet (the embedded etcd's
+// raft loop and the election lease's renewals, the heartbeats of the
+// nodes already in session). With four slots per CPU, the new leader of
+// a 10,000-node failover on two CPUs doubted its lease within 3 s of the
+// kill (one run of one; with one per two CPUs, one run of three).
+const handshakeWait = 500 * time.Millisecond
+
+// handshakeSlots is how many TLS handshakes a server works on at once.
+func handshakeSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
 func (s *Service) runGRPC(ctx context.Context) error {
 	lis, err := s.listen("tcp", s.cfg.Address)
 	if err != nil {
 		return fmt.Errorf("curator listen on %s: %w (is another curator or agent using this address?)", s.cfg.Address, err)
 	}
 	srv := grpc.NewServer(append(transport.ServerOptions(),
-		grpc.Creds(credentials.NewTLS(s.serverTLS())),
+		grpc.Creds(transport.LimitHandshakes(credentials.NewTLS(s.serverTLS()),
+			handshakeSlots(), handshakeWait, func() {
+				s.metrics.HandshakesShed.Inc()
+				s.knocks.note(s.cfg.Now())
+			})),
 		// A manager holds a connection per node whose session goes
 		// through it, thousands, each idle but for a heartbeat an
 		// interval: a small read buffer (messages are tiny) instead of

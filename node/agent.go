@@ -94,7 +94,7 @@ type Agent struct {
 	// docker is the machine's Docker engine (nil without --docker-socket).
 	docker *dockerclient.Client
 
-	// session keeps the heartbeat and watch streams with the leader.
+	// session keeps the session stream with the leader.
 	session *Session
 
 	registry *prometheus.Registry
@@ -237,7 +237,7 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // WaitJoined waits until the node is in the cluster with a session up: the
-// leader sent the node's own record over the session's watch stream. It is
+// leader sent the node's own record over the session's stream. It is
 // when a supervisor may call the agent ready (sd_notify READY=1).
 func (a *Agent) WaitJoined(ctx context.Context) error {
 	for {

@@ -20,14 +20,15 @@ import (
 	"github.com/curatorproject/curator/transport"
 )
 
-// The agent keeps two streams to the curator leader, a heartbeat and a
-// watch of its own record, through one manager at a time (a session). The
-// leader answers every heartbeat; an answer that does not come within
-// answerTimeout means the session is dead whatever TCP says (a frozen or
-// cut-off manager keeps its connections open), and the agent moves to the
-// next manager. The bound is well inside the leader's down-after (five
-// intervals by default), so a node that can reach any live manager is
-// never marked down by a failover or a partition.
+// The agent keeps one stream to the curator leader, through one manager at
+// a time (a session): its heartbeats, whose answers carry its own record
+// and the manager list as they change. The leader answers every
+// heartbeat; an answer that does not come within answerTimeout means the
+// session is dead whatever TCP says (a frozen or cut-off manager keeps its
+// connections open), and the agent moves to the next manager. The bound
+// is well inside the leader's down-after (five intervals by default), so
+// a node that can reach any live manager is never marked down by a
+// failover or a partition.
 //
 // Between two attempts the agent waits as reconnectDelay says: a spread
 // over part of the heartbeat interval that grows with the attempts that
@@ -67,8 +68,9 @@ type SessionConfig struct {
 	Interval time.Duration
 	// Managers returns the managers' addresses as last known.
 	Managers func() []string
-	// OnWatch is called with each message of the watch stream (the
-	// node's record, the managers).
+	// OnWatch is called with the node's record and the manager list as
+	// the leader's answers carry them: in the session's first answer, then
+	// as either changes.
 	OnWatch func(ctx context.Context, resp *pb.WatchNodeResponse)
 	// OnEnd is called when a session ends, with the manager it went
 	// through and why (never for the end of Run's ctx).
@@ -78,7 +80,7 @@ type SessionConfig struct {
 	// OnSent, if set, is called after each heartbeat is sent.
 	OnSent func(seq uint64, at time.Time)
 	// OnAnswer, if set, is called with each answer of the leader (seq 0
-	// answers the stream's opening).
+	// answers the stream's opening, or pushes a change).
 	OnAnswer func(resp *pb.HeartbeatResponse, at time.Time)
 	// DialOptions are added to the options of each manager's connection.
 	DialOptions []grpc.DialOption
@@ -108,7 +110,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	return &Session{cfg: cfg, conns: &managerConns{
 		creds: credentials.NewTLS(cfg.TLS), opts: cfg.DialOptions,
-		conns: map[string]*grpc.ClientConn{}, failed: map[string]time.Time{},
+		conns: map[string]*grpc.ClientConn{}, failed: map[string]managerFailure{},
 		// Every agent is handed the managers in the same order: each
 		// starts at a manager of its own, so sessions spread over them.
 		next: rand.IntN(1 << 20),
@@ -125,8 +127,9 @@ type managerConns struct {
 	opts  []grpc.DialOption
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
-	// failed is when a session through each manager last failed.
-	failed map[string]time.Time
+	// failed is how each manager failed this node last: when, and how
+	// many times in a row.
+	failed map[string]managerFailure
 	// next rotates the first manager tried, spreading nodes over managers.
 	next int
 }
@@ -151,8 +154,38 @@ func (mc *managerConns) conn(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// order returns the managers to try: rotated, and those that failed in
-// the last few seconds last.
+// managerFailure is a manager's failures in a row, as one node saw them:
+// sessions through it that ended before the leader answered, and
+// connections to it that failed during a pick.
+type managerFailure struct {
+	last  time.Time
+	inRow int
+}
+
+// Staleness: a manager that failed is tried after the others for
+// staleAfterFailure, twice as long with each failure in a row, up to
+// maxStale. A manager that is gone (killed, its machine dead) stays
+// listed until the reaper removes it; without the growing window every
+// node of a fleet would dial it again every few seconds for as long,
+// thousands of refused dials a second that cost the nodes' hosts what a
+// failover needs.
+const (
+	staleAfterFailure = 5 * time.Second
+	maxStale          = time.Minute
+)
+
+// staleFor is how long a manager that failed n times in a row is tried
+// last.
+func staleFor(n int) time.Duration {
+	d := staleAfterFailure
+	for i := 1; i < n && d < maxStale; i++ {
+		d *= 2
+	}
+	return min(d, maxStale)
+}
+
+// order returns the managers to try: rotated, and those that failed
+// recently (see staleFor) last.
 func (mc *managerConns) order(mgrs []string, now time.Time) []string {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
@@ -164,7 +197,7 @@ func (mc *managerConns) order(mgrs []string, now time.Time) []string {
 	rotated := append(slices.Clone(mgrs[start:]), mgrs[:start]...)
 	var fresh, stale []string
 	for _, m := range rotated {
-		if t, ok := mc.failed[m]; ok && now.Sub(t) < 5*time.Second {
+		if f, ok := mc.failed[m]; ok && now.Sub(f.last) < staleFor(f.inRow) {
 			stale = append(stale, m)
 		} else {
 			fresh = append(fresh, m)
@@ -175,12 +208,20 @@ func (mc *managerConns) order(mgrs []string, now time.Time) []string {
 
 // pick returns the manager to try next of candidates, in their order of
 // preference: the first whose connection is up, or, if none is, the first
-// to come up within wait (the first choice is dialled at once, the others
-// a quarter of wait later, so a manager that cannot be reached, its
-// packets dropped, costs a quarter of wait, not all of it: a node cut off
-// from its manager and the next one gets to a third in time). Connections dialled for the pick and not
-// picked are closed again: a node keeps one connection. With none up
-// after wait, the first.
+// to come up within wait (the first choice is dialled at once, the next
+// as soon as every one dialled so far failed, and all the others a
+// quarter of wait later, so a manager that cannot be reached, its packets
+// dropped, costs a quarter of wait, not all of it: a node cut off from
+// its manager and the next one gets to a third in time; a manager that
+// refuses at once costs nothing, and the ones after it in the order, the
+// managers that failed this node lately, are not dialled). Connections
+// dialled for the pick and not picked are closed again: a node keeps one
+// connection. A connection that failed counts against its manager (see
+// staleFor). With none up after wait, or every one dialled failed once,
+// the first: a failed connection is not left to dial again on gRPC's own
+// schedule (within a second, for the whole wait), which in a fleet that
+// lost a manager multiplied the handshakes the others had to refuse; the
+// session's own backoff says when to try again.
 func (mc *managerConns) pick(ctx context.Context, candidates []string, wait time.Duration) string {
 	if len(candidates) == 1 {
 		return candidates[0]
@@ -191,9 +232,11 @@ func (mc *managerConns) pick(ctx context.Context, candidates []string, wait time
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	up := make(chan int, len(candidates))
+	failed := make(chan int, len(candidates))
 	dial := func(i int) {
 		c, err := mc.conn(candidates[i])
 		if err != nil {
+			failed <- i
 			return
 		}
 		conns[i] = c
@@ -201,16 +244,27 @@ func (mc *managerConns) pick(ctx context.Context, candidates []string, wait time
 		c.Connect()
 		go func() {
 			for {
-				st := c.GetState()
-				if st == connectivity.Ready {
+				switch st := c.GetState(); st {
+				case connectivity.Ready:
 					up <- i
 					return
-				}
-				if st == connectivity.Shutdown || !c.WaitForStateChange(wctx, st) {
+				case connectivity.TransientFailure:
+					failed <- i
 					return
+				default:
+					if st == connectivity.Shutdown || !c.WaitForStateChange(wctx, st) {
+						return
+					}
 				}
 			}
 		}()
+	}
+	dialled, failures := 1, 0
+	failedAt := make([]bool, len(candidates))
+	dialRest := func() {
+		for ; dialled < len(candidates); dialled++ {
+			dial(dialled)
+		}
 	}
 	// The first choice has a head start of a quarter of wait: when all
 	// managers are up but slow (a wave of reconnections), a node does
@@ -227,10 +281,19 @@ search:
 		case i := <-up:
 			chosen = i
 			break search
-		case <-head.C:
-			for i := 1; i < len(candidates); i++ {
-				dial(i)
+		case i := <-failed:
+			failures++
+			failedAt[i] = true
+			if failures < dialled {
+				continue
 			}
+			if dialled == len(candidates) {
+				break search
+			}
+			dial(dialled)
+			dialled++
+		case <-head.C:
+			dialRest()
 		case <-deadline.C:
 			break search
 		case <-ctx.Done():
@@ -238,8 +301,15 @@ search:
 		}
 	}
 	stop()
+	now := time.Now()
 	for i, c := range conns {
-		if i != chosen && c != nil && !wasUp[i] {
+		if i == chosen {
+			continue
+		}
+		if failedAt[i] {
+			mc.noteFailure(candidates[i], now)
+		}
+		if c != nil && !wasUp[i] {
 			mc.drop(candidates[i], c)
 		}
 	}
@@ -266,10 +336,22 @@ func (mc *managerConns) close1(addr string) {
 	}
 }
 
+// noteFailure counts a failure of addr at t, one more in a row.
 func (mc *managerConns) noteFailure(addr string, t time.Time) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	mc.failed[addr] = t
+	mc.failed[addr] = managerFailure{last: t, inRow: mc.failed[addr].inRow + 1}
+}
+
+// noteEnd notes the end at t of a session through addr: a failure, the
+// first in a row if the leader had answered it (up).
+func (mc *managerConns) noteEnd(addr string, t time.Time, up bool) {
+	if up {
+		mc.mu.Lock()
+		delete(mc.failed, addr)
+		mc.mu.Unlock()
+	}
+	mc.noteFailure(addr, t)
 }
 
 // retain closes the connections of managers no longer listed.
@@ -295,6 +377,8 @@ func (s *Session) Run(ctx context.Context) error {
 	// failures counts the sessions in a row that ended before the leader
 	// answered them; it sets how far apart the attempts spread.
 	failures := 0
+	// comeBack is the manager this node is coming back to, as it asked.
+	comeBack := ""
 	for {
 		mgrs := s.cfg.Managers()
 		s.conns.retain(mgrs)
@@ -313,13 +397,25 @@ func (s *Session) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			s.conns.noteFailure(m, time.Now())
-			// Close the connection rather than have it redial a
-			// dead manager in the background (a socket and a
-			// goroutine each, for every node of a fleet when a
-			// manager dies): the next attempt through it dials
-			// again, and resumes TLS.
-			s.conns.close1(m)
+			hint := retryHint(err)
+			if !up && hint > 0 && m != comeBack {
+				// The manager answered with a time to come back (its
+				// admission handed this node a slot, or it knows no
+				// leader yet): come back to it, on the connection
+				// already up, once; another manager would cost a
+				// handshake and take the node outside its slots.
+				comeBack = m
+				order = slices.Insert(order, 0, m)
+			} else {
+				comeBack = ""
+				s.conns.noteEnd(m, time.Now(), up)
+				// Close the connection rather than have it redial a
+				// dead manager in the background (a socket and a
+				// goroutine each, for every node of a fleet when a
+				// manager dies): the next attempt through it dials
+				// again, and resumes TLS.
+				s.conns.close1(m)
+			}
 			if s.cfg.OnEnd != nil {
 				s.cfg.OnEnd(ctx, m, err)
 			}
@@ -328,48 +424,29 @@ func (s *Session) Run(ctx context.Context) error {
 			} else {
 				failures++
 			}
-			if err := supervisor.Sleep(ctx, reconnectDelay(failures, s.cfg.Interval, retryHint(err), rand.Float64())); err != nil {
+			if err := supervisor.Sleep(ctx, reconnectDelay(failures, s.cfg.Interval, hint, rand.Float64())); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// session runs the heartbeat, and once the leader has answered it the
-// watch, through manager addr until either ends; then both end. up says
-// whether the leader answered.
+// session runs the heartbeat stream through manager addr until it ends.
+// up says whether the leader answered.
 func (s *Session) session(ctx context.Context, addr string) (up bool, err error) {
 	conn, err := s.conns.conn(addr)
 	if err != nil {
 		return false, err
 	}
-	cli := pb.NewCuratorClient(conn)
 	if s.cfg.OnStart != nil {
 		s.cfg.OnStart()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	answered := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() { errc <- s.heartbeat(ctx, cli, answered) })
-	// The watch opens only once the session is admitted and the leader
-	// answers: a refused session costs the managers one stream, not two.
-	select {
-	case <-answered:
-		up = true
-		wg.Go(func() { errc <- s.watch(ctx, cli) })
-	case err := <-errc:
-		return false, err
-	}
-	return up, <-errc
+	return s.heartbeat(ctx, pb.NewCuratorClient(conn))
 }
 
 // heartbeat sends one heartbeat per interval and ends the stream when an
-// answer is late. It closes answered at the leader's first answer.
-func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered chan<- struct{}) error {
+// answer is late. up says whether the leader answered.
+func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient) (up bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interval := s.cfg.Interval
@@ -377,23 +454,23 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered 
 	opened := time.AfterFunc(answerTimeout(interval), cancel)
 	stream, err := cli.Heartbeat(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var seq uint64
 	if err := stream.Send(&pb.HeartbeatRequest{Version: s.cfg.Version, Seq: seq}); err != nil {
-		return err
+		return false, err
 	}
 	first, err := stream.Recv()
 	if !opened.Stop() {
-		return fmt.Errorf("%w: the stream did not open within %s", errNoAnswer, answerTimeout(interval))
+		return false, fmt.Errorf("%w: the stream did not open within %s", errNoAnswer, answerTimeout(interval))
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if s.cfg.OnAnswer != nil {
 		s.cfg.OnAnswer(first, time.Now())
 	}
-	close(answered)
+	s.watched(ctx, first)
 	if first.IntervalMs > 0 {
 		interval = time.Duration(first.IntervalMs) * time.Millisecond
 	}
@@ -406,6 +483,7 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered 
 				recvErr <- err
 				return
 			}
+			s.watched(ctx, resp)
 			select {
 			case answers <- resp:
 			case <-ctx.Done():
@@ -431,9 +509,9 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered 
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return true, ctx.Err()
 		case err := <-recvErr:
-			return err
+			return true, err
 		case resp := <-answers:
 			if s.cfg.OnAnswer != nil {
 				s.cfg.OnAnswer(resp, time.Now())
@@ -445,14 +523,14 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered 
 			rearm()
 		case <-deadline.C:
 			if t, ok := sent[acked+1]; ok {
-				return fmt.Errorf("%w: heartbeat %d unanswered after %s", errNoAnswer, acked+1, time.Since(t).Round(time.Millisecond))
+				return true, fmt.Errorf("%w: heartbeat %d unanswered after %s", errNoAnswer, acked+1, time.Since(t).Round(time.Millisecond))
 			}
 		case <-tick.C:
 			seq++
 			now := time.Now()
 			sent[seq] = now
 			if err := stream.Send(&pb.HeartbeatRequest{Version: s.cfg.Version, Seq: seq}); err != nil {
-				return err
+				return true, err
 			}
 			if s.cfg.OnSent != nil {
 				s.cfg.OnSent(seq, now)
@@ -464,20 +542,11 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, answered 
 	}
 }
 
-// watch follows the node's own record and the manager list.
-func (s *Session) watch(ctx context.Context, cli pb.CuratorClient) error {
-	stream, err := cli.WatchNode(ctx, &pb.WatchNodeRequest{})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		if s.cfg.OnWatch != nil {
-			s.cfg.OnWatch(ctx, resp)
-		}
+// watched hands what an answer carries of the node's record and the
+// manager list to OnWatch.
+func (s *Session) watched(ctx context.Context, resp *pb.HeartbeatResponse) {
+	if resp.Watch != nil && s.cfg.OnWatch != nil {
+		s.cfg.OnWatch(ctx, resp.Watch)
 	}
 }
 

@@ -32,12 +32,23 @@ func (a *Agent) runSwarm(ctx context.Context) error {
 	tick := time.NewTicker(swarmCheckInterval)
 	defer tick.Stop()
 	var lastErr string
+	// pendingSince is when the engine was first seen pending in a row.
+	var pendingSince time.Time
 	for {
 		node, ok, changed := a.desired.get()
 		if ok {
+			if !pendingSince.IsZero() {
+				cfg.PendingFor = time.Since(pendingSince)
+			}
 			actx, cancel := context.WithTimeout(ctx, swarmAnswerTimeout)
 			out, err := swarmagent.Answer(actx, cfg, a.docker, leader, node)
 			cancel()
+			switch {
+			case out != swarmagent.Pending:
+				pendingSince, cfg.PendingFor = time.Time{}, 0
+			case pendingSince.IsZero():
+				pendingSince = time.Now()
+			}
 			switch {
 			case err != nil && ctx.Err() == nil:
 				// Said once until it changes: the check repeats.
@@ -47,7 +58,7 @@ func (a *Agent) runSwarm(ctx context.Context) error {
 				}
 			case err == nil:
 				lastErr = ""
-				if out != swarmagent.Nothing {
+				if out != swarmagent.Nothing && out != swarmagent.Pending {
 					lg.Info("swarm", zap.String("outcome", string(out)))
 				}
 			}

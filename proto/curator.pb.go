@@ -3680,7 +3680,12 @@ type HeartbeatResponse struct {
 	// The seq of the heartbeat this answers.
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The node ID of the curator leader that answered.
-	Leader        string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The node's own record and the manager list, when either changed since
+	// the stream last carried them: always in the stream's first answer,
+	// then in the next answer or at once, in an answer of seq 0 (a push,
+	// not an answer to a heartbeat).
+	Watch         *WatchNodeResponse `protobuf:"bytes,4,opt,name=watch,proto3" json:"watch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3736,42 +3741,15 @@ func (x *HeartbeatResponse) GetLeader() string {
 	return ""
 }
 
-type WatchNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WatchNodeRequest) Reset() {
-	*x = WatchNodeRequest{}
-	mi := &file_curator_proto_msgTypes[45]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WatchNodeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WatchNodeRequest) ProtoMessage() {}
-
-func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+func (x *HeartbeatResponse) GetWatch() *WatchNodeResponse {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
+		return x.Watch
 	}
-	return mi.MessageOf(x)
+	return nil
 }
 
-// Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
-func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
-}
-
+// WatchNodeResponse is what a node follows of the cluster: its own record
+// and the managers.
 type WatchNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -3783,7 +3761,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +3773,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +3786,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -3833,7 +3811,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +3823,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +3836,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 type GetManagersResponse struct {
@@ -3871,7 +3849,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +3861,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +3874,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -3921,7 +3899,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +3911,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +3924,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 type SwarmJoinResponse struct {
@@ -3960,7 +3938,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +3950,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +3963,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4015,7 +3993,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4005,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4018,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4065,7 +4043,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4077,7 +4055,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4090,7 +4068,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 type NodeLeaveRequest struct {
@@ -4103,7 +4081,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4093,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4106,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -4153,7 +4131,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +4143,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +4156,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -4215,7 +4193,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4205,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4218,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 type RenewCertificateResponse struct {
@@ -4257,7 +4235,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4247,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4260,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -4323,7 +4301,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4313,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4326,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -4390,7 +4368,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4380,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4393,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -4452,7 +4430,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4442,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4455,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -4544,7 +4522,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4534,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4547,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -4581,7 +4559,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4571,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4584,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -4626,7 +4604,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4616,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4629,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -4670,7 +4648,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4660,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4673,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -4735,7 +4713,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4725,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4738,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -4852,7 +4830,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +4842,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +4855,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -4905,7 +4883,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4917,7 +4895,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4930,7 +4908,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -4955,7 +4933,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +4945,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +4958,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 type AgentStatus struct {
@@ -4996,7 +4974,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5008,7 +4986,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5021,7 +4999,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5068,7 +5046,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5080,7 +5058,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5093,7 +5071,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -5112,7 +5090,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5124,7 +5102,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5137,7 +5115,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -5168,7 +5146,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5158,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5171,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -5267,7 +5245,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5279,7 +5257,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5292,7 +5270,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -5331,7 +5309,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5343,7 +5321,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5356,7 +5334,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -5378,7 +5356,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5390,7 +5368,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5403,7 +5381,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -5449,7 +5427,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5461,7 +5439,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5474,7 +5452,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -5507,7 +5485,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5519,7 +5497,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5532,7 +5510,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -5564,7 +5542,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5576,7 +5554,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5589,7 +5567,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 type BackupChunk struct {
@@ -5604,7 +5582,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5616,7 +5594,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5629,7 +5607,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -5939,13 +5917,13 @@ const file_curator_proto_rawDesc = "" +
 	"\bmanagers\x18\x05 \x03(\tR\bmanagers\">\n" +
 	"\x10HeartbeatRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"^\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x93\x01\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\tR\x06leader\"\x12\n" +
-	"\x10WatchNodeRequest\"U\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x123\n" +
+	"\x05watch\x18\x04 \x01(\v2\x1d.curator.v1.WatchNodeResponseR\x05watch\"U\n" +
 	"\x11WatchNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12\x1a\n" +
 	"\bmanagers\x18\x02 \x03(\tR\bmanagers\"\x14\n" +
@@ -6130,11 +6108,10 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\x85\x05\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xb9\x04\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
-	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12J\n" +
-	"\tWatchNode\x12\x1c.curator.v1.WatchNodeRequest\x1a\x1d.curator.v1.WatchNodeResponse0\x01\x12N\n" +
+	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12N\n" +
 	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12D\n" +
 	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12]\n" +
 	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse\x12H\n" +
@@ -6157,7 +6134,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6210,48 +6187,47 @@ var file_curator_proto_goTypes = []any{
 	(*RegisterResponse)(nil),               // 48: curator.v1.RegisterResponse
 	(*HeartbeatRequest)(nil),               // 49: curator.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),              // 50: curator.v1.HeartbeatResponse
-	(*WatchNodeRequest)(nil),               // 51: curator.v1.WatchNodeRequest
-	(*WatchNodeResponse)(nil),              // 52: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),             // 53: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 54: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 55: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 56: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 57: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 58: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 59: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 60: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 61: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 62: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 63: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 64: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 65: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 66: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 67: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 68: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 69: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 70: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 71: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 72: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 73: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 74: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 75: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 76: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 77: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 78: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 79: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 80: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 81: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 82: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 83: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 84: curator.v1.BackupChunk
-	nil,                                    // 85: curator.v1.Node.LabelsEntry
-	nil,                                    // 86: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 87: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 88: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 89: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 90: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 91: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 92: google.protobuf.Duration
+	(*WatchNodeResponse)(nil),              // 51: curator.v1.WatchNodeResponse
+	(*GetManagersRequest)(nil),             // 52: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 53: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 54: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 55: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 56: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 57: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 58: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 59: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 60: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 61: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 62: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 63: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 64: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 65: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 66: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 67: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 68: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 69: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 70: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 71: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 72: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 73: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 74: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 75: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 76: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 77: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 78: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 79: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 80: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 81: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 82: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 83: curator.v1.BackupChunk
+	nil,                                    // 84: curator.v1.Node.LabelsEntry
+	nil,                                    // 85: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 86: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 87: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 88: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 89: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 90: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 91: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -6259,110 +6235,110 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	85,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	91,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	91,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	91,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	84,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	90,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	90,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	90,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	91,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	91,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	90,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	90,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	8,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	91,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	90,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	9,   // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	86,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	92,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	91,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	85,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	91,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	90,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	18,  // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	87,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	92,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	86,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	91,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	9,   // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	29,  // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	32,  // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	92,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	92,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	91,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	91,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	28,  // 29: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	92,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	92,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	92,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	91,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	91,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	91,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	30,  // 33: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	31,  // 34: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	88,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	89,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	87,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	88,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	27,  // 37: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	91,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	91,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	91,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	91,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	90,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	90,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	90,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	90,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
 	33,  // 42: curator.v1.GroupView.group:type_name -> curator.v1.Group
 	27,  // 43: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
 	34,  // 44: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
 	34,  // 45: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
 	34,  // 46: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
 	5,   // 47: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	91,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	91,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	91,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	90,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	90,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	90,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
 	32,  // 51: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
 	44,  // 52: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
 	32,  // 53: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
 	5,   // 54: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	91,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	91,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	90,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	90,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
 	1,   // 57: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	90,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	8,   // 59: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	92,  // 60: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	91,  // 61: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	91,  // 62: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	91,  // 63: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	65,  // 64: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	65,  // 65: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	91,  // 66: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	70,  // 67: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 68: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	91,  // 69: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	92,  // 70: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	9,   // 71: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18,  // 72: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10,  // 73: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19,  // 74: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21,  // 75: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21,  // 76: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22,  // 77: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21,  // 78: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23,  // 79: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25,  // 80: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12,  // 81: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13,  // 82: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15,  // 83: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17,  // 84: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	35,  // 85: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	37,  // 86: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	39,  // 87: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	40,  // 88: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41,  // 89: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	45,  // 90: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	46,  // 91: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	63,  // 92: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	66,  // 93: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	68,  // 94: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	71,  // 95: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	79,  // 96: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	81,  // 97: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	83,  // 98: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	47,  // 99: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	49,  // 100: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	51,  // 101: curator.v1.Curator.WatchNode:input_type -> curator.v1.WatchNodeRequest
-	53,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	59,  // 103: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	61,  // 104: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	55,  // 105: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	57,  // 106: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	73,  // 107: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	75,  // 108: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	89,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	51,  // 59: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	8,   // 60: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	91,  // 61: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	90,  // 62: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	90,  // 63: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	90,  // 64: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	64,  // 65: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	64,  // 66: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	90,  // 67: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	69,  // 68: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 69: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	90,  // 70: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	91,  // 71: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	9,   // 72: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18,  // 73: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10,  // 74: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19,  // 75: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21,  // 76: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21,  // 77: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22,  // 78: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21,  // 79: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23,  // 80: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25,  // 81: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12,  // 82: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13,  // 83: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15,  // 84: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17,  // 85: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	35,  // 86: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	37,  // 87: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	39,  // 88: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	40,  // 89: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41,  // 90: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	45,  // 91: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	46,  // 92: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	62,  // 93: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	65,  // 94: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	67,  // 95: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	70,  // 96: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	78,  // 97: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	80,  // 98: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	82,  // 99: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	47,  // 100: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	49,  // 101: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	52,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	58,  // 103: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	60,  // 104: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	54,  // 105: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	56,  // 106: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	72,  // 107: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	74,  // 108: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
 	11,  // 109: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
 	20,  // 110: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
 	9,   // 111: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
@@ -6382,28 +6358,27 @@ var file_curator_proto_depIdxs = []int32{
 	42,  // 125: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
 	43,  // 126: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
 	43,  // 127: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	64,  // 128: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	67,  // 129: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	69,  // 130: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	72,  // 131: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	80,  // 132: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	82,  // 133: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	84,  // 134: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	63,  // 128: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	66,  // 129: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	68,  // 130: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	71,  // 131: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	79,  // 132: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	81,  // 133: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	83,  // 134: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
 	48,  // 135: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
 	50,  // 136: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	52,  // 137: curator.v1.Curator.WatchNode:output_type -> curator.v1.WatchNodeResponse
-	54,  // 138: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	60,  // 139: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	62,  // 140: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	56,  // 141: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	58,  // 142: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	74,  // 143: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	76,  // 144: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	109, // [109:145] is the sub-list for method output_type
-	73,  // [73:109] is the sub-list for method input_type
-	73,  // [73:73] is the sub-list for extension type_name
-	73,  // [73:73] is the sub-list for extension extendee
-	0,   // [0:73] is the sub-list for field type_name
+	53,  // 137: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	59,  // 138: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	61,  // 139: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	55,  // 140: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	57,  // 141: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	73,  // 142: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	75,  // 143: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	109, // [109:144] is the sub-list for method output_type
+	74,  // [74:109] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -6423,7 +6398,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   85,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

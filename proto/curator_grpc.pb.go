@@ -1147,7 +1147,6 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 const (
 	Curator_Register_FullMethodName         = "/curator.v1.Curator/Register"
 	Curator_Heartbeat_FullMethodName        = "/curator.v1.Curator/Heartbeat"
-	Curator_WatchNode_FullMethodName        = "/curator.v1.Curator/WatchNode"
 	Curator_GetManagers_FullMethodName      = "/curator.v1.Curator/GetManagers"
 	Curator_Leave_FullMethodName            = "/curator.v1.Curator/Leave"
 	Curator_RenewCertificate_FullMethodName = "/curator.v1.Curator/RenewCertificate"
@@ -1163,11 +1162,11 @@ type CuratorClient interface {
 	// the only call made without a node certificate. Calling it again with
 	// the same key is idempotent.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
-	// Heartbeat: the node sends one message per interval and the leader
-	// answers each; the stream staying open is not itself a heartbeat.
+	// Heartbeat: the node's session. The node sends one message per
+	// interval and the leader answers each; the stream staying open is not
+	// itself a heartbeat. The answers carry the node's own record and the
+	// manager list when they change (HeartbeatResponse.watch).
 	Heartbeat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error)
-	// WatchNode streams the calling node's own record each time it changes.
-	WatchNode(ctx context.Context, in *WatchNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodeResponse], error)
 	GetManagers(ctx context.Context, in *GetManagersRequest, opts ...grpc.CallOption) (*GetManagersResponse, error)
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
@@ -1214,25 +1213,6 @@ func (c *curatorClient) Heartbeat(ctx context.Context, opts ...grpc.CallOption) 
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Curator_HeartbeatClient = grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse]
-
-func (c *curatorClient) WatchNode(ctx context.Context, in *WatchNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNodeResponse], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Curator_ServiceDesc.Streams[1], Curator_WatchNode_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[WatchNodeRequest, WatchNodeResponse]{ClientStream: stream}
-	if err := x.ClientStream.SendMsg(in); err != nil {
-		return nil, err
-	}
-	if err := x.ClientStream.CloseSend(); err != nil {
-		return nil, err
-	}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Curator_WatchNodeClient = grpc.ServerStreamingClient[WatchNodeResponse]
 
 func (c *curatorClient) GetManagers(ctx context.Context, in *GetManagersRequest, opts ...grpc.CallOption) (*GetManagersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -1292,11 +1272,11 @@ type CuratorServer interface {
 	// the only call made without a node certificate. Calling it again with
 	// the same key is idempotent.
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
-	// Heartbeat: the node sends one message per interval and the leader
-	// answers each; the stream staying open is not itself a heartbeat.
+	// Heartbeat: the node's session. The node sends one message per
+	// interval and the leader answers each; the stream staying open is not
+	// itself a heartbeat. The answers carry the node's own record and the
+	// manager list when they change (HeartbeatResponse.watch).
 	Heartbeat(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error
-	// WatchNode streams the calling node's own record each time it changes.
-	WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[WatchNodeResponse]) error
 	GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error)
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
@@ -1326,9 +1306,6 @@ func (UnimplementedCuratorServer) Register(context.Context, *RegisterRequest) (*
 }
 func (UnimplementedCuratorServer) Heartbeat(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error {
 	return status.Error(codes.Unimplemented, "method Heartbeat not implemented")
-}
-func (UnimplementedCuratorServer) WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[WatchNodeResponse]) error {
-	return status.Error(codes.Unimplemented, "method WatchNode not implemented")
 }
 func (UnimplementedCuratorServer) GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetManagers not implemented")
@@ -1390,17 +1367,6 @@ func _Curator_Heartbeat_Handler(srv interface{}, stream grpc.ServerStream) error
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Curator_HeartbeatServer = grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]
-
-func _Curator_WatchNode_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(WatchNodeRequest)
-	if err := stream.RecvMsg(m); err != nil {
-		return err
-	}
-	return srv.(CuratorServer).WatchNode(m, &grpc.GenericServerStream[WatchNodeRequest, WatchNodeResponse]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Curator_WatchNodeServer = grpc.ServerStreamingServer[WatchNodeResponse]
 
 func _Curator_GetManagers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetManagersRequest)
@@ -1530,11 +1496,6 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Curator_Heartbeat_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
-		},
-		{
-			StreamName:    "WatchNode",
-			Handler:       _Curator_WatchNode_Handler,
-			ServerStreams: true,
 		},
 	},
 	Metadata: "curator.proto",

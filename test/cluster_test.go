@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/curatorproject/curator/internal/testenv"
+	"github.com/curatorproject/curator/provider/process"
 )
 
 // TestClusterThreeManagersTwoWorkers builds a 3-manager, 2-worker cluster
@@ -333,7 +335,7 @@ func TestDev(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopDev(t, dev, syscall.SIGTERM, 5)
+	stopDev(t, dev, addresses, syscall.SIGTERM, 5)
 
 	// Run again on the same dir: dev restarts the same nodes from disk.
 	dev = runDev("dev again")
@@ -362,7 +364,7 @@ func TestDev(t *testing.T) {
 	if err := allReady(again, nodeNames(nodes)...); err != nil {
 		t.Error(err)
 	}
-	stopDev(t, dev, syscall.SIGTERM, 5)
+	stopDev(t, dev, addresses, syscall.SIGTERM, 5)
 }
 
 // monitorHealthyVoters checks, every 200 ms until stop is called, that
@@ -470,10 +472,10 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// stopDev sends sig to dev and waits for it. After SIGTERM, dev has
-// stopped its nodes when it exits: none of them listens any more on any of
-// its ports.
-func stopDev(t *testing.T, dev *proc, sig syscall.Signal, nodes int) {
+// stopDev sends sig to dev, whose nodes are on the range addresses, and
+// waits for it. After SIGTERM, dev has stopped its nodes when it exits:
+// none of them listens any more on any of its ports.
+func stopDev(t *testing.T, dev *proc, addresses string, sig syscall.Signal, nodes int) {
 	t.Helper()
 	began := time.Now()
 	if err := dev.cmd.Process.Signal(sig); err != nil {
@@ -482,10 +484,15 @@ func stopDev(t *testing.T, dev *proc, sig syscall.Signal, nodes int) {
 	if err := dev.wait(t, 30*time.Second); err != nil {
 		t.Errorf("dev after SIGTERM: %v, want exit status 0", err)
 	}
+	pool, err := process.PoolAddresses(addresses, port)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var open []string
-	for i := range 31 {
+	for _, a := range pool {
+		host, _, _ := net.SplitHostPort(a)
 		for p := port; p < port+4; p++ {
-			addr := fmt.Sprintf("127.0.203.%d:%d", 10+i, p)
+			addr := net.JoinHostPort(host, strconv.Itoa(p))
 			conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 			if err == nil {
 				conn.Close()

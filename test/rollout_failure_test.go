@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
@@ -155,7 +156,9 @@ func monitorReadyOn(t *testing.T, config, group, sha string, min int) (stop func
 // new machine, if that one has not died yet, down to the floor). Managers: the old ones serve
 // throughout and the quorum is never lost (every voter healthy). With
 // the curator leader killed just after the commit, the next leader finds
-// the failure itself and rolls back.
+// the failure itself and rolls back. With the leader dying just after it
+// turned the failed rollout into its rollback (a fault point), the events
+// that say why are there all the same: they went in that transaction.
 func TestRolloutBadTemplate(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
 	for _, tc := range []struct {
@@ -166,14 +169,27 @@ func TestRolloutBadTemplate(t *testing.T) {
 		// maxParallel and maxUnavailable, when set, are committed first.
 		maxParallel, maxUnavailable int
 		killLeader                  bool
+		// fault, when set, is the fault point the curators die at.
+		fault string
 	}{
-		{name: "workers", group: "workers", subnet: "127.0.221", managers: 3, wks: 2, size: 2},
-		{name: "managers", group: "managers", subnet: "127.0.222", managers: 3, size: 3},
-		{name: "workers, leader killed", group: "workers", subnet: "127.0.223", managers: 3, wks: 2, size: 2, killLeader: true},
-		{name: "workers, max_unavailable 1", group: "workers", subnet: "127.0.225", managers: 1, wks: 3, size: 3, maxParallel: 2, maxUnavailable: 1},
+		{name: "workers", group: "workers", subnet: "127.0.243", managers: 3, wks: 2, size: 2},
+		{name: "managers", group: "managers", subnet: "127.0.244", managers: 3, size: 3},
+		{name: "workers, leader killed", group: "workers", subnet: "127.0.245", managers: 3, wks: 2, size: 2, killLeader: true},
+		{name: "workers, leader dies at the rollback", group: "workers", subnet: "127.0.235", managers: 3, wks: 2, size: 2, fault: curator.FaultRolloutAfterRollBack},
+		{name: "workers, max_unavailable 1", group: "workers", subnet: "127.0.246", managers: 1, wks: 3, size: 3, maxParallel: 2, maxUnavailable: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startDevCluster(t, binary, nil, tc.subnet+".10-"+tc.subnet+".40", tc.managers, tc.wks)
+			bin, env := binary, []string(nil)
+			if tc.fault != "" {
+				bin, env = faultsBinary(t), []string{curator.FaultEnv + "=" + tc.fault}
+			}
+			d := startDevCluster(t, bin, env, tc.subnet+".10-"+tc.subnet+".40", tc.managers, tc.wks)
+			var leaderLog func() string
+			if tc.fault != "" {
+				// The group loop prunes a dead machine's dir, log and all:
+				// keep what the log says while it is there.
+				leaderLog = keepFile(t, filepath.Join(d.dir, "instances", d.leader().InstanceID, "agent.log"))
+			}
 			if tc.maxParallel > 0 {
 				d.commitPolicy(tc.group, tc.maxParallel, tc.maxUnavailable)
 			}
@@ -207,6 +223,9 @@ func TestRolloutBadTemplate(t *testing.T) {
 			})
 			stop()
 			t.Logf("failed and rolled back in %v: %s", time.Since(start).Round(100*time.Millisecond), r.Reason)
+			if leaderLog != nil && !strings.Contains(leaderLog(), "dying at "+tc.fault) {
+				t.Errorf("the curator leader did not die at %s", tc.fault)
+			}
 			if !strings.Contains(r.Reason, "no-such-flag") {
 				t.Errorf("the rollback's reason does not give the machine's last words: %q", r.Reason)
 			}
@@ -275,7 +294,7 @@ func groupNamed(t *testing.T, config, name string) (groupJSON, error) {
 // source) counts, and a resume finishes the rollout.
 func TestRolloutPauseInSurge(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
-	d := startDevCluster(t, binary, nil, "127.0.223.10-127.0.223.40", 3, 0)
+	d := startDevCluster(t, binary, nil, "127.0.247.10-127.0.247.40", 3, 0)
 	defer monitorHealthyVoters(t, d.config, 3)()
 	sha := d.commitVersion("managers", "v2")
 	testenv.Eventually(t, time.Minute, "the surge member made", func() error {

@@ -64,7 +64,7 @@ func TestSwarmFlavor(t *testing.T) {
 	}
 
 	start := time.Now()
-	c := newCluster(t, "127.0.231.")
+	c := newCluster(t, "127.0.248.")
 	m := c.init("manager-1", 10, engineArgs(m0)...)
 	tok := c.token("worker")
 	for i, e := range []*swarmtest.Engine{w0, w1} {
@@ -206,7 +206,7 @@ func TestSwarmFaults(t *testing.T) {
 	engineArgs := func(e *swarmtest.Engine) []string {
 		return []string{"--docker-socket", e.Socket, "--swarm-advertise-addr", e.Addr}
 	}
-	c := newCluster(t, "127.0.232.")
+	c := newCluster(t, "127.0.249.")
 	promotePoint, demotePoint := "swarm/after-promote", "swarm/after-demote"
 	m1 := c.initWith(c.faulty(promotePoint), "manager-1", 10, engineArgs(m0)...)
 	w := c.faultAgent("", "worker-1", nil, "join", append([]string{"--listen", c.addr(11), "--name", "worker-1", "--token", c.token("worker"), "--manager", m1.listen}, engineArgs(w0)...)...)

@@ -132,9 +132,11 @@ type cluster struct {
 // error.
 func startCluster(ctx context.Context, cfg clusterConfig, addrs []netip.AddrPort, p *progress) (c *cluster, err error) {
 	c = &cluster{cfg: cfg, progress: p, dir: cfg.dir}
+	// The returns below set c to nil: close the cluster they started.
+	started := c
 	defer func() {
 		if err != nil {
-			c.close()
+			started.close()
 			c = nil
 		}
 	}()

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -52,9 +53,16 @@ type heartbeatsConfig struct {
 	// profile is a dir for the bench's own CPU profile over the at-rest
 	// window and its heap profile at the end of it ("": none).
 	profile string
+	// simGCPercent is the simulator's own GOGC: its garbage collection
+	// over 10,000 agents' goroutines stands in for no machine's, and
+	// takes from the managers' share of the host.
+	simGCPercent int
 }
 
 func (c *heartbeatsConfig) Validate() error {
+	if c.simGCPercent <= 0 {
+		return fmt.Errorf("--sim-gc-percent %d: want more than 0 (100 is Go's default)", c.simGCPercent)
+	}
 	if err := c.fleet.Validate(); err != nil {
 		return err
 	}
@@ -77,8 +85,9 @@ func newHeartbeatsCommand() *cobra.Command {
 		Short: "A fleet at rest: join rate, heartbeat round trips, leader CPU and RSS, etcd writes; a leader kill; a mass failure",
 		Long: `Start a cluster of --managers real curator processes, join --nodes simulated
 nodes through the real Register RPC (--join-concurrency at a time), each keeping
-a Heartbeat stream (one heartbeat per --interval) and a WatchNode stream over
-TLS with its own certificate, through one of the managers. Once every node is
+a Heartbeat stream (one heartbeat per --interval, the answers carrying the
+node's record and the managers as they change) over TLS with its own
+certificate, through one of the managers. Once every node is
 ready, measure for --duration: heartbeat round trips, the leader's CPU and RSS,
 etcd writes per second, watch messages, the bench's own CPU.
 
@@ -101,7 +110,8 @@ The last line on stdout is one JSON object with the figures; it holds an
 	cmd.Flags().DurationVar(&c.duration, "duration", DefaultDuration, "the at-rest measuring window")
 	cmd.Flags().BoolVar(&c.killLeader, "kill-leader", false, "after the window, kill -9 the curator leader and time the failover")
 	cmd.Flags().IntVar(&c.massFailure, "mass-failure", 0, "after the window (and the kill), stop this many nodes at once and time their marking down")
-	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof) into this dir")
+	cmd.Flags().IntVar(&c.simGCPercent, "sim-gc-percent", 100, "the bench process's GOGC (the simulated nodes' garbage collection, which real nodes do on machines of their own; the managers keep theirs)")
+	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof), and over the first 30s after --kill-leader (sim-failover-cpu.pprof), into this dir")
 	return cmd
 }
 
@@ -147,7 +157,8 @@ type restFigures struct {
 	// EtcdKeysPerS are the keys etcd put or deleted per second, from its
 	// own metrics (a batched write of many records counts each).
 	EtcdKeysPerS float64 `json:"etcd_keys_written_per_s"`
-	// WatchMsgsPerS are WatchNode messages the simulated nodes received.
+	// WatchMsgsPerS are the answers carrying a node's record or the
+	// managers that the simulated nodes received.
 	WatchMsgsPerS float64 `json:"watch_msgs_per_s"`
 	// CPU in percent of one core over the window, from /proc/PID/stat.
 	LeaderCPUPct float64 `json:"leader_cpu_pct"`
@@ -211,6 +222,7 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	debug.SetGCPercent(cfg.simGCPercent)
 	if cfg.profile != "" {
 		// Fine-grained heap samples, from the start, so the heap profile
 		// shows what a node costs.
@@ -368,6 +380,12 @@ func killLeader(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f *fleet
 	t0 := time.Now()
 	c.kill(m)
 	p.printf("killed the leader %s (%s, pid %d)", old, m.name, m.pid())
+	if cfg.profile != "" {
+		// The bench's own CPU over the failover's first half minute.
+		if err := profileFor(filepath.Join(cfg.profile, "sim-failover-cpu.pprof"), failoverProfile); err != nil {
+			p.printf("could not profile the failover: %v", err)
+		}
+	}
 	kl := &killLeaderFigures{OldLeader: old}
 	wait := cfg.cluster.electionTTL + cfg.cluster.downAfter + failoverExtra
 	var problems []error

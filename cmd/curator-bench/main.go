@@ -36,8 +36,8 @@ func newRootCommand() *cobra.Command {
 		Short: "Load and failover figures from a real curator cluster",
 		Long: `curator-bench starts a cluster of real curator processes on loopback addresses
 (built from this repository, or --curator), simulates nodes in its own process
-that join through the real Register RPC and keep real Heartbeat and WatchNode
-streams over TLS, and measures. Each subcommand ends with one line of JSON on
+that join through the real Register RPC and keep real Heartbeat streams over
+TLS, and measures. Each subcommand ends with one line of JSON on
 stdout; progress goes to stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

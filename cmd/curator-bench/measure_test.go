@@ -135,6 +135,8 @@ func TestStreamErrorKey(t *testing.T) {
 		{paced, "session: Unavailable SESSIONS_PACED"},
 		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.150.10:7000: connect: connection refused"`), "session: Unavailable (refused)"},
 		{status.New(codes.Unavailable, "connection error: desc = \"transport: authentication handshake failed: context deadline exceeded\""), "session: Unavailable (tls handshake)"},
+		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.150.11:7000: i/o timeout"`), "session: Unavailable (connect timeout)"},
+		{status.New(codes.Unavailable, `connection error: desc = "error reading server preface: read tcp 127.0.0.1:1->127.0.150.11:7000: use of closed network connection"`), "session: Unavailable (no server preface)"},
 		{status.New(codes.Canceled, "context canceled while waiting for connections to become ready"), "session: Canceled (no connection ready)"},
 		{status.New(codes.Unavailable, "error reading from server: EOF"), "session: Unavailable (eof)"},
 		{status.New(codes.Unknown, "EOF"), "session: Unknown (eof)"},

@@ -176,6 +176,28 @@ func writeResult(w io.Writer, v any) error {
 	return err
 }
 
+// failoverProfile is how long the bench profiles itself after it killed
+// the leader.
+const failoverProfile = 30 * time.Second
+
+// profileFor writes the bench's CPU profile over the next d to path, in
+// the background.
+func profileFor(path string, d time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	time.AfterFunc(d, func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	})
+	return nil
+}
+
 // startProfile starts the bench's CPU profile into dir/sim-cpu.pprof; the
 // function it returns stops it and writes the heap profile to
 // dir/sim-heap.pprof. With dir "", it does nothing.

@@ -5,8 +5,8 @@ package main
 // does: the real Register RPC with the worker token, the CA checked
 // against the token's fingerprint, the node ID against the key, the
 // retries of unavailable managers and of a held address), then runs a
-// node.Session, the agent's session: a Heartbeat stream and, once the
-// leader answers, a WatchNode stream over TLS with its own certificate,
+// node.Session, the agent's session: a Heartbeat stream over TLS with its
+// own certificate, whose answers carry the node's record and the managers,
 // through one manager at a time, with the agent's late-answer deadline and
 // its reconnection (spread, and paced by the managers' admission). The
 // bench only watches, through the session's hooks: when each heartbeat
@@ -322,6 +322,8 @@ var connectionFailures = []struct{ says, kind string }{
 	{"connection refused", "refused"},
 	{"connection reset", "reset"},
 	{"handshake", "tls handshake"},
+	{"i/o timeout", "connect timeout"},
+	{"server preface", "no server preface"},
 	{"waiting for connections to become ready", "no connection ready"},
 	{"deadline exceeded", "deadline"},
 	{"eof", "eof"},

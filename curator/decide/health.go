@@ -102,11 +102,12 @@ func ArrivalsQuiet(downAfter time.Duration) time.Duration { return downAfter / 3
 //
 //   - the failover's hold: a leader marks none of the nodes it has not
 //     heard yet down while nodes are still arriving (heard by it for the
-//     first time since it took over, the last less than ArrivalsQuiet
-//     ago) and some have not, for at most SettleLimit. A node it heard
-//     and then stopped hearing is not held: its silence is its own. After a failover the streams move to it as fast as
-//     the machines allow, which at fleet scale takes longer than the
-//     grace. The hold ends when the arrivals end: a node seen by this
+//     first time since it took over, or turned away at its door, knocked:
+//     a session set-up it paced, a TLS handshake it shed; the last less
+//     than ArrivalsQuiet ago) and some have not, for at most SettleLimit.
+//     A node it heard and then stopped hearing is not held: its silence
+//     is its own. After a failover the streams move to it as fast as the
+//     machines allow, which at fleet scale takes longer than the grace. The hold ends when the arrivals end: a node seen by this
 //     leader is then judged by its last heartbeat, and one not seen by
 //     its silence since the takeover, so a dead machine is down within
 //     downAfter of the hold's end at most, whatever the fleet's size;
@@ -115,7 +116,7 @@ func ArrivalsQuiet(downAfter time.Duration) time.Duration { return downAfter / 3
 //     from mem.HoldSince. A fleet-wide failure is rare; a leader that cannot
 //     hear the fleet (its own network failing) is not. Past the extra wait
 //     the nodes are marked down: they really are silent.
-func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Duration, mem HealthMemory) HealthDecision {
+func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Duration, knocked time.Time, mem HealthMemory) HealthDecision {
 	var d HealthDecision
 	downs := 0
 	for _, n := range nodes {
@@ -135,7 +136,13 @@ func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Durat
 			d.LastArrival = now
 		}
 	}
-	d.Settling = d.Arrived < len(nodes) && now.Sub(d.LastArrival) < ArrivalsQuiet(downAfter) && now.Sub(leaderSince) < SettleLimit(downAfter)
+	// Nodes turned away at the door since the takeover are still on
+	// their way: the hold lasts while they knock.
+	activity := d.LastArrival
+	if knocked.After(activity) {
+		activity = knocked
+	}
+	d.Settling = d.Arrived < len(nodes) && now.Sub(activity) < ArrivalsQuiet(downAfter) && now.Sub(leaderSince) < SettleLimit(downAfter)
 	for _, n := range nodes {
 		// A node that joined after this leader took over gets its grace
 		// from its joining.
@@ -181,6 +188,9 @@ func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Durat
 			return d
 		}
 		d.Held = fmt.Sprintf("holding %d nodes back from down: streams are still moving to this leader (%d of %d nodes heard since it took over, the last %s ago)", unheard, d.Arrived, len(nodes), now.Sub(d.LastArrival).Round(time.Millisecond))
+		if activity.After(d.LastArrival) {
+			d.Held += fmt.Sprintf("; nodes are still knocking: the last turned away %s ago", now.Sub(activity).Round(time.Millisecond))
+		}
 		d.Changes = slices.DeleteFunc(d.Changes, func(a HealthAction) bool { return a.To == pb.NodeStatus_NODE_STATUS_DOWN && !a.OwnSilence })
 		return d
 	case downs >= 2 && 2*d.Heard <= len(nodes) && (mem.HoldSince.IsZero() || now.Sub(mem.HoldSince) < downAfter):

@@ -96,31 +96,40 @@ func TestHealth(t *testing.T) {
 		want     []HealthAction
 		heldFor  bool
 		Settling bool
+		knocked  time.Time
 	}{
 		{"first tick of a new leader: the arrivals have just begun: hold", arriving(t1), t1, HealthMemory{},
-			nil, true, true},
+			nil, true, true, time.Time{}},
 		{"a node arrived this tick: hold", arriving(t1), t1, HealthMemory{Since: since, Arrived: 7, ArrivedAt: t1.Add(-2 * quiet)},
-			nil, true, true},
+			nil, true, true, time.Time{}},
 		{"the last arrival a moment ago: hold", arriving(t1), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-quiet + time.Millisecond)},
-			nil, true, true},
+			nil, true, true, time.Time{}},
 		{"arrivals over: nodes never heard are judged on their own silence", arriving(t1), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-quiet)},
-			twoDown, false, false},
+			twoDown, false, false, time.Time{}},
 		{"arrivals over early: unseen nodes keep their downAfter from the takeover", arriving(since.Add(downAfter - time.Millisecond)), since.Add(downAfter - time.Millisecond), HealthMemory{Since: since, Arrived: 8, ArrivedAt: since.Add(time.Second)},
-			nil, false, false},
+			nil, false, false, time.Time{}},
 		{"arrivals never end: the ceiling ends the hold", arriving(since.Add(SettleLimit(downAfter))), since.Add(SettleLimit(downAfter)), HealthMemory{Since: since, Arrived: 7, ArrivedAt: since.Add(SettleLimit(downAfter) - time.Second)},
-			twoDown, false, false},
+			twoDown, false, false, time.Time{}},
 		{"every node arrived: no hold, a node silent since is down", append(fleet(t1, 0)[:9], HealthNode{ID: "n9", Status: ready, Last: t1.Add(-downAfter), Seen: true}), t1, HealthMemory{Since: since, Arrived: 10, ArrivedAt: t1.Add(-time.Millisecond)},
-			[]HealthAction{{NodeID: "n9", To: down}}, false, false},
+			[]HealthAction{{NodeID: "n9", To: down}}, false, false, time.Time{}},
 		{"a node heard by this leader, then silent, is down on its own silence while the others are held", append(arriving(t1)[1:], HealthNode{ID: "x", Status: ready, Last: since.Add(time.Millisecond), Seen: true}), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-time.Second)},
-			[]HealthAction{{NodeID: "x", To: down}}, true, true},
+			[]HealthAction{{NodeID: "x", To: down}}, true, true, time.Time{}},
 		{"only nodes heard by this leader went silent: nothing is held", append(fleet(t1, 0)[:9], HealthNode{ID: "x", Status: ready, Last: since.Add(time.Millisecond), Seen: true}, HealthNode{ID: "y", Status: unknown, Created: t1.Add(-time.Second)}), t1, HealthMemory{Since: since, Arrived: 9, ArrivedAt: t1.Add(-time.Second)},
-			[]HealthAction{{NodeID: "x", To: down}}, false, true},
+			[]HealthAction{{NodeID: "x", To: down}}, false, true, time.Time{}},
 		{"back from doubt: the arrivals count again from then", arriving(t1), t1, HealthMemory{Since: since.Add(-time.Hour), Arrived: 10, ArrivedAt: since.Add(-time.Hour)},
-			nil, true, true},
+			nil, true, true, time.Time{}},
+		{"no arrival for a while, but a node turned away at the door a moment ago: hold", arriving(t1), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-quiet)},
+			nil, true, true, t1.Add(-time.Second)},
+		{"the last knock as long ago as the quiet: judged", arriving(t1), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-2 * quiet)},
+			twoDown, false, false, t1.Add(-quiet)},
+		{"knocks before the takeover are not arrivals", arriving(t1), t1, HealthMemory{Since: since, Arrived: 8, ArrivedAt: t1.Add(-quiet)},
+			twoDown, false, false, since.Add(-time.Millisecond)},
+		{"knocks never end: the ceiling ends the hold", arriving(since.Add(SettleLimit(downAfter))), since.Add(SettleLimit(downAfter)), HealthMemory{Since: since, Arrived: 8, ArrivedAt: since.Add(time.Second)},
+			twoDown, false, false, since.Add(SettleLimit(downAfter) - time.Millisecond)},
 	}
 	for _, tt := range settling {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Health(tt.nodes, since, tt.now, downAfter, tt.mem)
+			got := Health(tt.nodes, since, tt.now, downAfter, tt.knocked, tt.mem)
 			if diff := cmp.Diff(tt.want, got.Changes, ignoreWhy, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Health (-want +got):\n%s", diff)
 			}
@@ -156,7 +165,7 @@ func TestHealth(t *testing.T) {
 					heard[i].Last = now
 				}
 			}
-			d := Health(heard, since, now, downAfter, mem)
+			d := Health(heard, since, now, downAfter, time.Time{}, mem)
 			mem = mem.Remember(d, since)
 			if slices.ContainsFunc(d.Changes, func(a HealthAction) bool { return a.NodeID == "dead" && a.To == down }) {
 				downAt = now
@@ -185,7 +194,7 @@ func TestHealth(t *testing.T) {
 			}
 			mem := steady(tt.nodes, leaderAt)
 			mem.HoldSince = tt.HoldSince
-			got := Health(tt.nodes, leaderAt, tt.now, downAfter, mem)
+			got := Health(tt.nodes, leaderAt, tt.now, downAfter, time.Time{}, mem)
 			for _, a := range got.Changes {
 				if a.Reason == "" {
 					t.Errorf("change of %s has no reason", a.NodeID)

@@ -26,6 +26,21 @@ func EventRecord(ctx context.Context, l *Fence, ev *pb.Event) error {
 	return logAppend(ctx, l.cli, l, eventPrefix, eventKey(ev), ev, MaxEvents, "event")
 }
 
+// eventPuts are the writes of events evs, to go in the transaction of
+// the change they explain. They are not trimmed there: the next
+// EventRecord trims the history (it allows a tenth over MaxEvents).
+func eventPuts(evs []*pb.Event) ([]clientv3.Op, error) {
+	ops := make([]clientv3.Op, 0, len(evs)+2)
+	for _, ev := range evs {
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpPut(eventKey(ev), string(data)))
+	}
+	return ops, nil
+}
+
 // EventObserved writes an event without a Fence to fence it: the
 // record of what a follower saw and did about the leader itself (its lease
 // revoked after its process died), which no leader can write for it. It

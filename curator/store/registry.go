@@ -25,8 +25,8 @@ import (
 // current by a single etcd watch on the node prefix (reloaded when the watch
 // falls behind a compaction). Every loop, handler and node stream of the
 // leader reads it instead of etcd, so the cost of a read does not grow with
-// the number of readers, and a node stream is woken only by changes that
-// concern it.
+// the number of readers; subscribers are told of the changes their filter
+// takes.
 //
 // Records in the view are shared and must never be modified: a caller that
 // changes a node works on clone(). Only the leader writes node records, and
@@ -54,11 +54,6 @@ type Registry struct {
 	byAddress map[string]string
 	// managers is the managers' gRPC addresses, sorted.
 	managers []string
-	// nodeChanged[id] is closed when node id changes (or goes); made on
-	// demand by watchers.
-	nodeChanged map[string]chan struct{}
-	// managersChanged is closed when the manager list changes.
-	managersChanged chan struct{}
 	// advanced is closed whenever rev moves.
 	advanced chan struct{}
 	// subs are woken by changes their filter accepts.
@@ -72,16 +67,14 @@ type registrySub struct {
 
 func NewRegistry(cli *clientv3.Client) *Registry {
 	return &Registry{
-		cli:             cli,
-		loaded:          make(chan struct{}),
-		byID:            map[string]*pb.Node{},
-		consensusNodes:  map[string]*pb.Node{},
-		byPeerURL:       map[string]string{},
-		byName:          map[string]string{},
-		byAddress:       map[string]string{},
-		nodeChanged:     map[string]chan struct{}{},
-		managersChanged: make(chan struct{}),
-		advanced:        make(chan struct{}),
+		cli:            cli,
+		loaded:         make(chan struct{}),
+		byID:           map[string]*pb.Node{},
+		consensusNodes: map[string]*pb.Node{},
+		byPeerURL:      map[string]string{},
+		byName:         map[string]string{},
+		byAddress:      map[string]string{},
+		advanced:       make(chan struct{}),
 	}
 }
 
@@ -226,12 +219,6 @@ func (r *Registry) applyLocked(id string, n *pb.Node) {
 	}
 	if ManagerAddress(old) != ManagerAddress(n) {
 		r.managers = Managers(maps.Values(r.byID))
-		close(r.managersChanged)
-		r.managersChanged = make(chan struct{})
-	}
-	if ch, ok := r.nodeChanged[id]; ok {
-		close(ch)
-		delete(r.nodeChanged, id)
 	}
 	for _, s := range r.subs {
 		if s.filter(old, n) {
@@ -390,17 +377,12 @@ func (r *Registry) ManagerList() []string {
 	return r.managers
 }
 
-// watchNode returns node id (nil if there is none), the manager list, and
-// a channel closed at the next change of either.
-func (r *Registry) WatchNode(id string) (*pb.Node, []string, <-chan struct{}, <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := r.nodeChanged[id]
-	if !ok {
-		ch = make(chan struct{})
-		r.nodeChanged[id] = ch
-	}
-	return r.byID[id], r.managers, ch, r.managersChanged
+// NodeAndManagers returns node id (nil if there is none) and the manager
+// list, as of one moment.
+func (r *Registry) NodeAndManagers(id string) (*pb.Node, []string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[id], r.managers
 }
 
 // subscribe returns a channel kicked (without blocking) by every change the

@@ -47,13 +47,19 @@ func RolloutUnchanged(group string, rev int64) clientv3.Cmp {
 }
 
 // RolloutSave writes a rollout, fenced, if its record is still at mod
-// revision rev; ErrRolloutChanged if not.
-func RolloutSave(ctx context.Context, l *Fence, r *pb.Rollout, rev int64) error {
+// revision rev; ErrRolloutChanged if not. Events evs, the record of why
+// (a rollout's end), go in the same transaction: a leader that dies
+// after the change has said why.
+func RolloutSave(ctx context.Context, l *Fence, r *pb.Rollout, rev int64, evs ...*pb.Event) error {
 	data, err := proto.Marshal(r)
 	if err != nil {
 		return err
 	}
-	_, err = l.txnIf(ctx, []clientv3.Cmp{RolloutUnchanged(r.Group, rev)}, clientv3.OpPut(rolloutKey(r.Group), string(data)))
+	ops, err := eventPuts(evs)
+	if err != nil {
+		return err
+	}
+	_, err = l.txnIf(ctx, []clientv3.Cmp{RolloutUnchanged(r.Group, rev)}, append(ops, clientv3.OpPut(rolloutKey(r.Group), string(data)))...)
 	if errors.Is(err, ErrCompare) {
 		return ErrRolloutChanged
 	}
@@ -93,8 +99,9 @@ func GroupCommit(ctx context.Context, l *Fence, g *pb.Group, r *pb.Rollout) erro
 
 // RolloutRollBack writes group g, back on its previous template, and the
 // rollout back to it, fenced on the failed rollout's record being still
-// at mod revision rev; ErrRolloutChanged if not.
-func RolloutRollBack(ctx context.Context, l *Fence, g *pb.Group, back *pb.Rollout, rev int64) error {
+// at mod revision rev; ErrRolloutChanged if not. Events evs go in the
+// same transaction, as in RolloutSave.
+func RolloutRollBack(ctx context.Context, l *Fence, g *pb.Group, back *pb.Rollout, rev int64, evs ...*pb.Event) error {
 	gdata, err := proto.Marshal(g)
 	if err != nil {
 		return err
@@ -103,8 +110,12 @@ func RolloutRollBack(ctx context.Context, l *Fence, g *pb.Group, back *pb.Rollou
 	if err != nil {
 		return err
 	}
+	ops, err := eventPuts(evs)
+	if err != nil {
+		return err
+	}
 	_, err = l.txnIf(ctx, []clientv3.Cmp{RolloutUnchanged(back.Group, rev)},
-		clientv3.OpPut(groupKey(g.Spec.GetName()), string(gdata)), clientv3.OpPut(rolloutKey(back.Group), string(rdata)))
+		append(ops, clientv3.OpPut(groupKey(g.Spec.GetName()), string(gdata)), clientv3.OpPut(rolloutKey(back.Group), string(rdata)))...)
 	if errors.Is(err, ErrCompare) {
 		return ErrRolloutChanged
 	}

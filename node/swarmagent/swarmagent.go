@@ -26,6 +26,7 @@ package swarmagent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
@@ -61,7 +62,19 @@ type Config struct {
 	// (IP or IP:PORT); empty lets the engine pick it (it refuses when the
 	// machine has more than one address to pick from).
 	AdvertiseAddr string
+	// PendingFor is how long the engine has been pending (trying to
+	// reach its Swarm) as the caller has seen it: past StalePending, an
+	// engine asked to join is taken for one with the stale state of a
+	// Swarm that removed it, left and joined anew.
+	PendingFor time.Duration
 }
+
+// StalePending is how long an engine may stay pending while its record
+// asks it to join before it is taken for stale. A join or a reconnection
+// is pending for seconds; an engine back with the state of a node its
+// Swarm removed (a machine restarted after its replacement's record
+// went) stays pending for good, knocking at managers that turn it away.
+const StalePending = 20 * time.Second
 
 // Outcome is what Answer did.
 type Outcome string
@@ -76,6 +89,9 @@ const (
 	Joined Outcome = "joined"
 	// Left: the engine left the Swarm, as the record asked.
 	Left Outcome = "left"
+	// Pending: the engine is trying to reach its Swarm; nothing was done
+	// (the caller counts how long, for Config.PendingFor).
+	Pending Outcome = "pending"
 )
 
 // Answer makes the engine what node, the node's own record as the leader
@@ -99,7 +115,11 @@ func Answer(ctx context.Context, cfg Config, engine Engine, leader Leader, node 
 		}
 		return Reported, nil
 	case swarm.LocalNodeStatePending:
-		return Nothing, nil
+		if !node.GetSwarmJoinRequested() || cfg.PendingFor < StalePending {
+			return Pending, nil
+		}
+		// Pending for that long while asked to join: stale state, left
+		// below before the join.
 	case swarm.LocalNodeStateLocked:
 		return Nothing, fmt.Errorf("the Docker engine's Swarm state is locked (autolock): unlock it with `docker swarm unlock`")
 	}

@@ -465,10 +465,21 @@ func (r *runner) endFreeze(f *groupFreeze) {
 	r.mu.Lock()
 	delete(r.freezes, f.group)
 	r.mu.Unlock()
-	// The same nodes ready again, but for those the schedule hit since.
+	// The same nodes ready again, but for those the schedule hit since,
+	// those the group took away after the thaw as extra machines (a
+	// rollout's or rollback's surge goes first to a node not ready yet)
+	// and, when the loop never held its repairs, those it replaced after
+	// the thaw: a node whose partner came back first is then the one
+	// unhealthy node of its group, down for longer than replace_after,
+	// and the rules replace it (a hold, once said, restarts the frozen
+	// nodes' clocks instead).
 	var last error
 	for time.Since(thawed) < healBound {
-		if last = r.healed(f, thawed); last == nil {
+		var replaced []string
+		if replaced, last = r.healed(f, thawed, !said); last == nil {
+			for _, why := range replaced {
+				r.logf("group %s: a frozen node taken away after the thaw: %s", f.group, why)
+			}
 			r.logf("group %s healed %s after its thaw (frozen %s)", f.group, time.Since(thawed).Round(time.Millisecond), held.Round(time.Millisecond))
 			return
 		}
@@ -478,11 +489,28 @@ func (r *runner) endFreeze(f *groupFreeze) {
 }
 
 // healed says which of f's nodes is not ready again (nil: all are), but
-// for those the schedule hit since thawed.
-func (r *runner) healed(f *groupFreeze, thawed time.Time) error {
+// for those the schedule hit since thawed and those whose machine the
+// group loop took away since thawed, as one of more machines than the
+// group's size or, if replaceable, as a repair; it returns those.
+func (r *runner) healed(f *groupFreeze, thawed time.Time, replaceable bool) (replacedAfter []string, _ error) {
 	nodes, err := call(r.cl.ListNodes)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	events, err := call(func(ctx context.Context) ([]*pb.Event, error) { return r.cl.ListEvents(ctx, 0) })
+	if err != nil {
+		return nil, err
+	}
+	replaced := map[string]string{}
+	for _, ev := range events {
+		if ev.GetLoop() != "groups" || ev.GetAction() != "destroy-machine" || ev.GetTime().AsTime().Before(thawed) {
+			continue
+		}
+		repair := strings.Contains(ev.GetReason(), "has been down for")
+		extra := strings.Contains(ev.GetReason(), " machines, wants ")
+		if (repair && replaceable) || extra {
+			replaced[ev.GetNodeId()] = ev.GetReason()
+		}
 	}
 	r.mu.Lock()
 	hitSince := map[string]bool{}
@@ -497,12 +525,16 @@ func (r *runner) healed(f *groupFreeze, thawed time.Time) error {
 			continue
 		}
 		i := slices.IndexFunc(nodes, func(x *pb.NodeView) bool { return x.GetNode().GetId() == n.id })
+		if why, ok := replaced[n.id]; ok && i < 0 {
+			replacedAfter = append(replacedAfter, n.name+": "+why)
+			continue
+		}
 		if i < 0 {
-			return fmt.Errorf("%s has no record", n.name)
+			return nil, fmt.Errorf("%s has no record", n.name)
 		}
 		if st := nodes[i].GetNode().GetStatus(); st != pb.NodeStatus_NODE_STATUS_READY {
-			return fmt.Errorf("%s is %s", n.name, st)
+			return nil, fmt.Errorf("%s is %s", n.name, st)
 		}
 	}
-	return nil
+	return replacedAfter, nil
 }
