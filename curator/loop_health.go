@@ -28,7 +28,7 @@ func (st *leaderState) servingSince() time.Time {
 
 // healthLoop keeps node status consistent with heartbeats. It ticks at half
 // the heartbeat interval, and at once when a heartbeat comes from a node
-// that is not ready. Heartbeats live in the leader's memory: at rest, with
+// that is not ready (after a change, not before healthGap). Heartbeats live in the leader's memory: at rest, with
 // every node ready, a tick writes nothing.
 // healthLoop is the health loop; it owns what it remembers between ticks
 // (mem: see decide.Health), which no other loop reaches.
@@ -44,8 +44,17 @@ func (l *leaderLoops) healthLoop() loopSpec {
 		tick:   hl.tick,
 		kick:   l.kickHealth,
 		resync: l.cfg.HeartbeatInterval / 2,
-		minGap: 0,
+		minGap: healthGap(l.cfg.HeartbeatInterval),
 	}
+}
+
+// healthGap is the health loop's pause after it changed statuses, before
+// it looks again: the nodes that sent their first heartbeat meanwhile are
+// then marked ready together, in one write and one event (a join wave
+// kicks the loop hundreds of times a second, and each tick reads the
+// whole fleet). A twentieth of the heartbeat interval, at most 100 ms.
+func healthGap(interval time.Duration) time.Duration {
+	return min(interval/20, 100*time.Millisecond)
 }
 
 func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {

@@ -20,7 +20,12 @@ func (l *leaderLoops) reaperLoop() loopSpec {
 	return loopSpec{
 		name:        "reaper",
 		tick:        l.reapTick,
-		nodeChanges: func(old, new *pb.Node) bool { return new != nil && (old == nil || old.Status != new.Status) },
+		// Only a node gone down is news to it (a join wave changes
+		// statuses hundreds of times a second); time passing, and
+		// groups that go, are seen at the resync.
+		nodeChanges: func(old, new *pb.Node) bool {
+			return new.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN && old.GetStatus() != pb.NodeStatus_NODE_STATUS_DOWN
+		},
 		resync:      l.cfg.GroupInterval,
 		minGap:      l.cfg.MinActionGap,
 	}
@@ -28,6 +33,15 @@ func (l *leaderLoops) reaperLoop() loopSpec {
 
 func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 	st := l.leaderState
+	var down []*pb.Node
+	for _, n := range st.reg.Nodes() {
+		if n.Status == pb.NodeStatus_NODE_STATUS_DOWN {
+			down = append(down, n)
+		}
+	}
+	if len(down) == 0 {
+		return loopResult{}, nil // at rest, without reading etcd
+	}
 	groups, err := store.GroupList(ctx, st.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, err
@@ -37,10 +51,7 @@ func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 		exists[g.Spec.GetName()] = true
 	}
 	snap := decide.ReapSnapshot{ReapAfter: st.cfg.ReapAfter, Now: st.cfg.Now()}
-	for _, n := range st.reg.Nodes() {
-		if n.Status != pb.NodeStatus_NODE_STATUS_DOWN {
-			continue
-		}
+	for _, n := range down {
 		snap.Nodes = append(snap.Nodes, decide.ReapNode{
 			ID: n.Id, Status: n.Status, Since: n.StatusChanged.AsTime(),
 			Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Grouped: exists[n.Group], Leader: n.Id == st.cfg.NodeID,

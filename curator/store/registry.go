@@ -41,7 +41,8 @@ type Registry struct {
 	// loaded is closed once the first load is done.
 	loaded chan struct{}
 	byID   map[string]*pb.Node
-	// ids caches the node IDs, sorted; nil when a node came or went.
+	// ids caches the node IDs, sorted; nil until a reader asks (kept
+	// current from then on).
 	ids []string
 	// consensusNodes are the nodes that hold, held or are handing back
 	// the consensus role (MembershipChange): what the membership loops
@@ -115,6 +116,8 @@ func (r *Registry) load(ctx context.Context) (int64, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Sorted again by the next reader, at once, not a node at a time.
+	r.ids = nil
 	for id := range r.byID {
 		if _, ok := nodes[id]; !ok {
 			r.applyLocked(id, nil)
@@ -190,9 +193,8 @@ func (r *Registry) applyLocked(id string, n *pb.Node) {
 	} else {
 		r.byID[id] = n
 	}
-	if old == nil || n == nil {
-		// Readers may hold the old slice: drop it, never change it.
-		r.ids = nil
+	if (old == nil) != (n == nil) && r.ids != nil {
+		r.ids = withOrWithout(r.ids, id, n != nil)
 	}
 	if MembershipChange(nil, n) {
 		r.consensusNodes[id] = n
@@ -225,6 +227,21 @@ func (r *Registry) applyLocked(id string, n *pb.Node) {
 			supervisor.Kick(s.ch)
 		}
 	}
+}
+
+// withOrWithout returns the sorted IDs ids with id put in (add) or taken
+// out, as a new slice: readers may hold the old one, which is never
+// changed. A copy costs less than sorting again (a join wave changes the
+// list a few hundred times a second).
+func withOrWithout(ids []string, id string, add bool) []string {
+	i, found := slices.BinarySearch(ids, id)
+	switch {
+	case add && !found:
+		return slices.Insert(slices.Clip(ids), i, id)
+	case !add && found:
+		return slices.Delete(slices.Clone(ids), i, i+1)
+	}
+	return ids
 }
 
 // ManagerAddress is a node's gRPC address if it is a manager, else "".

@@ -133,7 +133,28 @@ func TestRegistryFollowsConcurrentWrites(t *testing.T) {
 	assertRegistryIsEtcd(t, cli, reg)
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
+	// A reader meanwhile: the sorted IDs are kept as nodes come and go
+	// (not sorted again).
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l := reg.Nodes()
+			for i := 1; i < len(l); i++ {
+				if l[i-1].Id >= l[i].Id {
+					errs <- fmt.Errorf("Nodes() not sorted or repeated at %d: %s, %s", i, l[i-1].Id, l[i].Id)
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
 	for w := range 4 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 1))
@@ -147,6 +168,8 @@ func TestRegistryFollowsConcurrentWrites(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stop)
+	readers.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
