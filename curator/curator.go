@@ -58,6 +58,9 @@ type Service struct {
 	// refusals are the audit entries of refused calls, waiting to be
 	// written (runRefusalLog).
 	refusals chan *pb.AuditEntry
+	// tickets are the keys of the server's TLS session tickets, the
+	// managers' own (tickets.go).
+	tickets *pki.SessionTickets
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -75,7 +78,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
 	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
-		refusals: make(chan *pb.AuditEntry, refusalQueue)}, nil
+		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets()}, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
@@ -100,6 +103,7 @@ func (s *Service) Run(ctx context.Context) error {
 		"quorum":   s.runQuorumCheck,
 		"crashes":  s.runCrashWatch,
 		"audit":    s.runRefusalLog,
+		"tickets":  s.runTickets,
 	}); err != nil {
 		return err
 	}

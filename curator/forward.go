@@ -44,6 +44,10 @@ type forwarder struct {
 	learned chan struct{}
 	addr    string
 	conn    *grpc.ClientConn
+	// creds are the connections' to the leader, which share one TLS
+	// session (transport.SharedSessions): a new leader's connection
+	// resumes it.
+	creds credentials.TransportCredentials
 }
 
 // leaderInfo is the leader as the election names it: its node, its
@@ -198,8 +202,10 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 		return f.conn, nil
 	}
 	f.closeLocked()
-	tlsCfg := pki.ClientTLSFrom(s.cfg.Certs, s.cfg.CA)
-	conn, err := grpc.NewClient(li.addr, transport.DialOptions(credentials.NewTLS(tlsCfg))...)
+	if f.creds == nil {
+		f.creds = transport.SharedSessions(pki.ClientTLSFrom(s.cfg.Certs, s.cfg.CA))
+	}
+	conn, err := grpc.NewClient(li.addr, transport.DialOptions(f.creds)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial leader %s at %s: %w", li.id, li.addr, err)
 	}

@@ -18,16 +18,16 @@ import (
 
 func (l *leaderLoops) reaperLoop() loopSpec {
 	return loopSpec{
-		name:        "reaper",
-		tick:        l.reapTick,
+		name: "reaper",
+		tick: l.reapTick,
 		// Only a node gone down is news to it (a join wave changes
 		// statuses hundreds of times a second); time passing, and
 		// groups that go, are seen at the resync.
 		nodeChanges: func(old, new *pb.Node) bool {
 			return new.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN && old.GetStatus() != pb.NodeStatus_NODE_STATUS_DOWN
 		},
-		resync:      l.cfg.GroupInterval,
-		minGap:      l.cfg.MinActionGap,
+		resync: l.cfg.GroupInterval,
+		minGap: l.cfg.MinActionGap,
 	}
 }
 

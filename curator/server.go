@@ -27,6 +27,7 @@ import (
 func (s *Service) serverTLS() *tls.Config {
 	cfg := pki.ServerTLSFrom(s.cfg.Certs, s.cfg.CA)
 	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	s.tickets.Serve(cfg)
 	return cfg
 }
 

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -226,7 +225,7 @@ func New(cfg Config) (*Agent, error) {
 	a.resolver = manual.NewBuilderWithScheme("curator-managers")
 	a.resolver.InitialState(resolverState(mgrs))
 	tlsCfg := pki.ClientTLSFrom(id.certs, id.ca)
-	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers", append(transport.DialOptions(credentials.NewTLS(tlsCfg)),
+	a.conn, err = grpc.NewClient(a.resolver.Scheme()+":///managers", append(transport.DialOptions(transport.SharedSessions(tlsCfg)),
 		grpc.WithResolvers(a.resolver),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`),
 	)...)

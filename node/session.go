@@ -58,8 +58,8 @@ const DefaultSessionInterval = time.Second
 // SessionConfig is what a session with the leader needs.
 type SessionConfig struct {
 	// TLS is the node's client TLS configuration: its certificate and the
-	// cluster's CA (pki.ClientTLS or pki.ClientTLSFrom, whose session
-	// cache makes a reconnection a resumption).
+	// cluster's CA (pki.ClientTLS or pki.ClientTLSFrom). A reconnection
+	// resumes the TLS session, with any manager (transport.SharedSessions).
 	TLS *tls.Config
 	// Version is the node's version, sent with every heartbeat.
 	Version string
@@ -109,7 +109,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		cfg.Interval = DefaultSessionInterval
 	}
 	return &Session{cfg: cfg, conns: &managerConns{
-		creds: credentials.NewTLS(cfg.TLS), opts: cfg.DialOptions,
+		creds: transport.SharedSessions(cfg.TLS), opts: cfg.DialOptions,
 		conns: map[string]*grpc.ClientConn{}, failed: map[string]managerFailure{},
 		// Every agent is handed the managers in the same order: each
 		// starts at a manager of its own, so sessions spread over them.
