@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
@@ -160,6 +161,40 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	return response()
 }
 
+// The leader serves node sessions itself only while no other manager can:
+// a node whose session reached it directly is asked to move to another
+// manager (HeartbeatResponse.move_within_ms), at a moment of the node's own
+// within four intervals, so a wave of sessions moves spread out. A session
+// through a follower costs the leader less (the follower's one connection
+// carries many sessions' heartbeats, read and written in batches, where a
+// node's own connection costs the leader a read and a write per
+// heartbeat), and a leader that dies then takes no session with it: its
+// followers carry their sessions over to the next leader, so a failover
+// is not a reconnection storm. The leader asks only once it has led for
+// down-after (not during a failover's arrivals), and only while another
+// manager is ready. A node that no other manager takes comes back and
+// stays (node.Session).
+
+// sessionMoveWindow is how many heartbeat intervals a node is given to
+// move its session off the leader.
+const sessionMoveWindow = 4
+
+// sessionMoveWithin is the move_within_ms of the leader's answers to a
+// session that reached it directly: 0 (stay) unless the leader has led for
+// down-after and another manager is ready.
+func (st *leaderState) sessionMoveWithin(now time.Time) uint32 {
+	if now.Sub(st.servingSince()) < st.cfg.DownAfter {
+		return 0
+	}
+	for _, n := range st.reg.MembershipNodes() {
+		if n.Id != st.cfg.NodeID && n.State == pb.NodeState_NODE_STATE_UP && n.Status == pb.NodeStatus_NODE_STATUS_READY &&
+			spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+			return uint32(sessionMoveWindow * st.cfg.HeartbeatInterval / time.Millisecond)
+		}
+	}
+	return 0
+}
+
 // groupMade says why the leader vouches for instance of group (a
 // machine its group's provider lists with the cluster's and the group's
 // labels, so the leader made it), or "" when it does not.
@@ -273,6 +308,11 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 	ss := &sessionStream{
 		id: id, reg: st.reg, leader: s.cfg.NodeID, interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
 		send: stream.Send,
+	}
+	if id != s.cfg.NodeID && len(metadata.ValueFromIncomingContext(stream.Context(), forwardedForKey)) == 0 {
+		// The node reached the leader itself, not through another
+		// manager.
+		ss.moveWithin = func() uint32 { return st.sessionMoveWithin(s.cfg.Now()) }
 	}
 	defer ss.close()
 	if err := ss.answer(0); err != nil {

@@ -114,6 +114,9 @@ type sessionStream struct {
 	leader   string
 	interval uint32 // milliseconds
 	send     func(*pb.HeartbeatResponse) error
+	// moveWithin, if set, is the window in which the node is to move its
+	// session to another manager (0: stay), read at each answer.
+	moveWithin func() uint32
 
 	mu       sync.Mutex
 	node     *pb.Node
@@ -132,6 +135,9 @@ func (ss *sessionStream) answer(seq uint64) error {
 	defer ss.mu.Unlock()
 	resp := &pb.HeartbeatResponse{IntervalMs: ss.interval, Seq: seq, Leader: ss.leader}
 	ss.fill(resp)
+	if ss.moveWithin != nil {
+		resp.MoveWithinMs = ss.moveWithin()
+	}
 	return ss.send(resp)
 }
 

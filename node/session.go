@@ -46,6 +46,16 @@ import (
 // errNoAnswer ends a session whose heartbeat went unanswered.
 var errNoAnswer = errors.New("no answer to a heartbeat in time")
 
+// errMoving ends a session the leader asked to move to another manager
+// (HeartbeatResponse.move_within_ms): the leader serves sessions itself
+// only while no other manager can. The manager is then tried last for
+// moveAvoid: the node comes back to it only when no other takes its
+// session, and then stays.
+var errMoving = errors.New("moving the session off the leader to another manager, as it asked")
+
+// moveAvoid is how long a manager that asked a node to move is tried last.
+const moveAvoid = 10 * time.Minute
+
 // answerTimeout is how long a heartbeat's answer may take.
 func answerTimeout(interval time.Duration) time.Duration {
 	return max(2*interval, 400*time.Millisecond)
@@ -110,7 +120,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	return &Session{cfg: cfg, conns: &managerConns{
 		creds: transport.SharedSessions(cfg.TLS), opts: cfg.DialOptions,
-		conns: map[string]*grpc.ClientConn{}, failed: map[string]managerFailure{},
+		conns: map[string]*grpc.ClientConn{}, failed: map[string]managerFailure{}, avoid: map[string]time.Time{},
 		// Every agent is handed the managers in the same order: each
 		// starts at a manager of its own, so sessions spread over them.
 		next: rand.IntN(1 << 20),
@@ -130,6 +140,9 @@ type managerConns struct {
 	// failed is how each manager failed this node last: when, and how
 	// many times in a row.
 	failed map[string]managerFailure
+	// avoid is until when each manager that asked this node to move is
+	// tried last (errMoving).
+	avoid map[string]time.Time
 	// next rotates the first manager tried, spreading nodes over managers.
 	next int
 }
@@ -195,15 +208,32 @@ func (mc *managerConns) order(mgrs []string, now time.Time) []string {
 	start := mc.next % len(mgrs)
 	mc.next++
 	rotated := append(slices.Clone(mgrs[start:]), mgrs[:start]...)
-	var fresh, stale []string
+	var fresh, stale, avoided []string
 	for _, m := range rotated {
 		if f, ok := mc.failed[m]; ok && now.Sub(f.last) < staleFor(f.inRow) {
 			stale = append(stale, m)
+		} else if now.Before(mc.avoid[m]) {
+			avoided = append(avoided, m)
 		} else {
 			fresh = append(fresh, m)
 		}
 	}
-	return append(fresh, stale...)
+	return append(append(fresh, stale...), avoided...)
+}
+
+// avoiding says whether addr asked this node to move less than moveAvoid
+// before now: a session through it now is one no other manager took.
+func (mc *managerConns) avoiding(addr string, now time.Time) bool {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return now.Before(mc.avoid[addr])
+}
+
+// moved notes that the node moved its session off addr at now.
+func (mc *managerConns) moved(addr string, now time.Time) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	mc.avoid[addr] = now.Add(moveAvoid)
 }
 
 // pick returns the manager to try next of candidates, in their order of
@@ -363,6 +393,7 @@ func (mc *managerConns) retain(mgrs []string) {
 			c.Close()
 			delete(mc.conns, addr)
 			delete(mc.failed, addr)
+			delete(mc.avoid, addr)
 		}
 	}
 }
@@ -398,6 +429,21 @@ func (s *Session) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			hint := retryHint(err)
+			if errors.Is(err, errMoving) {
+				// Not a failure: the next manager at once, this one
+				// last for a while.
+				comeBack = ""
+				s.conns.moved(m, time.Now())
+				s.conns.close1(m)
+				if s.cfg.OnEnd != nil {
+					s.cfg.OnEnd(ctx, m, err)
+				}
+				failures = 0
+				if err := supervisor.Sleep(ctx, minReconnectDelay); err != nil {
+					return err
+				}
+				continue
+			}
 			if !up && hint > 0 && m != comeBack {
 				// The manager answered with a time to come back (its
 				// admission handed this node a slot, or it knows no
@@ -441,12 +487,14 @@ func (s *Session) session(ctx context.Context, addr string) (up bool, err error)
 	if s.cfg.OnStart != nil {
 		s.cfg.OnStart()
 	}
-	return s.heartbeat(ctx, pb.NewCuratorClient(conn))
+	return s.heartbeat(ctx, pb.NewCuratorClient(conn), !s.conns.avoiding(addr, time.Now()))
 }
 
 // heartbeat sends one heartbeat per interval and ends the stream when an
-// answer is late. up says whether the leader answered.
-func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient) (up bool, err error) {
+// answer is late. up says whether the leader answered. mayMove says
+// whether the node moves when the leader asks it to (not when it came
+// back to a manager that asked before: no other took its session).
+func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove bool) (up bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interval := s.cfg.Interval
@@ -474,6 +522,16 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient) (up bool,
 	if first.IntervalMs > 0 {
 		interval = time.Duration(first.IntervalMs) * time.Millisecond
 	}
+	// move fires when the node leaves, at a moment of its own within the
+	// window the leader gave.
+	var move <-chan time.Time
+	asked := func(resp *pb.HeartbeatResponse) {
+		if mayMove && move == nil && resp.MoveWithinMs > 0 {
+			within := time.Duration(resp.MoveWithinMs) * time.Millisecond
+			move = time.After(time.Duration(rand.Float64() * float64(within)))
+		}
+	}
+	asked(first)
 	answers := make(chan *pb.HeartbeatResponse, 1)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -512,10 +570,13 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient) (up bool,
 			return true, ctx.Err()
 		case err := <-recvErr:
 			return true, err
+		case <-move:
+			return true, errMoving
 		case resp := <-answers:
 			if s.cfg.OnAnswer != nil {
 				s.cfg.OnAnswer(resp, time.Now())
 			}
+			asked(resp)
 			for acked < resp.Seq {
 				acked++
 				delete(sent, acked)

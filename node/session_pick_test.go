@@ -174,7 +174,7 @@ func TestStaleness(t *testing.T) {
 			t.Errorf("staleFor(%d) = %s, want %s", n, got, want)
 		}
 	}
-	mc := &managerConns{failed: map[string]managerFailure{}}
+	mc := &managerConns{failed: map[string]managerFailure{}, avoid: map[string]time.Time{}}
 	mgrs := []string{"a:1", "b:1"}
 	t0 := time.Unix(1000, 0)
 	lastAt := func(at time.Duration) string {

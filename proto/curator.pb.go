@@ -3685,7 +3685,15 @@ type HeartbeatResponse struct {
 	// the stream last carried them: always in the stream's first answer,
 	// then in the next answer or at once, in an answer of seq 0 (a push,
 	// not an answer to a heartbeat).
-	Watch         *WatchNodeResponse `protobuf:"bytes,4,opt,name=watch,proto3" json:"watch,omitempty"`
+	Watch *WatchNodeResponse `protobuf:"bytes,4,opt,name=watch,proto3" json:"watch,omitempty"`
+	// Set when the session reached the leader directly (not through
+	// another manager) and another manager could take it: the leader
+	// serves sessions itself only while no other manager can (a session
+	// through a follower costs the leader less, and outlives a failover).
+	// The node moves its session to another manager at a moment of its
+	// own, at random within this many milliseconds, and comes back only if
+	// no other manager takes it.
+	MoveWithinMs  uint32 `protobuf:"varint,5,opt,name=move_within_ms,json=moveWithinMs,proto3" json:"move_within_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3746,6 +3754,13 @@ func (x *HeartbeatResponse) GetWatch() *WatchNodeResponse {
 		return x.Watch
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetMoveWithinMs() uint32 {
+	if x != nil {
+		return x.MoveWithinMs
+	}
+	return 0
 }
 
 // WatchNodeResponse is what a node follows of the cluster: its own record
@@ -5917,13 +5932,14 @@ const file_curator_proto_rawDesc = "" +
 	"\bmanagers\x18\x05 \x03(\tR\bmanagers\">\n" +
 	"\x10HeartbeatRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x93\x01\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xb9\x01\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x123\n" +
-	"\x05watch\x18\x04 \x01(\v2\x1d.curator.v1.WatchNodeResponseR\x05watch\"U\n" +
+	"\x05watch\x18\x04 \x01(\v2\x1d.curator.v1.WatchNodeResponseR\x05watch\x12$\n" +
+	"\x0emove_within_ms\x18\x05 \x01(\rR\fmoveWithinMs\"U\n" +
 	"\x11WatchNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12\x1a\n" +
 	"\bmanagers\x18\x02 \x03(\tR\bmanagers\"\x14\n" +
