@@ -46,12 +46,12 @@ import (
 // errNoAnswer ends a session whose heartbeat went unanswered.
 var errNoAnswer = errors.New("no answer to a heartbeat in time")
 
-// errMoving ends a session the leader asked to move to another manager
+// ErrSessionMoved ends a session the leader asked to move to another manager
 // (HeartbeatResponse.move_within_ms): the leader serves sessions itself
 // only while no other manager can. The manager is then tried last for
 // moveAvoid: the node comes back to it only when no other takes its
 // session, and then stays.
-var errMoving = errors.New("moving the session off the leader to another manager, as it asked")
+var ErrSessionMoved = errors.New("moving the session off the leader to another manager, as it asked")
 
 // moveAvoid is how long a manager that asked a node to move is tried last.
 const moveAvoid = 10 * time.Minute
@@ -141,7 +141,7 @@ type managerConns struct {
 	// many times in a row.
 	failed map[string]managerFailure
 	// avoid is until when each manager that asked this node to move is
-	// tried last (errMoving).
+	// tried last (ErrSessionMoved).
 	avoid map[string]time.Time
 	// next rotates the first manager tried, spreading nodes over managers.
 	next int
@@ -429,7 +429,7 @@ func (s *Session) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			hint := retryHint(err)
-			if errors.Is(err, errMoving) {
+			if errors.Is(err, ErrSessionMoved) {
 				// Not a failure: the next manager at once, this one
 				// last for a while.
 				comeBack = ""
@@ -571,7 +571,7 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove b
 		case err := <-recvErr:
 			return true, err
 		case <-move:
-			return true, errMoving
+			return true, ErrSessionMoved
 		case resp := <-answers:
 			if s.cfg.OnAnswer != nil {
 				s.cfg.OnAnswer(resp, time.Now())

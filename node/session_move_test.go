@@ -107,7 +107,7 @@ func TestSessionMovesOffTheLeader(t *testing.T) {
 			if got := leader.setUps.Load(); got != tc.wantLeaderSetUps {
 				t.Errorf("the leader saw %d set-ups, want %d (ends: %v)", got, tc.wantLeaderSetUps, ends)
 			}
-			if !errors.Is(ends[0], errMoving) {
+			if !errors.Is(ends[0], ErrSessionMoved) {
 				t.Errorf("the first session ended with %v, want the move", ends[0])
 			}
 			if tc.otherTakes && other.setUps.Load() != 1 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/node"
 	"github.com/curatorproject/curator/provider/process"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -133,6 +134,7 @@ func TestStreamErrorKey(t *testing.T) {
 		want string
 	}{
 		{paced, "session: Unavailable SESSIONS_PACED"},
+		{nil, "session: moved off the leader"},
 		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.150.10:7000: connect: connection refused"`), "session: Unavailable (refused)"},
 		{status.New(codes.Unavailable, "connection error: desc = \"transport: authentication handshake failed: context deadline exceeded\""), "session: Unavailable (tls handshake)"},
 		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.150.11:7000: i/o timeout"`), "session: Unavailable (connect timeout)"},
@@ -142,8 +144,12 @@ func TestStreamErrorKey(t *testing.T) {
 		{status.New(codes.Unknown, "EOF"), "session: Unknown (eof)"},
 		{status.New(codes.PermissionDenied, "node x was removed"), "session: PermissionDenied"},
 	} {
-		if got := streamErrorKey("session", tc.st); got != tc.want {
-			t.Errorf("streamErrorKey(%v) = %q, want %q", tc.st.Message(), got, tc.want)
+		err := error(node.ErrSessionMoved)
+		if tc.st != nil {
+			err = tc.st.Err()
+		}
+		if got := streamErrorKey("session", err); got != tc.want {
+			t.Errorf("streamErrorKey(%v) = %q, want %q", err, got, tc.want)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -286,7 +287,7 @@ func (f *fleet) intern(leader string) *string {
 // message of each key goes to stderr, once.
 func (f *fleet) streamError(stream string, err error) {
 	st := status.Convert(err)
-	key := streamErrorKey(stream, st)
+	key := streamErrorKey(stream, err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, seen := f.errsSeen[key]; !seen {
@@ -300,7 +301,11 @@ func (f *fleet) streamError(stream string, err error) {
 // the curator's reason, or, for an error without one (a connection's), the
 // kind of failure its message names, so that a failover's errors say
 // whether the nodes met a dead manager, a busy one or a slow handshake.
-func streamErrorKey(stream string, st *status.Status) string {
+func streamErrorKey(stream string, err error) string {
+	if errors.Is(err, node.ErrSessionMoved) {
+		return stream + ": moved off the leader"
+	}
+	st := status.Convert(err)
 	key := stream + ": " + st.Code().String()
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
