@@ -71,6 +71,25 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// serveNodeAPI serves api over TLS (tt's server side) on loopback until the
+// test ends, through wrap (nil: none), and returns its address.
+func serveNodeAPI(t *testing.T, tt pkitest.TLS, api pb.CuratorServer, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if wrap != nil {
+		l = wrap(l)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tt.Server)))
+	pb.RegisterCuratorServer(srv, api)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return addr
+}
+
 // TestSessionComesBackWhereItWasPaced: a manager that refuses a set-up
 // with a time to come back is tried again, on the connection already up,
 // not the next manager with a handshake of its own; refused twice in a
@@ -78,15 +97,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 func TestSessionComesBackWhereItWasPaced(t *testing.T) {
 	tt := pkitest.New(t)
 	serve := func(m *pacingManager) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.addr = l.Addr().String()
-		srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tt.Server)))
-		pb.RegisterCuratorServer(srv, m)
-		go srv.Serve(countingListener{l, &m.accepted})
-		t.Cleanup(srv.Stop)
+		m.addr = serveNodeAPI(t, tt, m, func(l net.Listener) net.Listener { return countingListener{l, &m.accepted} })
 	}
 
 	for _, tc := range []struct {

@@ -3,14 +3,12 @@ package node
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/pki/pkitest"
@@ -53,17 +51,7 @@ func (m *movingManager) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRe
 // the leader's asking again notwithstanding: it never flaps.
 func TestSessionMovesOffTheLeader(t *testing.T) {
 	tt := pkitest.New(t)
-	serve := func(m *movingManager) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.addr = l.Addr().String()
-		srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tt.Server)))
-		pb.RegisterCuratorServer(srv, m)
-		go srv.Serve(l)
-		t.Cleanup(srv.Stop)
-	}
+	serve := func(m *movingManager) { m.addr = serveNodeAPI(t, tt, m, nil) }
 	const within = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name string

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/pki/pkitest"
 )
 
 // TestSharedSessionsResumeAcrossServers: real gRPC servers over TLS, each
@@ -25,7 +26,7 @@ import (
 // before. The server is still checked on a full handshake: a certificate
 // that does not name the address dialled, or of another CA, is refused.
 func TestSharedSessionsResumeAcrossServers(t *testing.T) {
-	ca := newTestCA(t)
+	ca := pkitest.NewCA(t)
 	secret := []byte("the cluster's secret")
 	type seen struct {
 		resumed bool
@@ -65,14 +66,14 @@ func TestSharedSessionsResumeAcrossServers(t *testing.T) {
 		}
 		return tk
 	}
-	a, aSeen := serve("127.0.0.1", ca.issue(t, "a", net.IPv4(127, 0, 0, 1)), ca.CA, shared())
-	b, bSeen := serve("127.0.0.2", ca.issue(t, "b", net.IPv4(127, 0, 0, 2)), ca.CA, shared())
-	c, cSeen := serve("127.0.0.3", ca.issue(t, "c", net.IPv4(127, 0, 0, 3)), ca.CA, pki.NewSessionTickets())
-	misnamed, _ := serve("127.0.0.4", ca.issue(t, "misnamed", net.IPv4(127, 0, 0, 9)), ca.CA, pki.NewSessionTickets())
-	other := newTestCA(t)
-	stranger, _ := serve("127.0.0.5", other.issue(t, "stranger", net.IPv4(127, 0, 0, 5)), ca.CA, pki.NewSessionTickets())
+	a, aSeen := serve("127.0.0.1", ca.Issue(t, "a", net.IPv4(127, 0, 0, 1)), ca.CA, shared())
+	b, bSeen := serve("127.0.0.2", ca.Issue(t, "b", net.IPv4(127, 0, 0, 2)), ca.CA, shared())
+	c, cSeen := serve("127.0.0.3", ca.Issue(t, "c", net.IPv4(127, 0, 0, 3)), ca.CA, pki.NewSessionTickets())
+	misnamed, _ := serve("127.0.0.4", ca.Issue(t, "misnamed", net.IPv4(127, 0, 0, 9)), ca.CA, pki.NewSessionTickets())
+	other := pkitest.NewCA(t)
+	stranger, _ := serve("127.0.0.5", other.Issue(t, "stranger", net.IPv4(127, 0, 0, 5)), ca.CA, pki.NewSessionTickets())
 
-	creds := SharedSessions(pki.ClientTLS(ca.issue(t, "node-1"), ca.Cert))
+	creds := SharedSessions(pki.ClientTLS(ca.Issue(t, "node-1"), ca.Cert))
 	call := func(addr string) error {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
@@ -142,28 +143,4 @@ func TestTicketKeysRotateByDay(t *testing.T) {
 	if _, err := pki.TicketKeys(nil, day); err == nil {
 		t.Error("no secret: no error")
 	}
-}
-
-type testCA struct{ *pki.CA }
-
-func newTestCA(t *testing.T) testCA {
-	t.Helper()
-	ca, err := pki.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCA{ca}
-}
-
-func (ca testCA) issue(t *testing.T, name string, ips ...net.IP) tls.Certificate {
-	t.Helper()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.Issue(pki.CertRequest{PublicKey: key.Public(), NodeID: name, Role: pki.RoleNode, IPs: ips})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pki.TLSCertificate(cert, key, ca.Cert)
 }
