@@ -28,8 +28,9 @@ func (st *leaderState) servingSince() time.Time {
 
 // healthLoop keeps node status consistent with heartbeats. It ticks at half
 // the heartbeat interval, and at once when a heartbeat comes from a node
-// that is not ready (after a change, not before healthGap). Heartbeats live in the leader's memory: at rest, with
-// every node ready, a tick writes nothing.
+// that is not ready (after a change, not before healthGap). Heartbeats
+// live in the leader's memory: at rest, with every node ready, a tick
+// writes nothing.
 // healthLoop is the health loop; it owns what it remembers between ticks
 // (mem: see decide.Health), which no other loop reaches.
 type healthLoop struct {

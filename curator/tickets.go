@@ -27,7 +27,7 @@ const ticketRefresh = time.Hour
 func (s *Service) runTickets(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	var secret []byte
-	for secret == nil {
+	for tries := 0; secret == nil; tries++ {
 		rctx, cancel := context.WithTimeout(ctx, leaderLookupTimeout)
 		cp, err := store.PKILoad(rctx, s.cfg.Etcd)
 		cancel()
@@ -35,7 +35,9 @@ func (s *Service) runTickets(ctx context.Context) error {
 			secret, err = pki.EncodeKey(cp.CA.Key)
 		}
 		if err != nil {
-			supervisor.Logger(ctx).Info("session tickets are this manager's own until the CA's key can be read", zap.Error(err))
+			if tries == 0 {
+				supervisor.Logger(ctx).Info("session tickets are this manager's own until the CA's key can be read (trying every 2 s)", zap.Error(err))
+			}
 			if err := supervisor.Sleep(ctx, 2*time.Second); err != nil {
 				return err
 			}
