@@ -362,6 +362,10 @@ const (
 // means this node is no longer welcome, which an operator must see, once,
 // and which stops the agent (ErrRefused) once it holds for refusalGrace.
 func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
+	if errors.Is(err, ErrSessionMoved) {
+		lg.Info(stream+" moves to another manager: the leader serves sessions itself only while no other manager can")
+		return
+	}
 	if !isRefusal(err) {
 		a.mu.Lock()
 		a.refusals = 0
