@@ -181,14 +181,19 @@ const sessionMoveWindow = 4
 
 // sessionMoveWithin is the move_within_ms of the leader's answers to a
 // session that reached it directly: 0 (stay) unless the leader has led for
-// down-after and another manager is ready.
+// down-after and another manager is ready and heard by this leader within
+// down-after (a record's "ready" may be the previous leader's word about a
+// manager that died with it).
 func (st *leaderState) sessionMoveWithin(now time.Time) uint32 {
 	if now.Sub(st.servingSince()) < st.cfg.DownAfter {
 		return 0
 	}
 	for _, n := range st.reg.MembershipNodes() {
-		if n.Id != st.cfg.NodeID && n.State == pb.NodeState_NODE_STATE_UP && n.Status == pb.NodeStatus_NODE_STATUS_READY &&
-			spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+		if n.Id == st.cfg.NodeID || n.State != pb.NodeState_NODE_STATE_UP || n.Status != pb.NodeStatus_NODE_STATUS_READY ||
+			!spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+			continue
+		}
+		if last, ok := st.hb.get(n.Id); ok && now.Sub(last) < st.cfg.DownAfter {
 			return uint32(sessionMoveWindow * st.cfg.HeartbeatInterval / time.Millisecond)
 		}
 	}

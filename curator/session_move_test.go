@@ -13,8 +13,8 @@ import (
 // TestLeaderSendsDirectSessionsAway: a session that reaches the leader
 // directly is asked to move (move_within_ms, four intervals) once the
 // leader has led for down-after and another manager is ready; not before,
-// not while no other manager is ready, never the leader's own node's, and
-// never a session through a follower.
+// not while no other manager is ready and heard by the leader, never the
+// leader's own node's, and never a session through a follower.
 func TestLeaderSendsDirectSessionsAway(t *testing.T) {
 	c := newTestCluster(t)
 	leader := c.startLeader()
@@ -44,6 +44,17 @@ func TestLeaderSendsDirectSessionsAway(t *testing.T) {
 	}
 	if got := firstMoveWithin(t, own); got != 0 {
 		t.Errorf("the leader's own node's session: move_within_ms %d, want 0", got)
+	}
+	// A manager whose record says ready but that this leader has not
+	// heard for down-after (the previous leader's word, say) takes no
+	// sessions: asked as of a moment two down-afters from now, while the
+	// record still says ready.
+	st := leader.currentLeader()
+	if got := st.sessionMoveWithin(time.Now().Add(2 * testDownAfter)); got != 0 {
+		t.Errorf("the only other manager not heard for down-after: move_within_ms %d, want 0", got)
+	}
+	if got := st.sessionMoveWithin(time.Now()); got != want {
+		t.Errorf("the same moment as the sessions above: move_within_ms %d, want %d", got, want)
 	}
 }
 
