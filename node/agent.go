@@ -363,7 +363,7 @@ const (
 // and which stops the agent (ErrRefused) once it holds for refusalGrace.
 func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 	if errors.Is(err, ErrSessionMoved) {
-		lg.Info(stream+" moves to another manager: the leader serves sessions itself only while no other manager can")
+		lg.Info(stream + " moves to another manager: the leader serves sessions itself only while no other manager can")
 		return
 	}
 	if !isRefusal(err) {
