@@ -310,11 +310,12 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
+	forwarded := len(metadata.ValueFromIncomingContext(stream.Context(), forwardedForKey)) > 0
 	ss := &sessionStream{
 		id: id, reg: st.reg, leader: s.cfg.NodeID, interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
 		send: stream.Send,
 	}
-	if id != s.cfg.NodeID && len(metadata.ValueFromIncomingContext(stream.Context(), forwardedForKey)) == 0 {
+	if id != s.cfg.NodeID && !forwarded {
 		// The node reached the leader itself, not through another
 		// manager.
 		ss.moveWithin = func() uint32 { return st.sessionMoveWithin(s.cfg.Now()) }
@@ -341,6 +342,7 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		if err != nil {
 			return err
 		}
+		s.metrics.SessionHeartbeats.Inc()
 		select {
 		case <-dropped:
 			return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
@@ -362,6 +364,27 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		if err := ss.answer(req.Seq); err != nil {
 			return err
 		}
+		if req.DigestsFollow && forwarded {
+			// The forwarder reports the node's heartbeats in its
+			// liveness digests (liveness.go): nothing more to read.
+			return awaitSessionEnd(stream.Context(), st, dropped, doubt, id)
+		}
+	}
+}
+
+// awaitSessionEnd holds a session stream whose heartbeats come in a
+// follower's liveness digests until it ends: the node removed, the
+// leadership over or in doubt, or the follower ending it.
+func awaitSessionEnd(ctx context.Context, st *leaderState, dropped <-chan struct{}, doubt <-chan struct{}, id string) error {
+	select {
+	case <-dropped:
+		return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
+	case <-st.ctx.Done():
+		return spec.ErrNotLeader
+	case <-doubt:
+		return spec.ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

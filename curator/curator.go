@@ -61,6 +61,9 @@ type Service struct {
 	// tickets are the keys of the server's TLS session tickets, the
 	// managers' own (tickets.go).
 	tickets *pki.SessionTickets
+	// digests are the heartbeats of the sessions this follower holds,
+	// reported to the leader (liveness.go).
+	digests livenessDigests
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -104,6 +107,7 @@ func (s *Service) Run(ctx context.Context) error {
 		"crashes":  s.runCrashWatch,
 		"audit":    s.runRefusalLog,
 		"tickets":  s.runTickets,
+		"liveness": s.runLiveness,
 	}); err != nil {
 		return err
 	}

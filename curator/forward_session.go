@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -142,6 +143,7 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 		// This manager was elected: it serves the stream itself.
 		return first, false, errLeadsHere
 	}
+	li := s.fwd.knownLeader()
 	conn, err := s.leaderConn(ctx)
 	if err != nil {
 		if errors.Is(err, spec.ErrNoLeader) || errors.Is(err, spec.ErrQuorum) {
@@ -166,6 +168,14 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 		}
 		return carried{}, false, forwardError(ss.Context(), err)
 	}
+	// The leader's answers and this follower's own (digests) go to the
+	// node one at a time, as gRPC wants.
+	var sendMu sync.Mutex
+	send := func(m proto.Message) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return ss.SendMsg(m)
+	}
 	out := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -176,7 +186,7 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 				out <- err
 				return
 			}
-			if err := ss.SendMsg(m); err != nil {
+			if err := send(m); err != nil {
 				out <- errCallerGone{err}
 				return
 			}
@@ -186,9 +196,28 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 		ucancel()
 		<-done
 	}()
+	// digesting says the leader reads nothing more of the stream: the
+	// node's heartbeats go in this follower's liveness digests (liveness.go),
+	// and pending is the one the follower answers once the leader took
+	// the report that named it.
+	digesting := false
+	var pending *digestBatch
+	var pendingSeq uint64
+	// upstream sends m to the leader, switching the stream to digests
+	// when the leader takes this follower's.
+	upstream := func(m proto.Message) {
+		if hb, ok := m.(*pb.HeartbeatRequest); ok && li != nil && s.digests.taken(li.id) {
+			hb = proto.CloneOf(hb)
+			hb.DigestsFollow = true
+			m, digesting = hb, true
+			s.metrics.SessionsDigested.Inc()
+		}
+		// A send error shows as the stream's status, from RecvMsg; the
+		// message goes to the next leader then.
+		_ = cs.SendMsg(m)
+	}
 	if first.msg != nil {
-		// A send error shows as the stream's status, from RecvMsg.
-		_ = cs.SendMsg(first.msg)
+		upstream(first.msg)
 	}
 	// last is the node's message last sent upstream: sent again to the
 	// next leader if the node sends none meanwhile (a node waits for the
@@ -196,15 +225,34 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 	last := first.msg
 	closedSend := false
 	for {
+		var acked <-chan struct{}
+		if pending != nil {
+			acked = pending.done
+		}
 		select {
 		case m := <-in:
 			last = m
-			// A send error shows as the stream's status, from RecvMsg;
-			// the message goes to the next leader then.
-			_ = cs.SendMsg(m)
+			if digesting {
+				hb, _ := m.(*pb.HeartbeatRequest)
+				pending, pendingSeq = s.digests.add(id.nodeID), hb.GetSeq()
+			} else {
+				upstream(m)
+			}
+		case <-acked:
+			if pending.ok {
+				// An error shows in the upstream reader's next send, or
+				// in the node's stream.
+				_ = send(&pb.HeartbeatResponse{IntervalMs: pending.interval, Seq: pendingSeq, Leader: pending.leader})
+			}
+			pending = nil
 		case err := <-inErr:
 			if !errors.Is(err, io.EOF) {
 				return carried{}, false, err
+			}
+			if digesting {
+				// The leader reads nothing more: the stream ends with
+				// the node's.
+				return carried{}, false, nil
 			}
 			_ = cs.CloseSend()
 			closedSend = true

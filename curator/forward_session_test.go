@@ -122,7 +122,7 @@ func TestReplayedHeartbeatIsNoNews(t *testing.T) {
 // threeCurators is a cluster of three curators, the first leading; m2
 // campaigned before m3, so it leads next.
 type threeCurators struct {
-	second, third *Service
+	first, second, third *Service
 	stopFirst     context.CancelFunc
 	m2, m3        *testNode
 	admin, anon   *grpc.ClientConn
@@ -141,7 +141,7 @@ func startThree(c *testCluster) threeCurators {
 	m3, _ := c.register(anon, c.token(admin, "manager"), "m3")
 	third, _ := c.startCurator(m3, c.etcdClient())
 	waitFor(t, "m2 and m3 know the leader", func() bool { return second.fwd.knownLeader() != nil && third.fwd.knownLeader() != nil })
-	return threeCurators{second: second, third: third, stopFirst: stopFirst, m2: m2, m3: m3, admin: admin, anon: anon}
+	return threeCurators{first: first, second: second, third: third, stopFirst: stopFirst, m2: m2, m3: m3, admin: admin, anon: anon}
 }
 
 // sessionFollower is a node's session, as a raw stream: a heartbeat every

@@ -43,6 +43,16 @@ type Metrics struct {
 	// (forward_session.go).
 	SessionsRefused     prometheus.Counter
 	SessionsReforwarded prometheus.Counter
+	// SessionsDigested counts the node streams this follower switched to
+	// liveness digests; LivenessReports the digests the leader took from
+	// it; LivenessHeartbeats the heartbeats the leader took in digests
+	// (liveness.go).
+	SessionsDigested prometheus.Counter
+	// SessionHeartbeats counts the heartbeats the leader read on session
+	// streams (the others come in digests).
+	SessionHeartbeats  prometheus.Counter
+	LivenessReports    prometheus.Counter
+	LivenessHeartbeats prometheus.Counter
 	// RefusalsUnaudited counts refused management calls whose audit
 	// entry was not written: too many waiting, or etcd not reached
 	// within the bound (audit.go).
@@ -112,6 +122,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		SessionsReforwarded: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_sessions_reforwarded_total", Help: "Node session streams this manager forwarded again, to a new leader.",
+		}),
+		SessionsDigested: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_sessions_digested_total", Help: "Node session streams this follower switched to liveness digests: their heartbeats reported to the leader a batch at a time.",
+		}),
+		SessionHeartbeats: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_session_heartbeats_total", Help: "Heartbeats the leader read on node session streams (not in liveness digests).",
+		}),
+		LivenessReports: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_liveness_reports_total", Help: "Liveness digests this follower reported and the leader took.",
+		}),
+		LivenessHeartbeats: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_liveness_heartbeats_total", Help: "Heartbeats the leader took in its followers' liveness digests.",
 		}),
 		RefusalsUnaudited: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_audit_refusals_lost_total", Help: "Refused management calls this manager could not record in the audit trail (too many waiting, or etcd not reached in time).",

@@ -3622,7 +3622,13 @@ type HeartbeatRequest struct {
 	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	// A number the node picks for each heartbeat; the leader's answer
 	// carries it back, so the node can tell a live stream from a dead one.
-	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Set by a follower that forwards the node's stream (a node never sets
+	// it, and the leader heeds it only on a forwarded stream): the node's
+	// later heartbeats come in the follower's liveness digests (Liveness),
+	// and the leader reads nothing more of this stream. The follower
+	// answers them itself once the leader took the digest that named them.
+	DigestsFollow bool `protobuf:"varint,3,opt,name=digests_follow,json=digestsFollow,proto3" json:"digests_follow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3669,6 +3675,13 @@ func (x *HeartbeatRequest) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetDigestsFollow() bool {
+	if x != nil {
+		return x.DigestsFollow
+	}
+	return false
 }
 
 // The leader answers every heartbeat. The first answer (seq 0) comes as the
@@ -3818,6 +3831,128 @@ func (x *WatchNodeResponse) GetManagers() []string {
 	return nil
 }
 
+// LivenessReport is a follower's digest of the heartbeats it took from
+// the sessions it holds (their streams opened to the leader with the
+// liveness-digest metadata): the nodes it heard since its last report.
+// The leader takes each as that node's heartbeat.
+type LivenessReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A number the follower picks for each report; the ack carries it back.
+	Batch         uint64   `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	NodeIds       []string `protobuf:"bytes,2,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LivenessReport) Reset() {
+	*x = LivenessReport{}
+	mi := &file_curator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LivenessReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LivenessReport) ProtoMessage() {}
+
+func (x *LivenessReport) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
+func (*LivenessReport) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *LivenessReport) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *LivenessReport) GetNodeIds() []string {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+// LivenessAck: the leader took a report. The follower answers the
+// heartbeats the report named only then, so an answer still means the
+// leader heard the node.
+type LivenessAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Batch uint64                 `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	// The node ID of the curator leader that took the report.
+	Leader string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The interval at which the leader wants heartbeats, in milliseconds.
+	IntervalMs    uint32 `protobuf:"varint,3,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LivenessAck) Reset() {
+	*x = LivenessAck{}
+	mi := &file_curator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LivenessAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LivenessAck) ProtoMessage() {}
+
+func (x *LivenessAck) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
+func (*LivenessAck) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *LivenessAck) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *LivenessAck) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *LivenessAck) GetIntervalMs() uint32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
 type GetManagersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3826,7 +3961,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +3973,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +3986,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 type GetManagersResponse struct {
@@ -3864,7 +3999,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +4011,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4024,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -3914,7 +4049,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4061,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4074,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 type SwarmJoinResponse struct {
@@ -3953,7 +4088,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4100,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4113,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4008,7 +4143,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4155,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4168,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4058,7 +4193,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4205,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4218,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 type NodeLeaveRequest struct {
@@ -4096,7 +4231,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4243,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4256,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -4146,7 +4281,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4293,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4306,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -4208,7 +4343,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4355,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4368,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 type RenewCertificateResponse struct {
@@ -4250,7 +4385,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4397,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4410,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -4316,7 +4451,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4463,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4476,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -4383,7 +4518,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4395,7 +4530,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4408,7 +4543,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -4445,7 +4580,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4592,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4605,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -4537,7 +4672,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4684,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4697,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -4574,7 +4709,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4721,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4734,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -4619,7 +4754,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4631,7 +4766,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4644,7 +4779,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -4663,7 +4798,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4810,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4823,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -4728,7 +4863,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4740,7 +4875,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4753,7 +4888,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -4845,7 +4980,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +4992,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +5005,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -4898,7 +5033,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4910,7 +5045,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4923,7 +5058,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -4948,7 +5083,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4960,7 +5095,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4973,7 +5108,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 type AgentStatus struct {
@@ -4989,7 +5124,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5001,7 +5136,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5014,7 +5149,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5061,7 +5196,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5073,7 +5208,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5086,7 +5221,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -5105,7 +5240,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5117,7 +5252,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5130,7 +5265,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -5161,7 +5296,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5308,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5321,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -5260,7 +5395,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5407,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5420,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -5324,7 +5459,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5471,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5484,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -5371,7 +5506,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5383,7 +5518,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5396,7 +5531,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -5442,7 +5577,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5589,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5602,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -5500,7 +5635,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5512,7 +5647,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5525,7 +5660,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -5557,7 +5692,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5569,7 +5704,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5582,7 +5717,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 type BackupChunk struct {
@@ -5597,7 +5732,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5609,7 +5744,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5622,7 +5757,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -5929,10 +6064,11 @@ const file_curator_proto_rawDesc = "" +
 	"\aca_cert\x18\x03 \x01(\fR\x06caCert\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12\x1a\n" +
-	"\bmanagers\x18\x05 \x03(\tR\bmanagers\">\n" +
+	"\bmanagers\x18\x05 \x03(\tR\bmanagers\"e\n" +
 	"\x10HeartbeatRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xb9\x01\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12%\n" +
+	"\x0edigests_follow\x18\x03 \x01(\bR\rdigestsFollow\"\xb9\x01\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x10\n" +
@@ -5942,7 +6078,15 @@ const file_curator_proto_rawDesc = "" +
 	"\x0emove_within_ms\x18\x05 \x01(\rR\fmoveWithinMs\"U\n" +
 	"\x11WatchNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12\x1a\n" +
-	"\bmanagers\x18\x02 \x03(\tR\bmanagers\"\x14\n" +
+	"\bmanagers\x18\x02 \x03(\tR\bmanagers\"A\n" +
+	"\x0eLivenessReport\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x12\x19\n" +
+	"\bnode_ids\x18\x02 \x03(\tR\anodeIds\"\\\n" +
+	"\vLivenessAck\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1f\n" +
+	"\vinterval_ms\x18\x03 \x01(\rR\n" +
+	"intervalMs\"\x14\n" +
 	"\x12GetManagersRequest\"I\n" +
 	"\x13GetManagersResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
@@ -6124,11 +6268,12 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xb9\x04\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xfe\x04\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12N\n" +
-	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12D\n" +
+	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12C\n" +
+	"\bLiveness\x12\x1a.curator.v1.LivenessReport\x1a\x17.curator.v1.LivenessAck(\x010\x01\x12D\n" +
 	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12]\n" +
 	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse\x12H\n" +
 	"\tSwarmJoin\x12\x1c.curator.v1.SwarmJoinRequest\x1a\x1d.curator.v1.SwarmJoinResponse\x12Z\n" +
@@ -6150,7 +6295,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6204,46 +6349,48 @@ var file_curator_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),               // 49: curator.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),              // 50: curator.v1.HeartbeatResponse
 	(*WatchNodeResponse)(nil),              // 51: curator.v1.WatchNodeResponse
-	(*GetManagersRequest)(nil),             // 52: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 53: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 54: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 55: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 56: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 57: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 58: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 59: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 60: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 61: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 62: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 63: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 64: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 65: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 66: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 67: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 68: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 69: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 70: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 71: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 72: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 73: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 74: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 75: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 76: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 77: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 78: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 79: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 80: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 81: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 82: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 83: curator.v1.BackupChunk
-	nil,                                    // 84: curator.v1.Node.LabelsEntry
-	nil,                                    // 85: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 86: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 87: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 88: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 89: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 90: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 91: google.protobuf.Duration
+	(*LivenessReport)(nil),                 // 52: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 53: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 54: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 55: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 56: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 57: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 58: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 59: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 60: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 61: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 62: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 63: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 64: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 65: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 66: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 67: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 68: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 69: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 70: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 71: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 72: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 73: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 74: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 75: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 76: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 77: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 78: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 79: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 80: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 81: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 82: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 83: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 84: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 85: curator.v1.BackupChunk
+	nil,                                    // 86: curator.v1.Node.LabelsEntry
+	nil,                                    // 87: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 88: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 89: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 90: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 91: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 93: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -6251,73 +6398,73 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	84,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	90,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	90,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	90,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	86,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	92,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	92,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	92,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	90,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	90,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	92,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	92,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	8,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	90,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	92,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	9,   // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	85,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	91,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	90,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	87,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	93,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	92,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	18,  // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	86,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	91,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	88,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	93,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	9,   // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	29,  // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	32,  // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	91,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	91,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	93,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	93,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	28,  // 29: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	91,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	91,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	91,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	93,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	93,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	93,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	30,  // 33: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	31,  // 34: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	87,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	88,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	89,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	90,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	27,  // 37: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	90,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	90,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	90,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	90,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	92,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	92,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	92,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	92,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
 	33,  // 42: curator.v1.GroupView.group:type_name -> curator.v1.Group
 	27,  // 43: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
 	34,  // 44: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
 	34,  // 45: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
 	34,  // 46: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
 	5,   // 47: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	90,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	90,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	90,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	92,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	92,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	92,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
 	32,  // 51: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
 	44,  // 52: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
 	32,  // 53: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
 	5,   // 54: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	90,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	90,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	92,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	92,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
 	1,   // 57: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	89,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	91,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
 	51,  // 59: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
 	8,   // 60: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	91,  // 61: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	90,  // 62: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	90,  // 63: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	90,  // 64: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	64,  // 65: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	64,  // 66: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	90,  // 67: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	69,  // 68: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	93,  // 61: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	92,  // 62: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	92,  // 63: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	92,  // 64: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	66,  // 65: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	66,  // 66: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	92,  // 67: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	71,  // 68: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
 	3,   // 69: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	90,  // 70: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	91,  // 71: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	92,  // 70: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	93,  // 71: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
 	9,   // 72: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
 	18,  // 73: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
 	10,  // 74: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
@@ -6339,59 +6486,61 @@ var file_curator_proto_depIdxs = []int32{
 	41,  // 90: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
 	45,  // 91: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
 	46,  // 92: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	62,  // 93: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	65,  // 94: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	67,  // 95: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	70,  // 96: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	78,  // 97: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	80,  // 98: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	82,  // 99: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	64,  // 93: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	67,  // 94: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	69,  // 95: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	72,  // 96: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	80,  // 97: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	82,  // 98: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	84,  // 99: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
 	47,  // 100: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
 	49,  // 101: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	52,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	58,  // 103: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	60,  // 104: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	54,  // 105: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	56,  // 106: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	72,  // 107: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	74,  // 108: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11,  // 109: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20,  // 110: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,   // 111: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26,  // 112: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,   // 113: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,   // 114: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24,  // 115: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14,  // 116: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,   // 117: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14,  // 118: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16,  // 119: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16,  // 120: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	36,  // 121: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	38,  // 122: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	34,  // 123: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	34,  // 124: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	42,  // 125: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	43,  // 126: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	43,  // 127: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	63,  // 128: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	66,  // 129: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	68,  // 130: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	71,  // 131: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	79,  // 132: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	81,  // 133: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	83,  // 134: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	48,  // 135: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	50,  // 136: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	53,  // 137: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	59,  // 138: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	61,  // 139: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	55,  // 140: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	57,  // 141: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	73,  // 142: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	75,  // 143: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	109, // [109:144] is the sub-list for method output_type
-	74,  // [74:109] is the sub-list for method input_type
+	54,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	52,  // 103: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	60,  // 104: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	62,  // 105: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	56,  // 106: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	58,  // 107: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	74,  // 108: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	76,  // 109: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11,  // 110: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20,  // 111: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,   // 112: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26,  // 113: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,   // 114: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,   // 115: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24,  // 116: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14,  // 117: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,   // 118: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14,  // 119: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16,  // 120: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16,  // 121: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	36,  // 122: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	38,  // 123: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	34,  // 124: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	34,  // 125: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	42,  // 126: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	43,  // 127: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	43,  // 128: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	65,  // 129: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	68,  // 130: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	70,  // 131: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	73,  // 132: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	81,  // 133: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	83,  // 134: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	85,  // 135: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	48,  // 136: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	50,  // 137: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	55,  // 138: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	53,  // 139: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	61,  // 140: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	63,  // 141: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	57,  // 142: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	59,  // 143: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	75,  // 144: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	77,  // 145: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	110, // [110:146] is the sub-list for method output_type
+	74,  // [74:110] is the sub-list for method input_type
 	74,  // [74:74] is the sub-list for extension type_name
 	74,  // [74:74] is the sub-list for extension extendee
 	0,   // [0:74] is the sub-list for field type_name
@@ -6414,7 +6563,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

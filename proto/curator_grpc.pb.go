@@ -1148,6 +1148,7 @@ const (
 	Curator_Register_FullMethodName         = "/curator.v1.Curator/Register"
 	Curator_Heartbeat_FullMethodName        = "/curator.v1.Curator/Heartbeat"
 	Curator_GetManagers_FullMethodName      = "/curator.v1.Curator/GetManagers"
+	Curator_Liveness_FullMethodName         = "/curator.v1.Curator/Liveness"
 	Curator_Leave_FullMethodName            = "/curator.v1.Curator/Leave"
 	Curator_RenewCertificate_FullMethodName = "/curator.v1.Curator/RenewCertificate"
 	Curator_SwarmJoin_FullMethodName        = "/curator.v1.Curator/SwarmJoin"
@@ -1168,6 +1169,11 @@ type CuratorClient interface {
 	// manager list when they change (HeartbeatResponse.watch).
 	Heartbeat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error)
 	GetManagers(ctx context.Context, in *GetManagersRequest, opts ...grpc.CallOption) (*GetManagersResponse, error)
+	// Liveness: a follower's digests of the heartbeats of the sessions it
+	// holds, one stream per follower, instead of every heartbeat forwarded
+	// on its node's stream. Only a manager may call it, and only the leader
+	// serves it.
+	Liveness(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LivenessReport, LivenessAck], error)
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error)
@@ -1224,6 +1230,19 @@ func (c *curatorClient) GetManagers(ctx context.Context, in *GetManagersRequest,
 	return out, nil
 }
 
+func (c *curatorClient) Liveness(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LivenessReport, LivenessAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Curator_ServiceDesc.Streams[1], Curator_Liveness_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LivenessReport, LivenessAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Curator_LivenessClient = grpc.BidiStreamingClient[LivenessReport, LivenessAck]
+
 func (c *curatorClient) Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NodeLeaveResponse)
@@ -1278,6 +1297,11 @@ type CuratorServer interface {
 	// manager list when they change (HeartbeatResponse.watch).
 	Heartbeat(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error
 	GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error)
+	// Liveness: a follower's digests of the heartbeats of the sessions it
+	// holds, one stream per follower, instead of every heartbeat forwarded
+	// on its node's stream. Only a manager may call it, and only the leader
+	// serves it.
+	Liveness(grpc.BidiStreamingServer[LivenessReport, LivenessAck]) error
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error)
@@ -1309,6 +1333,9 @@ func (UnimplementedCuratorServer) Heartbeat(grpc.BidiStreamingServer[HeartbeatRe
 }
 func (UnimplementedCuratorServer) GetManagers(context.Context, *GetManagersRequest) (*GetManagersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetManagers not implemented")
+}
+func (UnimplementedCuratorServer) Liveness(grpc.BidiStreamingServer[LivenessReport, LivenessAck]) error {
+	return status.Error(codes.Unimplemented, "method Liveness not implemented")
 }
 func (UnimplementedCuratorServer) Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
@@ -1385,6 +1412,13 @@ func _Curator_GetManagers_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Curator_Liveness_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CuratorServer).Liveness(&grpc.GenericServerStream[LivenessReport, LivenessAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Curator_LivenessServer = grpc.BidiStreamingServer[LivenessReport, LivenessAck]
 
 func _Curator_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NodeLeaveRequest)
@@ -1494,6 +1528,12 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Heartbeat",
 			Handler:       _Curator_Heartbeat_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Liveness",
+			Handler:       _Curator_Liveness_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
