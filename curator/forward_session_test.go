@@ -123,9 +123,9 @@ func TestReplayedHeartbeatIsNoNews(t *testing.T) {
 // campaigned before m3, so it leads next.
 type threeCurators struct {
 	first, second, third *Service
-	stopFirst     context.CancelFunc
-	m2, m3        *testNode
-	admin, anon   *grpc.ClientConn
+	stopFirst            context.CancelFunc
+	m2, m3               *testNode
+	admin, anon          *grpc.ClientConn
 }
 
 // startThree starts the first curator, then m2's and m3's, and waits
