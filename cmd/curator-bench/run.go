@@ -43,8 +43,17 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 		}
 	}
 	mem0 := goMemory()
+	pids := []int{os.Getpid()}
+	for _, m := range c.managers {
+		pids = append(pids, m.pid())
+	}
+	w := startCPUWindow(pids...)
 	start := time.Now()
 	err = f.join(ctx, fig)
+	for _, m := range c.managers {
+		fig.JoinManagersCPUPct = append(fig.JoinManagersCPUPct, round3(w.pct(m.pid())))
+	}
+	fig.JoinSimCPUPct, fig.JoinHostBusyPct = round3(w.pct(os.Getpid())), round3(w.hostPct())
 	fig.SimGoroutines = runtime.NumGoroutine()
 	if fig.Joined > 0 {
 		fig.SimKiBPerNode = round3(float64(goMemory()-mem0) / 1024 / float64(fig.Joined))

@@ -138,6 +138,13 @@ type joinFigures struct {
 	SimKiBPerNode float64 `json:"sim_kib_per_node,omitempty"`
 	// SimGoroutines is the bench's goroutines after the join wave.
 	SimGoroutines int `json:"sim_goroutines,omitempty"`
+	// JoinManagersCPUPct is each manager's CPU over the join wave (in
+	// percent of a core, in the managers' order), JoinSimCPUPct the
+	// bench's, JoinHostBusyPct the whole host's (of all its cores): what
+	// bounds the rate.
+	JoinManagersCPUPct []float64 `json:"join_managers_cpu_pct,omitempty"`
+	JoinSimCPUPct      float64   `json:"join_sim_cpu_pct,omitempty"`
+	JoinHostBusyPct    float64   `json:"join_host_busy_pct,omitempty"`
 }
 
 // join registers cfg.nodes nodes, cfg.joinConcurrency at a time, and starts
