@@ -100,10 +100,10 @@ func (st *leaderState) beatingNow(id string) bool {
 	return ok && st.cfg.Now().Sub(last) <= 2*st.cfg.HeartbeatInterval
 }
 
-// destroyNode deletes node id's record, fenced, forgets its heartbeats
-// and ends its streams.
-func (st *leaderState) destroyNode(ctx context.Context, id string) error {
-	if err := store.NodeDestroy(ctx, st.Fence, id); err != nil {
+// destroyNode deletes node id's record, fenced (with the events evs that
+// explain it), forgets its heartbeats and ends its streams.
+func (st *leaderState) destroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
+	if err := store.NodeDestroy(ctx, st.Fence, id, evs...); err != nil {
 		return err
 	}
 	st.hb.forget(id)

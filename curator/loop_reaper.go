@@ -83,8 +83,10 @@ func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 	if n == nil {
 		return loopResult{}, nil
 	}
-	if err := st.removeNode(ctx, n); err != nil {
+	// The event goes in the record's removal: a leader that dies between
+	// the two would lose it.
+	if err := st.removeNode(ctx, n, st.event("reaper", "reap", a.Node, a.Reason)); err != nil {
 		return loopResult{}, err
 	}
-	return loopResult{action: "reap", nodeID: a.Node, reason: a.Reason}, nil
+	return loopResult{action: "reap", nodeID: a.Node, reason: a.Reason, recorded: true}, nil
 }

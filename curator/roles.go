@@ -328,12 +328,13 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 }
 
 // removeNode takes node n out of the cluster: its etcd member first
-// (within the quorum guard), then its etcd certificate and its record,
+// (within the quorum guard), then its etcd certificate and its record
+// (with the events evs that explain the removal, in one transaction),
 // then, with the Swarm flavor on, its Swarm node if the Swarm shows it
 // Down (removeSwarmNodeOf). The
 // curator leader's own node is refused: it is demoted first, and the next
 // leader removes it. Called with muNodes.
-func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
+func (st *leaderState) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) error {
 	if n.Id == st.cfg.NodeID {
 		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
@@ -352,7 +353,7 @@ func (st *leaderState) removeNode(ctx context.Context, n *pb.Node) error {
 	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
-	if err := st.destroyNode(ctx, n.Id); err != nil {
+	if err := st.destroyNode(ctx, n.Id, evs...); err != nil {
 		return err
 	}
 	st.removeSwarmNodeOf(ctx, n)

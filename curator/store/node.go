@@ -171,9 +171,15 @@ func NodeCreate(ctx context.Context, l *Fence, n *pb.Node) error {
 	return l.seen(ctx, resp.Header.Revision)
 }
 
-// NodeDestroy deletes a node record, fenced.
-func NodeDestroy(ctx context.Context, l *Fence, id string) error {
-	resp, err := l.txn(ctx, clientv3.OpDelete(nodeKey(id)))
+// NodeDestroy deletes a node record, fenced, and writes the events evs
+// that explain it in the same transaction (a leader that dies after it
+// loses no event).
+func NodeDestroy(ctx context.Context, l *Fence, id string, evs ...*pb.Event) error {
+	ops, err := eventPuts(evs)
+	if err != nil {
+		return err
+	}
+	resp, err := l.txn(ctx, append(ops, clientv3.OpDelete(nodeKey(id)))...)
 	if err != nil {
 		return fmt.Errorf("destroy node %s: %w", id, err)
 	}
