@@ -143,8 +143,10 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 		// This manager was elected: it serves the stream itself.
 		return first, false, errLeadsHere
 	}
-	li := s.fwd.knownLeader()
 	conn, err := s.leaderConn(ctx)
+	// The leader the stream goes to (leaderConn may have waited to learn
+	// it).
+	li := s.fwd.knownLeader()
 	if err != nil {
 		if errors.Is(err, spec.ErrNoLeader) || errors.Is(err, spec.ErrQuorum) {
 			return carried{}, false, s.comeBackLater(err)

@@ -118,8 +118,10 @@ func (s *Service) runLiveness(ctx context.Context) error {
 	var r livenessReporter
 	defer r.close()
 	// refusedBy is a leader that does not serve Liveness (Unimplemented):
-	// not asked again while it leads.
+	// not asked again while it leads. After a failure, the next question
+	// waits for probeAt (a report of heartbeats does not).
 	refusedBy := ""
+	var probeAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,7 +141,7 @@ func (s *Service) runLiveness(ctx context.Context) error {
 			continue
 		}
 		if b == nil {
-			if s.digests.taken(li.id) || refusedBy == li.id {
+			if s.digests.taken(li.id) || refusedBy == li.id || time.Now().Before(probeAt) {
 				continue
 			}
 			// A new leader: ask whether it takes digests.
@@ -153,6 +155,7 @@ func (s *Service) runLiveness(ctx context.Context) error {
 			if status.Code(err) == codes.Unimplemented {
 				refusedBy = li.id
 			}
+			probeAt = time.Now().Add(min(s.cfg.HeartbeatInterval/2, time.Second))
 			if ctx.Err() == nil {
 				lg.Debug("liveness report not taken", zap.String("leader", li.id), zap.Error(err))
 			}
@@ -255,16 +258,21 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 // with no record (removed) is not heard: its stream ends.
 func (st *leaderState) hearDigest(ids []string, now time.Time) {
 	kick := false
-	st.hb.mu.Lock()
+	heard := make([]string, 0, len(ids))
 	for _, id := range ids {
 		n := st.reg.Node(id)
 		if n == nil {
 			continue
 		}
-		st.hb.last[id] = now
+		heard = append(heard, id)
 		if n.Status != pb.NodeStatus_NODE_STATUS_READY {
 			kick = true
 		}
+	}
+	// One lock for the report, not taken under the registry's.
+	st.hb.mu.Lock()
+	for _, id := range heard {
+		st.hb.last[id] = now
 	}
 	st.hb.mu.Unlock()
 	if kick {

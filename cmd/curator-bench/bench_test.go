@@ -71,6 +71,12 @@ func TestHeartbeatsShort(t *testing.T) {
 	if res.Rest.RTTSamples == 0 {
 		t.Error("at rest: no heartbeat was answered")
 	}
+	// Two thirds of the sessions go through a follower from the start,
+	// the leader's own third once they moved.
+	if r := res.Rest; r.LeaderDigestedPerS < 0.5*r.HeartbeatsPerS {
+		t.Errorf("at rest the leader took %.1f heartbeats/s in digests and read %.1f/s on streams, of %.1f/s answered: want half or more in digests",
+			r.LeaderDigestedPerS, r.LeaderReadPerS, r.HeartbeatsPerS)
+	}
 	if kl := res.KillLeader; kl == nil {
 		t.Error("no figures of the leader kill")
 	} else {

@@ -438,24 +438,62 @@ func (c *cluster) etcdKeysWritten(ctx context.Context, m *managerProc) (uint64, 
 	if err != nil {
 		return 0, fmt.Errorf("etcd metrics: %w", err)
 	}
-	var total uint64
-	found := 0
+	v, err := counters(body, "etcd_mvcc_put_total", "etcd_mvcc_delete_total")
+	if err != nil {
+		return 0, fmt.Errorf("etcd metrics: %w", err)
+	}
+	return uint64(v[0] + v[1]), nil
+}
+
+// counters reads the values of the unlabelled metrics names from a
+// Prometheus text exposition.
+func counters(body []byte, names ...string) ([]float64, error) {
+	out := make([]float64, len(names))
+	found := make([]bool, len(names))
 	for line := range strings.Lines(string(body)) {
-		for _, name := range []string{"etcd_mvcc_put_total ", "etcd_mvcc_delete_total "} {
-			if v, ok := strings.CutPrefix(line, name); ok {
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 				if err != nil {
-					return 0, fmt.Errorf("etcd metrics: %s: %w", strings.TrimSpace(name), err)
+					return nil, fmt.Errorf("%s: %w", name, err)
 				}
-				total += uint64(f)
-				found++
+				out[i], found[i] = f, true
 			}
 		}
 	}
-	if found != 2 {
-		return 0, errors.New("etcd metrics: no etcd_mvcc_put_total or etcd_mvcc_delete_total")
+	for i, ok := range found {
+		if !ok {
+			return nil, fmt.Errorf("no %s", names[i])
+		}
 	}
-	return total, nil
+	return out, nil
+}
+
+// leaderHeartbeats is how many heartbeats manager m took, as the leader,
+// on the nodes' session streams and in its followers' liveness digests,
+// from the metrics its agent serves at PORT+3.
+func leaderHeartbeats(ctx context.Context, m *managerProc) (read, digested float64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(m.listen.Addr(), m.listen.Port()+3))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+	}
+	v, err := counters(body, "curator_session_heartbeats_total", "curator_liveness_heartbeats_total")
+	if err != nil {
+		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+	}
+	return v[0], v[1], nil
 }
 
 // etcdRevision is etcd's current revision, from the header of a

@@ -157,6 +157,11 @@ type restFigures struct {
 	// EtcdKeysPerS are the keys etcd put or deleted per second, from its
 	// own metrics (a batched write of many records counts each).
 	EtcdKeysPerS float64 `json:"etcd_keys_written_per_s"`
+	// LeaderReadPerS are the heartbeats the leader read on the nodes'
+	// session streams per second, LeaderDigestedPerS those it took in
+	// its followers' liveness digests (its own metrics).
+	LeaderReadPerS     float64 `json:"leader_heartbeats_read_per_s"`
+	LeaderDigestedPerS float64 `json:"leader_heartbeats_digested_per_s"`
 	// WatchMsgsPerS are the answers carrying a node's record or the
 	// managers that the simulated nodes received.
 	WatchMsgsPerS float64 `json:"watch_msgs_per_s"`
@@ -290,6 +295,10 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 	if err != nil {
 		return nil, err
 	}
+	read0, digested0, err := leaderHeartbeats(ctx, lm)
+	if err != nil {
+		return nil, err
+	}
 	p.printf("at rest: measuring for %s (leader %s, %s)", d, leader, lm.name)
 	sent0, answered0, late0, watch0 := f.sent.Load(), f.answered.Load(), f.late.Load(), f.watchMsgs.Load()
 	h := &latencyHist{}
@@ -360,11 +369,17 @@ func measureRest(ctx context.Context, c *cluster, f *fleet, d time.Duration, pro
 		return r, err
 	}
 	r.EtcdKeysPerS = round3(float64(keys1-keys0) / window.Seconds())
+	read1, digested1, err := leaderHeartbeats(ctx, lm)
+	if err != nil {
+		return r, err
+	}
+	r.LeaderReadPerS = round3((read1 - read0) / window.Seconds())
+	r.LeaderDigestedPerS = round3((digested1 - digested0) / window.Seconds())
 	if now, _, err := c.leader(ctx); err == nil && now != leader {
 		r.LeaderChanged = true
 	}
-	p.printf("at rest: rtt p50 %.2fms p99 %.2fms, leader cpu %.1f%% (%.0fµs a heartbeat) rss %.0fMiB (%.1f KiB a node), etcd %.2f writes/s, sim cpu %.1f%%, host %.0f%% busy",
-		r.RTTP50Ms, r.RTTP99Ms, r.LeaderCPUPct, r.LeaderCPUUsPerHeartbeat, r.LeaderRSSMiB, r.LeaderKiBPerNode, r.EtcdWritesPerS, r.SimCPUPct, r.HostBusyPct)
+	p.printf("at rest: rtt p50 %.2fms p99 %.2fms, leader cpu %.1f%% (%.0fµs a heartbeat) rss %.0fMiB (%.1f KiB a node), heartbeats %.0f/s read on streams and %.0f/s in digests, etcd %.2f writes/s, sim cpu %.1f%%, host %.0f%% busy",
+		r.RTTP50Ms, r.RTTP99Ms, r.LeaderCPUPct, r.LeaderCPUUsPerHeartbeat, r.LeaderRSSMiB, r.LeaderKiBPerNode, r.LeaderReadPerS, r.LeaderDigestedPerS, r.EtcdWritesPerS, r.SimCPUPct, r.HostBusyPct)
 	return r, nil
 }
 
