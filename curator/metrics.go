@@ -28,12 +28,14 @@ type Metrics struct {
 	CertEarliestExpiry prometheus.Gauge
 	CertRenewals       prometheus.Counter
 	// AgentSessions counts the sessions an agent opened with the leader
-	// (a session stream each); AgentCertRenewals the
+	// (a session stream each), AgentSessionsMoved those it ended because
+	// the leader asked it to move off; AgentCertRenewals the
 	// renewals of its certificates, by outcome (ok, error, refused);
 	// AgentCertExpiry when its node certificate expires (Unix seconds).
-	AgentSessions     prometheus.Counter
-	AgentCertRenewals *prometheus.CounterVec
-	AgentCertExpiry   prometheus.Gauge
+	AgentSessions      prometheus.Counter
+	AgentSessionsMoved prometheus.Counter
+	AgentCertRenewals  *prometheus.CounterVec
+	AgentCertExpiry    prometheus.Gauge
 	// SwarmNodes counts the Swarm's nodes by role and state, as the
 	// leader's swarm sync last read them (none with the flavor off).
 	SwarmNodes *prometheus.GaugeVec
@@ -110,6 +112,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		AgentSessions: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_agent_sessions_total", Help: "Sessions (session streams) this agent opened with the leader.",
+		}),
+		AgentSessionsMoved: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_agent_sessions_moved_total", Help: "Sessions this agent ended to move them off the leader to another manager, as the leader asked.",
 		}),
 		AgentCertRenewals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "curator_agent_cert_renewals_total", Help: "This agent's certificate renewals, by outcome: ok, error (tried again), refused (the node was removed).",

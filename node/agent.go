@@ -212,6 +212,9 @@ func New(cfg Config) (*Agent, error) {
 			}
 		},
 		OnEnd: func(ctx context.Context, manager string, err error) {
+			if errors.Is(err, ErrSessionMoved) {
+				a.metrics.AgentSessionsMoved.Inc()
+			}
 			a.logStreamError(supervisor.Logger(ctx), "session with "+manager, err)
 		},
 		OnStart: func() { a.metrics.AgentSessions.Inc() },
