@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/pki"
@@ -82,11 +81,13 @@ func (a *Agent) renewCertificates(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
 	defer cancel()
 	resp, err := pb.NewCuratorClient(a.conn).RenewCertificate(ctx, &pb.RenewCertificateRequest{})
-	switch status.Code(err) {
-	case codes.OK:
-	case codes.PermissionDenied, codes.NotFound, codes.Unauthenticated:
+	switch {
+	case err == nil:
+	case isRefusal(err):
 		return fmt.Errorf("%w: %s", errRenewRefused, status.Convert(err).Message())
 	default:
+		// Not a refusal of this node: also a manager demoted a moment
+		// ago, which the leader takes no call from (tried again).
 		return err
 	}
 	cert, err := pki.DecodeCert(resp.NodeCert)

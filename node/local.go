@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -84,34 +85,59 @@ func (l *localServer) Leave(ctx context.Context, req *pb.LeaveRequest) (_ *pb.Le
 		}
 	}()
 	cli := pb.NewCuratorClient(a.conn)
+	resp, err := leaveCalls(ctx, a.cfg.Logger, func(ctx context.Context) (*pb.NodeLeaveResponse, error) {
+		return cli.Leave(ctx, &pb.NodeLeaveRequest{Force: req.Force})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		a.requestLeave()
+		return &pb.LeaveResponse{Message: fmt.Sprintf("node %s left the cluster", a.state.NodeID)}, nil
+	}
+	msg := resp.Message
+	if resp.LeaveSwarm && a.docker != nil {
+		msg += "; " + a.leaveSwarm(ctx)
+	}
+	a.requestLeave()
+	return &pb.LeaveResponse{Message: msg}, nil
+}
+
+// leaveRetry is the wait before a leave is asked again (a demotion, or a
+// leader change, under way).
+const leaveRetry = 300 * time.Millisecond
+
+// leaveCalls asks the leader to let this node leave (call) until it has
+// left: it returns the leader's answer that says so, or nil when an
+// earlier call went through but its answer was lost (the cluster no
+// longer knows the node).
+func leaveCalls(ctx context.Context, lg *zap.Logger, call func(context.Context) (*pb.NodeLeaveResponse, error)) (*pb.NodeLeaveResponse, error) {
 	asked := false // a call reached the leader, or may have
 	for {
-		resp, err := cli.Leave(ctx, &pb.NodeLeaveRequest{Force: req.Force})
+		resp, err := call(ctx)
 		code := status.Code(err)
 		switch {
 		case err == nil && resp.Outcome == "left":
-			msg := resp.Message
-			if resp.LeaveSwarm && a.docker != nil {
-				msg += "; " + a.leaveSwarm(ctx)
-			}
-			a.requestLeave()
-			return &pb.LeaveResponse{Message: msg}, nil
+			return resp, nil
 		case err == nil:
 			asked = true
-			a.cfg.Logger.Info("leaving: " + resp.Message)
+			lg.Info("leaving: " + resp.Message)
+		case code == codes.PermissionDenied && !isRefusal(err):
+			// The manager the call went through was demoted a moment
+			// ago (this node itself, as it leaves as a manager): the
+			// leader refused to take the call from it. Ask again.
 		case code == codes.PermissionDenied && asked:
 			// An earlier call went through but its answer was lost (the
 			// manager that forwarded it stopped, as a demoted one does):
 			// the cluster no longer knows this node. It has left.
-			a.requestLeave()
-			return &pb.LeaveResponse{Message: fmt.Sprintf("node %s left the cluster", a.state.NodeID)}, nil
+			return nil, nil
 		case code == codes.Unavailable || (code == codes.Canceled && ctx.Err() == nil):
 			asked = true
 		default:
 			return nil, err
 		}
 		// Demoting, or a leader change under way: ask again shortly.
-		t := time.NewTimer(300 * time.Millisecond)
+		t := time.NewTimer(leaveRetry)
 		select {
 		case <-ctx.Done():
 			t.Stop()
