@@ -38,6 +38,9 @@ type Service struct {
 	// listen makes the gRPC server's listener (net.Listen; tests wrap it
 	// to restart the server inside a live curator).
 	listen func(network, address string) (net.Listener, error)
+	// shedAfter is how long a TLS handshake waits for a slot before it is
+	// shed (handshakeWait; tests shorten it).
+	shedAfter time.Duration
 	// leader is set while this curator leads.
 	leader  atomic.Pointer[leaderState]
 	fwd     forwarder
@@ -80,7 +83,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
+	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
 		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets()}, nil
 }
 

@@ -57,7 +57,7 @@ func (s *Service) runGRPC(ctx context.Context) error {
 	}
 	srv := grpc.NewServer(append(transport.ServerOptions(),
 		grpc.Creds(transport.LimitHandshakes(credentials.NewTLS(s.serverTLS()),
-			handshakeSlots(), handshakeWait, func() {
+			handshakeSlots(), s.shedAfter, func() {
 				s.metrics.HandshakesShed.Inc()
 				s.knocks.note(s.cfg.Now())
 			})),
