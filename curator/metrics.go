@@ -28,14 +28,17 @@ type Metrics struct {
 	CertEarliestExpiry prometheus.Gauge
 	CertRenewals       prometheus.Counter
 	// AgentSessions counts the sessions an agent opened with the leader
-	// (a session stream each), AgentSessionsMoved those it ended because
-	// the leader asked it to move off; AgentCertRenewals the
+	// (a session stream each), AgentSessionEnds how they (or their
+	// set-ups) ended, by reason
+	// (moved: off the leader, as it asked; refused: the cluster refuses
+	// the node; lost: any other, a manager gone or no answer in time);
+	// AgentCertRenewals the
 	// renewals of its certificates, by outcome (ok, error, refused);
 	// AgentCertExpiry when its node certificate expires (Unix seconds).
-	AgentSessions      prometheus.Counter
-	AgentSessionsMoved prometheus.Counter
-	AgentCertRenewals  *prometheus.CounterVec
-	AgentCertExpiry    prometheus.Gauge
+	AgentSessions     prometheus.Counter
+	AgentSessionEnds  *prometheus.CounterVec
+	AgentCertRenewals *prometheus.CounterVec
+	AgentCertExpiry   prometheus.Gauge
 	// SwarmNodes counts the Swarm's nodes by role and state, as the
 	// leader's swarm sync last read them (none with the flavor off).
 	SwarmNodes *prometheus.GaugeVec
@@ -113,9 +116,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AgentSessions: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_agent_sessions_total", Help: "Sessions (session streams) this agent opened with the leader.",
 		}),
-		AgentSessionsMoved: f.NewCounter(prometheus.CounterOpts{
-			Name: "curator_agent_sessions_moved_total", Help: "Sessions this agent ended to move them off the leader to another manager, as the leader asked.",
-		}),
+		AgentSessionEnds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "curator_agent_session_ends_total", Help: "This agent's sessions (and session set-ups) that ended, by reason: moved (off the leader, as it asked), refused (the cluster refuses this node), lost (a manager gone, no answer in time, any other).",
+		}, []string{"reason"}),
 		AgentCertRenewals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "curator_agent_cert_renewals_total", Help: "This agent's certificate renewals, by outcome: ok, error (tried again), refused (the node was removed).",
 		}, []string{"outcome"}),

@@ -212,8 +212,8 @@ func New(cfg Config) (*Agent, error) {
 			}
 		},
 		OnEnd: func(ctx context.Context, manager string, err error) {
-			if errors.Is(err, ErrSessionMoved) {
-				a.metrics.AgentSessionsMoved.Inc()
+			if ctx.Err() == nil {
+				a.metrics.AgentSessionEnds.WithLabelValues(sessionEndReason(err)).Inc()
 			}
 			a.logStreamError(supervisor.Logger(ctx), "session with "+manager, err)
 		},
@@ -399,6 +399,18 @@ func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 	if stop {
 		a.fail(fmt.Errorf("%w: %s (refused for %s): to join again, wipe %s and run `curator agent join`", ErrRefused, msg, refusedFor.Round(time.Second), a.cfg.DataDir))
 	}
+}
+
+// sessionEndReason is the reason label of a session that ended with err
+// (curator_agent_session_ends_total).
+func sessionEndReason(err error) string {
+	switch {
+	case errors.Is(err, ErrSessionMoved):
+		return "moved"
+	case isRefusal(err):
+		return "refused"
+	}
+	return "lost"
 }
 
 // isRefusal says whether a stream ended because the cluster refuses this

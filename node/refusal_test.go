@@ -34,3 +34,21 @@ func TestIsRefusal(t *testing.T) {
 		}
 	}
 }
+
+// A session's end is counted by reason: moved off the leader, refused by
+// the cluster, or lost (any other).
+func TestSessionEndReason(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{ErrSessionMoved, "moved"},
+		{status.Error(codes.PermissionDenied, "node x was removed from the cluster"), "refused"},
+		{status.Error(codes.Unavailable, "connection refused"), "lost"},
+		{errors.New("heartbeat 3 unanswered"), "lost"},
+	} {
+		if got := sessionEndReason(tc.err); got != tc.want {
+			t.Errorf("sessionEndReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
