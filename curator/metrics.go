@@ -28,13 +28,12 @@ type Metrics struct {
 	CertEarliestExpiry prometheus.Gauge
 	CertRenewals       prometheus.Counter
 	// AgentSessions counts the sessions an agent opened with the leader
-	// (a session stream each), AgentSessionEnds how they (or their
-	// set-ups) ended, by reason
-	// (moved: off the leader, as it asked; refused: the cluster refuses
-	// the node; lost: any other, a manager gone or no answer in time);
-	// AgentCertRenewals the
-	// renewals of its certificates, by outcome (ok, error, refused);
-	// AgentCertExpiry when its node certificate expires (Unix seconds).
+	// (a session stream each); AgentSessionEnds how they (or their
+	// set-ups) ended, by reason (moved: off the leader, as it asked;
+	// refused: the cluster refuses the node; lost: any other, a manager
+	// gone or no answer in time); AgentCertRenewals the renewals of its
+	// certificates, by outcome (ok, error, refused); AgentCertExpiry when
+	// its node certificate expires (Unix seconds).
 	AgentSessions     prometheus.Counter
 	AgentSessionEnds  *prometheus.CounterVec
 	AgentCertRenewals *prometheus.CounterVec
