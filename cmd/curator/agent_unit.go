@@ -24,8 +24,8 @@ const (
 // A refused node exits with exitRefused, which no restart can mend.
 var agentUnit = template.Must(template.New("unit").Parse(`# The curator node agent (written by: curator agent install-unit).
 # The data dir must hold a node already: make it once with
-# 'curator agent init' or 'curator agent join' (see the README, "Running
-# under systemd").
+# 'curator agent init' or 'curator agent join' (see
+# docs/systemd.md in curator's repository).
 [Unit]
 Description=curator node agent
 Documentation=https://github.com/curatorproject/curator#running-under-systemd

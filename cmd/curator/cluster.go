@@ -61,7 +61,7 @@ they are; then print the cluster as cluster info does. Give at least one.
 --swarm turns the Swarm flavor on: the leader keeps the Docker Swarm's
 managers the consensus nodes, through its own node's engine, a Swarm
 manager, and asks each agent run with --docker-socket whose engine is not in
-the Swarm to join it as a worker (README, "Running over a Docker Swarm").`,
+the Swarm to join it as a worker (docs/swarm.md).`,
 		Example: `  curator cluster update --require-approval=true
   curator cluster update --max-voters 5
   curator cluster update --cert-ttl 720h
@@ -219,7 +219,7 @@ func newClusterAdminCertCommand(g *globalFlags) *cobra.Command {
 		Short: "Issue an operator certificate, or renew the one of the client config",
 		Long: `With --role or --name: issue an operator certificate for a new key, for the
 person or screen --name with the operator role --role (reader, operator or
-admin; see README, "Operators and roles"), lasting --ttl (a year unless
+admin; see docs/operators.md), lasting --ttl (a year unless
 given), and write a client config that uses it into --out (./NAME unless
 given): config.yaml, ca.crt, admin.crt and admin.key. Hand that folder over;
 use it with --config DIR/config.yaml. cluster certs lists what was issued,

@@ -119,7 +119,7 @@ Nodes killed while dev ran are not started again (their groups replace them).
 If that leaves the managers without a quorum for good (2 of 3 killed, say),
 run with --force-new-cluster: the one manager left restarts with 'agent run
 --force-new-cluster' and leads alone, and the managers group makes the others
-again (see Disaster recovery in the README).
+again (see docs/disaster-recovery.md).
 
 With --provider docker the nodes are containers of --image on the Docker
 network --network (--subnet, created if missing), the groups are on the docker

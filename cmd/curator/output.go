@@ -102,7 +102,7 @@ func apiError(what string, err error) error {
 	if st, ok := status.FromError(err); ok {
 		if st.Code() == codes.PermissionDenied && strings.Contains(st.Message(), " role; the certificate ") {
 			// A role's limit, not a failure: say what the certificate
-			// may not do (README, "Operators and roles").
+			// may not do (docs/operators.md).
 			return fmt.Errorf("%s: not allowed with this certificate: %s", what, strings.TrimPrefix(st.Message(), "permission denied: "))
 		}
 		return fmt.Errorf("%s: %s (%s)", what, st.Message(), st.Code())

@@ -137,8 +137,7 @@ type uiOperator struct {
 	May  string `json:"may"`
 }
 
-// operatorMay says in short what each operator role may do (README,
-// "Operators and roles").
+// operatorMay says in short what each operator role may do (docs/operators.md).
 var operatorMay = map[string]string{
 	pki.OperatorReader:   "read only: may look, not change",
 	pki.OperatorOperator: "may change nodes, groups and rollouts; not tokens, certificates or cluster settings",

@@ -13,7 +13,7 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// The brakes under fire (README.md, "Groups" and "When a rollout goes
+// The brakes under fire (docs/groups.md, "Groups" and "When a rollout goes
 // wrong"): a bad template committed to a group fails and rolls back by
 // itself while the old machines serve, and more of a group frozen than
 // its max_unhealthy, past replace_after, destroys nothing and heals by
@@ -78,7 +78,7 @@ type frozenNode struct{ name, id, instance string }
 
 // ceilingOf is a group's max_unhealthy as a count for size machines: a
 // count as given, or a percentage of the size rounded down and never
-// below one (README.md, "Groups").
+// below one (docs/groups.md).
 func ceilingOf(maxUnhealthy string, size int) (int, error) {
 	if p, ok := strings.CutSuffix(maxUnhealthy, "%"); ok {
 		v, err := strconv.Atoi(p)

@@ -91,7 +91,7 @@ func TestScheduleKinds(t *testing.T) {
 }
 
 // TestCeilingOf: max_unhealthy as a count of a group's size, as the
-// curator reads it (README.md, "Groups"), for the freeze's "more than".
+// curator reads it (docs/groups.md), for the freeze's "more than".
 func TestCeilingOf(t *testing.T) {
 	for _, tc := range []struct {
 		spec string
