@@ -69,7 +69,9 @@ func TestGroupSpecValues(t *testing.T) {
 		{"a long arg", func(s *pb.GroupSpec) { s.Template.Args = []string{strings.Repeat("a", MaxTemplateValue+1)} }, "template.args[0]: 4097 bytes, at most 4096 (MaxTemplateValue)"},
 		{"the most env", func(s *pb.GroupSpec) { s.Template.Env = manyMap("V", MaxTemplateEnv, "x") }, ""},
 		{"too many env", func(s *pb.GroupSpec) { s.Template.Env = manyMap("V", MaxTemplateEnv+1, "x") }, "template.env: 129 variables, at most 128 (MaxTemplateEnv)"},
-		{"a long env value", func(s *pb.GroupSpec) { s.Template.Env = map[string]string{"A": strings.Repeat("a", MaxTemplateValue+1)} }, "template.env.A: 4097 bytes, at most 4096 (MaxTemplateValue)"},
+		{"a long env value", func(s *pb.GroupSpec) {
+			s.Template.Env = map[string]string{"A": strings.Repeat("a", MaxTemplateValue+1)}
+		}, "template.env.A: 4097 bytes, at most 4096 (MaxTemplateValue)"},
 		{"a long version", func(s *pb.GroupSpec) { s.Template.Version = strings.Repeat("v", MaxTemplateVersion+1) }, "template.version: 129 bytes, at most 128 (MaxTemplateVersion)"},
 		{"the most labels", func(s *pb.GroupSpec) { s.Template.Labels = manyMap("l", MaxNodeLabels, "x") }, ""},
 		{"too many labels", func(s *pb.GroupSpec) { s.Template.Labels = manyMap("l", MaxNodeLabels+1, "x") }, "template.labels and --label args: 65 labels: a node carries at most 64 (MaxNodeLabels)"},
@@ -111,8 +113,8 @@ func TestGroupSpecValues(t *testing.T) {
 // refused with the field and its line.
 func TestGroupFileControlCharacters(t *testing.T) {
 	for name, tc := range map[string]struct{ file, want string }{
-		"yaml env": {workersFile + "  env: {BASH_ENV: \"a\\0b\"}\n", "template.env.BASH_ENV: \"a\\x00b\" holds a control character (U+0000)"},
-		"yaml args": {strings.Replace(workersFile, "args: []", "args: [\"--log-level\", \"x\\0\"]", 1), "template.args[1]: \"x\\x00\" holds a control character"},
+		"yaml env":    {workersFile + "  env: {BASH_ENV: \"a\\0b\"}\n", "template.env.BASH_ENV: \"a\\x00b\" holds a control character (U+0000)"},
+		"yaml args":   {strings.Replace(workersFile, "args: []", "args: [\"--log-level\", \"x\\0\"]", 1), "template.args[1]: \"x\\x00\" holds a control character"},
 		"json binary": {`{"name": "w", "roles": ["worker"], "provider": {"process": {"addresses": "127.0.0.1-127.0.0.2", "dir": "/x", "binary": "/bin/a\u0000"}}}`, "provider.process.binary: \"/bin/a\\x00\" holds a control character"},
 	} {
 		t.Run(name, func(t *testing.T) {
