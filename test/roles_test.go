@@ -33,6 +33,7 @@ type auditEntryJSON struct {
 	Args    string `json:"args"`
 	Target  string `json:"target"`
 	Outcome string `json:"outcome"`
+	Changes string `json:"changes"`
 }
 
 // TestOperatorRoles: operator certificates of each role, on a real
