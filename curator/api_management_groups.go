@@ -16,6 +16,7 @@ import (
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/process"
 )
 
 // The management API's groups: commit, list, describe, destroy. They write
@@ -46,6 +47,9 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if old != nil && proto.Equal(old.Spec, gs) {
 		v, err := m.groupView(ctx, st, old)
 		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
+	}
+	if err := checkProviderOnHost(gs); err != nil {
+		return nil, err
 	}
 	g, _, err := m.commitLocked(ctx, st, gs, old, "")
 	if err != nil {
@@ -181,7 +185,22 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // replaces any other (a cancel of the old SHA cannot stop this one) and
 // keeps the configs before it (the previous one, what a rollback returns
 // to, and the history). why, if given, says why in the event (an undo).
+//
+// Every write of a group's spec by a call comes here, so that its rule
+// holds for each: the caller's role may make the change (an operator may
+// not change what the machines run: spec.CheckGroupChange), and the
+// audit entry says what it set (or tried to).
 func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	var from *pb.GroupSpec
+	if old != nil {
+		from = proto.Clone(old.Spec).(*pb.GroupSpec)
+		spec.NormalizeGroupSpec(from)
+	}
+	noteChanges(ctx, groupChanges(from, gs))
+	id := identityFrom(ctx)
+	if err := spec.CheckGroupChange(id.opRole, id.name, from, gs); err != nil {
+		return nil, nil, err
+	}
 	now := timestamppb.New(st.cfg.Now())
 	g := &pb.Group{Spec: gs, ConfigSha: spec.GroupConfigSHA(gs.Template), Created: now, Updated: now}
 	var rollout *pb.Rollout
@@ -216,6 +235,18 @@ func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *p
 	m.s.logger(ctx).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
 	kickGroups(st)
 	return g, rollout, nil
+}
+
+// checkProviderOnHost refuses a spec whose provider could not make a
+// machine on this host (the leader's, where the provider runs): a
+// process binary that is not an executable file here.
+func checkProviderOnHost(gs *pb.GroupSpec) error {
+	if p := gs.GetProvider().GetProcess(); p != nil {
+		if err := process.CheckBinary(p.Binary); err != nil {
+			return fmt.Errorf("%w: provider.process.binary: %v: the process provider could not start a machine", spec.ErrInvalid, err)
+		}
+	}
+	return nil
 }
 
 // groupNamed loads a group or says it does not exist.

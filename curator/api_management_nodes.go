@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"go.uber.org/zap"
 
@@ -92,6 +93,7 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 		if req.Availability != pb.Availability_AVAILABILITY_UNSPECIFIED {
 			n.Availability = req.Availability
 		}
+		before := maps.Clone(n.Labels)
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
@@ -100,6 +102,9 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 		}
 		for _, k := range req.LabelRm {
 			delete(n.Labels, k)
+		}
+		if err := spec.CheckNodeLabels(n.Name, before, n.Labels); err != nil {
+			return err
 		}
 		n.Updated = st.timestamp()
 		return store.NodeSave(ctx, st.Fence, n)

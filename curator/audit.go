@@ -106,6 +106,7 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	if e == nil {
 		return
 	}
+	e.Changes = auditNoted(ctx)
 	st := s.currentLeader()
 	var l *store.Fence
 	if st != nil {
@@ -122,6 +123,9 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	reason := e.Args
 	if reason == "" {
 		reason = "(no arguments)"
+	}
+	if e.Changes != "" {
+		reason += "; set " + e.Changes
 	}
 	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: e.Call, Reason: reason,
 		Leader: s.cfg.NodeID, Term: st.Rev(), Actor: e.Name + " (" + e.Role + ")"}

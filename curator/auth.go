@@ -292,6 +292,7 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		var on string
 		if mgmt {
 			on = l.auditNode(req)
+			ctx, _ = withAuditNote(ctx)
 		}
 		resp, err := handler(ctx, req)
 		err = toStatus(err)

@@ -4856,7 +4856,11 @@ type AuditEntry struct {
 	// The curator that recorded it.
 	Recorder string `protobuf:"bytes,10,opt,name=recorder,proto3" json:"recorder,omitempty"`
 	// The node the call was on, when the target named one (its ID).
-	NodeId        string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// What the call set (or, refused, tried to): for a group commit each
+	// changed field of the spec, "field: old -> new", the environment's
+	// values and any value that may be a secret never shown.
+	Changes       string `protobuf:"bytes,90,opt,name=changes,proto3" json:"changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4964,6 +4968,13 @@ func (x *AuditEntry) GetRecorder() string {
 func (x *AuditEntry) GetNodeId() string {
 	if x != nil {
 		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetChanges() string {
+	if x != nil {
+		return x.Changes
 	}
 	return ""
 }
@@ -6136,7 +6147,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x1dRevokeAdminCertificateRequest\x12\x12\n" +
 	"\x04cert\x18\x01 \x01(\tR\x04cert\"X\n" +
 	"\x1eRevokeAdminCertificateResponse\x126\n" +
-	"\arevoked\x18\x01 \x03(\v2\x1c.curator.v1.AdminCertificateR\arevoked\"\x9f\x02\n" +
+	"\arevoked\x18\x01 \x03(\v2\x1c.curator.v1.AdminCertificateR\arevoked\"\xb9\x02\n" +
 	"\n" +
 	"AuditEntry\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
@@ -6150,7 +6161,8 @@ const file_curator_proto_rawDesc = "" +
 	"\aoutcome\x18\t \x01(\tR\aoutcome\x12\x1a\n" +
 	"\brecorder\x18\n" +
 	" \x01(\tR\brecorder\x12\x17\n" +
-	"\anode_id\x18\v \x01(\tR\x06nodeId\"O\n" +
+	"\anode_id\x18\v \x01(\tR\x06nodeId\x12\x18\n" +
+	"\achanges\x18Z \x01(\tR\achanges\"O\n" +
 	"\x10ListAuditRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\x12%\n" +
 	"\x0eafter_revision\x18\x02 \x01(\x03R\rafterRevision\"a\n" +

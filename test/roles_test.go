@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -33,6 +34,7 @@ type auditEntryJSON struct {
 	Args    string `json:"args"`
 	Target  string `json:"target"`
 	Outcome string `json:"outcome"`
+	Changes string `json:"changes"`
 }
 
 // TestOperatorRoles: operator certificates of each role, on a real
@@ -132,6 +134,56 @@ func TestOperatorRoles(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	// What a group's machines run is an admin's decision, through a
+	// follower as through the leader (the forwarded role reaches the
+	// rule): an operator may change a group's version, not its binary
+	// nor its environment, and a refusal names the field and the roles.
+	gs, err := spec.ParseGroupSpec([]byte("name: web\nsize: 0\nroles: [worker]\nprovider: {process: {addresses: 127.0.176.50-127.0.176.59, dir: " + t.TempDir() + "}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitAs := func(role string, via *node, change func(*pb.GroupSpec)) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s := proto.Clone(gs).(*pb.GroupSpec)
+		change(s)
+		_, err := pb.NewManagementClient(grpcDial(t, via.listen, certs[role], clusterCA)).CommitGroup(ctx, &pb.CommitGroupRequest{Spec: s})
+		if err == nil {
+			gs = s
+		}
+		return err
+	}
+	if err := commitAs(pki.OperatorOperator, leader, func(*pb.GroupSpec) {}); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "a new group is an admin's decision") {
+		t.Errorf("an operator's new group: %v", err)
+	}
+	if err := commitAs(pki.OperatorAdmin, follower, func(*pb.GroupSpec) {}); err != nil {
+		t.Fatalf("the admin's new group: %v", err)
+	}
+	for _, via := range []*node{follower, leader} {
+		for _, tc := range []struct {
+			name   string
+			change func(*pb.GroupSpec)
+			field  string
+		}{
+			{"binary", func(s *pb.GroupSpec) { s.Provider.GetProcess().Binary = "/bin/sh" }, "provider.process.binary"},
+			{"env", func(s *pb.GroupSpec) { s.Template.Env = map[string]string{"LD_PRELOAD": "/tmp/x.so"} }, "template.env.LD_PRELOAD"},
+			{"version", func(s *pb.GroupSpec) { s.Template.Version += "+" }, ""},
+		} {
+			err := commitAs(pki.OperatorOperator, via, tc.change)
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("the operator's %s change via %s: %v", tc.name, via.listen, err)
+			case tc.field != "" && (status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tc.field+" is an admin's decision") ||
+				!strings.Contains(err.Error(), "needs the admin role") || !strings.Contains(err.Error(), "holds operator")):
+				t.Errorf("the operator's %s change via %s: %v; want PermissionDenied naming %s and the roles", tc.name, via.listen, err, tc.field)
+			}
+		}
+	}
+	if err := commitAs(pki.OperatorAdmin, follower, func(s *pb.GroupSpec) { s.Template.Env = map[string]string{"TZ": "UTC"} }); err != nil {
+		t.Errorf("the admin's env change: %v", err)
 	}
 
 	// A reader's CLI reads, and is told what it may not do.

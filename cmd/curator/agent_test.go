@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/node"
 )
 
@@ -49,5 +50,23 @@ func TestAgentDoneWording(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOperatorAgentFlagsAreJoinFlags: the agent join flags an operator
+// may put in a group's args (spec.OperatorAgentFlags, which the leader
+// reads as flag and value) are flags of `agent join` that take a value;
+// a flag renamed or made a switch would let its neighbour through as its
+// value, or be refused for a reason no one could see.
+func TestOperatorAgentFlagsAreJoinFlags(t *testing.T) {
+	join := newAgentJoinCommand()
+	for _, name := range spec.OperatorAgentFlags {
+		f := join.Flags().Lookup(name)
+		switch {
+		case f == nil:
+			t.Errorf("--%s is not a flag of agent join", name)
+		case f.NoOptDefVal != "" || f.Value.Type() == "bool":
+			t.Errorf("--%s of agent join takes no value (%s)", name, f.Value.Type())
+		}
 	}
 }

@@ -73,7 +73,9 @@ func newAuditCommand(g *globalFlags) *cobra.Command {
 		Long: `List the audit trail, oldest first: every management call that changed
 something or handed out a secret, and every refused call, with who made it
 (the certificate's name, role and serial), from where, what it was (the call
-and its arguments in short, never a secret), on what, and how it ended. The
+and its arguments in short, never a secret), on what, and how it ended. A
+group commit also says what it set (or, refused, tried to): each changed field
+of the spec, old -> new, with the environment's values never shown. The
 leader keeps the newest 2000.
 
 --who, --call, --node and --since select entries; --follow prints the
@@ -140,11 +142,13 @@ type auditJSON struct {
 	NodeID   string     `json:"node_id,omitempty"`
 	Outcome  string     `json:"outcome"`
 	Recorder string     `json:"recorder"`
+	// Changes is what the call set (a group commit: each changed field).
+	Changes string `json:"changes,omitempty"`
 }
 
 func auditToJSON(e *pb.AuditEntry) auditJSON {
 	return auditJSON{Time: timeOrNil(e.Time), Name: e.Name, Role: e.Role, Serial: e.Serial, Peer: e.Peer,
-		Call: e.Call, Args: e.Args, Target: e.Target, NodeID: e.NodeId, Outcome: e.Outcome, Recorder: e.Recorder}
+		Call: e.Call, Args: e.Args, Target: e.Target, NodeID: e.NodeId, Outcome: e.Outcome, Recorder: e.Recorder, Changes: e.Changes}
 }
 
 func auditRow(e *pb.AuditEntry) []string {
@@ -152,7 +156,11 @@ func auditRow(e *pb.AuditEntry) []string {
 	if e.Role != "" {
 		who += " (" + e.Role + ")"
 	}
-	return []string{e.Time.AsTime().UTC().Format(time.RFC3339), who, e.Peer, e.Call, e.Target, e.Outcome, e.Args}
+	args := e.Args
+	if e.Changes != "" {
+		args += "; set " + e.Changes
+	}
+	return []string{e.Time.AsTime().UTC().Format(time.RFC3339), who, e.Peer, e.Call, e.Target, e.Outcome, args}
 }
 
 var auditHeader = []string{"TIME", "WHO", "FROM", "CALL", "ON", "OUTCOME", "ARGS"}

@@ -140,7 +140,7 @@ type uiOperator struct {
 // operatorMay says in short what each operator role may do (docs/operators.md).
 var operatorMay = map[string]string{
 	pki.OperatorReader:   "read only: may look, not change",
-	pki.OperatorOperator: "may change nodes, groups and rollouts; not tokens, certificates or cluster settings",
+	pki.OperatorOperator: "may change nodes, groups and rollouts; not what machines run (a group's provider, environment, host flags), tokens, certificates or cluster settings",
 	pki.OperatorAdmin:    "full access",
 }
 

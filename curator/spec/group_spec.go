@@ -571,6 +571,7 @@ func ValidateGroupSpec(s *pb.GroupSpec) error {
 			errs = append(errs, fmt.Errorf("template.env: %w", err))
 		}
 	}
+	errs = append(errs, validateGroupValues(s)...)
 	return errors.Join(errs...)
 }
 

@@ -116,6 +116,9 @@ func ValidateMachine(group, instanceID, sha string, labels map[string]string) er
 	if sha != "" && !configSHA.MatchString(sha) {
 		return fmt.Errorf("config SHA %s: want 64 lowercase hex digits", QuoteShort(sha))
 	}
+	if err := checkNodeLabelCount(len(labels)); err != nil {
+		return err
+	}
 	for k, v := range labels {
 		if err := ValidateLabel(k, v); err != nil {
 			return err

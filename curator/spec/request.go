@@ -142,6 +142,12 @@ func checkUpdateNode(r *pb.UpdateNodeRequest) error {
 	if _, ok := pb.Availability_name[int32(r.Availability)]; !ok {
 		return fmt.Errorf("%w: unknown availability %d: want active, pause or drain", ErrInvalid, r.Availability)
 	}
+	if len(r.LabelAdd) > MaxNodeLabels {
+		return fmt.Errorf("%w: label_add: %d labels, at most %d (MaxNodeLabels): a node carries no more", ErrInvalid, len(r.LabelAdd), MaxNodeLabels)
+	}
+	if len(r.LabelRm) > MaxLabelRemovals {
+		return fmt.Errorf("%w: label_rm: %d keys, at most %d in one call (MaxLabelRemovals)", ErrInvalid, len(r.LabelRm), MaxLabelRemovals)
+	}
 	// In key order, so the same request is always refused for the same
 	// label.
 	for _, k := range slices.Sorted(maps.Keys(r.LabelAdd)) {

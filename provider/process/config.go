@@ -112,3 +112,28 @@ func validateAddress(a string) error {
 	}
 	return nil
 }
+
+// CheckBinary says why the provider could not start binary on this host,
+// if it could not: what a group's spec names is checked by the leader,
+// which runs the provider, when it is committed, rather than found out by
+// each machine that fails to start. Empty is the running executable.
+func CheckBinary(binary string) error {
+	if binary == "" {
+		return nil
+	}
+	if !filepath.IsAbs(binary) {
+		return fmt.Errorf("%q is not an absolute path", binary)
+	}
+	fi, err := os.Stat(binary)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%q does not exist on the leader's host", binary)
+	case err != nil:
+		return fmt.Errorf("%q: %w", binary, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%q is not a regular file (%s) on the leader's host", binary, fi.Mode().Type())
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%q is not executable (mode %s) on the leader's host", binary, fi.Mode().Perm())
+	}
+	return nil
+}
