@@ -75,7 +75,7 @@ func unhealthyMachines(s GroupSnapshot) ([]string, int) {
 			out = append(out, "node "+n.ID)
 		case ok:
 			if quiet, suspect := silence(s, n); suspect {
-				out = append(out, fmt.Sprintf("node %s, not heard for %v", n.ID, quiet.Round(100*time.Millisecond)))
+				out = append(out, fmt.Sprintf("node %s unheard for %v", n.ID, quiet.Round(100*time.Millisecond)))
 			}
 		case s.Now.Sub(m.Created) >= s.JoinTimeout:
 			out = append(out, "machine "+m.ID)

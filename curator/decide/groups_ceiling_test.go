@@ -124,7 +124,7 @@ func TestCeilingCounts(t *testing.T) {
 			downFor(s, 0, 2*time.Minute)
 			s.Nodes[1].LastHeard = now.Add(-2500 * time.Millisecond)
 		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
-			Reason: held("2 of its 4 machines are unhealthy (node Na, node Nb, not heard for 2.5s)", destroyA)}},
+			Reason: held("2 of its 4 machines are unhealthy (node Na, node Nb unheard for 2.5s)", destroyA)}},
 		{"a node silent for less does not", with(func(s *GroupSnapshot) {
 			downFor(s, 0, 2*time.Minute)
 			s.Nodes[1].LastHeard = now.Add(-1900 * time.Millisecond)
@@ -142,7 +142,7 @@ func TestCeilingCounts(t *testing.T) {
 			s.HeardSince = now.Add(-3 * time.Second)
 			s.Nodes[1].LastHeard = time.Time{}
 		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
-			Reason: held("2 of its 4 machines are unhealthy (node Na, node Nb, not heard for 3s)", destroyA)}},
+			Reason: held("2 of its 4 machines are unhealthy (node Na, node Nb unheard for 3s)", destroyA)}},
 		{"the whole group found dead at once: held, marked or not", with(func(s *GroupSnapshot) {
 			// A power loss of the group's hosts: every node silent since
 			// the same moment, one marked down so far.
@@ -151,7 +151,7 @@ func TestCeilingCounts(t *testing.T) {
 			}
 			downFor(s, 0, 2*time.Minute)
 		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
-			Reason: held("4 of its 4 machines are unhealthy (node Na, node Nb, not heard for 7s, node Nc, not heard for 7s, node Nd, not heard for 7s)", destroyA)}},
+			Reason: held("4 of its 4 machines are unhealthy (node Na, node Nb unheard for 7s, node Nc unheard for 7s, node Nd unheard for 7s)", destroyA)}},
 		{"the whole group found dead by a new leader: held", with(func(s *GroupSnapshot) {
 			s.HeardSince = now.Add(-20 * time.Second)
 			for i := range s.Nodes {
