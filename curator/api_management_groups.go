@@ -41,6 +41,16 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err != nil {
 		return nil, err
 	}
+	// The floor of replace_after comes from this cluster's timings, so
+	// it is checked here rather than in the spec alone; a group stored
+	// below it (before the floor, or under other timings) may keep its
+	// value through a commit (a scale, say): the loop repairs it after
+	// the floor.
+	if old == nil || old.Spec.GetReplaceAfter().AsDuration() != gs.GetReplaceAfter().AsDuration() {
+		if err := spec.CheckReplaceAfterFloor(gs, st.cfg.DownAfter, st.cfg.HeartbeatInterval); err != nil {
+			return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		}
+	}
 	if old != nil && old.Destroying {
 		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
 	}

@@ -230,6 +230,10 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		if g.RepairResumed != nil {
 			snap.RepairResumed = g.RepairResumed.AsTime()
 		}
+		// The ceiling over the group: replace_after at least its floor,
+		// and nodes this leader has not heard lately counted.
+		snap.ReplaceAfterFloor = spec.ReplaceAfterFloor(st.cfg.DownAfter, st.cfg.HeartbeatInterval)
+		snap.SuspectAfter, snap.HeardSince = decide.SuspectAfter(st.cfg.HeartbeatInterval), st.servingSince()
 		if snap.Rolling {
 			snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 			snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
@@ -253,6 +257,9 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			}
 			if n.SwarmLeaveRequested != nil {
 				gn.SwarmLeaveAsked = n.SwarmLeaveRequested.AsTime()
+			}
+			if last, ok := st.hb.get(n.Id); ok {
+				gn.LastHeard = last
 			}
 			if snap.Rolling && gn.Learner && n.ConfigSha == g.ConfigSha {
 				faultPoint(FaultRolloutSurgeLearner)

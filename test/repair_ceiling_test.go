@@ -16,8 +16,8 @@ import (
 )
 
 // TestRepairCeilingFreeze: a dev cluster's workers group of three with
-// max_unhealthy 1 and replace_after 3s; two of its workers frozen
-// (SIGSTOP) for well over three times replace_after past their being
+// max_unhealthy 1 and replace_after 6s (its floor); two of its workers frozen
+// (SIGSTOP) for well over twice replace_after past their being
 // marked down. The group destroys nothing the whole time (every machine
 // and its process still there), says so once (repair-hold, with the
 // numbers), and once the workers are let go (SIGCONT) it recovers by
@@ -61,7 +61,7 @@ func TestRepairCeilingFreeze(t *testing.T) {
 // TestRepairCeilingCutDocker is TestRepairCeilingFreeze with the two
 // workers cut off the network rather than frozen: their containers
 // disconnected from the dev cluster's Docker network (every link at
-// once, packets to them lost), for well over three times replace_after
+// once, packets to them lost), for well over twice replace_after
 // past their being marked down, then connected again at their addresses.
 // Their agents run on meanwhile, unable to reach a manager: the group
 // destroys nothing, says repair-hold once, and recovers by itself. (The
@@ -111,7 +111,8 @@ func TestRepairCeilingCutDocker(t *testing.T) {
 }
 
 // ceilingWorkers waits for d's three workers and commits their group with
-// replace_after 3s and max_unhealthy 1.
+// replace_after 6s (the floor: dev's down-after 5s plus a heartbeat
+// interval) and max_unhealthy 1.
 func ceilingWorkers(t *testing.T, d *devRun) []nodeJSON {
 	t.Helper()
 	var workers []nodeJSON
@@ -135,7 +136,7 @@ func ceilingWorkers(t *testing.T, d *devRun) []nodeJSON {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for old, new := range map[string]string{"replace_after: 1m0s": "replace_after: 3s", "max_unhealthy: 40%": "max_unhealthy: \"1\""} {
+	for old, new := range map[string]string{"replace_after: 1m0s": "replace_after: 6s", "max_unhealthy: 40%": "max_unhealthy: \"1\""} {
 		if !strings.Contains(spec, old) {
 			t.Fatalf("group describe has no %q:\n%s", old, spec)
 		}
@@ -162,7 +163,7 @@ type ceilingFault struct {
 }
 
 // checkCeiling hits two of the three workers, more than max_unhealthy 1,
-// for three times replace_after past their being marked down: every
+// for twice replace_after past their being marked down: every
 // machine stays the whole time, no destroy-machine event, one
 // repair-hold with the numbers, group ls shows the hold; released, the
 // same three are ready within f.heal and the group says repair-resume.
@@ -186,11 +187,11 @@ func checkCeiling(t *testing.T, d *devRun, workers []nodeJSON, f ceilingFault) {
 		}
 		return out
 	}
-	// Down after about 5 s, replace_after 3 s later: hold on until three
-	// times replace_after past that, checking every machine is there.
+	// Down after about 5 s, replace_after 6 s later: hold on until twice
+	// replace_after past that, checking every machine is there.
 	began := time.Now()
 	var downAt time.Time
-	for time.Since(began) < 40*time.Second && (downAt.IsZero() || time.Since(downAt) < 9*time.Second) {
+	for time.Since(began) < 40*time.Second && (downAt.IsZero() || time.Since(downAt) < 12*time.Second) {
 		if got := instances(); len(got) != 3 {
 			t.Fatalf("after %s %s only %v of the workers' machines are left: the group destroyed one", time.Since(began).Round(time.Second), f.what, got)
 		}

@@ -154,6 +154,11 @@ type GroupNode struct {
 	// SwarmLeaveAsked is when its record asked its agent to leave the
 	// Swarm (zero: not asked).
 	SwarmLeaveAsked time.Time
+	// LastHeard is when this leader last heard the node's heartbeat
+	// (zero: not since it took over); the repair ceiling counts a node
+	// whose record says ready but that is silent for
+	// GroupSnapshot.SuspectAfter (see silence).
+	LastHeard time.Time
 }
 
 // GroupSnapshot is what Group reads.
@@ -214,6 +219,17 @@ type GroupSnapshot struct {
 	// RepairResumed is when a hold was last lifted: rules 2 and 3 count
 	// from then at the earliest.
 	RepairResumed time.Time
+	// ReplaceAfterFloor is the least replace_after the rules use (the
+	// cluster's spec.ReplaceAfterFloor): a group stored with less is
+	// repaired after the floor.
+	ReplaceAfterFloor time.Duration
+	// SuspectAfter: a node whose record says ready, silent this long, is
+	// about to be marked down, and the repair ceiling counts it (zero:
+	// none is counted so). HeardSince is when this leader began to hear
+	// heartbeats (its election, or its return from doubt): a node it has
+	// not heard is silent since then.
+	SuspectAfter time.Duration
+	HeardSince   time.Time
 	// Suspended: the group is suspended (a restore, `group suspend`):
 	// why. Its loop makes and destroys nothing.
 	Suspended string
@@ -243,12 +259,14 @@ type GroupAction struct {
 //     and destroys nothing until `group resume`.
 //   - The repair ceiling: a repair (rules 2 and 3, and a rollout's
 //     destroy of a machine whose node is not ready) is held while more of
-//     the group's machines are unhealthy than max_unhealthy. Many
+//     the group's machines are unhealthy, or about to be (silent: see
+//     groups_ceiling.go), than max_unhealthy. Many
 //     machines down at once is more likely the network, a switch or the
 //     leader's own view than the machines: replacing them would destroy
 //     healthy machines (the leader's health loop holds bulk downs across
 //     the cluster for the same reason). The hold is said once (the record
-//     keeps it), and lifted by itself once few enough are unhealthy.
+//     keeps it), and lifted by itself once few enough are unhealthy
+//     (never merely because no repair is due this tick).
 //   - The repair budget: at most max_replacements repairs in any
 //     replacement_window, so that a fault that kills every new machine
 //     does not churn through the provider.
@@ -272,35 +290,18 @@ func Group(s GroupSnapshot) *GroupAction {
 		return &GroupAction{Kind: GroupWait, Node: a.Node, Machine: a.Machine, Reason: held}
 	case s.RepairHeld != "":
 		unhealthy, _ := unhealthyMachines(s)
+		if len(unhealthy) > s.MaxUnhealthy && !s.Destroying {
+			// Not recovered: no repair is due this tick (or the first
+			// rule to match is not one), but the hold stays until few
+			// enough are unhealthy, so that every node still down gets
+			// its full replace_after from a resume that is one.
+			return a
+		}
 		return &GroupAction{Kind: GroupRepairResume,
 			Reason: fmt.Sprintf("group %s's repairs go on: %d of its %d machines unhealthy (max_unhealthy %s: %d), %d of max_replacements %d replaced in the last %v; it was held: %s",
 				s.Name, len(unhealthy), s.Size, s.MaxUnhealthySpec, s.MaxUnhealthy, len(recentReplacements(s)), s.MaxReplacements, s.ReplacementWindow, s.RepairHeld)}
 	}
 	return a
-}
-
-// unhealthyMachines lists the group's machines that look unhealthy, by
-// node (or machine, for one whose node never joined within join_timeout),
-// and how many machines the group has.
-func unhealthyMachines(s GroupSnapshot) ([]string, int) {
-	nodeOf := make(map[string]GroupNode, len(s.Nodes))
-	for _, n := range s.Nodes {
-		if n.InstanceID != "" {
-			nodeOf[n.InstanceID] = n
-		}
-	}
-	var out []string
-	for _, m := range s.Machines {
-		n, ok := nodeOf[m.ID]
-		switch {
-		case ok && n.Status != pb.NodeStatus_NODE_STATUS_READY && !n.Drained:
-			out = append(out, "node "+n.ID)
-		case !ok && s.Now.Sub(m.Created) >= s.JoinTimeout:
-			out = append(out, "machine "+m.ID)
-		}
-	}
-	slices.Sort(out)
-	return out, len(s.Machines)
 }
 
 // latest is the later of a and b.
@@ -374,9 +375,9 @@ func decideRules(s GroupSnapshot) *GroupAction {
 		if _, ok := machines[n.InstanceID]; !ok || n.Status != pb.NodeStatus_NODE_STATUS_DOWN {
 			continue
 		}
-		if down := s.Now.Sub(latest(n.Since, s.RepairResumed)); down >= s.ReplaceAfter {
+		if down := s.Now.Sub(latest(n.Since, s.RepairResumed)); down >= replaceAfter(s) {
 			return &GroupAction{Kind: GroupDestroyMachine, Machine: n.InstanceID, Node: n.ID, Repair: true,
-				Reason: fmt.Sprintf("node %s has been down for %v (replace_after %v): replacing its machine", n.ID, down.Round(time.Second), s.ReplaceAfter)}
+				Reason: fmt.Sprintf("node %s has been down for %v (%s): replacing its machine", n.ID, down.Round(time.Second), replaceAfterWords(s))}
 		}
 	}
 	// 3. Machines whose node never joined (in a rollout, a new machine
@@ -772,5 +773,5 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 // earliest, as rule 2 counts).
 func settling(s GroupSnapshot, m GroupMachine, nodeOf map[string]GroupNode) bool {
 	n, ok := nodeOf[m.ID]
-	return ok && n.Status != pb.NodeStatus_NODE_STATUS_READY && s.Now.Sub(latest(n.Since, s.RepairResumed)) < s.ReplaceAfter
+	return ok && n.Status != pb.NodeStatus_NODE_STATUS_READY && s.Now.Sub(latest(n.Since, s.RepairResumed)) < replaceAfter(s)
 }
