@@ -72,6 +72,9 @@ type Service struct {
 	// (runRevocationWatch; tests replace it).
 	calls           *openCalls
 	revocationWatch supervisor.Runnable
+	// joinRefusals limits the events of refused joins
+	// (join_refusals.go).
+	joinRefusals *refusalLimiter
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -89,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
 	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
-		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls()}
+		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
 	s.revocationWatch = s.runRevocationWatch
 	return s, nil
 }
