@@ -19,20 +19,20 @@ import (
 )
 
 // A revoked operator certificate is refused at its next call (admit reads
-// its record), and what it has open ends as well: every management call
-// made with an operator certificate, stream or not, is registered here by
-// its serial, with the cancel function of its context, from the
-// interceptor that admitted it until it returns. Each manager watches the
-// admin-certs prefix of its own etcd member (runRevocationWatch) and
-// cancels the calls of a certificate the moment its member applies the
-// revocation. So a forwarded stream ends twice over: at the follower that
-// holds the client's connection, and at the leader that serves the copy.
+// its record), and what it has open ends too. Every management call of an
+// operator certificate, stream or not, is registered here by serial with
+// its context's cancel function, from the interceptor that admitted it
+// until it returns.
 //
-// The watch may lag the data a leader sends by a moment, so a stream the
-// leader serves also reads the record before each answer
-// (checkedStream): the record is read from the member the answer's data
-// came from, after the data, so an answer with anything written after the
-// revocation finds it, and the stream ends instead of sending.
+// Each manager watches the admin-certs prefix of its own etcd member
+// (runRevocationWatch) and cancels a certificate's calls the moment its
+// member applies the revocation: a forwarded stream ends at the follower
+// that holds the client's connection and at the leader that serves it.
+//
+// The watch may lag the data by a moment, so a stream the leader serves
+// also reads the record before each answer (sendCheck), from the member
+// the answer's data came from and after it: an answer that holds anything
+// written after the revocation finds it, and the stream ends unsent.
 
 // revokedError is what a call made with a revoked certificate is told.
 type revokedError struct{ serial, name string }
@@ -126,6 +126,17 @@ func (o *openCalls) set(serial string, revoked bool) int {
 	return n
 }
 
+// forgetOthers forgets the revoked serials that are not listed.
+func (o *openCalls) forgetOthers(listed map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for serial := range o.revoked {
+		if !listed[serial] {
+			delete(o.revoked, serial)
+		}
+	}
+}
+
 // count is how many calls are open.
 func (o *openCalls) count() int {
 	o.mu.Lock()
@@ -169,9 +180,13 @@ func (s *Service) watchRevocations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	listed := map[string]bool{}
 	for _, c := range certs {
+		listed[c.Serial] = true
 		s.revokeCalls(lg, c.Serial, c.Name, c.Revoked)
 	}
+	// Records trimmed while no watch ran.
+	s.calls.forgetOthers(listed)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for wr := range store.AdminCertWatch(wctx, s.cfg.Etcd, rev+1) {

@@ -277,12 +277,24 @@ func TestOpenCalls(t *testing.T) {
 	if got := o.count(); got != 0 {
 		t.Errorf("%d calls open after release, want 0", got)
 	}
-	// A record deleted (expired) forgets the serial.
+	// A record deleted (expired) forgets the serial, seen by the watch
+	// or missing from a new listing.
 	o.set("a1", false)
 	if _, release, err := o.open(context.Background(), a); err != nil {
 		t.Errorf("a1 after its record went: %v", err)
 	} else {
 		release()
+	}
+	o.set("a1", true)
+	o.set("b2", true)
+	o.forgetOthers(map[string]bool{"b2": true})
+	if _, release, err := o.open(context.Background(), a); err != nil {
+		t.Errorf("a1 after a listing without it: %v", err)
+	} else {
+		release()
+	}
+	if _, _, err := o.open(context.Background(), b); err == nil {
+		t.Error("b2, listed revoked, was admitted")
 	}
 }
 
