@@ -45,12 +45,13 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if err != nil {
 		return nil, err
 	}
+	// A join the token refuses is recorded (join_refusals.go).
 	tok, err := pki.ParseToken(req.Token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		return nil, s.refuseJoin(ctx, st, refusedMalformed, req.Name, fmt.Errorf("%w: %v", spec.ErrInvalid, err))
 	}
 	if err := tok.VerifyCA(st.pki.CA.Cert); err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrDenied, err)
+		return nil, s.refuseJoin(ctx, st, refusedOtherCluster, req.Name, fmt.Errorf("%w: %v", spec.ErrDenied, err))
 	}
 	cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 	if err != nil {
@@ -58,7 +59,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	}
 	role, ok := spec.TokenRole(cs, tok.Secret)
 	if !ok {
-		return nil, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied)
+		return nil, s.refuseJoin(ctx, st, refusedSecret, req.Name, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied))
 	}
 	pub, err := spec.ParsePublicKey(req.PublicKey)
 	if err != nil {
@@ -146,6 +147,9 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		again, err = a.registerManager(ctx, st, cs, node, pub, ip, port)
 	} else {
 		again, err = st.joins.submit(ctx, st, node)
+	}
+	if errors.Is(err, spec.ErrDenied) {
+		return nil, s.refuseJoin(ctx, st, refusedRemoved, req.Name, err)
 	}
 	if err != nil {
 		return nil, err

@@ -279,9 +279,20 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		}
 		return nil, err
 	}
-	ctx = withIdentity(ctx, id)
+	// Ended at once if its certificate is revoked meanwhile
+	// (revocation.go).
+	ctx, release, err := s.calls.open(withIdentity(ctx, id), id)
+	if err != nil {
+		err = toStatus(err)
+		if mgmt {
+			s.auditRefusal(ctx, id, info.FullMethod, req, err)
+		}
+		return nil, err
+	}
+	defer release()
 	if localMethod(info.FullMethod) {
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		return resp, revokedOr(ctx, err)
 	}
 	if l := s.currentLeader(); l != nil {
 		if err := s.checkNodeMember(ctx, id); err != nil {
@@ -295,13 +306,27 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 			ctx, _ = withAuditNote(ctx)
 		}
 		resp, err := handler(ctx, req)
-		err = toStatus(err)
+		err = revokedOr(ctx, err)
 		if mgmt {
 			s.auditOn(ctx, id, info.FullMethod, req, on, err)
 		}
 		return resp, err
 	}
-	return s.forwardUnary(ctx, id, info.FullMethod, req)
+	resp, err := s.forwardUnary(ctx, id, info.FullMethod, req)
+	return resp, revokedOr(ctx, err)
+}
+
+// revokedOr is the status of a call's outcome err: the revocation of its
+// certificate if that is what ended it, whatever the handler made of the
+// cancelled context.
+func revokedOr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if re := revokedCause(ctx); re != nil {
+		return toStatus(re)
+	}
+	return toStatus(err)
 }
 
 // admit authenticates and authorizes a call: who is calling (as far as is
@@ -320,7 +345,7 @@ func (s *Service) admit(ctx context.Context, method string) (identity, error) {
 			return id, err
 		}
 		if revoked {
-			return id, fmt.Errorf("%w: the admin certificate %q (serial %s) was revoked", spec.ErrDenied, id.name, id.serial)
+			return id, &revokedError{serial: id.serial, name: id.name}
 		}
 	}
 	return id, nil
@@ -331,9 +356,21 @@ type wrappedStream struct {
 	ctx context.Context
 	// first is the stream's request, kept for the audit trail.
 	first any
+	// check, if set, is asked before each answer is sent: an error ends
+	// the stream instead (sendCheck).
+	check func() error
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+func (w *wrappedStream) SendMsg(m any) error {
+	if w.check != nil {
+		if err := w.check(); err != nil {
+			return err
+		}
+	}
+	return w.ServerStream.SendMsg(m)
+}
 
 func (w *wrappedStream) RecvMsg(m any) error {
 	err := w.ServerStream.RecvMsg(m)
@@ -354,9 +391,19 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 		}
 		return err
 	}
-	ctx = withIdentity(ctx, id)
+	// Ended at once if its certificate is revoked meanwhile
+	// (revocation.go).
+	ctx, release, err := s.calls.open(withIdentity(ctx, id), id)
+	if err != nil {
+		err = toStatus(err)
+		if mgmt {
+			s.auditRefusal(ctx, id, info.FullMethod, nil, err)
+		}
+		return err
+	}
+	defer release()
 	if localMethod(info.FullMethod) {
-		return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+		return revokedOr(ctx, handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx}))
 	}
 	if info.FullMethod == pb.Curator_Heartbeat_FullMethodName {
 		// A session set-up: admitted at the manager's rate, or told
@@ -372,7 +419,10 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 			return toStatus(err)
 		}
 		ws := &wrappedStream{ServerStream: ss, ctx: ctx}
-		err := toStatus(handler(srv, ws))
+		if id.role == pki.RoleAdmin && id.serial != "" {
+			ws.check = s.sendCheck(ctx, id)
+		}
+		err := revokedOr(ctx, handler(srv, ws))
 		if mgmt {
 			s.audit(ctx, id, info.FullMethod, ws.first, err)
 		}
@@ -381,5 +431,5 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	if sessionMethod(info.FullMethod) {
 		return s.forwardSession(ctx, id, srv, info, ss, handler)
 	}
-	return s.forwardStream(ctx, id, info, ss)
+	return revokedOr(ctx, s.forwardStream(ctx, id, info, ss))
 }

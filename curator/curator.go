@@ -67,6 +67,14 @@ type Service struct {
 	// digests are the heartbeats of the sessions this follower holds,
 	// reported to the leader (liveness.go).
 	digests livenessDigests
+	// calls are the management calls in progress, ended when their
+	// certificate is revoked (revocation.go) by revocationWatch
+	// (runRevocationWatch; tests replace it).
+	calls           *openCalls
+	revocationWatch supervisor.Runnable
+	// joinRefusals limits the events of refused joins
+	// (join_refusals.go).
+	joinRefusals *refusalLimiter
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -83,8 +91,10 @@ func New(cfg Config) (*Service, error) {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	return &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
-		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets()}, nil
+	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
+		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
+	s.revocationWatch = s.runRevocationWatch
+	return s, nil
 }
 
 // IsLeader says whether this curator leads and serves right now (not while
@@ -111,6 +121,7 @@ func (s *Service) Run(ctx context.Context) error {
 		"audit":    s.runRefusalLog,
 		"tickets":  s.runTickets,
 		"liveness": s.runLiveness,
+		"revoked":  s.revocationWatch,
 	}); err != nil {
 		return err
 	}

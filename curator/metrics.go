@@ -61,6 +61,9 @@ type Metrics struct {
 	// entry was not written: too many waiting, or etcd not reached
 	// within the bound (audit.go).
 	RefusalsUnaudited prometheus.Counter
+	// JoinsRefused counts the joins the leader refused, by reason
+	// (join_refusals.go).
+	JoinsRefused *prometheus.CounterVec
 	// HandshakesShed counts the connections closed in their TLS
 	// handshake because every handshake slot was taken (server.go).
 	HandshakesShed prometheus.Counter
@@ -145,6 +148,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RefusalsUnaudited: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_audit_refusals_lost_total", Help: "Refused management calls this manager could not record in the audit trail (too many waiting, or etcd not reached in time).",
 		}),
+		JoinsRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "curator_joins_refused_total", Help: "Joins (Register) the leader refused, by reason: malformed-token, other-cluster (the token names another CA), wrong-secret (neither join token's), removed-node.",
+		}, []string{"reason"}),
 		HandshakesShed: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_tls_handshakes_shed_total", Help: "Connections this manager closed in their TLS handshake because every handshake slot was taken for too long.",
 		}),

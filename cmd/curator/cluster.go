@@ -363,7 +363,8 @@ func newClusterRevokeCertCommand(g *globalFlags) *cobra.Command {
 		Short: "Revoke an operator certificate: every manager refuses it from now on",
 		Long: `Revoke the operator certificate of SERIAL (as cluster certs prints it, or as
 openssl prints one), or every certificate issued for NAME. Every manager
-refuses a revoked certificate at its next call. A serial the cluster did not
+refuses a revoked certificate at its next call, and ends the calls and
+watches it has open within a second. A serial the cluster did not
 issue (the certificate agent init wrote) is revoked too. The certificate
 this command runs with is refused: revoke it with another. Needs the admin
 role.`,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -50,6 +51,44 @@ func AdminCertList(ctx context.Context, kv clientv3.KV) ([]*pb.AdminCertificate,
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// AdminCertListAt reads every record from the local etcd member
+// (serializable), with the revision it read at, to watch from the next
+// (AdminCertWatch).
+func AdminCertListAt(ctx context.Context, kv clientv3.KV) ([]*pb.AdminCertificate, int64, error) {
+	resp, err := kv.Get(ctx, adminCertPrefix, clientv3.WithPrefix(), clientv3.WithSerializable())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list admin certificates: %w", err)
+	}
+	out := make([]*pb.AdminCertificate, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		c, err := AdminCertDecode(kv.Value)
+		if err != nil {
+			// A record we cannot read stands for a revoked one.
+			c = &pb.AdminCertificate{Serial: AdminCertSerial(kv.Key), Revoked: true}
+		}
+		out = append(out, c)
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// AdminCertWatch watches the records from revision from on. etcd serves a
+// watch from the member it is made to, whether or not it has a leader.
+func AdminCertWatch(ctx context.Context, w clientv3.Watcher, from int64) clientv3.WatchChan {
+	return w.Watch(ctx, adminCertPrefix, clientv3.WithPrefix(), clientv3.WithRev(from))
+}
+
+// AdminCertSerial is the serial of a record's key.
+func AdminCertSerial(key []byte) string { return strings.TrimPrefix(string(key), adminCertPrefix) }
+
+// AdminCertDecode reads a record's value.
+func AdminCertDecode(value []byte) (*pb.AdminCertificate, error) {
+	c := &pb.AdminCertificate{}
+	if err := proto.Unmarshal(value, c); err != nil {
+		return nil, fmt.Errorf("admin certificate record is corrupt: %w", err)
+	}
+	return c, nil
 }
 
 // AdminCertRevoked says whether the certificate of serial was revoked. It
