@@ -91,10 +91,10 @@ func TestCrashBackoff(t *testing.T) {
 		if diff := cmp.Diff(l.deaths, got); diff != "" {
 			t.Errorf("look %d: deaths (-want +got):\n%s", i, diff)
 		}
-		if h := b.hold("g", now); h != l.hold {
+		if h := b.hold("g", decide.GroupProvision, now); h != l.hold {
 			t.Errorf("look %d: hold %v, want %v", i, h, l.hold)
 		}
-		if h := b.hold("other", now); h != 0 {
+		if h := b.hold("other", decide.GroupProvision, now); h != 0 {
 			t.Errorf("look %d: another group held %v", i, h)
 		}
 	}
@@ -119,7 +119,7 @@ func TestCrashBackoff(t *testing.T) {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
 	c.forget("g")
-	if h := c.hold("g", t0); h != 0 {
+	if h := c.hold("g", decide.GroupProvision, t0); h != 0 {
 		t.Errorf("a forgotten group held %v", h)
 	}
 }
