@@ -317,6 +317,12 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			}
 			continue // the group's failure: the other groups are served
 		}
+		if g.ProviderFailing != "" && (a.Kind == decide.GroupProvision || a.Kind == decide.GroupDestroyMachine) {
+			// Its provider made or destroyed a machine again.
+			if err := st.changeGroup(ctx, name, func(g *pb.Group) { g.ProviderFailing = "" }); err != nil {
+				return loopResult{}, err
+			}
+		}
 		res := loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}
 		if snap.Rolling {
 			if res.recorded, err = l.noteRollout(ctx, ro, roRev, snap, a); err != nil {
@@ -384,6 +390,10 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 	l.recordEvent(ctx, "groups", res)
 	st := l.leaderState
 	time.AfterFunc(wait, func() { kickGroups(st) })
+	// `group ls` shows the group failing, with the reason.
+	if err := st.changeGroup(ctx, s.Name, func(g *pb.Group) { g.ProviderFailing = res.reason }); err != nil {
+		return err
+	}
 	if s.Rolling && a.Kind == decide.GroupProvision {
 		// The rollout's new machine could not be made: a failed machine.
 		return l.countRolloutFailure(ctx, ro, roRev, res.reason)

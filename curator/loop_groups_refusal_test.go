@@ -94,6 +94,9 @@ func TestGroupProviderRefusal(t *testing.T) {
 			}
 		}
 	}
+	if g, err := store.GroupLoad(context.Background(), c.cli, "a"); err != nil || !strings.Contains(g.GetProviderFailing(), "no such file or directory") {
+		t.Errorf("group a's record says it fails with %q (%v): want the provider's reason", g.GetProviderFailing(), err)
+	}
 	if gap := refused[1].Time.AsTime().Sub(refused[0].Time.AsTime()); gap < time.Second-100*time.Millisecond {
 		t.Errorf("the second try %v after the first: before the group's 1 s backoff", gap)
 	}
