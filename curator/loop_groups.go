@@ -233,6 +233,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		if snap.Rolling {
 			snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 			snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
+			snap.RollbackOf = ro.RollbackOf
 		}
 		for _, m := range machines {
 			snap.Machines = append(snap.Machines, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})

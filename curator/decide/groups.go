@@ -190,6 +190,10 @@ type GroupSnapshot struct {
 	// (the rollout record's count), LastFailure the reason of the last.
 	Failures    int
 	LastFailure string
+	// RollbackOf: the rollout is a rollback from this config SHA, whose
+	// rollout failed; a stale machine of it that is not ready is a failed
+	// machine, destroyed at once rather than after replace_after.
+	RollbackOf string
 	// OnFailure says in words what a failed rollout does, for its
 	// reason; RollBack, it rolls the group back to its previous config;
 	// PauseOnFailure, it pauses instead.
@@ -780,6 +784,9 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 // been so for replace_after yet (counted from a lifted hold at the
 // earliest, as rule 2 counts).
 func settling(s GroupSnapshot, m GroupMachine, nodeOf map[string]GroupNode) bool {
+	if s.RollbackOf != "" && m.ConfigSHA == s.RollbackOf {
+		return false // a machine of the config that failed: it goes at once
+	}
 	n, ok := nodeOf[m.ID]
 	return ok && n.Status != pb.NodeStatus_NODE_STATUS_READY && s.Now.Sub(latest(n.Since, s.RepairResumed)) < s.ReplaceAfter
 }

@@ -250,6 +250,15 @@ func TestDecideRollout(t *testing.T) {
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", neu, 3*time.Minute)},
 			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: ready, Since: now.Add(-time.Second)}})),
 			&GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 1): was made 3m0s ago and its node C has not stayed ready for monitor 5s (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
+		{"rollback: a down machine of the failed config goes at once, not after replace_after", func() GroupSnapshot {
+			s := surge(workers(1, []GroupMachine{m("a", neu, time.Hour), m("b", neu, time.Hour), m("c", old, time.Minute)},
+				[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}}))
+			s.RollbackOf = old
+			return s
+		}(), &GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "destroy", Repair: true, Reason: "rolling group w to 111111111111 (2 of 2 updated): its node is not ready"}},
+		{"rollout: a down stale machine (not of a failed config) waits for replace_after", surge(workers(1,
+			[]GroupMachine{m("a", neu, time.Hour), m("b", neu, time.Hour), m("c", old, time.Minute)},
+			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}})), nil},
 		{"failure: a frozen surge worker (down) of a rollout failed by progress_deadline goes at once, not after replace_after", surge(workers(1,
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", neu, 3*time.Minute)},
 			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}})),
