@@ -30,7 +30,9 @@ import (
 // The group loop keeps each group's machines matched to its spec (see
 // decide.Group for the rules). It observes each group in name order and acts
 // on the first that needs it: one change per tick across all groups, so a
-// group that refuses (quorum) does not stop the others from being served.
+// group that refuses (quorum) does not stop the others from being served,
+// nor does one whose provider cannot make or destroy a machine (see
+// loop_groups_backoff.go): that is the group's failure, not the loop's.
 //
 // Machines are found through the group's provider by their labels
 // (cluster, group), never from memory, so a new leader sees what the last
