@@ -87,10 +87,11 @@ func eventsOf(t *testing.T, config, action, what string) ([]eventJSON, error) {
 // TestGroupRefusalServesOthers: a group whose provider cannot make a
 // machine (every address of its pool held by another program) fails
 // alone. A worker of another group killed meanwhile is replaced in the
-// usual time (down after 5 s, replace_after 10 s, a new one joins); the
-// bad group has an event with the provider's reason, and backs off (its
-// refusals 1 s, 2 s, ... apart, not one a tick); the leader's group loop
-// never fails (no restart, curator_loop_errors_total of the loop 0).
+// usual time (its node down after 5 s, a new one joins); the bad group
+// has an event with the provider's reason, backs off (its refusals 1 s,
+// 2 s, ... apart, not one a tick) and `group ls` shows it failing; the
+// leader's group loop never fails (no restart, curator_loop_errors_total
+// of the loop 0).
 func TestGroupRefusalServesOthers(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
 	d := startDevCluster(t, binary, nil, "127.0.120.10-127.0.120.40", 1, 2)
@@ -112,25 +113,6 @@ provider:
 template:
   version: v1
 `, t.TempDir()))
-	testenv.Eventually(t, time.Minute, "the bad group's provider refused, said in an event", func() error {
-		evs, err := eventsOf(t, d.config, "provision-failed", "group bad: its provider could not make a machine (1 in a row")
-		if err != nil || len(evs) == 0 {
-			return fmt.Errorf("no event yet (%v)", err)
-		}
-		if !strings.Contains(evs[0].Reason, "address pool exhausted") {
-			t.Errorf("the refusal's reason %q does not say the provider's", evs[0].Reason)
-		}
-		return nil
-	})
-
-	if g, err := groupNamed(t, d.config, "bad"); err != nil || !strings.Contains(g.ProviderFailing, "address pool exhausted") {
-		t.Errorf("group ls shows group bad %+v (%v): want it failing, with the provider's reason", g, err)
-	}
-	out, _, err := cli(t, "--config", d.config, "group", "ls")
-	if err != nil || !strings.Contains(out, "Group bad is failing: group bad: its provider could not make a machine") {
-		t.Errorf("group ls says %q (%v): want group bad failing", out, err)
-	}
-
 	var victim nodeJSON
 	testenv.Eventually(t, time.Minute, "two workers ready", func() error {
 		ws, err := readyOf(t, d.config, "workers", "")
@@ -159,13 +141,36 @@ template:
 	})
 	t.Logf("the killed worker was replaced %v after the kill", time.Since(killed).Round(time.Second))
 
+	testenv.Eventually(t, time.Minute, "the bad group's provider refused twice, each said in an event", func() error {
+		evs, err := eventsOf(t, d.config, "provision-failed", "group bad: its provider could not make a machine (")
+		if err != nil || len(evs) < 2 {
+			return fmt.Errorf("%d events yet (%v)", len(evs), err)
+		}
+		for i, e := range evs[:2] {
+			for _, want := range []string{fmt.Sprintf("(%d in a row; the group's next try in %v", i+1, time.Second<<i), "address pool exhausted"} {
+				if !strings.Contains(e.Reason, want) {
+					t.Errorf("refusal %d: reason %q lacks %q", i+1, e.Reason, want)
+				}
+			}
+		}
+		return nil
+	})
+
+	if g, err := groupNamed(t, d.config, "bad"); err != nil || !strings.Contains(g.ProviderFailing, "address pool exhausted") {
+		t.Errorf("group ls shows group bad %+v (%v): want it failing, with the provider's reason", g, err)
+	}
+	out, _, err := cli(t, "--config", d.config, "group", "ls")
+	if err != nil || !strings.Contains(out, "Group bad is failing: group bad: its provider could not make a machine") {
+		t.Errorf("group ls says %q (%v): want group bad failing", out, err)
+	}
+
 	refused, err := eventsOf(t, d.config, "provision-failed", "group bad:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// About 40 s of refusals: 1+2+4+8+16 s apart, so at most six, not
-	// one every tick.
-	if len(refused) < 2 || len(refused) > 7 {
+	// Refusals 1, 2, 4, 8, ... s apart: within the two minutes since the
+	// commit at most eight, not one every tick.
+	if len(refused) > 8 {
 		t.Errorf("%d refusals of group bad in %v: want its backoff's few", len(refused), time.Since(killed))
 	}
 	leader := d.leader()
