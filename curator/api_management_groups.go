@@ -410,7 +410,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	word := map[string]string{"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[req.Action]
 	st.muGroups.Lock()
 	defer st.muGroups.Unlock()
-	if _, err := groupNamed(ctx, st, req.Group); err != nil {
+	g, err := groupNamed(ctx, st, req.Group)
+	if err != nil {
 		return nil, err
 	}
 	// The group loop writes the rollout's progress as it goes: a change
@@ -419,7 +420,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	var r *pb.Rollout
 	var done bool
 	for i := 0; ; i++ {
-		r, done, err = changeRolloutOnce(ctx, st, req, want, from, word)
+		r, done, err = changeRolloutOnce(ctx, st, g, req, want, from, word)
 		if !errors.Is(err, store.ErrRolloutChanged) {
 			break
 		}
@@ -431,6 +432,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	case err != nil:
 		return nil, err
 	case done:
+		kickGroups(st)
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
@@ -440,8 +442,10 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 }
 
 // changeRolloutOnce makes one try at ChangeRollout on the record as it is
-// now; done when the rollout is already in the state asked for.
-func changeRolloutOnce(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
+// now (of group g); done when the rollout is already in the state asked
+// for, or the change recorded its own events (a cancel of a failed
+// rollout, which rolls back).
+func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
 	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, false, err
@@ -464,6 +468,10 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, req *pb.ChangeRollo
 		return r, true, nil
 	case !slices.Contains(from, r.State):
 		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State), word)
+	}
+	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED && failedPaused(g, r) {
+		back, err := cancelFailed(ctx, st, r, rev)
+		return back, err == nil, err
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {

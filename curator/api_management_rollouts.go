@@ -181,3 +181,47 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	}
 	return back, nil
 }
+
+// failedPaused says whether rollout r of group g is paused by its
+// failure (failure_action pause): as many of its machines failed as the
+// policy's max_failures, so a resume would fail it again at once.
+func failedPaused(g *pb.Group, r *pb.Rollout) bool {
+	pol := spec.NormalRolloutPolicy(proto.Clone(orEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
+	return r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED && r.TargetSha == g.ConfigSha &&
+		r.Failures >= max(1, pol.MaxFailures)
+}
+
+// cancelFailed is a cancel of rollout r (its record at mod revision rev),
+// paused by its failure: the group's template would stay the failed one,
+// and every repair after the cancel would make a machine of it. So the
+// cancel puts the previous template back, as a rollback does, in one
+// fenced transaction with the cancel's event, and returns the rollback's
+// record (store.ErrRolloutChanged if r changed meanwhile). One with no
+// previous template, or itself a rollback (its previous template is the
+// one that failed before), is refused, saying how to get back. muGroups
+// is held.
+func cancelFailed(ctx context.Context, st *leaderState, r *pb.Rollout, rev int64) (*pb.Rollout, error) {
+	short := spec.ShortSHA(r.TargetSha)
+	switch {
+	case r.RollbackOf != "":
+		return nil, fmt.Errorf("%w: the rollout of group %s to %s is a rollback from %s, and it failed too (%s): a cancel would leave the group on a config that fails. "+
+			"Go back to a config that works with `curator rollout undo %s --to SHA` (`curator rollout history %s` lists them), or commit a fixed template",
+			spec.ErrPrecondition, r.Group, short, spec.ShortSHA(r.RollbackOf), r.Reason, r.Group, r.Group)
+	case r.PreviousTemplate == nil:
+		return nil, fmt.Errorf("%w: the rollout of group %s to %s failed (%s), and no previous config is kept to go back to: a cancel would leave the group on a config that fails. Commit a fixed template",
+			spec.ErrPrecondition, r.Group, short, r.Reason)
+	}
+	failed := proto.Clone(r).(*pb.Rollout)
+	why := failed.Reason
+	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.timestamp()
+	failed.Reason = "cancelled by an operator after it failed: " + why
+	ev := st.event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
+	back, err := st.rollBackLocked(ctx, failed, rev, ev)
+	if err != nil {
+		return nil, err
+	}
+	if back == nil {
+		return nil, fmt.Errorf("%w: group %s changed meanwhile: try again", spec.ErrPrecondition, r.Group)
+	}
+	return back, nil
+}

@@ -30,7 +30,9 @@ import (
 // The group loop keeps each group's machines matched to its spec (see
 // decide.Group for the rules). It observes each group in name order and acts
 // on the first that needs it: one change per tick across all groups, so a
-// group that refuses (quorum) does not stop the others from being served.
+// group that refuses (quorum) does not stop the others from being served,
+// nor does one whose provider cannot make or destroy a machine (see
+// loop_groups_backoff.go): that is the group's failure, not the loop's.
 //
 // Machines are found through the group's provider by their labels
 // (cluster, group), never from memory, so a new leader sees what the last
@@ -237,6 +239,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		if snap.Rolling {
 			snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 			snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
+			snap.RollbackOf = ro.RollbackOf
 		}
 		for _, m := range machines {
 			snap.Machines = append(snap.Machines, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
@@ -284,8 +287,8 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			}
 		}
 		a := decide.Group(snap)
-		if a != nil && a.Kind == decide.GroupProvision && l.crashes.hold(name, snap.Now) > 0 {
-			continue // its new machines die before joining: not yet
+		if a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0 {
+			continue // its new machines die before joining, or its provider refused: not yet
 		}
 		if a != nil && a.Kind == decide.GroupWait {
 			continue // not a refusal: what it waits for makes it tick again
@@ -314,7 +317,21 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			}
 		}
 		if err := l.act(ctx, cs, g, p, a); err != nil {
-			return loopResult{}, fmt.Errorf("group %s: %s: %w", name, a.Kind, err)
+			var refused *providerRefusal
+			if !errors.As(err, &refused) || ctx.Err() != nil {
+				// Not the group's: the leadership, etcd, the context.
+				return loopResult{}, fmt.Errorf("group %s: %s: %w", name, a.Kind, err)
+			}
+			if err := l.providerRefused(ctx, snap, ro, roRev, a, refused); err != nil {
+				return loopResult{}, err
+			}
+			continue // the group's failure: the other groups are served
+		}
+		if g.ProviderFailing != "" && (a.Kind == decide.GroupProvision || a.Kind == decide.GroupDestroyMachine) {
+			// Its provider made or destroyed a machine again.
+			if err := st.changeGroup(ctx, name, func(g *pb.Group) { g.ProviderFailing = "" }); err != nil {
+				return loopResult{}, err
+			}
 		}
 		res := loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}
 		if snap.Rolling {
@@ -353,6 +370,47 @@ func (l *leaderLoops) machineExited(ctx context.Context, p provider.Provider, na
 	return res.reason
 }
 
+// providerRefusal is an error of a group's provider in act (a provision
+// or a destroy it could not do): a failure of that group, not of the loop.
+type providerRefusal struct {
+	op  string
+	err error
+}
+
+func (e *providerRefusal) Error() string { return e.op + ": " + e.err.Error() }
+func (e *providerRefusal) Unwrap() error { return e.err }
+
+// providerRefused takes the refusal of action a (decided on snapshot s)
+// by its group's provider as a failure of that group: one more in the
+// group's crash backoff, which holds its next provider call, an event
+// with the provider's reason (one per wait, so at most one a minute once
+// the wait is at its longest), and, for a provision of a rollout's new
+// machine, a failed machine the rollout counts. The loop looks again
+// once the wait is over.
+func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot, ro *pb.Rollout, roRev int64, a *decide.GroupAction, refused *providerRefusal) error {
+	inARow, wait := l.crashes.refused(s.Name, a.Kind, s.Now)
+	action, what := "provision-failed", "make a machine"
+	if a.Kind == decide.GroupDestroyMachine {
+		action, what = "destroy-failed", "destroy machine "+a.Machine
+	}
+	res := loopResult{action: action, nodeID: a.Node,
+		reason: fmt.Sprintf("group %s: its provider could not %s (%d in a row; the group's next try in %v, the other groups go on): %v; it was to %s: %s", s.Name, what, inARow, wait, refused.err, a.Kind, a.Reason)}
+	supervisor.Logger(ctx).Warn(action, zap.String("group", s.Name), zap.String("reason", res.reason))
+	l.metrics.Actions.WithLabelValues("groups", action).Inc()
+	l.recordEvent(ctx, "groups", res)
+	st := l.leaderState
+	time.AfterFunc(wait, func() { kickGroups(st) })
+	// `group ls` shows the group failing, with the reason.
+	if err := st.changeGroup(ctx, s.Name, func(g *pb.Group) { g.ProviderFailing = res.reason }); err != nil {
+		return err
+	}
+	if s.Rolling && a.Kind == decide.GroupProvision {
+		// The rollout's new machine could not be made: a failed machine.
+		return l.countRolloutFailure(ctx, ro, roRev, res.reason)
+	}
+	return nil
+}
+
 // orEmptyPolicy is r, or an empty policy for a group committed before
 // there were policies (normalRolloutPolicy gives it the defaults).
 func orEmptyPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
@@ -379,21 +437,40 @@ func onFailure(pol *pb.RolloutPolicy, ro *pb.Rollout) (what string, rollBack, pa
 }
 
 // rollBack ends rollout r (failed, its record at mod revision rev) with a
-// rollout back to its previous config: the group's template becomes the
-// previous one again and the new record rolls to it, both in one fenced
-// transaction on the failed record, so a new leader carries the rollback
-// on and a commit meanwhile wins. The failed rollout's reason is kept in
-// the rollback's. The events evs (the failure's) and the rollback's own
-// go in the same transaction.
+// rollout back to its previous config (rollBackLocked), so a new leader
+// carries the rollback on and a commit meanwhile wins. The events evs
+// (the failure's) and the rollback's own go in the same transaction.
 func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) error {
 	st := l.leaderState
 	st.muGroups.Lock()
 	defer st.muGroups.Unlock()
+	back, err := st.rollBackLocked(ctx, r, rev, evs...)
+	if errors.Is(err, store.ErrRolloutChanged) || err == nil && back == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	faultPoint(FaultRolloutAfterRollBack)
+	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
+	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", back.TargetSha), zap.String("reason", r.Reason))
+	kickGroups(st)
+	return nil
+}
+
+// rollBackLocked is rollBack's transaction, with muGroups held: the
+// group's template becomes the previous one again and a new record
+// rolls to it, both in one fenced transaction on the failed record (r,
+// at mod revision rev; store.ErrRolloutChanged if it changed). The
+// failed rollout's reason is kept in the rollback's. It returns the
+// rollback's record, or nil when the group is gone or was committed
+// anew meanwhile (nothing to roll back).
+func (st *leaderState) rollBackLocked(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) (*pb.Rollout, error) {
 	g, err := store.GroupLoad(ctx, st.cfg.Etcd, r.Group)
 	if err != nil || g == nil || g.Destroying || g.ConfigSha != r.TargetSha {
-		return err // gone, or committed anew meanwhile
+		return nil, err // gone, or committed anew meanwhile
 	}
-	now := timestamppb.New(l.cfg.Now())
+	now := timestamppb.New(st.cfg.Now())
 	bad := g.Spec.Template
 	g.Spec.Template = proto.Clone(r.PreviousTemplate).(*pb.InstanceTemplate)
 	g.ConfigSha = spec.GroupConfigSHA(g.Spec.Template)
@@ -406,18 +483,10 @@ func (l *leaderLoops) rollBack(ctx context.Context, r *pb.Rollout, rev int64, ev
 	back.History = append([]*pb.RolloutSummary{summaryOf(r, bad)}, r.History...)
 	back.History = back.History[:min(len(back.History), maxRolloutHistory)]
 	evs = append(evs, st.event("groups", "rollback-rollout", "", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason)))
-	err = store.RolloutRollBack(ctx, st.Fence, g, back, rev, evs...)
-	if errors.Is(err, store.ErrRolloutChanged) {
-		return nil
+	if err := store.RolloutRollBack(ctx, st.Fence, g, back, rev, evs...); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return err
-	}
-	faultPoint(FaultRolloutAfterRollBack)
-	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
-	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", g.ConfigSha), zap.String("reason", r.Reason))
-	kickGroups(st)
-	return nil
+	return back, nil
 }
 
 // rollingBackPrefix begins the reason of a rollback's record.
@@ -447,7 +516,7 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 		}
 		inst, err := p.Provision(ctx, machineSpec(cs, pki.Fingerprint(st.pki.CA.Cert), g, st.reg.ManagerList()))
 		if err != nil {
-			return err
+			return &providerRefusal{op: "provision", err: err}
 		}
 		a.Machine = inst.ID
 		a.Reason += ": made machine " + inst.ID
@@ -489,7 +558,7 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 		}
 		l.crashes.destroyed(g.Spec.GetName(), a.Machine)
 		if err := p.Destroy(ctx, a.Machine); err != nil {
-			return err
+			return &providerRefusal{op: "destroy " + a.Machine, err: err}
 		}
 		if a.Step != "" {
 			faultPoint(FaultRolloutAfterDestroy)

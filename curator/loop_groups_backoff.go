@@ -18,6 +18,14 @@ import (
 // A machine of the group whose node joins ends the backoff, and so does a
 // new config SHA (the operator's fix).
 //
+// A provider that refuses to make or destroy a machine (a binary deleted
+// since the commit, an image gone, an address pool used up by others, the
+// provider's own error) is the same kind of failure, of that group alone:
+// it counts in the same backoff, holds the group's next provider call
+// (a provision, or a destroy after a destroy failed), and is an event
+// with the provider's reason, at most one per wait. The loop goes on with
+// the other groups; it never fails on a group's provider.
+//
 // A machine the loop made, or one the provider listed with no node of its
 // instance, that is then no longer listed while still no node names it
 // died before joining, unless the loop destroyed it itself. What the
@@ -46,9 +54,13 @@ type groupCrashes struct {
 	destroyed map[string]bool
 	// sha is the config SHA the deaths were counted under.
 	sha string
-	// deaths in a row, and until when provisions wait.
+	// deaths in a row (machines dead before joining, and provider
+	// calls refused), and until when provisions wait.
 	deaths int
 	until  time.Time
+	// destroyRefused: the last failure was a destroy the provider
+	// refused; destroys wait until then too.
+	destroyRefused bool
 }
 
 func (b *crashBackoff) group(name string) *groupCrashes {
@@ -85,7 +97,7 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 	defer b.mu.Unlock()
 	g := b.group(name)
 	if g.sha != sha {
-		g.sha, g.deaths, g.until = sha, 0, time.Time{}
+		g.sha, g.deaths, g.until, g.destroyRefused = sha, 0, time.Time{}, false
 	}
 	joined := map[string]bool{}
 	for _, n := range nodes {
@@ -99,11 +111,9 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 	for id, machineSHA := range g.unjoined {
 		switch {
 		case joined[id]:
-			g.deaths, g.until = 0, time.Time{}
+			g.deaths, g.until, g.destroyRefused = 0, time.Time{}, false
 		case !listed[id] && !g.destroyed[id]:
-			g.deaths++
-			wait := min(crashBackoffFirst<<min(g.deaths-1, 16), crashBackoffMax)
-			g.until = now.Add(wait)
+			wait := g.fail(now, false)
 			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, InARow: g.deaths, Wait: wait})
 		}
 	}
@@ -115,6 +125,26 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 		}
 	}
 	return out
+}
+
+// fail counts one more failure in a row at now, a destroy refused or
+// not, and returns how long the group's next provider call waits.
+func (g *groupCrashes) fail(now time.Time, destroy bool) time.Duration {
+	g.deaths++
+	wait := min(crashBackoffFirst<<min(g.deaths-1, 16), crashBackoffMax)
+	g.until, g.destroyRefused = now.Add(wait), destroy
+	return wait
+}
+
+// refused notes that group name's provider refused action k (a
+// provision or a destroy) at now: one more failure in a row. It returns
+// how many in a row, and how long the group's next provider call waits.
+func (b *crashBackoff) refused(name string, k decide.GroupActionKind, now time.Time) (inARow int, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.group(name)
+	wait = g.fail(now, k == decide.GroupDestroyMachine)
+	return g.deaths, wait
 }
 
 // made notes that the loop made machine id of group name, from config
@@ -133,12 +163,18 @@ func (b *crashBackoff) destroyed(name, id string) {
 	b.group(name).destroyed[id] = true
 }
 
-// hold says how long group name's next provision still waits at now (0:
-// none).
-func (b *crashBackoff) hold(name string, now time.Time) time.Duration {
+// hold says how long group name's next action of kind k still waits at
+// now (0: none): a provision after any failure, a destroy after a
+// destroy the provider refused.
+func (b *crashBackoff) hold(name string, k decide.GroupActionKind, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return max(b.group(name).until.Sub(now), 0)
+	g := b.group(name)
+	switch {
+	case k == decide.GroupProvision, k == decide.GroupDestroyMachine && g.destroyRefused:
+		return max(g.until.Sub(now), 0)
+	}
+	return 0
 }
 
 // forget drops group name (deleted).

@@ -91,10 +91,10 @@ func TestCrashBackoff(t *testing.T) {
 		if diff := cmp.Diff(l.deaths, got); diff != "" {
 			t.Errorf("look %d: deaths (-want +got):\n%s", i, diff)
 		}
-		if h := b.hold("g", now); h != l.hold {
+		if h := b.hold("g", decide.GroupProvision, now); h != l.hold {
 			t.Errorf("look %d: hold %v, want %v", i, h, l.hold)
 		}
-		if h := b.hold("other", now); h != 0 {
+		if h := b.hold("other", decide.GroupProvision, now); h != 0 {
 			t.Errorf("look %d: another group held %v", i, h)
 		}
 	}
@@ -119,7 +119,7 @@ func TestCrashBackoff(t *testing.T) {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
 	c.forget("g")
-	if h := c.hold("g", t0); h != 0 {
+	if h := c.hold("g", decide.GroupProvision, t0); h != 0 {
 		t.Errorf("a forgotten group held %v", h)
 	}
 }
@@ -149,4 +149,53 @@ func TestCrashFailsRollout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrashBackoffRefused: a provider's refusal counts in the group's
+// crash backoff with its deaths. A refused provision holds the group's
+// provisions, not its destroys (a scale down, a machine that never
+// joined, still go); a refused destroy holds its destroys too; the next
+// config SHA or a node that joins ends the hold; another group is never
+// held.
+func TestCrashBackoffRefused(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var b crashBackoff
+	b.observe("g", "a", nil, nil, t0)
+	type hold struct{ provision, destroy time.Duration }
+	holds := func(at time.Duration) hold {
+		now := t0.Add(at)
+		return hold{b.hold("g", decide.GroupProvision, now), b.hold("g", decide.GroupDestroyMachine, now)}
+	}
+	check := func(what string, got, want hold) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: held %+v, want %+v", what, got, want)
+		}
+	}
+	if n, wait := b.refused("g", decide.GroupProvision, t0); n != 1 || wait != time.Second {
+		t.Errorf("the first refusal: %d in a row, wait %v; want 1, 1s", n, wait)
+	}
+	check("a provision refused", holds(0), hold{provision: time.Second})
+	check("its wait over", holds(time.Second), hold{})
+	if n, wait := b.refused("g", decide.GroupDestroyMachine, t0.Add(time.Second)); n != 2 || wait != 2*time.Second {
+		t.Errorf("the second refusal: %d in a row, wait %v; want 2, 2s", n, wait)
+	}
+	check("a destroy refused", holds(time.Second), hold{provision: 2 * time.Second, destroy: 2 * time.Second})
+	// A death before joining after it: provisions wait, destroys go.
+	b.made("g", "m1", "a")
+	if d := b.observe("g", "a", nil, nil, t0.Add(2*time.Second)); len(d) != 1 || d[0].InARow != 3 {
+		t.Fatalf("the death after two refusals: %+v, want the third in a row", d)
+	}
+	check("a death after a refused destroy", holds(2*time.Second), hold{provision: 4 * time.Second})
+	if h := b.hold("other", decide.GroupProvision, t0); h != 0 {
+		t.Errorf("another group held %v", h)
+	}
+	// A node that joins ends it, and so does a new config SHA.
+	b.refused("g", decide.GroupDestroyMachine, t0.Add(3*time.Second))
+	b.observe("g", "a", []decide.GroupMachine{{ID: "m2"}}, nil, t0.Add(3*time.Second))
+	b.observe("g", "a", []decide.GroupMachine{{ID: "m2"}}, []decide.GroupNode{{ID: "n2", InstanceID: "m2"}}, t0.Add(3*time.Second))
+	check("a node joined", holds(3*time.Second), hold{})
+	b.refused("g", decide.GroupDestroyMachine, t0.Add(3*time.Second))
+	b.observe("g", "b", nil, nil, t0.Add(3*time.Second))
+	check("a new config", holds(3*time.Second), hold{})
 }

@@ -2432,8 +2432,13 @@ type Group struct {
 	// from then at the earliest, so that the machines coming back one by
 	// one after a partition are not replaced as the first of them return.
 	RepairResumed *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=repair_resumed,json=repairResumed,proto3" json:"repair_resumed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Set by the group loop while the group's provider refuses to make or
+	// destroy its machines (the group backs off, the other groups go on):
+	// what the provider said, the last time. Cleared by the next machine it
+	// makes or destroys, and by a commit.
+	ProviderFailing string `protobuf:"bytes,93,opt,name=provider_failing,json=providerFailing,proto3" json:"provider_failing,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Group) Reset() {
@@ -2527,6 +2532,13 @@ func (x *Group) GetRepairResumed() *timestamppb.Timestamp {
 		return x.RepairResumed
 	}
 	return nil
+}
+
+func (x *Group) GetProviderFailing() string {
+	if x != nil {
+		return x.ProviderFailing
+	}
+	return ""
 }
 
 // GroupView is a group as operators see it.
@@ -5969,7 +5981,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x03\n" +
 	"\x05Group\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
 	"\n" +
@@ -5984,7 +5996,8 @@ const file_curator_proto_rawDesc = "" +
 	"repairHeld\x12>\n" +
 	"\freplacements\x18\v \x03(\v2\x1a.google.protobuf.TimestampR\freplacements\x12\x1c\n" +
 	"\tsuspended\x18\f \x01(\tR\tsuspended\x12A\n" +
-	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\"\xf4\x01\n" +
+	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\x12)\n" +
+	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\"\xf4\x01\n" +
 	"\tGroupView\x12'\n" +
 	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
 	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +

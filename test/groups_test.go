@@ -29,6 +29,8 @@ type groupJSON struct {
 	RolloutTotal   int    `json:"rollout_total"`
 	RepairHeld     string `json:"repair_held"`
 	Suspended      string `json:"suspended"`
+	// What the group's provider said when it last refused a machine.
+	ProviderFailing string `json:"provider_failing"`
 }
 
 func groupLs(t *testing.T, config string) ([]groupJSON, error) {

@@ -240,6 +240,9 @@ type groupJSON struct {
 	ReplacementWindow string `json:"replacement_window"`
 	RepairHeld        string `json:"repair_held"`
 	Suspended         string `json:"suspended"`
+	// ProviderFailing: what the group's provider said when it last
+	// refused to make or destroy a machine (empty: it does not).
+	ProviderFailing string `json:"provider_failing,omitempty"`
 }
 
 type groupTemplateJSON struct {
@@ -264,6 +267,7 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 		MaxUnhealthy: spec.GetMaxUnhealthy(), MaxReplacements: spec.GetMaxReplacements(),
 		ReplacementWindow: spec.GetReplacementWindow().AsDuration().String(),
 		RepairHeld:        v.GetGroup().GetRepairHeld(), Suspended: v.GetGroup().GetSuspended(),
+		ProviderFailing: v.GetGroup().GetProviderFailing(),
 	}
 	out.Roles = []string{}
 	for _, r := range spec.GetRoles() {
@@ -331,13 +335,16 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 }
 
 // repairsWord is the REPAIRS column of `group ls`: on, held (by the
-// repair ceiling or budget) or suspended.
+// repair ceiling or budget), suspended, or failing (its provider refuses
+// to make or destroy machines).
 func repairsWord(g *pb.Group) string {
 	switch {
 	case g.GetSuspended() != "":
 		return "suspended"
 	case g.GetRepairHeld() != "":
 		return "held"
+	case g.GetProviderFailing() != "":
+		return "failing"
 	}
 	return "on"
 }
@@ -351,6 +358,9 @@ func groupHolds(g *pb.Group) []string {
 	}
 	if g.GetRepairHeld() != "" {
 		out = append(out, fmt.Sprintf("Group %s's repairs are held: %s.", name, g.GetRepairHeld()))
+	}
+	if g.GetProviderFailing() != "" {
+		out = append(out, fmt.Sprintf("Group %s is failing: %s.", name, g.GetProviderFailing()))
 	}
 	return out
 }
@@ -414,7 +424,7 @@ a terminal, a line (or with -o json an object) per change otherwise.`,
 
 func newRolloutChangeCommand(g *globalFlags, action string) *cobra.Command {
 	short := map[string]string{
-		"cancel":  "Cancel a group's rollout: what is done stays done, nothing more is rolled",
+		"cancel":  "Cancel a group's rollout: what is done stays done, nothing more is rolled (one paused by its failure rolls back)",
 		"pause":   "Pause a group's rollout after the step in flight",
 		"resume":  "Resume a paused rollout",
 		"restart": "Start a cancelled or failed rollout again (or the one a rollback undid)",
@@ -430,6 +440,12 @@ func newRolloutChangeCommand(g *globalFlags, action string) *cobra.Command {
 				r, err := c.ChangeRolloutTo(ctx, args[0], action, sha, to)
 				if err != nil {
 					return apiError("rollout "+action+" "+args[0], err)
+				}
+				if action == "cancel" && r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING {
+					// A cancel of a rollout paused by its failure: the
+					// answer is the rollback to the config before.
+					fmt.Fprintf(cmd.OutOrStdout(), "Rollout of group %s to %s had failed: cancelled; the group rolls back to its previous config %s.\n", r.Group, shortSHA(r.RollbackOf), shortSHA(r.TargetSha))
+					return nil
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Rollout of group %s to %s: %s (%d of %d updated).\n", r.Group, shortSHA(r.TargetSha), rolloutState(r), r.Updated, r.Total)
 				return nil

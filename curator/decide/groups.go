@@ -195,6 +195,10 @@ type GroupSnapshot struct {
 	// (the rollout record's count), LastFailure the reason of the last.
 	Failures    int
 	LastFailure string
+	// RollbackOf: the rollout is a rollback from this config SHA, whose
+	// rollout failed; a stale machine of it that is not ready is a failed
+	// machine, destroyed at once rather than after replace_after.
+	RollbackOf string
 	// OnFailure says in words what a failed rollout does, for its
 	// reason; RollBack, it rolls the group back to its previous config;
 	// PauseOnFailure, it pauses instead.
@@ -609,18 +613,23 @@ func rolloutWaits(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[strin
 	return have >= s.Size && coming(s, ms, nodeOf) > 0
 }
 
-// machineFailed is what a failed new machine does: it is destroyed and
-// counted (the group loop makes another), or, the max_failures-th, fails
-// the rollout.
+// machineFailed is what a failed new machine does: it is destroyed at
+// once and counted (the group loop makes another), the max_failures-th
+// too, before the rollout fails on the count: a failed machine kept
+// would wait for replace_after in the rollback (its node down), or stay
+// for good in a rollout paused by its failure.
 // A failed machine whose node holds the consensus role is demoted first
-// (within the quorum guard), as any member is before its machine goes.
+// (within the quorum guard), as any member is before its machine goes;
+// the last one, when the guard refuses, fails the rollout as it is (the
+// rollback demotes it once it may).
 func machineFailed(s GroupSnapshot, machine string, n GroupNode, joined bool, what string) *GroupAction {
-	if s.Failures+1 >= max(1, s.MaxFailures) {
-		return rolloutFailed(s, machine, fmt.Sprintf("machine %s %s", machine, what), s.Failures+1)
-	}
+	last := s.Failures+1 >= max(1, s.MaxFailures)
 	if joined && n.Consensus {
 		ready := n.HealthyVoter
 		if !QuorumAfterRemoval(s.Voters, s.HealthyVoters, ready) {
+			if last {
+				return rolloutFailed(s, machine, fmt.Sprintf("machine %s %s", machine, what), s.Failures+1)
+			}
 			return &GroupAction{Kind: GroupRefuse, Node: n.ID, Machine: machine,
 				Reason: fmt.Sprintf("rollout of group %s to %s: machine %s failed (%s), but demoting node %s would leave %d healthy voters of %d, short of a majority", s.Name, spec.ShortSHA(s.TargetSHA), machine, what, n.ID, s.HealthyVoters-btoi(ready), s.Voters-1)}
 		}
@@ -631,8 +640,12 @@ func machineFailed(s GroupSnapshot, machine string, n GroupNode, joined bool, wh
 	if joined {
 		node = n.ID
 	}
+	then := "it goes, and another is made"
+	if last {
+		then = "it goes at once, and the rollout fails"
+	}
 	return &GroupAction{Kind: GroupDestroyMachine, Machine: machine, Node: node, Step: "failed",
-		Reason: fmt.Sprintf("rollout of group %s to %s: machine %s failed (%d of max_failures %d): %s; it goes, and another is made", s.Name, spec.ShortSHA(s.TargetSHA), machine, s.Failures+1, s.MaxFailures, what)}
+		Reason: fmt.Sprintf("rollout of group %s to %s: machine %s failed (%d of max_failures %d): %s; %s", s.Name, spec.ShortSHA(s.TargetSHA), machine, s.Failures+1, s.MaxFailures, what, then)}
 }
 
 // rolloutFailed is the rollout's failure, failures machines failed, the
@@ -772,6 +785,9 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 // been so for replace_after yet (counted from a lifted hold at the
 // earliest, as rule 2 counts).
 func settling(s GroupSnapshot, m GroupMachine, nodeOf map[string]GroupNode) bool {
+	if s.RollbackOf != "" && m.ConfigSHA == s.RollbackOf {
+		return false // a machine of the config that failed: it goes at once
+	}
 	n, ok := nodeOf[m.ID]
 	return ok && n.Status != pb.NodeStatus_NODE_STATUS_READY && s.Now.Sub(latest(n.Since, s.RepairResumed)) < replaceAfter(s)
 }

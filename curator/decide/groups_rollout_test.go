@@ -99,9 +99,14 @@ func TestDecideRollout(t *testing.T) {
 			s.RepairResumed = now.Add(-time.Second)
 			return s
 		}(), nil},
-		{"stuck: a new machine never ready fails the rollout", workers(1,
+		{"stuck: a new machine never ready goes at once, the last of max_failures", workers(1,
 			[]GroupMachine{m("b", old, time.Hour), m("c", neu, 3*time.Minute)}, []GroupNode{n("B", "b")}),
-			&GroupAction{Kind: GroupRolloutFail, Machine: "c", Reason: "rollout of group w to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine c was made 3m0s ago and its node never joined (progress_deadline 3m0s); the old machines keep serving"}},
+			&GroupAction{Kind: GroupDestroyMachine, Machine: "c", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 1): was made 3m0s ago and its node never joined (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
+		{"stuck: then the rollout fails on the count", func() GroupSnapshot {
+			s := workers(1, []GroupMachine{m("b", old, time.Hour)}, []GroupNode{n("B", "b")})
+			s.Failures, s.LastFailure = 1, "machine c failed"
+			return s
+		}(), &GroupAction{Kind: GroupRolloutFail, Reason: "rollout of group w to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine c failed; the old machines keep serving"}},
 		{"done", workers(1,
 			[]GroupMachine{m("c", neu, time.Hour), m("d", neu, time.Hour)}, []GroupNode{n("C", "c"), n("D", "d")}),
 			&GroupAction{Kind: GroupRolloutDone, Reason: "rollout of group w to 111111111111 is done: 2 of 2 machines run it"}},
@@ -144,9 +149,9 @@ func TestDecideRollout(t *testing.T) {
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour)},
 			[]GroupNode{leader(voter(n("A", "a"))), voter(n("B", "b"))}),
 			&GroupAction{Kind: GroupProvision, Reason: "group m has 2 of 3 machines"}},
-		{"workers: no new node ready in time while stale drained: fail", workers(1,
+		{"workers: no new node ready in time while stale drained: it goes at once, failing the rollout", workers(1,
 			[]GroupMachine{m("b", old, time.Hour), m("c", neu, 4*time.Minute)}, []GroupNode{n("B", "b"), notReady(n("C", "c"))}),
-			&GroupAction{Kind: GroupRolloutFail, Machine: "c", Reason: "rollout of group w to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine c was made 4m0s ago and its node C is not a ready member yet (progress_deadline 3m0s); the old machines keep serving"}},
+			&GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 1): was made 4m0s ago and its node C is not a ready member yet (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
 		// The Swarm flavor on: a ready node's engine leaves the Swarm
 		// before its machine goes, a new member counts once it is a Swarm
 		// manager too, and the Swarm's leader goes next to last.
@@ -204,10 +209,16 @@ func TestDecideRollout(t *testing.T) {
 			s.Rolling = false
 			return s
 		}(), &GroupAction{Kind: GroupSwarmStay, Node: "A", Machine: "a", Reason: "node A was asked to leave the Swarm, but its machine a stays (group w has 2 of 2 machines): clearing the request, so that it joins the Swarm again"}},
-		{"swarm: a new member never a Swarm manager fails the rollout, saying so", swarmOn(managers(
+		{"swarm: a new member never a Swarm manager failed, saying so: demoted before it goes", swarmOn(managers(
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, 3*time.Minute)},
 			[]GroupNode{inSwarm(leader(voter(n("A", "a")))), inSwarm(voter(n("B", "b"))), inSwarm(voter(n("C", "c"))), swarmWorker(voter(n("D", "d")))})),
-			&GroupAction{Kind: GroupRolloutFail, Machine: "d", Reason: "rollout of group m to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine d was made 3m0s ago and its node D is not a reachable Swarm manager yet (is its agent given its Docker engine, --docker-socket?) (progress_deadline 3m0s); the old machines keep serving"}},
+			&GroupAction{Kind: GroupDemote, Machine: "d", Node: "D", Step: "demote", Reason: "rollout of group m to 111111111111: machine d failed (was made 3m0s ago and its node D is not a reachable Swarm manager yet (is its agent given its Docker engine, --docker-socket?) (progress_deadline 3m0s)): demoting node D before its machine goes"}},
+		{"failure: the last failed member whose demotion the quorum refuses fails the rollout as it is", func() GroupSnapshot {
+			s := managers([]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, 3*time.Minute)},
+				[]GroupNode{leader(voter(n("A", "a"))), voter(n("B", "b")), voter(notReady(n("C", "c"))), voter(GroupNode{ID: "D", InstanceID: "d", Status: ready, Since: now.Add(-time.Second)})})
+			s.Voters, s.HealthyVoters = 4, 2
+			return s
+		}(), &GroupAction{Kind: GroupRolloutFail, Machine: "d", Reason: "rollout of group m to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine d was made 3m0s ago and its node D has not stayed ready for monitor 5s (progress_deadline 3m0s); the old machines keep serving"}},
 		// The rollout policy: surge, monitor, failures, rollback, pause.
 		{"surge: a new worker before an old one goes", surge(workers(1,
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour)}, []GroupNode{n("A", "a"), n("B", "b")})),
@@ -235,10 +246,23 @@ func TestDecideRollout(t *testing.T) {
 			s.MaxFailures = 3
 			return s
 		}(), &GroupAction{Kind: GroupDestroyMachine, Machine: "c", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 3): was made 3m0s ago and its node never joined (progress_deadline 3m0s); it goes, and another is made"}},
-		{"failure: a node that does not stay ready for monitor fails", surge(workers(1,
+		{"failure: a node that does not stay ready for monitor failed: it goes at once", surge(workers(1,
 			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", neu, 3*time.Minute)},
 			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: ready, Since: now.Add(-time.Second)}})),
-			&GroupAction{Kind: GroupRolloutFail, Machine: "c", Reason: "rollout of group w to 111111111111 failed: 1 of max_failures 1 new machines failed, the last: machine c was made 3m0s ago and its node C has not stayed ready for monitor 5s (progress_deadline 3m0s); the old machines keep serving"}},
+			&GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 1): was made 3m0s ago and its node C has not stayed ready for monitor 5s (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
+		{"rollback: a down machine of the failed config goes at once, not after replace_after", func() GroupSnapshot {
+			s := surge(workers(1, []GroupMachine{m("a", neu, time.Hour), m("b", neu, time.Hour), m("c", old, time.Minute)},
+				[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}}))
+			s.RollbackOf = old
+			return s
+		}(), &GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "destroy", Repair: true, Reason: "rolling group w to 111111111111 (2 of 2 updated): its node is not ready"}},
+		{"rollout: a down stale machine (not of a failed config) waits for replace_after", surge(workers(1,
+			[]GroupMachine{m("a", neu, time.Hour), m("b", neu, time.Hour), m("c", old, time.Minute)},
+			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}})), nil},
+		{"failure: a frozen surge worker (down) of a rollout failed by progress_deadline goes at once, not after replace_after", surge(workers(1,
+			[]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", neu, 3*time.Minute)},
+			[]GroupNode{n("A", "a"), n("B", "b"), {ID: "C", InstanceID: "c", Status: down, Since: now.Add(-time.Second)}})),
+			&GroupAction{Kind: GroupDestroyMachine, Machine: "c", Node: "C", Step: "failed", Reason: "rollout of group w to 111111111111: machine c failed (1 of max_failures 1): was made 3m0s ago and its node C is not a ready member yet (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
 		{"failure: a failed manager that joined is demoted before it goes", func() GroupSnapshot {
 			s := managers([]GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour), m("c", old, time.Hour), m("d", neu, 3*time.Minute)},
 				[]GroupNode{leader(voter(n("A", "a"))), voter(n("B", "b")), voter(n("C", "c")), learner(n("D", "d"))})
