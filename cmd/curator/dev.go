@@ -410,6 +410,12 @@ func (dc *devCluster) restart(ctx context.Context, cfgPath string, settings *dev
 			fmt.Fprintf(dc.stderr, "not starting %s, a manager that died: the new cluster refuses it, and the managers group replaces it (its dir goes once its node is removed)\n", nodeName(in))
 			continue
 		}
+		if !node.Initialised(dc.p.DataDir(in.ID)) {
+			// `agent run` would exit at once: a machine that died (or
+			// was stopped) before its node joined. Its group clears it.
+			fmt.Fprintf(dc.stderr, "not starting %s: it never joined (its data dir holds no node)\n", nodeName(in))
+			continue
+		}
 		args := []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}
 		if in.ID == survivor {
 			args = append(args, "--force-new-cluster")
