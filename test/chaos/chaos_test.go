@@ -1,7 +1,7 @@
 // Package chaos runs a cluster of real curator processes through a seeded
 // random schedule of faults (kill -9 of any node and of the leader,
 // SIGSTOP/SIGCONT, restarts, more of a group frozen than its repair
-// ceiling) while rollouts, bad templates and scaling run, with a monitor
+// ceiling, every process killed at once) while rollouts, bad templates and scaling run, with a monitor
 // that checks the cluster's invariants the whole time and once the faults
 // stop. See README.md in this directory.
 package chaos
