@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
@@ -266,5 +267,65 @@ func TestDevKeepsACluster(t *testing.T) {
 				t.Error("a refused dev wrote its settings")
 			}
 		})
+	}
+}
+
+// TestRolloutSurgeOfADeadLeader: a rollout's surge machine that the
+// curator leader made just before it died (a fault point), and that
+// died before its node joined (a bad template), is found by the next
+// leader: a machine-exited event says an earlier leader made it, the
+// rollout counts it as its failed machine and rolls back, and the
+// machine's dir is cleared with a prune-machine event. Before, the next
+// leader removed its dir with a log line only, and the rollout failed
+// only on a machine of its own.
+func TestRolloutSurgeOfADeadLeader(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
+	bin := faultsBinary(t)
+	d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + curator.FaultRolloutAfterProvision}, "127.0.112.10-127.0.112.40", 3, 0)
+	first := d.leader()
+	log := keepFile(t, filepath.Join(d.dir, "instances", first.InstanceID, "agent.log"))
+	bad, old := d.commitArgs("managers", "[--no-such-flag]")
+	var r rolloutStatusJSON
+	testenv.Eventually(t, 2*time.Minute, "the rollout failed and rolled back", func() error {
+		var err error
+		if r, err = rolloutStatus(t, d.config, "managers"); err != nil {
+			return err
+		}
+		if r.TargetSHA != old || r.RollbackOf != bad || r.State != "done" {
+			return fmt.Errorf("%+v", r)
+		}
+		return nil
+	})
+	if !strings.Contains(log(), "dying at "+curator.FaultRolloutAfterProvision) {
+		t.Fatalf("the first leader %s did not die at %s", first.Name, curator.FaultRolloutAfterProvision)
+	}
+	evs, err := events(t, d.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The surge machine the first leader made, and died before it could
+	// say so: the next leader's machine-exited event names it.
+	surge := ""
+	for _, e := range evs {
+		if e.Loop == "groups" && e.Action == "machine-exited" && e.Leader != first.ID && strings.Contains(e.Reason, ", made by an earlier leader,") {
+			surge = strings.TrimSuffix(strings.Fields(strings.SplitN(e.Reason, "machine ", 2)[1])[0], ",")
+		}
+	}
+	if surge == "" {
+		t.Fatalf("no machine-exited event of the next leader says an earlier leader made the machine: %+v", evs)
+	}
+	if slices.ContainsFunc(evs, func(e eventJSON) bool { return e.Action == "provision" && strings.Contains(e.Reason, surge) }) {
+		t.Errorf("%s was made by a leader that lived to say so, not by the one that died: %+v", surge, evs)
+	}
+	if !slices.ContainsFunc(evs, func(e eventJSON) bool {
+		return e.Loop == "groups" && e.Action == "prune-machine" && strings.Contains(e.Reason, surge)
+	}) {
+		t.Errorf("no groups prune-machine event names %s: %+v", surge, evs)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "instances", surge)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the surge machine's dir is still there (%v)", err)
+	}
+	if !strings.Contains(r.Reason, surge) {
+		t.Errorf("the rollback's reason does not name the dead leader's surge machine %s as the failure: %q", surge, r.Reason)
 	}
 }
