@@ -49,7 +49,7 @@ type machines interface {
 	keepLogs(dir string) error
 	// powerOff kills dev (its pid) and every machine's process at once,
 	// and says how many processes it killed. errNoPowerLoss: this
-	// variant's dev does not restart.
+	// variant's dev does not restart (it says so at once).
 	powerOff(devPID int) (int, error)
 }
 
