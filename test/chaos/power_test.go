@@ -95,14 +95,21 @@ func (r *runner) powerLoss(ctx context.Context) string {
 			return "skipped: " + r.quiet()
 		}
 	}
-	// Every node by ID, but for those a kill hit a moment ago (their
-	// group may remove them meanwhile).
 	r.mu.Lock()
 	d := r.dev
 	r.mu.Unlock()
+	// A label on a ready node no fault hit lately (the group may replace
+	// one that was, its record and label going with it).
 	labelled := ""
-	if nodes, err := call(r.cl.ListNodes); err == nil && len(nodes) > 0 {
-		labelled = nodes[0].GetNode().GetId()
+	hit := r.hitSince(time.Now().Add(-time.Minute))
+	nodes, err := call(r.cl.ListNodes)
+	for _, n := range nodes {
+		if n.GetNode().GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !hit[n.GetNode().GetId()] {
+			labelled = n.GetNode().GetId()
+			break
+		}
+	}
+	if err == nil && labelled != "" {
 		if _, err := call(func(ctx context.Context) (*pb.NodeView, error) {
 			return r.cl.UpdateNode(ctx, labelled, client.NodeUpdate{LabelAdd: map[string]string{"power-loss": strconv.Itoa(r.devs)}})
 		}); err != nil {
