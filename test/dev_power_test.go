@@ -17,13 +17,16 @@ import (
 
 	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/testenv"
+	"github.com/curatorproject/curator/provider"
 )
 
 // TestDevPowerLoss: a power loss (kill -9 of dev and of every agent in one
 // go) loses nothing. `curator dev --dir DIR` with no other flag restarts
 // the cluster as it was made (one manager, two workers, on its own
 // addresses): the same cluster ID, the same nodes, the groups, a label and
-// the audit trail, and it says that the nodes died without being stopped.
+// the audit trail, and it says that the nodes died without being stopped;
+// a machine that died before its node joined is not started, and its
+// group clears it.
 // Before, a worker killed by hand while dev ran is replaced by its group,
 // which clears its dir once its node is removed (an event says so), and
 // it does not come back with the restart. A flag that disagrees with what
@@ -123,6 +126,11 @@ func TestDevPowerLoss(t *testing.T) {
 		}
 	}
 
+	// A machine of the workers group that died before its node joined
+	// (its data dir holds no node): dev does not start it (agent run
+	// would exit at once), and the group clears it.
+	never := writeDeadInstance(t, dir, "proc-0000dead", info.ClusterID, "workers", "127.0.110.30:7000")
+
 	// A flag that disagrees with what the dir was made with is refused,
 	// and starts nothing.
 	_, stderr, err := cli(t, "dev", "--dir", dir, "--managers", "3")
@@ -139,7 +147,8 @@ func TestDevPowerLoss(t *testing.T) {
 	waitDevUp(t, dev, &stdout, 3*time.Minute)
 	said := readFile(t, filepath.Join(dir, "dev-again.log"))
 	for _, want := range []string{
-		"3 nodes of " + dir + " died without being stopped (power loss?): starting them again",
+		"4 nodes of " + dir + " died without being stopped (power loss?): starting them again",
+		"not starting workers-" + never + ": it never joined",
 		"made with --managers 1 --workers 2 --addresses " + addresses,
 	} {
 		if !strings.Contains(said, want) {
@@ -199,11 +208,48 @@ func TestDevPowerLoss(t *testing.T) {
 	if now := auditTrail(t, config); len(now) < len(trail) || !cmp.Equal(now[:len(trail)], trail) {
 		t.Errorf("the audit trail after the restart has %d entries, %d before, not the same first ones", len(now), len(trail))
 	}
+	testenv.Eventually(t, time.Minute, "the machine that never joined cleared", func() error {
+		if _, err := os.Stat(filepath.Join(dir, "instances", never)); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("its dir is still there (%v)", err)
+		}
+		return nil
+	})
 	// The worker its group replaced does not come back.
 	if exec.Command("pgrep", "-f", "--", filepath.Join(dir, "instances", victim.InstanceID)+"/").Run() == nil {
 		t.Errorf("%s, replaced before the power loss, runs again", victim.Name)
 	}
 	stopDev(t, dev, addresses, syscall.SIGTERM, 3)
+}
+
+// writeDeadInstance writes, in dev's dir, the record of a process
+// provider instance id of group that ran (a pid, of a process that has
+// exited) and died before its node joined: an empty data dir. It returns
+// id.
+func writeDeadInstance(t *testing.T, dir, id, clusterID, group, address string) string {
+	t.Helper()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := json.Marshal(map[string]any{
+		"id":      id,
+		"labels":  map[string]string{provider.LabelCluster: clusterID, provider.LabelGroup: group, provider.LabelConfigSHA: "0"},
+		"address": address,
+		"pid":     gone.Process.Pid,
+		"args":    []string{"agent", "join"},
+		"started": time.Now().UTC(),
+		"created": time.Now().UTC(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "instances", id, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "instances", id, "instance.json"), rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // labelledNode is a node's name and labels in `node ls -o json`.
