@@ -117,12 +117,6 @@ func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, erro
 	return nil, errors.New("the spec names no provider")
 }
 
-// pruner is a provider that keeps what dead machines leave behind until
-// told to clear it (the process provider's dirs).
-type pruner interface {
-	Prune(ctx context.Context) ([]string, error)
-}
-
 // groupLoop is the group loop; it owns its crash-loop memory (crashes:
 // the provisions it holds back for groups whose new machines die before
 // their nodes join), which no other loop or handler reaches.
@@ -184,9 +178,15 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		// A group whose provider does not answer (no Docker daemon, say)
 		// is refused with the reason; the other groups are served.
 		p, err := st.providers.get(g, st.cfg.Logger)
-		var machines []provider.Instance
+		var machines, dead []provider.Instance
+		sel := map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: name}
+		dk, keepsDead := p.(deadKeeper)
+		if err == nil && keepsDead {
+			// Before List: a machine dead now is not listed by it.
+			dead, err = dk.ListDead(ctx, sel)
+		}
 		if err == nil {
-			machines, err = p.List(ctx, map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: name})
+			machines, err = p.List(ctx, sel)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -241,9 +241,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
 			snap.RollbackOf = ro.RollbackOf
 		}
-		for _, m := range machines {
-			snap.Machines = append(snap.Machines, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
-		}
+		snap.Machines = groupMachines(machines)
 		for _, n := range byGroup[name] {
 			mem, member := ms.MemberOf[n.Id]
 			gn := decide.GroupNode{
@@ -269,7 +267,10 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			}
 			snap.Nodes = append(snap.Nodes, gn)
 		}
-		for _, d := range l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now) {
+		deadMachines := groupMachines(dead)
+		deaths := l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now)
+		deaths = append(deaths, l.crashes.foundDead(name, deadMachines, snap.Nodes, snap.Now)...)
+		for _, d := range deaths {
 			reason := l.machineExited(ctx, p, name, d)
 			if d.failsRollout(snap) {
 				// A new machine of the rollout died before it joined: a
@@ -286,6 +287,9 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 				snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 			}
 		}
+		if err := l.clearDead(ctx, dk, name, withoutNode(deadMachines, snap.Nodes)); err != nil {
+			return loopResult{}, err
+		}
 		a := decide.Group(snap)
 		if a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0 {
 			continue // its new machines die before joining, or its provider refused: not yet
@@ -294,11 +298,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 			continue // not a refusal: what it waits for makes it tick again
 		}
 		if a == nil {
-			if pr, ok := p.(pruner); ok {
-				if _, err := pr.Prune(ctx); err != nil {
-					supervisor.Logger(ctx).Warn("could not prune dead machines", zap.String("group", name), zap.Error(err))
-				}
-			}
+			l.prune(ctx, p, name)
 			continue
 		}
 		if a.Kind == decide.GroupRefuse {

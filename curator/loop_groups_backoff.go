@@ -52,6 +52,10 @@ type groupCrashes struct {
 	unjoined map[string]string
 	// destroyed: the machines this loop destroyed since the last look.
 	destroyed map[string]bool
+	// listed: the machines listed at the last look; seen: those this
+	// loop has seen listed, made or named by a node, while they are
+	// listed or dead; reported: the dead ones counted by foundDead.
+	listed, seen, reported map[string]bool
 	// sha is the config SHA the deaths were counted under.
 	sha string
 	// deaths in a row (machines dead before joining, and provider
@@ -69,7 +73,7 @@ func (b *crashBackoff) group(name string) *groupCrashes {
 	}
 	g, ok := b.groups[name]
 	if !ok {
-		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}}
+		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}, listed: map[string]bool{}, seen: map[string]bool{}, reported: map[string]bool{}}
 		b.groups[name] = g
 	}
 	return g
@@ -83,6 +87,8 @@ type crashDeath struct {
 	// the config before, dying after a rollback began, is not the
 	// rollback's).
 	ConfigSHA string
+	// Unseen: an earlier leader made it; this one found it dead.
+	Unseen bool
 	// InARow counts it with the deaths before it since the last join.
 	InARow int
 	// Wait is how long the group's next provision waits.
@@ -117,9 +123,14 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, InARow: g.deaths, Wait: wait})
 		}
 	}
+	for _, d := range out {
+		g.reported[d.Machine] = true
+	}
 	clear(g.unjoined)
 	clear(g.destroyed)
+	g.listed = listed
 	for _, m := range machines {
+		g.seen[m.ID] = true
 		if !joined[m.ID] {
 			g.unjoined[m.ID] = m.ConfigSHA
 		}
@@ -147,12 +158,62 @@ func (b *crashBackoff) refused(name string, k decide.GroupActionKind, now time.T
 	return g.deaths, wait
 }
 
+// foundDead takes the dead machines of group name (the provider keeps
+// them: deadKeeper) at now, after observe, and returns as deaths before
+// joining those this loop never saw and no node names: a machine an
+// earlier leader made (a rollout's surge machine, say) that died before
+// its node joined, while no leader looked. Counted once each, as
+// observe's deaths are, it fails a rollout and holds the group's
+// provisions back the same way. A dead machine a node names joined, and is
+// remembered so, until its dir is cleared. (A machine whose node an
+// earlier leader removed, that leader dying before it cleared the dir, is
+// taken for one too: a death counted more, not a node lost.)
+func (b *crashBackoff) foundDead(name string, dead []decide.GroupMachine, nodes []decide.GroupNode, now time.Time) []crashDeath {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.group(name)
+	named := map[string]bool{}
+	for _, n := range nodes {
+		named[n.InstanceID] = true
+	}
+	isDead := map[string]bool{}
+	var out []crashDeath
+	for _, m := range dead {
+		isDead[m.ID] = true
+		switch {
+		case named[m.ID]:
+			g.seen[m.ID] = true
+		case g.seen[m.ID] || g.reported[m.ID]:
+		default:
+			wait := g.fail(now, false)
+			g.reported[m.ID] = true
+			out = append(out, crashDeath{Machine: m.ID, ConfigSHA: m.ConfigSHA, Unseen: true, InARow: g.deaths, Wait: wait})
+		}
+	}
+	// Forget what is neither listed nor dead nor just made: it was
+	// cleared or destroyed.
+	for id := range g.seen {
+		_, made := g.unjoined[id]
+		if !isDead[id] && !g.listed[id] && !made {
+			delete(g.seen, id)
+		}
+	}
+	for id := range g.reported {
+		if !isDead[id] {
+			delete(g.reported, id)
+		}
+	}
+	return out
+}
+
 // made notes that the loop made machine id of group name, from config
 // sha.
 func (b *crashBackoff) made(name, id, sha string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.group(name).unjoined[id] = sha
+	g := b.group(name)
+	g.unjoined[id] = sha
+	g.seen[id] = true
 }
 
 // destroyed notes that the loop destroyed machine id of group name: its
@@ -196,6 +257,9 @@ func (d crashDeath) failsRollout(s decide.GroupSnapshot) bool {
 // reason is the event's reason for death d of group name.
 func (d crashDeath) reason(name, lastWords string) string {
 	s := fmt.Sprintf("group %s: machine %s exited before its node joined (%d in a row); the next is made in %v", name, d.Machine, d.InARow, d.Wait)
+	if d.Unseen {
+		s = fmt.Sprintf("group %s: machine %s, made by an earlier leader, was found dead with no node of it: it exited before its node joined (%d in a row); the next is made in %v", name, d.Machine, d.InARow, d.Wait)
+	}
 	if lastWords != "" {
 		s += "; its last words: " + lastWords
 	}

@@ -1,11 +1,14 @@
 package curator
 
 import (
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/curatorproject/curator/curator/decide"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/curatorproject/curator/curator/decide"
 )
 
 // TestCrashBackoff follows one group through looks of the group loop: a
@@ -198,4 +201,71 @@ func TestCrashBackoffRefused(t *testing.T) {
 	b.refused("g", decide.GroupDestroyMachine, t0.Add(3*time.Second))
 	b.observe("g", "b", nil, nil, t0.Add(3*time.Second))
 	check("a new config", holds(3*time.Second), hold{})
+}
+
+// TestCrashFoundDead follows a group through looks of a leader that takes
+// over from one that died: a machine the earlier leader made that is found
+// dead with no node of it is a death before joining (once, with its config
+// SHA, so that it fails a rollout to that config); one that a node names,
+// or that this leader saw listed, made or named by a node, is not, when
+// its node is removed later; nor is one that observe counted already.
+func TestCrashFoundDead(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := func(id string) decide.GroupMachine { return decide.GroupMachine{ID: id, ConfigSHA: "b"} }
+	ms := func(ids ...string) []decide.GroupMachine {
+		var out []decide.GroupMachine
+		for _, id := range ids {
+			out = append(out, m(id))
+		}
+		return out
+	}
+	ns := func(instances ...string) []decide.GroupNode {
+		var out []decide.GroupNode
+		for _, id := range instances {
+			out = append(out, decide.GroupNode{ID: "node-" + id, InstanceID: id})
+		}
+		return out
+	}
+	var b crashBackoff
+	for i, l := range []struct {
+		machines, dead []decide.GroupMachine
+		nodes          []decide.GroupNode
+		made           []string // by the loop before this look
+		deaths         []crashDeath
+	}{
+		// The first look: surge (made by the leader before, dead, no
+		// node) is a death; old (dead, its node listed) is not.
+		{machines: ms("m1"), dead: ms("surge", "old"), nodes: ns("m1", "old"),
+			deaths: []crashDeath{{Machine: "surge", ConfigSHA: "b", Unseen: true, InARow: 1, Wait: time.Second}}},
+		// Not counted twice (its dir not cleared yet); old's node removed:
+		// it joined, so its death is not one before joining.
+		{machines: ms("m1"), dead: ms("surge", "old"), nodes: ns("m1")},
+		// Both cleared. m2 is listed, joins, dies, its node removed.
+		{machines: ms("m1", "m2"), nodes: ns("m1")},
+		{machines: ms("m1", "m2"), nodes: ns("m1", "m2")},
+		{machines: ms("m1"), dead: ms("m2"), nodes: ns("m1", "m2")},
+		{machines: ms("m1"), dead: ms("m2"), nodes: ns("m1")},
+		// m3 made by this leader, dead before its look: observe counts
+		// it (the first since m2 joined), foundDead does not again.
+		{machines: ms("m1"), dead: ms("m3"), nodes: ns("m1"), made: []string{"m3"},
+			deaths: []crashDeath{{Machine: "m3", ConfigSHA: "b", InARow: 1, Wait: time.Second}}},
+		{machines: ms("m1"), dead: ms("m3"), nodes: ns("m1")},
+	} {
+		for _, id := range l.made {
+			b.made("g", id, "b")
+		}
+		now := t0.Add(time.Duration(i) * time.Second)
+		got := b.observe("g", "b", l.machines, l.nodes, now)
+		got = append(got, b.foundDead("g", l.dead, l.nodes, now)...)
+		if diff := cmp.Diff(l.deaths, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("look %d: deaths (-want +got):\n%s", i, diff)
+		}
+	}
+	d := crashDeath{Machine: "surge", ConfigSHA: "b", Unseen: true, InARow: 1, Wait: time.Second}
+	if !d.failsRollout(decide.GroupSnapshot{Rolling: true, TargetSHA: "b"}) {
+		t.Error("a surge machine of the rollout found dead does not fail it")
+	}
+	if r := d.reason("g", ""); !strings.Contains(r, "made by an earlier leader") || !strings.Contains(r, "surge") {
+		t.Errorf("reason %q does not say an earlier leader made surge", r)
+	}
 }

@@ -241,14 +241,14 @@ func sorted(s []string) []string {
 // TestForceNewClusterGroups: the same disaster on a cluster whose managers
 // are a group (`curator dev`, process provider), recovered the way its
 // operator would. Two manager instances are killed with -9 for good
-// (nothing restarts them: their records stay, dead, and the next dev
-// prunes them); dev is stopped (it stops the survivor and the worker and
-// keeps them) and started again on its dir with --force-new-cluster, which
-// restarts the one manager left on its own instance with `agent run
-// --force-new-cluster`. Every record is still there; the managers group
-// replaces the two dead machines by itself (their records removed, two new
-// machines made and promoted) until there are three healthy voters again;
-// and a rollout of the managers group then finishes.
+// (nothing restarts them: their instances stay, dead); dev is stopped (it
+// stops the survivor and the worker and keeps them) and started again on
+// its dir with --force-new-cluster, which restarts the one manager left on
+// its own instance with `agent run --force-new-cluster`, and does not
+// start the dead ones. Every record is still there; the managers group
+// replaces the two dead machines by itself (their records removed, then
+// their dirs, two new machines made and promoted) until there are three
+// healthy voters again; and a rollout of the managers group then finishes.
 func TestForceNewClusterGroups(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
 	const addresses = "127.0.162.10-127.0.162.40"
@@ -298,8 +298,8 @@ func TestForceNewClusterGroups(t *testing.T) {
 	t.Logf("two managers killed, dev stopped in %s", time.Since(began).Round(time.Millisecond))
 	d = startDevIn(t, binary, nil, d.dir, addresses, 3, 1, "--force-new-cluster")
 	for _, x := range dead {
-		if _, err := os.Stat(filepath.Join(d.dir, "instances", x.InstanceID)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("the dead manager %s's instance is still there: %v", x.Name, err)
+		if exec.Command("pgrep", "-f", "--", "/instances/"+x.InstanceID+"/data").Run() == nil {
+			t.Errorf("the dead manager %s was started again", x.Name)
 		}
 	}
 	testenv.Eventually(t, time.Minute, "every record after the forced new cluster", func() error {
@@ -329,6 +329,10 @@ func TestForceNewClusterGroups(t *testing.T) {
 		for _, x := range dead {
 			if _, ok := byID(nodes, x.ID); ok {
 				return fmt.Errorf("%s's record is still there", x.Name)
+			}
+			// Its record gone, the group clears its dir.
+			if _, err := os.Stat(filepath.Join(d.dir, "instances", x.InstanceID)); !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("the dead manager %s's dir is still there (%v)", x.Name, err)
 			}
 		}
 		info, err := clusterInfo(t, d.config)

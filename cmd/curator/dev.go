@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -69,6 +70,8 @@ type devConfig struct {
 	// (managers killed); its one manager left is restarted with `agent
 	// run --force-new-cluster` (see devForced).
 	forceNewCluster bool
+	// given: the flags given on the command line, by name.
+	given map[string]bool
 }
 
 // Validate checks the flags: the address range must hold a node each.
@@ -113,13 +116,18 @@ pid): a second dev on DIR is refused. dev stops when the process that started
 it ends, except under nohup: 'nohup curator dev --dir DIR >DIR.log 2>&1 &'
 outlives its shell.
 
-Run again with the same --dir, dev restarts the nodes found there from disk
-(nodes left running by a dev that was killed are stopped and started again).
-Nodes killed while dev ran are not started again (their groups replace them).
-If that leaves the managers without a quorum for good (2 of 3 killed, say),
-run with --force-new-cluster: the one manager left restarts with 'agent run
---force-new-cluster' and leads alone, and the managers group makes the others
-again (see docs/disaster-recovery.md).
+dev records what it made the cluster with in DIR/dev.json. Run again with
+the same --dir, dev restarts the nodes found there from disk, as the cluster
+was made (a flag given that disagrees with DIR/dev.json is refused): the
+stopped ones, those left running by a dev that was killed (stopped and started
+again), and those that died without being stopped (a power loss, a reboot, a
+kill of every process). A node killed while dev ran whose group replaced it is
+gone from the cluster, and its dir with it. A dir that holds a cluster (a
+client config, a CA, DIR/dev.json) and no node to start is refused, never made
+into a new cluster. If the managers lost their quorum for good (2 of 3 dirs
+lost, say), run with --force-new-cluster: the one manager left restarts with
+'agent run --force-new-cluster' and leads alone, and the managers group makes
+the others again (see docs/disaster-recovery.md).
 
 With --provider docker the nodes are containers of --image on the Docker
 network --network (--subnet, created if missing), the groups are on the docker
@@ -132,6 +140,8 @@ logs are 'docker logs ID'.`,
 			if err := c.Validate(); err != nil {
 				return err
 			}
+			c.given = map[string]bool{}
+			cmd.Flags().Visit(func(f *pflag.Flag) { c.given[f.Name] = true })
 			devFollowParent()
 			if c.provider == "docker" {
 				return runDevDocker(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
@@ -161,6 +171,15 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		return err
 	}
 	defer lock.Close()
+	settings, err := loadDevSettings(dir)
+	if err != nil {
+		return err
+	}
+	if settings != nil {
+		if err := settings.apply(c, dir); err != nil {
+			return err
+		}
+	}
 	// The machines and the groups start a copy kept in DIR, not this
 	// binary, which may be go run's, deleted when go run exits.
 	if self, err = devBinaryCopy(self, dir); err != nil {
@@ -194,12 +213,14 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 	cfgPath := filepath.Join(dir, client.ConfigFileName)
 
 	var cl *localcluster.Cluster
-	// What died while no dev ran (killed by hand, and replaced by its
-	// group) is not to be started again.
+	// Only what crashed Provisions left: an instance that ran and died
+	// keeps its dir (a power loss kills every one), and what its group
+	// replaced while dev ran is gone already (the group loop clears a
+	// dead machine once its node is removed).
 	if _, err := p.Prune(ctx); err != nil {
 		return err
 	}
-	running, stopped, err := dc.recorded(ctx)
+	running, stopped, dead, err := dc.recorded(ctx)
 	if err != nil {
 		return err
 	}
@@ -211,13 +232,22 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		stopped = append(stopped, running...)
 	}
 	switch {
-	case c.forceNewCluster && len(stopped) == 0:
+	case c.forceNewCluster && len(stopped)+len(dead) == 0:
 		return fmt.Errorf("--force-new-cluster: %s holds no dev cluster to restart", dir)
-	case len(stopped) > 0:
-		cl, err = dc.restart(ctx, cfgPath, stopped, c.forceNewCluster)
+	case len(stopped)+len(dead) > 0:
+		cl, err = dc.restart(ctx, cfgPath, settings, stopped, dead, c.forceNewCluster)
 	default:
+		if found := devHolds(dir); len(found) > 0 {
+			return errDevHoldsCluster(dir, found)
+		}
+		if err := devSettingsOf(c).save(dir); err != nil {
+			return fmt.Errorf("record dev's settings in %s: %w", dir, err)
+		}
 		fmt.Fprintf(stderr, "starting %d managers and %d workers\n", c.managers, c.workers)
-		cl, err = dc.up(ctx, c, self, cfgPath, stderr)
+		if cl, err = dc.up(ctx, c, self, cfgPath, stderr); err != nil && dc.empty(ctx) {
+			// Nothing was made: the dir holds no cluster.
+			os.Remove(filepath.Join(dir, devSettingsFile))
+		}
 	}
 	if err != nil {
 		return err
@@ -304,13 +334,28 @@ func devUp(ctx context.Context, groups []*pb.GroupSpec, cfgPath string, progress
 }
 
 // recorded returns the instances a dev before this one left in the dir:
-// those still running (that dev was killed) and those stopped (or dead).
-func (dc *devCluster) recorded(ctx context.Context) (running, stopped []provider.Instance, err error) {
+// those still running (that dev was killed), those stopped, and those
+// that died without being stopped (a power loss).
+func (dc *devCluster) recorded(ctx context.Context) (running, stopped, dead []provider.Instance, err error) {
 	if running, err = dc.p.List(ctx, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	stopped, err = dc.p.ListStopped(ctx, nil)
-	return running, stopped, err
+	if dead, err = dc.p.ListDead(ctx, nil); err != nil {
+		return nil, nil, nil, err
+	}
+	all, err := dc.p.ListStopped(ctx, nil)
+	for _, in := range all {
+		if !slices.ContainsFunc(dead, func(d provider.Instance) bool { return d.ID == in.ID }) {
+			stopped = append(stopped, in)
+		}
+	}
+	return running, stopped, dead, err
+}
+
+// empty says whether the dir holds no instance at all.
+func (dc *devCluster) empty(ctx context.Context) bool {
+	running, stopped, dead, err := dc.recorded(ctx)
+	return err == nil && len(running)+len(stopped)+len(dead) == 0
 }
 
 // start is dev's localcluster.Starter, for the first node: it provisions
@@ -335,26 +380,54 @@ func nodeName(in provider.Instance) string { return in.Labels[provider.LabelGrou
 func byNodeName(a, b provider.Instance) int { return strings.Compare(nodeName(a), nodeName(b)) }
 
 // restart starts every recorded node again with `agent run`, together, and
-// waits until they are ready; with forced, the one manager left runs with
-// --force-new-cluster (devForced).
-func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []provider.Instance, forced bool) (*localcluster.Cluster, error) {
+// waits until they are ready: the stopped ones and the dead ones (which
+// died without being stopped), as a clean stop and restart would. With
+// forced, the one manager left runs with --force-new-cluster (devForced),
+// and the managers given up for it are not started.
+func (dc *devCluster) restart(ctx context.Context, cfgPath string, settings *devSettings, stopped, dead []provider.Instance, forced bool) (*localcluster.Cluster, error) {
 	survivor := ""
+	var givenUp []string
 	if forced {
 		var err error
-		if survivor, err = devForced(stopped); err != nil {
+		if survivor, givenUp, err = devForced(stopped, dead); err != nil {
 			return nil, err
 		}
 	}
-	fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, len(stopped))
-	slices.SortFunc(stopped, byNodeName)
+	all := slices.Concat(stopped, dead)
+	if settings != nil {
+		fmt.Fprintf(dc.stderr, "%s holds the dev cluster made with %s (%s): restarting its %d nodes from disk (the groups keep their specs, each node its address)\n",
+			dc.dir, settings.flags(), filepath.Join(dc.dir, devSettingsFile), len(all)-len(givenUp))
+	} else {
+		fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, len(all)-len(givenUp))
+	}
+	if len(dead) > 0 {
+		fmt.Fprintf(dc.stderr, "%d nodes of %s died without being stopped (power loss?): starting them again\n", len(dead), dc.dir)
+	}
+	slices.SortFunc(all, byNodeName)
 	procs := map[string]localcluster.Process{}
-	for _, in := range stopped {
+	for _, in := range all {
+		if slices.Contains(givenUp, in.ID) {
+			fmt.Fprintf(dc.stderr, "not starting %s, a manager that died: the new cluster refuses it, and the managers group replaces it (its dir goes once its node is removed)\n", nodeName(in))
+			continue
+		}
+		if !node.Initialised(dc.p.DataDir(in.ID)) {
+			// `agent run` would exit at once: a machine that died (or
+			// was stopped) before its node joined. Its group clears it.
+			fmt.Fprintf(dc.stderr, "not starting %s: it never joined (its data dir holds no node)\n", nodeName(in))
+			continue
+		}
 		args := []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}
 		if in.ID == survivor {
 			args = append(args, "--force-new-cluster")
 			fmt.Fprintf(dc.stderr, "forcing a new cluster on %s, the one manager left: it leads alone, the dead managers are refused, and the managers group makes new ones\n", nodeName(in))
 		}
 		in, err := dc.p.Start(ctx, in.ID, args, nil)
+		if errors.Is(err, process.ErrAddressTaken) {
+			// A dead machine whose address another holds: its group
+			// replaced it there.
+			fmt.Fprintf(dc.stderr, "not starting %s: %v\n", nodeName(in), err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -365,28 +438,46 @@ func (dc *devCluster) restart(ctx context.Context, cfgPath string, stopped []pro
 	return localcluster.Resume(ctx, localcluster.Config{}, cfgPath, procs)
 }
 
-// devForced returns the instance of the one manager left among instances
-// (the dead ones were pruned), which `dev --force-new-cluster` restarts
-// with `agent run --force-new-cluster`. It refuses when no manager is left
-// (restore a backup instead) or more than one is: only one survivor may be
-// forced, and with two of three left the quorum is not lost at all.
-func devForced(instances []provider.Instance) (string, error) {
-	var managers []string
-	for _, in := range instances {
-		if in.Labels[provider.LabelGroup] == devManagers {
-			managers = append(managers, nodeName(in))
+// devForced returns the instance of the one manager left, which `dev
+// --force-new-cluster` restarts with `agent run --force-new-cluster`, and
+// the managers given up for it, not to be started: the one manager among
+// stopped and dead, or else the one stopped on purpose when the others
+// died (killed while dev ran: the operator gives them up). It refuses
+// when no manager is left (restore a backup instead) or more than one
+// could be the survivor: only one may be forced, and with two of three
+// left the quorum is not lost at all.
+func devForced(stopped, dead []provider.Instance) (string, []string, error) {
+	managersOf := func(instances []provider.Instance) []provider.Instance {
+		var out []provider.Instance
+		for _, in := range instances {
+			if in.Labels[provider.LabelGroup] == devManagers {
+				out = append(out, in)
+			}
 		}
+		slices.SortFunc(out, byNodeName)
+		return out
 	}
-	slices.Sort(managers)
-	switch len(managers) {
-	case 0:
-		return "", errors.New("--force-new-cluster: no manager is left to force a new cluster on: restore a backup instead (`curator agent restore`)")
-	case 1:
-		i := slices.IndexFunc(instances, func(in provider.Instance) bool { return nodeName(in) == managers[0] })
-		return instances[i].ID, nil
+	kept, died := managersOf(stopped), managersOf(dead)
+	all := slices.Concat(kept, died)
+	switch {
+	case len(all) == 0:
+		return "", nil, errors.New("--force-new-cluster: no manager is left to force a new cluster on: restore a backup instead (`curator agent restore`)")
+	case len(all) == 1:
+		return all[0].ID, nil, nil
+	case len(kept) == 1:
+		var givenUp []string
+		for _, in := range died {
+			givenUp = append(givenUp, in.ID)
+		}
+		return kept[0].ID, givenUp, nil
 	}
-	return "", fmt.Errorf("--force-new-cluster: %d managers are left (%s), and a new cluster is forced on one survivor only: start dev without --force-new-cluster if they hold a quorum, or remove the instance dirs (DIR/instances/ID) of all but one first",
-		len(managers), strings.Join(managers, ", "))
+	names := make([]string, len(all))
+	for i, in := range all {
+		names[i] = nodeName(in)
+	}
+	slices.Sort(names)
+	return "", nil, fmt.Errorf("--force-new-cluster: %d managers are left (%s), and a new cluster is forced on one survivor only: start dev without --force-new-cluster if they hold a quorum (those that died without being stopped come back with their data), or remove the instance dirs (DIR/instances/ID) of all but one first",
+		len(names), strings.Join(names, ", "))
 }
 
 // writeLogs writes a line a running node: its name and the path of its
@@ -435,7 +526,7 @@ func (dc *devCluster) watch(ctx context.Context) {
 		}
 		for id, in := range known {
 			if _, ok := now[id]; !ok {
-				fmt.Fprintf(dc.stderr, "%s exited; see %s (once its group prunes it: %s)\n", nodeName(in), dc.p.LogFile(id), filepath.Join(dc.p.PrunedLogDir(), id+".log"))
+				fmt.Fprintf(dc.stderr, "%s exited; see %s (once its group has replaced it and cleared its dir: %s)\n", nodeName(in), dc.p.LogFile(id), filepath.Join(dc.p.PrunedLogDir(), id+".log"))
 			}
 		}
 		known = now

@@ -96,12 +96,18 @@ func waitGone(ctx context.Context, r record) bool {
 	return true
 }
 
-// Prune removes what dead instances left behind: the dir of every instance
-// whose process is gone (killed behind the provider's back, or crashed)
-// and that Stop did not stop,
-// and of every Provision that crashed before it recorded a pid. It returns
-// the IDs it removed. List never shows these, so Prune is only about disk
-// and addresses' bookkeeping, and may run at any time.
+// Prune removes what crashed Provisions left behind: a dir with no record,
+// and a record that never got a process (pid 0, not stopped, and no
+// process runs with its data dir: adopt.go). It returns the IDs it
+// removed. List never shows these, so Prune is only about disk and
+// addresses' bookkeeping, and may run at any time.
+//
+// An instance whose process ran and is gone without Stop (killed, crashed,
+// an OOM kill of the tree, a power loss, a reboot) is not pruned: its data
+// dir may be all that is left of a node that a restart brings back
+// (ListDead, Start). It keeps its dir and its address until ClearDead or
+// Destroy, which only a caller that knows its node is gone from the
+// cluster may call (the group loop).
 func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 	unlock, err := p.lock(ctx)
 	if err != nil {
@@ -129,7 +135,8 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 			// it for an operator.
 			errs = append(errs, err)
 			continue
-		case r.Stopped || r.alive():
+		case r.Stopped || r.alive() || r.PID > 0:
+			// Stopped, running, or dead after it ran: kept.
 			continue
 		}
 		p.keepLog(id)
@@ -137,7 +144,7 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		p.cfg.Logger.Info("pruned dead instance", zap.String("id", id), zap.Int("pid", r.PID), zap.String("address", r.Address))
+		p.cfg.Logger.Info("pruned a crashed Provision's instance", zap.String("id", id), zap.Int("pid", r.PID), zap.String("address", r.Address))
 		pruned = append(pruned, id)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -150,12 +157,12 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 // newest.
 const KeptLogs = 32
 
-// PrunedLogDir holds the agent logs of instances that died on their own
-// (a crash, a kill behind the provider's back), kept by Prune as
-// <id>.log: why a machine died is in its log, and the dir goes with it.
+// PrunedLogDir holds the agent logs of instances whose dirs Prune or
+// ClearDead removed, as <id>.log: why a machine died is in its log, and
+// the dir goes with it.
 func (p *Provider) PrunedLogDir() string { return filepath.Join(p.cfg.Dir, "pruned") }
 
-// keepLog moves a dead instance's log to PrunedLogDir and trims that to
+// keepLog moves a pruned or cleared instance's log to PrunedLogDir and trims that to
 // the newest KeptLogs. Best effort: a log that cannot be kept does not
 // keep a dead instance's dir around.
 func (p *Provider) keepLog(id string) {

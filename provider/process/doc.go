@@ -29,12 +29,19 @@
 // Config.StopWithParent the instances get SIGTERM when their starter dies
 // (Linux).
 //
+// Nothing a restart could bring back is deleted unasked. An instance whose
+// process died without Stop (a kill, a crash, a power loss or a reboot of
+// the host) keeps its dir and its address like a stopped one: ListDead
+// lists it, Start runs it again, and only ClearDead or Destroy removes it,
+// which the group loop calls once the instance's node is gone from the
+// cluster (curator/loop_groups.go).
+//
 // Provision is not idempotent with respect to its spec. The machines of one
 // group have identical specs, so a spec names no machine to find again; the
 // caller, a level-triggered loop, counts the machines with List before it
 // provisions. What a crash in the middle of Provision can leave behind is a
 // record with no process (pid 0, or a dir with no record at all), which List
-// ignores and Prune removes, or, when the crash came between starting the
+// ignores and Prune removes (Prune removes nothing else), or, when the crash came between starting the
 // process and recording its pid, a running node whose record says pid 0:
 // List and Prune find that process by its data dir (on Linux) and record
 // it (adopt.go).

@@ -15,8 +15,8 @@ import (
 
 // List returns the live instances whose labels match selector, sorted by
 // ID. An instance whose process has died is not listed (the Instance type
-// has no status to show it with): to the caller it is gone, and Prune
-// removes what it left. It takes no lock (records are written atomically,
+// has no status to show it with): to the caller it is gone, and ListDead
+// lists it until ClearDead or Destroy removes what it left. It takes no lock (records are written atomically,
 // and a record half made by a running Provision has no pid yet, so it is
 // not live), except to adopt the process of an instance whose starter
 // crashed before recording it (adoptOrphans).

@@ -265,6 +265,11 @@ func TestProvisionBadBinary(t *testing.T) {
 	}
 }
 
+// TestPrune: Prune removes what crashed Provisions left (a dir with no
+// record, a record with no pid) and nothing else; an instance that ran and
+// died behind the provider's back (a kill, a power loss) keeps its dir and
+// its address, is listed by ListDead, and goes only by ClearDead, which
+// keeps its log and refuses an instance that runs or was stopped.
 func TestPrune(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestProvider(t, dir, testAddrs, 0)
@@ -294,9 +299,14 @@ func TestPrune(t *testing.T) {
 		insts := providertest.List(t, p, nil)
 		return len(insts) == 1 && insts[0].ID == live.ID
 	})
+	// Something the node wrote, which a restart would find again.
+	kept := filepath.Join(p.DataDir(dead.ID), "state")
+	if err := os.WriteFile(kept, []byte("the node's data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// What the dead instance wrote last is its last words, in its dir
-	// and, once pruned, in the pruned logs.
+	// and, once cleared, in the pruned logs.
 	f, err := os.OpenFile(p.LogFile(dead.ID), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -305,10 +315,57 @@ func TestPrune(t *testing.T) {
 	f.Close()
 	const lastWords = "Error: listen 127.0.0.1:7000: address in use"
 	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
-		t.Errorf("LastWords before Prune = %q, %v; want %q", got, err, lastWords)
+		t.Errorf("LastWords before ClearDead = %q, %v; want %q", got, err, lastWords)
 	}
 
-	// Logs of instances pruned before, older than the dead one's: the
+	pruned, err := p.Prune(ctx)
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	if diff := cmp.Diff([]string{"proc-00000001", "proc-00000002"}, pruned); diff != "" {
+		t.Errorf("Prune (-want +got):\n%s", diff)
+	}
+	ids, err := p.recordIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dead.ID, live.ID}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("instance dirs after Prune (-want +got):\n%s", diff)
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "the node's data" {
+		t.Errorf("the dead instance's data after Prune: %q, %v; want it kept", b, err)
+	}
+	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
+		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
+	}
+	deadList, err := p.ListDead(ctx, map[string]string{provider.LabelGroup: "workers"})
+	if err != nil || len(deadList) != 1 || deadList[0].ID != dead.ID {
+		t.Errorf("ListDead = %v, %v; want the dead instance", deadList, err)
+	}
+	// The dead instance keeps its address: the crashed Provision's is
+	// free again, and then the pool is full.
+	third := providertest.Provision(t, p, sleeperSpec("workers"))
+	if third.Address != testAddrs[2] {
+		t.Errorf("new instance at %s, want %s (the dead instance keeps %s)", third.Address, testAddrs[2], dead.Address)
+	}
+	if _, err := p.Provision(ctx, sleeperSpec("workers")); !errors.Is(err, ErrPoolExhausted) {
+		t.Errorf("Provision with the dead instance's address the only one left = %v, want ErrPoolExhausted", err)
+	}
+
+	// ClearDead refuses what runs and what was stopped.
+	if err := p.ClearDead(ctx, live.ID); !errors.Is(err, ErrNotDead) {
+		t.Errorf("ClearDead of a running instance = %v, want ErrNotDead", err)
+	}
+	if err := p.Stop(ctx, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ClearDead(ctx, third.ID); !errors.Is(err, ErrNotDead) {
+		t.Errorf("ClearDead of a stopped instance = %v, want ErrNotDead", err)
+	}
+
+	// Logs of instances cleared before, older than the dead one's: the
 	// oldest goes to make room.
 	if err := os.MkdirAll(p.PrunedLogDir(), 0o700); err != nil {
 		t.Fatal(err)
@@ -323,45 +380,41 @@ func TestPrune(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	pruned, err := p.Prune(ctx)
-	if err != nil {
-		t.Fatalf("Prune: %v", err)
+	if err := p.ClearDead(ctx, dead.ID); err != nil {
+		t.Fatalf("ClearDead: %v", err)
 	}
-	kept, err := os.ReadDir(p.PrunedLogDir())
+	if _, err := os.Stat(filepath.Join(dir, "instances", dead.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead instance's dir after ClearDead: %v, want it gone", err)
+	}
+	keptLogs, err := os.ReadDir(p.PrunedLogDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keptNames []string
-	for _, e := range kept {
+	for _, e := range keptLogs {
 		keptNames = append(keptNames, e.Name())
 	}
 	if len(keptNames) != KeptLogs || !slices.Contains(keptNames, dead.ID+".log") || slices.Contains(keptNames, "proc-10000000.log") {
 		t.Errorf("pruned logs kept: %v; want %d, the dead instance's (%s.log) among them and the oldest (proc-10000000.log) gone", keptNames, KeptLogs, dead.ID)
 	}
-	want := []string{"proc-00000001", "proc-00000002", dead.ID}
-	slices.Sort(want)
-	if diff := cmp.Diff(want, pruned); diff != "" {
-		t.Errorf("Prune (-want +got):\n%s", diff)
-	}
-	ids, err := p.recordIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{live.ID}, ids); diff != "" {
-		t.Errorf("instance dirs after Prune (-want +got):\n%s", diff)
-	}
-	if pruned, err := p.Prune(ctx); err != nil || len(pruned) != 0 {
-		t.Errorf("Prune again = %v, %v; want nothing", pruned, err)
+	if err := p.ClearDead(ctx, dead.ID); err != nil {
+		t.Errorf("ClearDead again = %v, want nothing to do", err)
 	}
 	if got, err := p.LastWords(ctx, dead.ID); err != nil || got != lastWords {
-		t.Errorf("LastWords after Prune = %q, %v; want %q", got, err, lastWords)
+		t.Errorf("LastWords after ClearDead = %q, %v; want %q", got, err, lastWords)
+	}
+	// Its address is free now.
+	if in := providertest.Provision(t, p, sleeperSpec("workers")); in.Address != dead.Address {
+		t.Errorf("new instance at %s, want the cleared instance's %s", in.Address, dead.Address)
 	}
 	if got, err := p.LastWords(ctx, "proc-ffffffff"); err != nil || got != "" {
 		t.Errorf("LastWords of an instance never made = %q, %v; want nothing", got, err)
 	}
 	if _, err := p.LastWords(ctx, "../etc"); err == nil {
 		t.Error("LastWords of a bad ID: no error")
+	}
+	if err := p.ClearDead(ctx, "../etc"); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("ClearDead of a bad ID = %v, want ErrInvalidID", err)
 	}
 }
 

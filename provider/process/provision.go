@@ -75,11 +75,12 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 	return r.instance(), nil
 }
 
-// freeAddress returns the first address of the pool that no live or
-// stopped instance holds, and on whose port nothing listens. Dead
-// instances' addresses are free, recorded or not, once their process is
-// all gone; an address on one of whose node ports another process of this
-// host listens (another program, another provider's instance on the same
+// freeAddress returns the first address of the pool that no live, stopped
+// or dead instance holds, and on whose port nothing listens. A dead
+// instance keeps its address until its dir is cleared (ClearDead,
+// Destroy): its node's certificate names it, and a restart brings the
+// node back there. A crashed Provision's record holds none. An address on
+// one of whose node ports another process of this host listens (another program, another provider's instance on the same
 // pool, a killed instance whose threads are still on their way out) is
 // skipped: a node made there would find its port taken and exit at once.
 func (p *Provider) freeAddress() (string, error) {
@@ -93,7 +94,7 @@ func (p *Provider) freeAddress() (string, error) {
 		if err != nil {
 			continue // no record: no process either (see Provision)
 		}
-		if r.Stopped || r.alive() {
+		if r.Stopped || r.PID > 0 {
 			used[r.Address] = true
 		}
 	}

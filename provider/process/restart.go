@@ -88,7 +88,8 @@ func (p *Provider) Start(ctx context.Context, id string, args []string, env map[
 		return provider.Instance{}, fmt.Errorf("start %s: a Provision that never finished (nothing to start; Prune removes it): %w", id, fs.ErrNotExist)
 	}
 	if !r.Stopped {
-		// Dead, not stopped: its address was free for Provision.
+		// Dead, not stopped: its address is kept for it, but a record
+		// made before dead instances kept theirs may hold it.
 		if holder, err := p.addressHolder(r.Address, id); err != nil {
 			return provider.Instance{}, fmt.Errorf("start %s: %w", id, err)
 		} else if holder != "" {
@@ -137,8 +138,8 @@ func (p *Provider) addressHolder(addr, self string) (string, error) {
 
 // ListStopped returns the instances whose labels match selector and whose
 // process is not running, sorted by ID: the ones Stop stopped and the ones
-// that died. These are what Start can run again. A Provision that never
-// finished is not one of them.
+// that died (ListDead tells these apart). These are what Start can run
+// again. A Provision that never finished is not one of them.
 func (p *Provider) ListStopped(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
 	out, err := p.listWhere(ctx, selector, func(r record) bool {
 		return (r.Stopped || r.PID > 0) && !r.alive()

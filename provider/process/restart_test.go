@@ -88,8 +88,8 @@ func TestStopStart(t *testing.T) {
 	}
 }
 
-// A dead instance (not stopped) can be started again, unless its address
-// has gone to another instance meanwhile.
+// A dead instance (not stopped) keeps its address and can be started
+// again, unless another record holds its address.
 func TestStartDead(t *testing.T) {
 	p := newTestProvider(t, t.TempDir(), testAddrs[:1], 0)
 	ctx := context.Background()
@@ -106,7 +106,19 @@ func TestStartDead(t *testing.T) {
 		t.Fatalf("ListStopped = %v, %v; want the dead instance", stopped, err)
 	}
 
-	taker := providertest.Provision(t, p, sleeperSpec("workers"))
+	// It keeps its address: no Provision takes it.
+	if _, err := p.Provision(ctx, sleeperSpec("workers")); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("Provision with a dead instance holding the one address = %v, want ErrPoolExhausted", err)
+	}
+	// A record made before dead instances kept their addresses may hold
+	// it: Start says so.
+	taker := record{ID: "proc-0000beef", Address: dead.Address, Stopped: true}
+	if err := os.MkdirAll(p.DataDir(taker.ID), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.recordSave(taker); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.Start(ctx, dead.ID, sleeperSpec("workers").Args, nil); !errors.Is(err, ErrAddressTaken) {
 		t.Fatalf("Start of a dead instance whose address is taken = %v, want ErrAddressTaken", err)
 	}

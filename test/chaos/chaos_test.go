@@ -1,7 +1,7 @@
 // Package chaos runs a cluster of real curator processes through a seeded
 // random schedule of faults (kill -9 of any node and of the leader,
 // SIGSTOP/SIGCONT, restarts, more of a group frozen than its repair
-// ceiling) while rollouts, bad templates and scaling run, with a monitor
+// ceiling, every process killed at once) while rollouts, bad templates and scaling run, with a monitor
 // that checks the cluster's invariants the whole time and once the faults
 // stop. See README.md in this directory.
 package chaos
@@ -128,6 +128,11 @@ type runner struct {
 	struck  []strike
 	watches map[string]*badWatch
 	freezes map[string]*groupFreeze
+	// dev is the seed's `curator dev`; outage: a power loss is under
+	// way (power_test.go), and the monitor's checks of the API wait.
+	dev    *devProc
+	devs   int
+	outage bool
 }
 
 // heldFault is a stop or a cut that lasts: its kind and the machine.
@@ -240,48 +245,14 @@ func (r *runner) up(args []string) {
 	t.Helper()
 	r.began = time.Now()
 	t.Cleanup(r.m.killAll)
-	logPath := filepath.Join(r.dir, "dev.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, append([]string{"dev", "--managers", strconv.Itoa(managers), "--workers", strconv.Itoa(workers),
-		"--dir", r.dir}, args...)...)
-	// dev prints the export line on stdout once the cluster is up.
-	outPath := filepath.Join(r.dir, "dev.out")
-	outFile, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = outFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logFile.Close(); outFile.Close() }()
+	err := r.startDev(append([]string{"--managers", strconv.Itoa(managers), "--workers", strconv.Itoa(workers)}, args...))
 	t.Cleanup(func() {
 		r.releaseAll()
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		r.stopDev()
 	})
-	testenv.Eventually(t, 4*time.Minute, "dev is up", func() error {
-		select {
-		case err := <-exited:
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("dev exited: %v\n%s", err, out)
-		default:
-		}
-		out, _ := os.ReadFile(outPath)
-		if !strings.Contains(string(out), "export CURATOR_CONFIG=") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgPath := filepath.Join(r.dir, "config.yaml")
 	cfg, err := client.LoadConfig(cfgPath)
 	if err != nil {
@@ -308,6 +279,82 @@ func (r *runner) up(args []string) {
 		}
 	}
 	r.logf("groups with replace_after %s, managers with max_unhealthy 1", replaceAfter)
+}
+
+// devProc is a running `curator dev`.
+type devProc struct {
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// startDev runs `curator dev --dir DIR` with args added (the first one's
+// log is DIR/dev.log, a later one's DIR/dev-N.log) and waits until it is
+// up, or says why not.
+func (r *runner) startDev(args []string) error {
+	r.mu.Lock()
+	r.devs++
+	suffix := ""
+	if r.devs > 1 {
+		suffix = fmt.Sprintf("-%d", r.devs)
+	}
+	r.mu.Unlock()
+	logPath := filepath.Join(r.dir, "dev"+suffix+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(binary, append([]string{"dev", "--dir", r.dir}, args...)...)
+	// dev prints the export line on stdout once the cluster is up.
+	outPath := filepath.Join(r.dir, "dev"+suffix+".out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		outFile.Close()
+		return err
+	}
+	d := &devProc{cmd: cmd, exited: make(chan error, 1)}
+	go func() { d.exited <- cmd.Wait(); logFile.Close(); outFile.Close() }()
+	r.mu.Lock()
+	r.dev = d
+	r.mu.Unlock()
+	for began := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		select {
+		case err := <-d.exited:
+			d.exited <- err // for stopDev
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("dev exited: %v\n%s", err, out)
+		default:
+		}
+		if out, _ := os.ReadFile(outPath); strings.Contains(string(out), "export CURATOR_CONFIG=") {
+			return nil
+		}
+		if time.Since(began) > 4*time.Minute {
+			return fmt.Errorf("dev not up after %s; see %s", time.Since(began).Round(time.Second), logPath)
+		}
+	}
+}
+
+// stopDev stops the seed's dev (SIGTERM: it stops its nodes), killing it
+// after a minute.
+func (r *runner) stopDev() {
+	r.mu.Lock()
+	d := r.dev
+	r.mu.Unlock()
+	if d == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(time.Minute):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
 }
 
 // call runs fn with a bounded context.
@@ -373,6 +420,8 @@ func (r *runner) do(ctx context.Context, s step) string {
 		return r.freezeGroup(ctx, s)
 	case stepBadWorkers, stepBadManagers:
 		return r.commitBad(s.Kind.group())
+	case stepPowerLoss:
+		return r.powerLoss(ctx)
 	case stepScaleWorkers:
 		if why := r.busy("workers", false); why != "" {
 			return "skipped: " + why
@@ -578,7 +627,15 @@ func (r *runner) monitor(ctx context.Context) {
 	for i := 0; ctx.Err() == nil; i++ {
 		info, err := call(r.cl.ClusterInfo)
 		now := time.Now()
+		r.mu.Lock()
+		outage := r.outage
+		r.mu.Unlock()
 		switch {
+		case outage:
+			// A power loss took every process: silence, and a quorum
+			// lost, are the fault's own (power_test.go checks what
+			// comes back).
+			lastAnswer, silentReported = now, false
 		case err == nil:
 			if silentReported {
 				r.logf("the API answers again after %s", now.Sub(lastAnswer).Round(time.Millisecond))

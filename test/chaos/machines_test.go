@@ -47,6 +47,10 @@ type machines interface {
 	// keepLogs writes what the machines still there logged into dir,
 	// where the variant does not keep it with their data already.
 	keepLogs(dir string) error
+	// powerOff kills dev (its pid) and every machine's process at once,
+	// and says how many processes it killed. errNoPowerLoss: this
+	// variant's dev does not restart (it says so at once).
+	powerOff(devPID int) (int, error)
 }
 
 // errNoPartition: processes on one host share the loopback interface, so

@@ -53,6 +53,13 @@ const (
 	// Managers only while the healthy voters left keep a majority.
 	stepFreezeWorkers
 	stepFreezeManagers
+	// stepPowerLoss kills (-9) every process of the cluster in one go,
+	// dev and every agent, as a power loss would, then starts dev again
+	// on its dir as an operator would (`curator dev --dir DIR`, no other
+	// flag): nothing may be lost. Skipped while another fault holds a
+	// node or a group, and where the variant's dev does not restart
+	// (Docker).
+	stepPowerLoss
 )
 
 func (k stepKind) String() string {
@@ -81,6 +88,8 @@ func (k stepKind) String() string {
 		return "freeze-workers"
 	case stepFreezeManagers:
 		return "freeze-managers"
+	case stepPowerLoss:
+		return "power-loss"
 	}
 	return fmt.Sprintf("step(%d)", int(k))
 }
@@ -102,6 +111,7 @@ var weights = []struct {
 	{stepBadManagers, 1},
 	{stepFreezeWorkers, 1},
 	{stepFreezeManagers, 1},
+	{stepPowerLoss, 1},
 }
 
 // group is the group a group-wide step hits or commits to ("" for a

@@ -54,6 +54,7 @@ func TestScheduleKinds(t *testing.T) {
 		{stepBadManagers, "bad-managers", "managers", 2 * time.Second, 8 * time.Second, 2},
 		{stepFreezeWorkers, "freeze-workers", "workers", 25 * time.Second, 31 * time.Second, 0},
 		{stepFreezeManagers, "freeze-managers", "managers", 25 * time.Second, 31 * time.Second, 0},
+		{stepPowerLoss, "power-loss", "", 2 * time.Second, 8 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.kind.String(); got != tc.name {
