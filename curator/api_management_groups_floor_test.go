@@ -66,10 +66,12 @@ func TestCommitGroupReplaceAfterFloor(t *testing.T) {
 	if _, err := c.cli.Put(context.Background(), store.Keys.Group("old"), string(data)); err != nil {
 		t.Fatal(err)
 	}
+	// Its max_parallel changed, not its size: a machine made here would
+	// run this test binary.
 	kept := proto.Clone(old).(*pb.GroupSpec)
-	kept.Size = 1
+	kept.MaxParallel = 2
 	if _, err := api.CommitGroup(callCtx(t), &pb.CommitGroupRequest{Spec: kept}); err != nil {
-		t.Errorf("a stored group's size changed, its replace_after 1ns kept: %v", err)
+		t.Errorf("a stored group's max_parallel changed, its replace_after 1ns kept: %v", err)
 	}
 	other := proto.Clone(kept).(*pb.GroupSpec)
 	other.ReplaceAfter = durationpb.New(time.Millisecond)

@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -11,6 +12,14 @@ import (
 // curators, their gRPC servers, forwarders and heartbeat streams all end
 // with their supervisor trees (etcd's own connections may take a few
 // seconds to close after the member stops: testenv.CheckLeaks waits).
+//
+// A process provider of a group with no binary set starts machines with
+// this test binary: each would run every test of the package again, and
+// those that make machines would make more. Such a machine exits at once.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		fmt.Fprintln(os.Stderr, "this is the curator package's test binary, not an agent: a test made a machine of a group without a binary")
+		os.Exit(2)
+	}
 	os.Exit(testenv.CheckLeaks(m.Run()))
 }
