@@ -1,0 +1,127 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Who etcd hears from now. A voter killed a moment ago still looks alive
+// to the curator's heartbeats until down-after; etcd knows at once, and a
+// membership change that trusted the heartbeats alone would move etcd
+// leadership to the dead member and wait for it. Hear asks every voter's
+// own member for its status, in parallel, each within HearTimeout. The
+// raft leader's own view (its followers' Progress, its transport's
+// ActiveSince) is not exposed by the embedded server, and it is most often
+// in another manager's process than the curator leader's; the members'
+// answers are what etcd's Maintenance API gives to any caller, bounded.
+//
+// A voter is heard when it answered, and follows the leader that answered
+// for itself, in that leader's term. The assumptions:
+//   - a member that answers and follows the leader's term receives the
+//     leader's appends: etcd's pre-vote and check-quorum make a follower
+//     cut off from the leader drop it (Leader 0) within an election
+//     timeout;
+//   - a member the curator leader cannot reach counts as unheard, even if
+//     etcd's leader hears it: that can only refuse a change, never allow
+//     one (the guard asks the heartbeats and etcd both);
+//   - with no leader answering, no voter is heard: no removal and no
+//     transfer of leadership then, which etcd could not make anyway.
+
+// HearTimeout bounds each member's answer in Hear.
+const HearTimeout = 500 * time.Millisecond
+
+// Hearing is what Hear found.
+type Hearing struct {
+	// Leader is the member that answered as etcd's leader; 0 if none did.
+	Leader uint64
+	// Heard holds the voters etcd hears from now.
+	Heard map[uint64]bool
+	// Why says, when Leader is 0, why no leader answered.
+	Why string
+}
+
+// Hear asks the voters among members who etcd hears from now; see above.
+// It never fails: a voter that does not answer is not heard.
+func Hear(ctx context.Context, cli *clientv3.Client, members []Member) Hearing {
+	type answer struct {
+		leader, term uint64
+	}
+	var (
+		mu      sync.Mutex
+		answers = map[uint64]answer{}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for _, m := range members {
+		if m.IsLearner || m.ClientURL == "" {
+			continue
+		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, HearTimeout)
+			defer cancel()
+			st, err := cli.Status(sctx, m.ClientURL)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", hexID(m.ID), err))
+				return
+			}
+			if st.Header.GetMemberId() != m.ID {
+				errs = append(errs, fmt.Errorf("%s: answered as member %s", hexID(m.ID), hexID(st.Header.GetMemberId())))
+				return
+			}
+			answers[m.ID] = answer{leader: st.Leader, term: st.RaftTerm}
+		})
+	}
+	wg.Wait()
+	h := Hearing{Heard: map[uint64]bool{}}
+	var term uint64
+	for id, a := range answers {
+		if a.leader == id && (h.Leader == 0 || a.term > term) {
+			h.Leader, term = id, a.term
+		}
+	}
+	if h.Leader == 0 {
+		h.Why = "etcd's leader does not answer"
+		if len(errs) > 0 {
+			msgs := make([]string, len(errs))
+			for i, err := range errs {
+				msgs[i] = err.Error()
+			}
+			slices.Sort(msgs)
+			h.Why += " (" + strings.Join(msgs, "; ") + ")"
+		}
+		return h
+	}
+	for id, a := range answers {
+		if a.leader == h.Leader && a.term == term {
+			h.Heard[id] = true
+		}
+	}
+	return h
+}
+
+// ReconfigTimeout bounds each membership change the curator asks of etcd
+// (add, promote or remove a member), well under what a client waits for
+// an answer: etcd retried a refusal within it (retryReconfig), and a
+// change it could not make in that time is reported, not waited on.
+const ReconfigTimeout = 5 * time.Second
+
+// Bounded runs call with a context that ends after d. If that bound, and
+// not ctx, ended it, the error says what did not finish within d.
+func Bounded(ctx context.Context, d time.Duration, what string, call func(context.Context) error) error {
+	bctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := call(bctx)
+	if err != nil && ctx.Err() == nil && errors.Is(bctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: not done within %v: %w", what, d, err)
+	}
+	return err
+}
