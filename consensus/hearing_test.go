@@ -57,8 +57,9 @@ func TestHearNotTheDead(t *testing.T) {
 	if diff := cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(leader, live)}, h); diff != "" {
 		t.Errorf("right after voter %s stopped (-want +got):\n%s", dead.id, diff)
 	}
-	if took > 2*HearTimeout {
-		t.Errorf("Hear took %v, want at most %v", took, 2*HearTimeout)
+	t.Logf("Hear answered %v after the stop", took)
+	if took >= HearTimeout {
+		t.Errorf("Hear took %v with a voter stopped, want less than its bound %v: a refused port fails at once", took, HearTimeout)
 	}
 
 	const bound = time.Second
