@@ -195,11 +195,13 @@ func (ms *Membership) unhealthyWhy(ids []string) string {
 }
 
 // ReachableNow says whether voter m may take etcd leadership from the
-// placement loop: healthy, serving clients, and heard from right now, not
-// merely marked ready (a node cut off a moment ago is still ready for a
-// while, and etcd leadership moved onto it would be lost at once).
+// placement loop: healthy, serving clients, and heard from right now, by
+// this leader and by etcd (Unheard), not merely marked ready (a node cut
+// off a moment ago is still ready for a while, and etcd leadership moved
+// onto it would be lost at once).
 func (ms *Membership) ReachableNow(m member.Member) bool {
-	return ms.Healthy(m) && m.ClientURL != "" && ms.Heard[ms.NodeOf[m.ID]]
+	id := ms.NodeOf[m.ID]
+	return ms.Healthy(m) && m.ClientURL != "" && ms.Heard[id] && !ms.Unheard[id]
 }
 
 // Demoting says whether member m's node is on its way out, and so never a
