@@ -18,8 +18,8 @@ import (
 // Who etcd hears from now. A voter killed a moment ago still looks alive
 // to the curator's heartbeats until down-after; etcd knows at once, and a
 // membership change that trusted the heartbeats alone would move etcd
-// leadership to the dead member and wait for it. Hear asks every voter's
-// own member for its status, in parallel, each within HearTimeout. The
+// leadership to the dead member and wait for it. Hearer.Hear asks every
+// voter's own member for its status, in parallel, each within HearTimeout. The
 // raft leader's own view (its followers' Progress, its transport's
 // ActiveSince) is not exposed by the embedded server, and it is most often
 // in another manager's process than the curator leader's; the members'
@@ -37,10 +37,10 @@ import (
 //   - with no leader answering, no voter is heard: no removal and no
 //     transfer of leadership then, which etcd could not make anyway.
 
-// HearTimeout bounds each member's answer in Hear.
+// HearTimeout bounds each member's answer in Hearer.Hear.
 const HearTimeout = 500 * time.Millisecond
 
-// Hearing is what Hear found.
+// Hearing is what Hearer.Hear found.
 type Hearing struct {
 	// Leader is the member that answered as etcd's leader; 0 if none did.
 	Leader uint64
@@ -50,9 +50,39 @@ type Hearing struct {
 	Why string
 }
 
+// Hearer asks who etcd hears from (Hear) over a connection to each member
+// that it keeps between calls (the membership loops observe a few times a
+// second each; a new TLS connection to every voter each time would cost
+// more than the question). A connection that fails is closed and made
+// again on the next call, so a member that comes back is heard at once,
+// not after gRPC's reconnection backoff. Close it when done.
+type Hearer struct {
+	cli    *clientv3.Client
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // by client URL
+	closed bool                        // keep no more connections
+}
+
+// NewHearer returns a Hearer that dials members with cli's credentials.
+func NewHearer(cli *clientv3.Client) *Hearer {
+	return &Hearer{cli: cli, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Close closes the connections the Hearer keeps. A Hear after it keeps
+// none: each connection is closed after its question.
+func (h *Hearer) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for u, c := range h.conns {
+		c.Close()
+		delete(h.conns, u)
+	}
+}
+
 // Hear asks the voters among members who etcd hears from now; see above.
 // It never fails: a voter that does not answer is not heard.
-func Hear(ctx context.Context, cli *clientv3.Client, members []Member) Hearing {
+func (h *Hearer) Hear(ctx context.Context, members []Member) Hearing {
 	type answer struct {
 		leader, term uint64
 	}
@@ -62,12 +92,13 @@ func Hear(ctx context.Context, cli *clientv3.Client, members []Member) Hearing {
 		errs    []error
 		wg      sync.WaitGroup
 	)
+	h.forgetAllBut(members)
 	for _, m := range members {
 		if m.IsLearner || m.ClientURL == "" {
 			continue
 		}
 		wg.Go(func() {
-			st, err := statusNow(ctx, cli, m.ClientURL)
+			st, err := h.status(ctx, m.ClientURL)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -82,47 +113,75 @@ func Hear(ctx context.Context, cli *clientv3.Client, members []Member) Hearing {
 		})
 	}
 	wg.Wait()
-	h := Hearing{Heard: map[uint64]bool{}}
+	out := Hearing{Heard: map[uint64]bool{}}
 	var term uint64
 	for id, a := range answers {
-		if a.leader == id && (h.Leader == 0 || a.term > term) {
-			h.Leader, term = id, a.term
+		if a.leader == id && (out.Leader == 0 || a.term > term) {
+			out.Leader, term = id, a.term
 		}
 	}
-	if h.Leader == 0 {
-		h.Why = "etcd's leader does not answer"
+	if out.Leader == 0 {
+		out.Why = "etcd's leader does not answer"
 		if len(errs) > 0 {
 			msgs := make([]string, len(errs))
 			for i, err := range errs {
 				msgs[i] = err.Error()
 			}
 			slices.Sort(msgs)
-			h.Why += " (" + strings.Join(msgs, "; ") + ")"
+			out.Why += " (" + strings.Join(msgs, "; ") + ")"
 		}
-		return h
+		return out
 	}
 	for id, a := range answers {
-		if a.leader == h.Leader && a.term == term {
-			h.Heard[id] = true
+		if a.leader == out.Leader && a.term == term {
+			out.Heard[id] = true
 		}
 	}
-	return h
+	return out
 }
 
-// statusNow asks the member at a client URL for its status, within
+// forgetAllBut closes the connections to client URLs of no member.
+func (h *Hearer) forgetAllBut(members []Member) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for u, c := range h.conns {
+		if !slices.ContainsFunc(members, func(m Member) bool { return m.ClientURL == u }) {
+			c.Close()
+			delete(h.conns, u)
+		}
+	}
+}
+
+// status asks the member at a client URL for its status, within
 // HearTimeout. Unlike the client's Status, it does not wait for a
 // connection to become ready: a member whose port refuses (a process just
 // killed) fails at once, not at the timeout, so that an observation
 // under muNodes costs little when a voter is dead.
-func statusNow(ctx context.Context, cli *clientv3.Client, clientURL string) (*pb.StatusResponse, error) {
+func (h *Hearer) status(ctx context.Context, clientURL string) (*pb.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, HearTimeout)
 	defer cancel()
-	conn, err := cli.Dial(clientURL)
-	if err != nil {
-		return nil, err
+	h.mu.Lock()
+	conn, keep := h.conns[clientURL], !h.closed
+	if conn == nil {
+		var err error
+		if conn, err = h.cli.Dial(clientURL); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		if keep {
+			h.conns[clientURL] = conn
+		}
 	}
-	defer conn.Close()
+	h.mu.Unlock()
 	st, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
+	if err != nil || !keep {
+		h.mu.Lock()
+		if h.conns[clientURL] == conn {
+			delete(h.conns, clientURL)
+		}
+		h.mu.Unlock()
+		conn.Close()
+	}
 	if err != nil {
 		return nil, rpctypes.Error(err)
 	}

@@ -25,6 +25,8 @@ func TestHearNotTheDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := leaderNode(t, cli, nodes)
+	hearer := NewHearer(cli)
+	defer hearer.Close()
 	heard := func(ns ...*testNode) map[uint64]bool {
 		out := map[uint64]bool{}
 		for _, n := range ns {
@@ -32,9 +34,16 @@ func TestHearNotTheDead(t *testing.T) {
 		}
 		return out
 	}
-	h := Hear(ctx, cli, members)
-	if diff := cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(nodes...)}, h); diff != "" {
-		t.Fatalf("every voter running (-want +got):\n%s", diff)
+	// The last voter was promoted a moment ago: wait until it follows.
+	var diff string
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(50 * time.Millisecond) {
+		h := hearer.Hear(ctx, members)
+		if diff = cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(nodes...)}, h); diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("every voter running (-want +got):\n%s", diff)
+		}
 	}
 
 	var dead, live *testNode
@@ -52,7 +61,7 @@ func TestHearNotTheDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := time.Now()
-	h = Hear(ctx, cli, members)
+	h := hearer.Hear(ctx, members)
 	took := time.Since(asked)
 	if diff := cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(leader, live)}, h); diff != "" {
 		t.Errorf("right after voter %s stopped (-want +got):\n%s", dead.id, diff)

@@ -15,7 +15,7 @@ import (
 // are not read at all. The members' nodes recorded ready that this
 // leadership has neither heard nor judged (shownStatus: unknown) are
 // Unvouched: no removal counts on them. The voters etcd does not hear
-// from now (consensus.Hear, each member asked within a bound) are
+// from now (consensus.Hearer, each member asked within a bound) are
 // Unheard: no removal counts on them either, and none takes etcd
 // leadership.
 func (st *leaderState) observeMembership(ctx context.Context) (*decide.Membership, error) {
@@ -24,7 +24,7 @@ func (st *leaderState) observeMembership(ctx context.Context) (*decide.Membershi
 		return nil, err
 	}
 	ms := decide.NewMembership(st.cfg.NodeID, members, registryMembers{st.reg}, st.beatingNow)
-	h := consensus.Hear(ctx, st.cfg.Etcd, members)
+	h := st.hearer.Hear(ctx, members)
 	ms.EtcdLeader, ms.Hearing = h.Leader, h.Why
 	ms.Unheard = map[string]bool{}
 	for _, m := range ms.Members {
