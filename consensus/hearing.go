@@ -19,11 +19,12 @@ import (
 // to the curator's heartbeats until down-after; etcd knows at once, and a
 // membership change that trusted the heartbeats alone would move etcd
 // leadership to the dead member and wait for it. Hearer.Hear asks every
-// voter's own member for its status, in parallel, each within HearTimeout. The
-// raft leader's own view (its followers' Progress, its transport's
-// ActiveSince) is not exposed by the embedded server, and it is most often
-// in another manager's process than the curator leader's; the members'
-// answers are what etcd's Maintenance API gives to any caller, bounded.
+// voter's own member for its status, in parallel, each within
+// HearTimeout. The raft leader's own view (its followers' Progress, its
+// transport's ActiveSince) is not exposed by the embedded server, and it
+// is most often in another manager's process than the curator leader's
+// (the placement loop keeps them apart); the members' answers are what
+// etcd's Maintenance API gives any caller, bounded.
 //
 // A voter is heard when it answered, and follows the leader that answered
 // for itself, in that leader's term. The assumptions:
