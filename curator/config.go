@@ -59,7 +59,8 @@ type Config struct {
 	// until the learner has caught up, and the loop tries again next tick.
 	PromoteTimeout time.Duration
 	// MoveLeaderTimeout bounds moving etcd leadership off a voter that is
-	// being demoted or removed.
+	// being demoted or removed: well under what a client waits (20 s), so
+	// that a transfer that cannot finish is reported, not waited on.
 	MoveLeaderTimeout time.Duration
 	// PlacementInterval is the period of the placement loop, which keeps
 	// etcd leadership off the curator leader's node; PlacementGap is the
@@ -118,7 +119,7 @@ const (
 	DefaultMinActionGap         = 50 * time.Millisecond
 	DefaultLearnerDownLimit     = time.Minute
 	DefaultPromoteTimeout       = time.Second
-	DefaultMoveLeaderTimeout    = 10 * time.Second
+	DefaultMoveLeaderTimeout    = 5 * time.Second
 	DefaultPlacementInterval    = time.Second
 	DefaultPlacementGap         = 2 * time.Second
 	DefaultPlacementMoveTimeout = 5 * time.Second

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
+	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -205,7 +206,9 @@ func (s *Service) runElection(ctx context.Context) error {
 		kickSwarm:  make(chan struct{}, 1),
 		resigned:   make(chan struct{}),
 		knocks:     s.knocks,
+		hearer:     consensus.NewHearer(s.cfg.Etcd),
 	}
+	defer st.hearer.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -32,6 +33,9 @@ type leaderState struct {
 	joins *joinQueue
 	// guard says whether the election lease is surely still ours.
 	guard *leaseGuard
+	// hearer asks etcd's members who etcd hears from, for the membership
+	// snapshot (observeMembership).
+	hearer *consensus.Hearer
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/spec"
@@ -58,9 +57,11 @@ func healthGap(interval time.Duration) time.Duration {
 	return min(interval/20, 100*time.Millisecond)
 }
 
+// The tick takes no muNodes: a membership change holds it across etcd
+// calls that may wait on a member that just died, and the judgment that
+// that member is down must not wait with it. Status is this loop's alone
+// (store.NodeStatusSaveAll says how no write undoes another).
 func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
-	l.muNodes.Lock()
-	defer l.muNodes.Unlock()
 	nodes := l.reg.Nodes()
 	hn := make([]decide.HealthNode, 0, len(nodes))
 	counts := make([]int, len(pb.NodeStatus_name))
@@ -115,16 +116,11 @@ func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
 	if len(d.Changes) == 0 {
 		return res, nil
 	}
-	changed := make([]*pb.Node, 0, len(d.Changes))
+	changed := make([]store.StatusChange, 0, len(d.Changes))
 	for _, a := range d.Changes {
-		// Under muNodes only this loop changes status: the record is
-		// the one decided on.
-		n := store.CloneNode(l.reg.Node(a.NodeID))
-		n.Status = a.To
-		n.StatusChanged = timestamppb.New(now)
-		changed = append(changed, n)
+		changed = append(changed, store.StatusChange{ID: a.NodeID, Status: a.To, At: now})
 	}
-	if err := store.NodeSaveAll(ctx, l.Fence, changed); err != nil {
+	if err := store.NodeStatusSaveAll(ctx, l.Fence, changed); err != nil {
 		return loopResult{}, err
 	}
 	held := res.reason

@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 
-	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
 )
 
@@ -26,11 +25,9 @@ func (l *leaderLoops) placementLoop() loopSpec {
 func (l *leaderLoops) placementTick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
 	// Under muNodes (membershipTick), so that it never moves leadership
 	// onto a member that a demotion or removal is taking out.
-	etcdLeader, err := consensus.Leader(ctx, l.cfg.Etcd)
-	if err != nil {
-		return loopResult{}, err
-	}
-	a := decide.Placement(ms, etcdLeader)
+	// The etcd leader is the one that answered for itself when ms was
+	// observed (0: none did, and nothing moves).
+	a := decide.Placement(ms, ms.EtcdLeader)
 	if a == nil {
 		return loopResult{}, nil
 	}

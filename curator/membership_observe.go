@@ -14,13 +14,24 @@ import (
 // the consensus role, and those the members belong to. A fleet's workers
 // are not read at all. The members' nodes recorded ready that this
 // leadership has neither heard nor judged (shownStatus: unknown) are
-// Unvouched: no removal counts on them.
+// Unvouched: no removal counts on them. The voters etcd does not hear
+// from now (consensus.Hearer, each member asked within a bound) are
+// Unheard: no removal counts on them either, and none takes etcd
+// leadership.
 func (st *leaderState) observeMembership(ctx context.Context) (*decide.Membership, error) {
 	members, err := consensus.Members(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
 	ms := decide.NewMembership(st.cfg.NodeID, members, registryMembers{st.reg}, st.beatingNow)
+	h := st.hearer.Hear(ctx, members)
+	ms.EtcdLeader, ms.Hearing = h.Leader, h.Why
+	ms.Unheard = map[string]bool{}
+	for _, m := range ms.Members {
+		if id := ms.NodeOf[m.ID]; id != "" && !m.IsLearner && !h.Heard[m.ID] {
+			ms.Unheard[id] = true
+		}
+	}
 	ms.Unvouched = map[string]bool{}
 	for id := range ms.MemberOf {
 		if n := ms.ByID[id]; n != nil {

@@ -174,6 +174,7 @@ func (st *leaderState) finishDemotion(ctx context.Context, ms *decide.Membership
 // removeFromEtcd takes member m out of etcd, which the caller has checked
 // against the quorum guard: a voter hands etcd leadership on first.
 func (st *leaderState) removeFromEtcd(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
+	faultPause(FaultBeforeMemberRemove)
 	if !m.IsLearner {
 		if err := st.moveEtcdLeaderOff(ctx, ms, m); err != nil {
 			return err
@@ -226,27 +227,23 @@ func (st *leaderState) saveConsensusRole(ctx context.Context, n *pb.Node, join *
 	return store.NodeSave(ctx, st.Fence, n)
 }
 
-// moveEtcdLeaderOff moves etcd leadership away from member m if it holds
-// it, to a healthy voter (this curator's node last, so the two leaders
-// stay apart where they can).
+// moveEtcdLeaderOff moves etcd leadership away from member m if it held
+// it when ms was observed, to the voter ms.LeadershipTarget names: one
+// etcd hears from now, never one that just died (a transfer to it would
+// wait out its whole bound, and the removal after it would leave a dead
+// voter in a quorum of two). With none, the change is refused at once.
 func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
-	leader, err := consensus.Leader(ctx, st.cfg.Etcd)
-	if err != nil || leader != m.ID {
+	if ms.EtcdLeader == 0 {
+		return fmt.Errorf("%w: etcd leadership cannot be moved off node %s: %s; retry in a few seconds", spec.ErrPrecondition, ms.NodeOf[m.ID], ms.Hearing)
+	}
+	if ms.EtcdLeader != m.ID {
+		return nil
+	}
+	to, err := ms.LeadershipTarget(m)
+	if err != nil {
 		return err
 	}
-	var to uint64
-	for _, o := range ms.Members {
-		if o.IsLearner || o.ID == m.ID || !ms.Healthy(o) || ms.Demoting(o) {
-			continue
-		}
-		if to == 0 || ms.NodeOf[to] == st.cfg.NodeID {
-			to = o.ID
-		}
-	}
-	if to == 0 {
-		return fmt.Errorf("%w: no healthy voter to take etcd leadership from node %s", spec.ErrPrecondition, ms.NodeOf[m.ID])
-	}
-	return st.MoveLeader(ctx, to, st.cfg.MoveLeaderTimeout)
+	return st.MoveLeader(ctx, to.ID, st.cfg.MoveLeaderTimeout)
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it

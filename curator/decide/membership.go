@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/curatorproject/curator/consensus/member"
 	"github.com/curatorproject/curator/curator/spec"
@@ -42,6 +43,18 @@ type Membership struct {
 	// (RemovalQuorum). A leader that took over a moment ago does not take
 	// a dead voter's stale "ready" for a live one.
 	Unvouched map[string]bool
+	// Unheard holds the voters' nodes that etcd does not hear from now
+	// (consensus.Hearing): their member did not answer, or answered
+	// without following the etcd leader. Like Unvouched they count as
+	// healthy for what a reply shows, never for a removal, nor as a
+	// target of etcd leadership: a voter killed a moment ago is still
+	// ready by its heartbeats until down-after, but etcd knows at once.
+	Unheard map[string]bool
+	// EtcdLeader is the member that answered as etcd's leader when the
+	// membership was observed (0: none did); Hearing says why none did,
+	// for the messages of refusals.
+	EtcdLeader uint64
+	Hearing    string
 }
 
 // MemberNodes is where NewMembership finds nodes: the registry view, or a
@@ -118,18 +131,77 @@ func (ms *Membership) Healthy(m member.Member) bool {
 }
 
 // HealthyForRemoval is Healthy, but a voter this leadership has not
-// vouched for yet (Unvouched) is not healthy: the count a removal may
-// spend (RemovalQuorum).
+// vouched for yet (Unvouched), or that etcd does not hear from now
+// (Unheard), is not healthy: the count a removal may spend
+// (RemovalQuorum), and who may take etcd leadership (LeadershipTarget).
+// The heartbeats and etcd must both say a voter is alive: either alone
+// can only refuse more.
 func (ms *Membership) HealthyForRemoval(m member.Member) bool {
-	return ms.Healthy(m) && !ms.Unvouched[ms.NodeOf[m.ID]]
+	id := ms.NodeOf[m.ID]
+	return ms.Healthy(m) && !ms.Unvouched[id] && !ms.Unheard[id]
+}
+
+// LeadershipTarget is the voter that takes etcd leadership from voter m,
+// which is about to go: a voter healthy for a removal (so one etcd hears
+// from right now, never one that just died), not on its way out, and not
+// this curator's own node where another will do (the two leaders stay
+// apart). With none, a precondition error names the voters that are not
+// healthy and says what to do.
+func (ms *Membership) LeadershipTarget(m member.Member) (member.Member, error) {
+	var to member.Member
+	found := false
+	for _, o := range ms.Members {
+		if o.IsLearner || o.ID == m.ID || !ms.HealthyForRemoval(o) || ms.Demoting(o) {
+			continue
+		}
+		if !found || ms.NodeOf[to.ID] == ms.Self {
+			to, found = o, true
+		}
+	}
+	if found {
+		return to, nil
+	}
+	q := ms.RemovalQuorum(m.ID)
+	return member.Member{}, fmt.Errorf("%w: no healthy voter to take etcd leadership from node %s%s: bring the other voters back (or wait until they are marked down and remove them with `curator node rm --force`), then demote again",
+		spec.ErrPrecondition, ms.NodeOf[m.ID], ms.unhealthyWhy(q.Unhealthy))
+}
+
+// unhealthyWhy says, for a refusal, why the voters of nodes ids are not
+// healthy: not heard by etcd, not ready, or not vouched for yet.
+func (ms *Membership) unhealthyWhy(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, id := range ids {
+		why := "not ready"
+		switch n := ms.ByID[id]; {
+		case ms.Unheard[id]:
+			why = "etcd does not hear from it now"
+			if ms.Hearing != "" {
+				why += " (" + ms.Hearing + ")"
+			}
+			why += ": it stopped a moment ago, or is cut off"
+		case n == nil:
+			why = "no node record"
+		case ms.Unvouched[id]:
+			why = "not heard by this leader yet"
+		case n.Status != pb.NodeStatus_NODE_STATUS_READY:
+			why = spec.StatusWord(n.Status.String())
+		}
+		parts = append(parts, id+" ("+why+")")
+	}
+	return "; unhealthy voters: " + strings.Join(parts, ", ")
 }
 
 // ReachableNow says whether voter m may take etcd leadership from the
-// placement loop: healthy, serving clients, and heard from right now, not
-// merely marked ready (a node cut off a moment ago is still ready for a
-// while, and etcd leadership moved onto it would be lost at once).
+// placement loop: healthy, serving clients, and heard from right now, by
+// this leader and by etcd (Unheard), not merely marked ready (a node cut
+// off a moment ago is still ready for a while, and etcd leadership moved
+// onto it would be lost at once).
 func (ms *Membership) ReachableNow(m member.Member) bool {
-	return ms.Healthy(m) && m.ClientURL != "" && ms.Heard[ms.NodeOf[m.ID]]
+	id := ms.NodeOf[m.ID]
+	return ms.Healthy(m) && m.ClientURL != "" && ms.Heard[id] && !ms.Unheard[id]
 }
 
 // Demoting says whether member m's node is on its way out, and so never a
@@ -243,8 +315,8 @@ func (ms *Membership) CheckRemoval(m member.Member, nodeID string) error {
 	}
 	if !q.OK() {
 		return fmt.Errorf("%w: removing node %s would leave %d voters of which only %d are healthy, and a majority needs %d: "+
-			"bring the unhealthy voters %v back, or remove dead ones with `curator node rm --force`, first",
-			spec.ErrPrecondition, nodeID, q.Voters, q.Healthy, q.Need(), q.Unhealthy)
+			"bring the unhealthy voters %v back, or remove dead ones with `curator node rm --force`, first%s",
+			spec.ErrPrecondition, nodeID, q.Voters, q.Healthy, q.Need(), q.Unhealthy, ms.unhealthyWhy(q.Unhealthy))
 	}
 	return nil
 }

@@ -226,3 +226,66 @@ func TestRemovalCountsOnlyVouchedVoters(t *testing.T) {
 		t.Error("HealthyForRemoval disagrees with Unvouched")
 	}
 }
+
+// TestUnheardVotersCountForNothing: a voter etcd does not hear from (it
+// died a moment ago: its heartbeats still say ready) counts for no
+// removal and takes no etcd leadership; a demote that needs it is
+// refused, naming it and why.
+func TestUnheardVotersCountForNothing(t *testing.T) {
+	three := []member.Member{tvoter(1, "a"), tvoter(2, "b"), tvoter(3, "c")}
+	five := append(slices.Clone(three), tvoter(4, "d"), tvoter(5, "e"))
+	nodes := []*pb.Node{tnode("a"), tnode("b"), tnode("c"), tnode("d"), tnode("e"), tnode("x", noRole)}
+	const unheardC, unheardA = "c (etcd does not hear from it now", "a (etcd does not hear from it now"
+	tests := []struct {
+		name    string
+		self    string
+		members []member.Member
+		unheard []string
+		// off is the voter leadership moves off, and that is removed.
+		off uint64
+		// wantTo is the node that takes leadership; "" for none, and
+		// wantNoTarget is then part of the refusal.
+		wantTo, wantNoTarget string
+		// wantRemoval is part of the guard's refusal; "" for none.
+		wantRemoval string
+	}{
+		{"all heard: the other voter, not self", "a", three, nil, 2, "c", "", ""},
+		{"the dead one is never the target: self takes it", "a", three, []string{"c"}, 2, "a", "", unheardC},
+		{"the dead one is never the target", "c", three, []string{"a"}, 2, "c", "", unheardA},
+		{"no voter heard to take it", "x", three, []string{"a", "c"}, 2, "", unheardA, unheardC},
+		{"five voters, one dead: a live one takes it", "a", five, []string{"b"}, 3, "d", "", ""},
+		{"five voters, two dead: removal would leave 2 of 4", "a", five, []string{"b", "c"}, 4, "e", "", "would leave 4 voters of which only 2 are healthy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms := snapshot(tt.self, nodes, tt.members)
+			ms.Unheard = map[string]bool{}
+			for _, id := range tt.unheard {
+				ms.Unheard[id] = true
+			}
+			off, _ := ms.Member(tt.off)
+			to, err := ms.LeadershipTarget(off)
+			switch {
+			case tt.wantTo != "" && err != nil:
+				t.Errorf("LeadershipTarget = %v, want node %s", err, tt.wantTo)
+			case tt.wantTo != "" && ms.NodeOf[to.ID] != tt.wantTo:
+				t.Errorf("LeadershipTarget = node %s, want node %s", ms.NodeOf[to.ID], tt.wantTo)
+			case tt.wantTo == "" && (err == nil || !errors.Is(err, spec.ErrPrecondition) || !strings.Contains(err.Error(), tt.wantNoTarget)):
+				t.Errorf("LeadershipTarget = %v (node %s), want ErrPrecondition saying %q", err, ms.NodeOf[to.ID], tt.wantNoTarget)
+			}
+			if err == nil && ms.Unheard[ms.NodeOf[to.ID]] {
+				t.Errorf("leadership to node %s, which etcd does not hear from", ms.NodeOf[to.ID])
+			}
+			err = ms.CheckRemoval(off, ms.NodeOf[off.ID])
+			switch {
+			case tt.wantRemoval == "" && err != nil:
+				t.Errorf("CheckRemoval = %v, want nil", err)
+			case tt.wantRemoval != "" && (err == nil || !errors.Is(err, spec.ErrPrecondition) || !strings.Contains(err.Error(), tt.wantRemoval)):
+				t.Errorf("CheckRemoval = %v, want ErrPrecondition saying %q", err, tt.wantRemoval)
+			}
+			if q := ms.QuorumAfter(0, 0); q.Healthy != len(tt.members) {
+				t.Errorf("what a reply shows: %d healthy, want every voter (%d): the heartbeats say so", q.Healthy, len(tt.members))
+			}
+		})
+	}
+}

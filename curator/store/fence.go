@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,6 +39,9 @@ type Fence struct {
 	// reg is the leader's view of the node records; node writes wait until
 	// it has seen them. Nil in tests of the fence alone.
 	reg *Registry
+	// statusMu is held across each write of existing node records and
+	// its wait for the view (keepStatus, NodeStatusSaveAll).
+	statusMu sync.Mutex
 }
 
 // NewFence is the fence of the leadership that won election key key at
@@ -131,29 +135,39 @@ func (l *Fence) Check(ctx context.Context) error {
 }
 
 // AddLearner adds node nodeID to etcd as a learner at peerURL, if we still
-// lead.
-func (l *Fence) AddLearner(ctx context.Context, nodeID, peerURL string) (consensus.JoinParams, uint64, error) {
+// lead, within consensus.ReconfigTimeout.
+func (l *Fence) AddLearner(ctx context.Context, nodeID, peerURL string) (params consensus.JoinParams, id uint64, err error) {
 	if err := l.Check(ctx); err != nil {
 		return consensus.JoinParams{}, 0, err
 	}
-	return consensus.AddLearner(ctx, l.cli, nodeID, peerURL)
+	err = consensus.Bounded(ctx, consensus.ReconfigTimeout, "add etcd learner "+nodeID, func(ctx context.Context) (err error) {
+		params, id, err = consensus.AddLearner(ctx, l.cli, nodeID, peerURL)
+		return err
+	})
+	return params, id, err
 }
 
-// PromoteLearner makes learner memberID a voter, if we still lead.
+// PromoteLearner makes learner memberID a voter, if we still lead, within
+// consensus.ReconfigTimeout.
 func (l *Fence) PromoteLearner(ctx context.Context, memberID uint64) error {
 	if err := l.Check(ctx); err != nil {
 		return err
 	}
-	return consensus.PromoteLearner(ctx, l.cli, memberID)
+	return consensus.Bounded(ctx, consensus.ReconfigTimeout, fmt.Sprintf("promote etcd learner %x", memberID), func(ctx context.Context) error {
+		return consensus.PromoteLearner(ctx, l.cli, memberID)
+	})
 }
 
-// RemoveMember removes etcd member memberID, if we still lead. The quorum
-// guard (decide.Membership.CheckRemoval) is the caller's.
+// RemoveMember removes etcd member memberID, if we still lead, within
+// consensus.ReconfigTimeout. The quorum guard
+// (decide.Membership.CheckRemoval) is the caller's.
 func (l *Fence) RemoveMember(ctx context.Context, memberID uint64) error {
 	if err := l.Check(ctx); err != nil {
 		return err
 	}
-	return consensus.RemoveMember(ctx, l.cli, memberID)
+	return consensus.Bounded(ctx, consensus.ReconfigTimeout, fmt.Sprintf("remove etcd member %x", memberID), func(ctx context.Context) error {
+		return consensus.RemoveMember(ctx, l.cli, memberID)
+	})
 }
 
 // MoveLeader hands etcd's leadership to voter to, if we still lead, within
@@ -162,7 +176,7 @@ func (l *Fence) MoveLeader(ctx context.Context, to uint64, timeout time.Duration
 	if err := l.Check(ctx); err != nil {
 		return err
 	}
-	mctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return consensus.MoveLeader(mctx, l.cli, to)
+	return consensus.Bounded(ctx, timeout, fmt.Sprintf("move etcd leadership to member %x", to), func(ctx context.Context) error {
+		return consensus.MoveLeader(ctx, l.cli, to)
+	})
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
@@ -124,6 +126,69 @@ func NodeJoinAll(ctx context.Context, l *Fence, nodes []*pb.Node) error {
 }
 
 func NodeWriteAll(ctx context.Context, l *Fence, nodes []*pb.Node, mustExist bool) error {
+	defer l.keepStatus(nodes)()
+	return writeNodes(ctx, l, nodes, mustExist)
+}
+
+// A node's status (Status, StatusChanged) is the health loop's alone: it
+// changes it with NodeStatusSaveAll, without muNodes, so that a
+// membership change in flight (which holds muNodes across etcd calls that
+// may wait on a dead member) never holds back the judgment that a node is
+// down. Neither write undoes the other:
+//   - every other write of an existing record keeps the status the view
+//     holds (keepStatus), whatever the writer read before;
+//   - the health loop writes its status onto the record as the view holds
+//     it at that moment, not as it was when it decided;
+//   - both hold statusMu across the write and the wait for the view
+//     (seen), so what one reads there includes what the other wrote.
+
+// keepStatus gives nodes (records about to be written by any writer but
+// the health loop) the status the view holds now, under statusMu; the
+// caller unlocks once its write is seen.
+func (l *Fence) keepStatus(nodes []*pb.Node) (unlock func()) {
+	if l.reg == nil {
+		return func() {}
+	}
+	l.statusMu.Lock()
+	for _, n := range nodes {
+		if cur := l.reg.Node(n.Id); cur != nil {
+			n.Status, n.StatusChanged = cur.Status, cur.StatusChanged
+		}
+	}
+	return l.statusMu.Unlock
+}
+
+// StatusChange is a change of a node's status, by the health loop.
+type StatusChange struct {
+	ID     string
+	Status pb.NodeStatus
+	At     time.Time
+}
+
+// NodeStatusSaveAll writes the health loop's changes of status, each onto
+// the node's record as the view holds it now (see keepStatus); a node
+// removed since the loop decided is left removed. It needs the view: a
+// fence without one refuses.
+func NodeStatusSaveAll(ctx context.Context, l *Fence, changes []StatusChange) error {
+	if l.reg == nil {
+		return errors.New("save node statuses: the fence has no view of the node records")
+	}
+	l.statusMu.Lock()
+	defer l.statusMu.Unlock()
+	nodes := make([]*pb.Node, 0, len(changes))
+	for _, c := range changes {
+		cur := l.reg.Node(c.ID)
+		if cur == nil {
+			continue
+		}
+		n := CloneNode(cur)
+		n.Status, n.StatusChanged = c.Status, timestamppb.New(c.At)
+		nodes = append(nodes, n)
+	}
+	return writeNodes(ctx, l, nodes, true)
+}
+
+func writeNodes(ctx context.Context, l *Fence, nodes []*pb.Node, mustExist bool) error {
 	for len(nodes) > 0 {
 		batch := nodes[:min(len(nodes), MaxNodesPerTxn)]
 		nodes = nodes[len(batch):]

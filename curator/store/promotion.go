@@ -22,6 +22,7 @@ import (
 // NodeApprove writes the approved node n and, if promote, its pending
 // promotion, in one fenced transaction.
 func NodeApprove(ctx context.Context, l *Fence, n *pb.Node, promote bool) error {
+	defer l.keepStatus([]*pb.Node{n})()
 	data, err := proto.Marshal(n)
 	if err != nil {
 		return fmt.Errorf("approve node %s: %w", n.Id, err)

@@ -1,0 +1,89 @@
+package consensus
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestHearNotTheDead: a voter stopped a moment ago is not heard, at once
+// (no waiting for a timeout of etcd's), while the leader and the live
+// voter are; and a move of leadership to it ends at its bound, saying
+// what did not finish.
+func TestHearNotTheDead(t *testing.T) {
+	t.Parallel()
+	p := newTestPKI(t)
+	nodes := p.newCluster(t, 3)
+	cli := p.client(t, nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	members, err := Members(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderNode(t, cli, nodes)
+	hearer := NewHearer(cli)
+	defer hearer.Close()
+	heard := func(ns ...*testNode) map[uint64]bool {
+		out := map[uint64]bool{}
+		for _, n := range ns {
+			out[n.svc.Status().MemberID] = true
+		}
+		return out
+	}
+	// The last voter was promoted a moment ago: wait until it follows.
+	var diff string
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(50 * time.Millisecond) {
+		h := hearer.Hear(ctx, members)
+		if diff = cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(nodes...)}, h); diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("every voter running (-want +got):\n%s", diff)
+		}
+	}
+
+	var dead, live *testNode
+	for _, n := range nodes {
+		switch {
+		case n == leader:
+		case dead == nil:
+			dead = n
+		default:
+			live = n
+		}
+	}
+	deadID := dead.svc.Status().MemberID
+	if err := dead.stop(); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	h := hearer.Hear(ctx, members)
+	took := time.Since(asked)
+	if diff := cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: heard(leader, live)}, h); diff != "" {
+		t.Errorf("right after voter %s stopped (-want +got):\n%s", dead.id, diff)
+	}
+	t.Logf("Hear answered %v after the stop", took)
+	if took >= HearTimeout {
+		t.Errorf("Hear took %v with a voter stopped, want less than its bound %v: a refused port fails at once", took, HearTimeout)
+	}
+
+	const bound = time.Second
+	asked = time.Now()
+	err = Bounded(ctx, bound, "move etcd leadership to the stopped member", func(ctx context.Context) error {
+		return MoveLeader(ctx, cli, deadID)
+	})
+	took = time.Since(asked)
+	if err == nil || !strings.Contains(err.Error(), "move etcd leadership to the stopped member: not done within 1s") {
+		t.Errorf("move to the stopped member = %v, want it to say it was not done within %v", err, bound)
+	}
+	if took > bound+time.Second {
+		t.Errorf("move to the stopped member answered after %v, want about %v", took, bound)
+	}
+	if got := leaderNode(t, cli, nodes); got == dead {
+		t.Errorf("etcd leadership went to the stopped member %s", dead.id)
+	}
+}
