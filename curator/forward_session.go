@@ -139,8 +139,11 @@ func firstReplayed(ctx context.Context) bool {
 // next leader.
 func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grpc.StreamServerInfo, ss grpc.ServerStream, outType protoreflect.MessageType,
 	in <-chan proto.Message, inErr <-chan error, first carried) (next carried, moved bool, err error) {
-	if li := s.fwd.knownLeader(); li != nil && li.id == s.cfg.NodeID && first.msg != nil {
-		// This manager was elected: it serves the stream itself.
+	if li := s.fwd.knownLeader(); li != nil && li.id == s.cfg.NodeID {
+		// This manager was elected: it serves the stream itself, once
+		// its leadership serves (a stream forwarded to it by another
+		// manager that learned of the election first is held until
+		// then, not refused).
 		return first, false, errLeadsHere
 	}
 	conn, err := s.leaderConn(ctx)
@@ -316,12 +319,13 @@ var errLeadsHere = errors.New("this manager leads")
 // until it was itself elected: with its own handler, as if the node had
 // called it directly, its message first (the node's last heartbeat), so
 // the node's stream goes on without a new
-// session. A manager elected but not serving yet is given a moment
-// (leaderLookupTimeout); past it, the node is told to come back.
+// session. A manager elected but not serving yet (it loads the registry
+// first) is given electedServeWait; past it, the node is told to come
+// back.
 func (s *Service) serveSessionHere(ctx context.Context, id identity, srv any, ss grpc.ServerStream, handler grpc.StreamHandler, in <-chan proto.Message, inErr <-chan error, first carried) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	deadline := time.Now().Add(leaderLookupTimeout)
+	deadline := time.Now().Add(electedServeWait)
 	for s.currentLeader() == nil {
 		if time.Now().After(deadline) {
 			return s.comeBackLater(spec.ErrNoLeader)
@@ -344,6 +348,12 @@ func (s *Service) serveSessionHere(ctx context.Context, id identity, srv any, ss
 	}
 	return toStatus(handler(srv, &heldStream{ServerStream: ss, ctx: ctx, first: first.msg, in: in, inErr: inErr}))
 }
+
+// electedServeWait bounds how long a manager that won the election holds
+// a session stream until its leadership serves. Holding costs a
+// goroutine; refusing costs every node of a failover a new session at
+// once, the moment the new leader is busiest, so the bound is generous.
+const electedServeWait = 10 * time.Second
 
 // heldStream is a node's stream, whose messages a forwarder has been
 // reading, handed to this manager's own handler: RecvMsg gives first,

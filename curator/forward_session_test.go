@@ -228,7 +228,7 @@ func (f *sessionFollower) watchMessage() {
 }
 
 // drain empties ch of what it holds now.
-func drain(ch chan *pb.WatchNodeResponse) {
+func drain[T any](ch chan T) {
 	for {
 		select {
 		case <-ch:
