@@ -290,6 +290,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		if err := l.clearDead(ctx, dk, name, withoutNode(deadMachines, snap.Nodes)); err != nil {
 			return loopResult{}, err
 		}
+		snap.Dead = withNode(deadMachines, snap.Nodes)
 		a := decide.Group(snap)
 		if a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0 {
 			continue // its new machines die before joining, or its provider refused: not yet

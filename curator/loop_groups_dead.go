@@ -32,11 +32,11 @@ import (
 //
 // So a dead machine with no node is one that cannot come back, and its dir
 // goes; a dead machine whose node is still listed (down, or held by the
-// repair ceiling) keeps its dir, and comes back if restarted. Replacing a
-// dead machine does not wait for this: the provider lists only running
-// machines, so decide.Group sees a dead one gone either way (rule 1
-// removes its node, rule 4 makes a new machine), and the dead one's
-// address stays its own until its dir is cleared.
+// repair ceiling) keeps its dir, and comes back if restarted. decide.Group
+// is told of such machines (GroupSnapshot.Dead): it removes the node of
+// one once it is down (rule 1, its dir cleared after), but as a repair,
+// under the ceiling, which counts every dead machine: a group whose
+// machines died together is held rather than emptied one by one.
 
 // deadKeeper is a provider that keeps dead machines' dirs until told to
 // clear them (the process provider).
@@ -62,13 +62,24 @@ func groupMachines(instances []provider.Instance) []decide.GroupMachine {
 
 // withoutNode returns the machines whose instance no node of nodes names.
 func withoutNode(machines []decide.GroupMachine, nodes []decide.GroupNode) []decide.GroupMachine {
-	named := map[string]bool{}
+	return namedBy(machines, nodes, false)
+}
+
+// withNode returns the machines whose instance a node of nodes names.
+func withNode(machines []decide.GroupMachine, nodes []decide.GroupNode) []decide.GroupMachine {
+	return namedBy(machines, nodes, true)
+}
+
+// namedBy returns the machines whose instance a node of nodes names (or,
+// with named false, that none names).
+func namedBy(machines []decide.GroupMachine, nodes []decide.GroupNode, named bool) []decide.GroupMachine {
+	names := map[string]bool{}
 	for _, n := range nodes {
-		named[n.InstanceID] = true
+		names[n.InstanceID] = true
 	}
 	var out []decide.GroupMachine
 	for _, m := range machines {
-		if !named[m.ID] {
+		if names[m.ID] == named {
 			out = append(out, m)
 		}
 	}

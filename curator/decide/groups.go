@@ -169,7 +169,16 @@ type GroupSnapshot struct {
 	ReplaceAfter time.Duration
 	JoinTimeout  time.Duration
 	Machines     []GroupMachine
-	Nodes        []GroupNode
+	// Dead are machines that died without being stopped (killed,
+	// crashed, powered off) whose provider keeps them (their dir, data
+	// and address: started again, they come back as they were) and whose
+	// node is still listed. The provider does not list them (they are
+	// not in Machines): rule 1 removes such a node once it is down, as
+	// for a machine gone, but as a repair, under the ceiling, which
+	// counts every dead machine as unhealthy: machines that died together
+	// (a power loss) are held, not removed one by one.
+	Dead  []GroupMachine
+	Nodes []GroupNode
 	// Voters and HealthyVoters are the cluster's etcd voters and those of
 	// them that are healthy.
 	Voters, HealthyVoters int
@@ -253,8 +262,9 @@ type GroupAction struct {
 	// destroy, provision), empty outside a rollout.
 	Step string
 	// Repair: the action destroys the machine of an unhealthy node (or
-	// of one that never joined), to replace it: the repair ceiling and
-	// budget apply.
+	// of one that never joined), or removes the node of a dead machine
+	// (GroupSnapshot.Dead), to replace it: the repair ceiling applies,
+	// and to a destroy the budget.
 	Repair bool
 }
 
@@ -339,7 +349,7 @@ func repairHeld(s GroupSnapshot, a *GroupAction) string {
 		return fmt.Sprintf("group %s: %d of its %d machines are unhealthy (%s%s), more than max_unhealthy %s (%d of size %d): replacing and destroying none of them until the group recovers (a partition or a switch, more likely than so many machines; it would %s: %s)",
 			s.Name, len(unhealthy), machines, strings.Join(shown, ", "), more, s.MaxUnhealthySpec, s.MaxUnhealthy, s.Size, a.Kind, a.Reason)
 	}
-	if recent := recentReplacements(s); len(recent) >= max(1, s.MaxReplacements) {
+	if recent := recentReplacements(s); a.Kind == GroupDestroyMachine && len(recent) >= max(1, s.MaxReplacements) {
 		next := slices.MinFunc(recent, time.Time.Compare).Add(s.ReplacementWindow)
 		return fmt.Sprintf("group %s replaced %d machines in the last %v, its budget (max_replacements %d per replacement_window %v): replacing none until %s (it would %s: %s)",
 			s.Name, len(recent), s.ReplacementWindow, s.MaxReplacements, s.ReplacementWindow, next.UTC().Format(time.RFC3339), a.Kind, a.Reason)
@@ -352,6 +362,10 @@ func decideRules(s GroupSnapshot) *GroupAction {
 	machines := make(map[string]GroupMachine, len(s.Machines))
 	for _, m := range s.Machines {
 		machines[m.ID] = m
+	}
+	dead := make(map[string]bool, len(s.Dead))
+	for _, m := range s.Dead {
+		dead[m.ID] = true
 	}
 	nodeOf := make(map[string]GroupNode, len(s.Nodes))
 	for _, n := range s.Nodes {
@@ -370,6 +384,10 @@ func decideRules(s GroupSnapshot) *GroupAction {
 		}
 		if n.Consensus && !QuorumAfterRemoval(s.Voters, s.HealthyVoters, n.HealthyVoter) {
 			return &GroupAction{Kind: GroupRefuse, Node: n.ID, Reason: fmt.Sprintf("node %s's machine is gone, but removing its etcd member would leave %d healthy of %d voters, short of a majority: bring voters back first", n.ID, s.HealthyVoters-btoi(n.HealthyVoter), s.Voters-1)}
+		}
+		if dead[n.InstanceID] {
+			return &GroupAction{Kind: GroupRemoveNode, Node: n.ID, Machine: n.InstanceID, Repair: true,
+				Reason: fmt.Sprintf("node %s is %s and its machine %s died (its provider keeps it, but nothing started it again): replacing it", n.ID, spec.StatusWord(n.Status.String()), n.InstanceID)}
 		}
 		return &GroupAction{Kind: GroupRemoveNode, Node: n.ID, Machine: n.InstanceID,
 			Reason: fmt.Sprintf("node %s is %s and its machine %s is gone", n.ID, spec.StatusWord(n.Status.String()), OrNone(n.InstanceID))}

@@ -28,7 +28,11 @@ import (
 //
 // A whole group found dead at once (every machine of it silent, after a
 // power loss or a cut) is therefore held, whatever order its marks came
-// in, as long as max_unhealthy is below the size.
+// in, as long as max_unhealthy is below the size. A machine its provider
+// keeps dead (GroupSnapshot.Dead: the process provider's, after a kill or
+// a power loss) counts as unhealthy from the moment it is found dead, and
+// its node's removal is a repair: one killed machine is replaced as soon
+// as its node is down, machines killed together are held.
 
 // replaceAfter is the replace_after the rules use: the spec's, at least
 // its floor.
@@ -68,6 +72,11 @@ func unhealthyMachines(s GroupSnapshot) ([]string, int) {
 		}
 	}
 	var out []string
+	for _, m := range s.Dead {
+		if n, ok := nodeOf[m.ID]; ok {
+			out = append(out, fmt.Sprintf("node %s, its machine dead", n.ID))
+		}
+	}
 	for _, m := range s.Machines {
 		n, ok := nodeOf[m.ID]
 		switch {
@@ -82,7 +91,7 @@ func unhealthyMachines(s GroupSnapshot) ([]string, int) {
 		}
 	}
 	slices.Sort(out)
-	return out, len(s.Machines)
+	return out, len(s.Machines) + len(s.Dead)
 }
 
 // SuspectAfter is how long a node whose record says ready may go unheard

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,10 +110,18 @@ func TestCeilingCounts(t *testing.T) {
 	downFor := func(s *GroupSnapshot, i int, d time.Duration) {
 		s.Nodes[i].Status, s.Nodes[i].Since, s.Nodes[i].LastHeard = down, now.Add(-d), now.Add(-d-5*time.Second)
 	}
-	held := func(list, would string) string {
-		return "group w: " + list + ", more than max_unhealthy 40% (1 of size 4): replacing and destroying none of them until the group recovers (a partition or a switch, more likely than so many machines; it would destroy-machine: " + would + ")"
+	heldAs := func(list, kind, would string) string {
+		return "group w: " + list + ", more than max_unhealthy 40% (1 of size 4): replacing and destroying none of them until the group recovers (a partition or a switch, more likely than so many machines; it would " + kind + ": " + would + ")"
 	}
+	held := func(list, would string) string { return heldAs(list, "destroy-machine", would) }
 	destroyA := "node Na has been down for 2m0s (replace_after 1ns, raised to its floor 6s): replacing its machine"
+	// die has machine i die, its provider keeping it: the provider lists
+	// it no more, and it is among the dead.
+	die := func(s *GroupSnapshot, i int) {
+		s.Dead = append(s.Dead, s.Machines[i])
+		s.Machines = slices.Delete(s.Machines, i, i+1)
+	}
+	removeA := "node Na is down and its machine a died (its provider keeps it, but nothing started it again): replacing it"
 	for _, tc := range []struct {
 		name string
 		s    GroupSnapshot
@@ -190,6 +199,39 @@ func TestCeilingCounts(t *testing.T) {
 			s.Nodes = append(s.Nodes, GroupNode{ID: "Ne", InstanceID: "e", Status: down, Since: now.Add(-time.Minute)})
 			s.RepairHeld = "held"
 		}), &GroupAction{Kind: GroupRemoveNode, Node: "Ne", Machine: "e", Reason: "node Ne is down and its machine e is gone"}},
+		{"one machine dead (its provider keeps it), its node down: replaced at once", with(func(s *GroupSnapshot) {
+			downFor(s, 0, time.Second)
+			die(s, 0)
+		}), &GroupAction{Kind: GroupRemoveNode, Machine: "a", Node: "Na", Repair: true, Reason: removeA}},
+		{"one machine dead, its node not marked yet: nothing, no new machine", with(func(s *GroupSnapshot) {
+			die(s, 0)
+		}), nil},
+		{"two machines dead, one node down: held, not removed", with(func(s *GroupSnapshot) {
+			downFor(s, 0, time.Second)
+			die(s, 0)
+			die(s, 0) // b, once a is dead
+		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
+			Reason: heldAs("2 of its 4 machines are unhealthy (node Na, its machine dead, node Nb, its machine dead)", "remove-node", removeA)}},
+		{"the whole group's machines dead (a power loss), found by a new leader: held", with(func(s *GroupSnapshot) {
+			// Every node's record still says ready but one, and the
+			// new leader has heard none of them.
+			for i := range s.Nodes {
+				s.Nodes[i].LastHeard = time.Time{}
+			}
+			for range 4 {
+				die(s, 0)
+			}
+			s.HeardSince = now.Add(-time.Second)
+			downFor(s, 0, time.Second)
+		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
+			Reason: heldAs("4 of its 4 machines are unhealthy (node Na, its machine dead, node Nb, its machine dead, node Nc, its machine dead, node Nd, its machine dead)", "remove-node", removeA)}},
+		{"a dead machine's removal spends no budget", with(func(s *GroupSnapshot) {
+			downFor(s, 0, time.Second)
+			die(s, 0)
+			for range 10 {
+				s.Replacements = append(s.Replacements, now.Add(-time.Minute))
+			}
+		}), &GroupAction{Kind: GroupRemoveNode, Machine: "a", Node: "Na", Repair: true, Reason: removeA}},
 		{"held, recovered to the ceiling: lifted", with(func(s *GroupSnapshot) {
 			downFor(s, 0, 2*time.Minute)
 			s.RepairHeld = "held"
