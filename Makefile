@@ -1,6 +1,21 @@
 # Conveniences for a person at a terminal; CI runs .ci/run.
 
 IMAGE ?= curator:dev
+# The release a build says it is (`curator version`): empty, a development
+# build of the checkout's commit; `make build VERSION=v0.1.0` for a release.
+VERSION ?=
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.commit=$(COMMIT) $(if $(VERSION),-X main.version=$(VERSION))
+# In a checkout Go records the commit's time and whether the tree had
+# changes too, whatever GOFLAGS says.
+BUILDFLAGS := $(if $(COMMIT),-buildvcs=true) -ldflags "$(LDFLAGS)"
+
+# A static binary in bin/curator, stamped with its release and commit.
+.PHONY: build
+build:
+	CGO_ENABLED=0 go build $(BUILDFLAGS) -o bin/curator ./cmd/curator
+	bin/curator version
+
 # The image's build context: the Dockerfile and the static binary, nothing
 # else (no image can be pulled to build the binary in).
 IMAGE_CONTEXT := .build/image
@@ -8,6 +23,6 @@ IMAGE_CONTEXT := .build/image
 .PHONY: image
 image:
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
-	CGO_ENABLED=0 go build -o $(IMAGE_CONTEXT)/curator ./cmd/curator
+	CGO_ENABLED=0 go build $(BUILDFLAGS) -o $(IMAGE_CONTEXT)/curator ./cmd/curator
 	cp provider/docker/Dockerfile $(IMAGE_CONTEXT)/
 	docker build -t $(IMAGE) $(IMAGE_CONTEXT)

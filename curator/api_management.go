@@ -209,6 +209,17 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 			info.Names[n.Id] = n.Name
 		}
 	}
+	// The releases from the registry, which follows the sessions' reports
+	// (the membership snapshot may be a moment older).
+	info.Releases = map[string]uint32{}
+	var managerReleases []string
+	for _, n := range v.st.reg.Nodes() {
+		info.Releases[n.Version]++
+		if _, member := ms.MemberOf[n.Id]; member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+			managerReleases = append(managerReleases, n.Version)
+		}
+	}
+	info.LowestManagerRelease = spec.LowestRelease(managerReleases)
 	for id, mem := range ms.MemberOf {
 		if mem.IsLearner {
 			info.Learners = append(info.Learners, id)

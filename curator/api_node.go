@@ -338,6 +338,8 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 	// A forwarder that opened the stream again sends the node's last
 	// heartbeat first: answered, not taken for news of the node.
 	replayed := firstReplayed(stream.Context())
+	// The release the node's record was last told of on this stream.
+	noted := ""
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -360,8 +362,16 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		}
 		if !replayed {
 			st.hb.beat(id, s.cfg.Now())
-			if n := st.reg.Node(id); n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
+			n := st.reg.Node(id)
+			if n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
 				supervisor.Kick(st.kickHealth)
+			}
+			if n != nil && req.Version != "" && req.Version != n.Version && req.Version != noted {
+				// The node runs another release than its record says
+				// (restarted on a new binary): recorded beside the
+				// session, which does not wait on the node records.
+				noted = req.Version
+				go st.noteRelease(id, req.Version)
 			}
 		}
 		replayed = false
@@ -373,6 +383,23 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 			// liveness digests (liveness.go): nothing more to read.
 			return awaitSessionEnd(stream.Context(), st, dropped, doubt, id)
 		}
+	}
+}
+
+// noteRelease records in node id's record the release its session
+// reports, within a heartbeat interval's bound or two seconds, whichever
+// is longer: a record not changed now is changed at the node's next
+// session.
+func (st *leaderState) noteRelease(id, release string) {
+	ctx, cancel := context.WithTimeout(st.ctx, max(2*time.Second, st.cfg.HeartbeatInterval))
+	defer cancel()
+	err := st.changeNode(ctx, id, func(n *pb.Node) bool {
+		changed := n.Version != release
+		n.Version = release
+		return changed
+	})
+	if err != nil && st.ctx.Err() == nil {
+		st.cfg.Logger.Warn("could not record a node's release", zap.String("node", id), zap.String("release", release), zap.Error(err))
 	}
 }
 

@@ -323,7 +323,7 @@ func registerKey(anon *grpc.ClientConn, key crypto.Signer, token, name, address 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	return pb.NewCuratorClient(anon).Register(ctx, &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address})
+	return pb.NewCuratorClient(anon).Register(ctx, &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address, Version: "test"})
 }
 
 // tlsCert is n's certificate for a client connection.

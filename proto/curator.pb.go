@@ -1064,9 +1064,16 @@ type ClusterInfo struct {
 	CertTtl *durationpb.Duration `protobuf:"bytes,13,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
 	// The Swarm flavor is on: the leader keeps the Docker Swarm's managers
 	// the consensus nodes.
-	Swarm         bool `protobuf:"varint,14,opt,name=swarm,proto3" json:"swarm,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Swarm bool `protobuf:"varint,14,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	// How many nodes report each release (their binaries' `curator
+	// version`); a node that reports none counts under "".
+	Releases map[string]uint32 `protobuf:"bytes,15,rep,name=releases,proto3" json:"releases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The lowest release among the managers (the consensus nodes), in
+	// semver order; a release that is not semver (a bare "dev") is lower
+	// than any. Empty when no manager reports one.
+	LowestManagerRelease string `protobuf:"bytes,16,opt,name=lowest_manager_release,json=lowestManagerRelease,proto3" json:"lowest_manager_release,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ClusterInfo) Reset() {
@@ -1195,6 +1202,20 @@ func (x *ClusterInfo) GetSwarm() bool {
 		return x.Swarm
 	}
 	return false
+}
+
+func (x *ClusterInfo) GetReleases() map[string]uint32 {
+	if x != nil {
+		return x.Releases
+	}
+	return nil
+}
+
+func (x *ClusterInfo) GetLowestManagerRelease() string {
+	if x != nil {
+		return x.LowestManagerRelease
+	}
+	return ""
 }
 
 type GetTokenRequest struct {
@@ -5863,7 +5884,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12ClusterInfoRequest\"\x9c\x04\n" +
+	"\x12ClusterInfoRequest\"\xd2\x05\n" +
 	"\vClusterInfo\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -5882,11 +5903,16 @@ const file_curator_proto_rawDesc = "" +
 	"\aversion\x18\v \x01(\tR\aversion\x128\n" +
 	"\x05names\x18\f \x03(\v2\".curator.v1.ClusterInfo.NamesEntryR\x05names\x124\n" +
 	"\bcert_ttl\x18\r \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x14\n" +
-	"\x05swarm\x18\x0e \x01(\bR\x05swarm\x1a8\n" +
+	"\x05swarm\x18\x0e \x01(\bR\x05swarm\x12A\n" +
+	"\breleases\x18\x0f \x03(\v2%.curator.v1.ClusterInfo.ReleasesEntryR\breleases\x124\n" +
+	"\x16lowest_manager_release\x18\x10 \x01(\tR\x14lowestManagerRelease\x1a8\n" +
 	"\n" +
 	"NamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rReleasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"%\n" +
 	"\x0fGetTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
@@ -6320,7 +6346,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6410,12 +6436,13 @@ var file_curator_proto_goTypes = []any{
 	(*BackupChunk)(nil),                    // 85: curator.v1.BackupChunk
 	nil,                                    // 86: curator.v1.Node.LabelsEntry
 	nil,                                    // 87: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 88: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 89: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 90: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 91: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 92: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 93: google.protobuf.Duration
+	nil,                                    // 88: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 89: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 90: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 91: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 92: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 94: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	7,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -6424,151 +6451,152 @@ var file_curator_proto_depIdxs = []int32{
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
 	86,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	92,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	92,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	92,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	93,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	93,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	93,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	6,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	92,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	92,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	93,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	93,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	8,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	92,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	93,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	9,   // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
 	87,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	93,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	92,  // 18: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	18,  // 19: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,   // 20: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	88,  // 21: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	93,  // 22: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
-	9,   // 23: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	3,   // 24: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	29,  // 25: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	32,  // 26: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	93,  // 27: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	93,  // 28: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	28,  // 29: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	93,  // 30: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	93,  // 31: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	93,  // 32: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
-	30,  // 33: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	31,  // 34: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	89,  // 35: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	90,  // 36: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	27,  // 37: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	92,  // 38: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	92,  // 39: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	92,  // 40: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	92,  // 41: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	33,  // 42: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	27,  // 43: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	34,  // 44: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	34,  // 45: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	34,  // 46: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 47: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	92,  // 48: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	92,  // 49: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	92,  // 50: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	32,  // 51: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	44,  // 52: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	32,  // 53: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 54: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	92,  // 55: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	92,  // 56: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 57: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	91,  // 58: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	51,  // 59: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	8,   // 60: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	93,  // 61: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	92,  // 62: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	92,  // 63: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	92,  // 64: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	66,  // 65: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	66,  // 66: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	92,  // 67: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	71,  // 68: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 69: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	92,  // 70: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	93,  // 71: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	9,   // 72: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18,  // 73: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10,  // 74: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19,  // 75: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21,  // 76: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21,  // 77: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22,  // 78: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21,  // 79: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23,  // 80: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25,  // 81: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12,  // 82: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13,  // 83: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15,  // 84: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17,  // 85: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	35,  // 86: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	37,  // 87: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	39,  // 88: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	40,  // 89: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41,  // 90: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	45,  // 91: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	46,  // 92: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	64,  // 93: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	67,  // 94: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	69,  // 95: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	72,  // 96: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	80,  // 97: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	82,  // 98: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	84,  // 99: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	47,  // 100: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	49,  // 101: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	54,  // 102: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	52,  // 103: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	60,  // 104: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	62,  // 105: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	56,  // 106: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	58,  // 107: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	74,  // 108: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	76,  // 109: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11,  // 110: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20,  // 111: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,   // 112: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26,  // 113: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,   // 114: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,   // 115: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24,  // 116: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14,  // 117: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,   // 118: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14,  // 119: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16,  // 120: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16,  // 121: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	36,  // 122: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	38,  // 123: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	34,  // 124: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	34,  // 125: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	42,  // 126: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	43,  // 127: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	43,  // 128: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	65,  // 129: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	68,  // 130: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	70,  // 131: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	73,  // 132: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	81,  // 133: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	83,  // 134: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	85,  // 135: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	48,  // 136: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	50,  // 137: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	55,  // 138: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	53,  // 139: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	61,  // 140: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	63,  // 141: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	57,  // 142: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	59,  // 143: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	75,  // 144: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	77,  // 145: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	110, // [110:146] is the sub-list for method output_type
-	74,  // [74:110] is the sub-list for method input_type
-	74,  // [74:74] is the sub-list for extension type_name
-	74,  // [74:74] is the sub-list for extension extendee
-	0,   // [0:74] is the sub-list for field type_name
+	94,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	88,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	93,  // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18,  // 20: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,   // 21: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	89,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	94,  // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	9,   // 24: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,   // 25: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	29,  // 26: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	32,  // 27: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	94,  // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	94,  // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	28,  // 30: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
+	94,  // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	94,  // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	94,  // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	30,  // 34: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	31,  // 35: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	90,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	91,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	27,  // 38: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	93,  // 39: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	93,  // 40: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	93,  // 41: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	93,  // 42: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	33,  // 43: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	27,  // 44: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	34,  // 45: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	34,  // 46: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	34,  // 47: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 48: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	93,  // 49: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	93,  // 50: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	93,  // 51: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	32,  // 52: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	44,  // 53: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	32,  // 54: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 55: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	93,  // 56: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	93,  // 57: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 58: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	92,  // 59: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	51,  // 60: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	8,   // 61: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	94,  // 62: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	93,  // 63: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	93,  // 64: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	93,  // 65: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	66,  // 66: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	66,  // 67: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	93,  // 68: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	71,  // 69: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 70: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	93,  // 71: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	94,  // 72: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	9,   // 73: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	18,  // 74: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	10,  // 75: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	19,  // 76: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	21,  // 77: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	21,  // 78: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	22,  // 79: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	21,  // 80: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	23,  // 81: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	25,  // 82: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	12,  // 83: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	13,  // 84: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	15,  // 85: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	17,  // 86: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	35,  // 87: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	37,  // 88: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	39,  // 89: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	40,  // 90: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	41,  // 91: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	45,  // 92: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	46,  // 93: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	64,  // 94: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	67,  // 95: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	69,  // 96: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	72,  // 97: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	80,  // 98: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	82,  // 99: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	84,  // 100: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	47,  // 101: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	49,  // 102: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	54,  // 103: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	52,  // 104: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	60,  // 105: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	62,  // 106: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	56,  // 107: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	58,  // 108: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	74,  // 109: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	76,  // 110: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	11,  // 111: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	20,  // 112: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	9,   // 113: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	26,  // 114: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	9,   // 115: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	9,   // 116: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	24,  // 117: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	14,  // 118: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	9,   // 119: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	14,  // 120: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	16,  // 121: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	16,  // 122: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	36,  // 123: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	38,  // 124: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	34,  // 125: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	34,  // 126: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	42,  // 127: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	43,  // 128: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	43,  // 129: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	65,  // 130: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	68,  // 131: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	70,  // 132: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	73,  // 133: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	81,  // 134: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	83,  // 135: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	85,  // 136: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	48,  // 137: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	50,  // 138: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	55,  // 139: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	53,  // 140: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	61,  // 141: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	63,  // 142: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	57,  // 143: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	59,  // 144: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	75,  // 145: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	77,  // 146: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	111, // [111:147] is the sub-list for method output_type
+	75,  // [75:111] is the sub-list for method input_type
+	75,  // [75:75] is the sub-list for extension type_name
+	75,  // [75:75] is the sub-list for extension extendee
+	0,   // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -6588,7 +6616,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   86,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

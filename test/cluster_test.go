@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -250,6 +252,23 @@ func TestDev(t *testing.T) {
 	}
 	if err := allReady(nodes, names...); err != nil {
 		t.Error(err)
+	}
+	// Every node reports the release of the binary, and cluster info
+	// counts them.
+	release, _, err := cli(t, "version", "-o", "json")
+	var built struct{ Release string }
+	if err != nil || json.Unmarshal([]byte(release), &built) != nil || built.Release == "" {
+		t.Errorf("version -o json (%v): %q", err, release)
+	}
+	for _, n := range nodes {
+		if n.Version != built.Release {
+			t.Errorf("%s reports release %q, want the binary's %q", n.Name, n.Version, built.Release)
+		}
+	}
+	if info, err := clusterInfo(t, config); err != nil {
+		t.Error(err)
+	} else if !maps.Equal(info.Releases, map[string]uint32{built.Release: 5}) || info.LowestManager != built.Release {
+		t.Errorf("cluster info releases %v, lowest on the managers %q; want 5 nodes on %q", info.Releases, info.LowestManager, built.Release)
 	}
 	// The commands dev prints work when pasted into a shell, with no
 	// curator on the PATH (this binary is a build of the test's own).

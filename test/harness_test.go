@@ -240,6 +240,7 @@ type nodeJSON struct {
 	Group         string     `json:"group"`
 	InstanceID    string     `json:"instance_id"`
 	ConfigSHA     string     `json:"config_sha"`
+	Version       string     `json:"version"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
 	CertExpires   *time.Time `json:"cert_expires"`
 }
@@ -254,6 +255,8 @@ type clusterInfoJSON struct {
 	QuorumHealthy bool              `json:"quorum_healthy"`
 	Names         map[string]string `json:"names"`
 	CertTTL       string            `json:"cert_ttl"`
+	Releases      map[string]uint32 `json:"releases"`
+	LowestManager string            `json:"lowest_manager_release"`
 }
 
 func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {

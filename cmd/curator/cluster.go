@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,24 +124,34 @@ type clusterInfoJSON struct {
 	CertTTL string `json:"cert_ttl"`
 	// Swarm: the Swarm flavor is on.
 	Swarm bool `json:"swarm"`
+	// Releases counts the nodes running each release ("" for those
+	// that reported none); LowestManagerRelease is the lowest among the
+	// managers. Both empty from a leader that does not report them.
+	Releases             map[string]uint32 `json:"releases"`
+	LowestManagerRelease string            `json:"lowest_manager_release"`
 }
 
 func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 	list := func(s []string) []string { return append([]string{}, s...) }
 	j := clusterInfoJSON{
-		ClusterID:       info.GetClusterId(),
-		Leader:          info.GetLeader(),
-		Voters:          list(info.GetVoters()),
-		Learners:        list(info.GetLearners()),
-		EtcdLeader:      info.GetEtcdLeader(),
-		QuorumHealthy:   info.GetQuorumHealthy(),
-		MaxVoters:       info.GetMaxVoters(),
-		RequireApproval: info.GetRequireApproval(),
-		Warnings:        list(info.GetWarnings()),
-		Managers:        list(info.GetManagers()),
-		Version:         info.GetVersion(),
-		Names:           maps.Clone(info.GetNames()),
-		Swarm:           info.GetSwarm(),
+		ClusterID:            info.GetClusterId(),
+		Leader:               info.GetLeader(),
+		Voters:               list(info.GetVoters()),
+		Learners:             list(info.GetLearners()),
+		EtcdLeader:           info.GetEtcdLeader(),
+		QuorumHealthy:        info.GetQuorumHealthy(),
+		MaxVoters:            info.GetMaxVoters(),
+		RequireApproval:      info.GetRequireApproval(),
+		Warnings:             list(info.GetWarnings()),
+		Managers:             list(info.GetManagers()),
+		Version:              info.GetVersion(),
+		Names:                maps.Clone(info.GetNames()),
+		Swarm:                info.GetSwarm(),
+		Releases:             maps.Clone(info.GetReleases()),
+		LowestManagerRelease: info.GetLowestManagerRelease(),
+	}
+	if j.Releases == nil {
+		j.Releases = map[string]uint32{}
 	}
 	if d := info.GetCertTtl(); d != nil {
 		j.CertTTL = d.AsDuration().String()
@@ -203,10 +215,29 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 		{"Certificate TTL:", orNone(j.CertTTL)},
 		{"Managers:", orNone(strings.Join(j.Managers, ", "))},
 	}
+	if len(j.Releases) > 0 {
+		rows = slices.Insert(rows, 2, []string{"Releases:", releasesLine(j.Releases)},
+			[]string{"Lowest manager:", orNone(j.LowestManagerRelease)})
+	}
 	if j.Swarm {
 		rows = append(rows, []string{"Swarm flavor:", "on"})
 	}
 	return writeTable(w, rows)
+}
+
+// releasesLine lists the releases running, newest first, each with its
+// count of nodes: "v0.2.0 (3 nodes), v0.1.0 (1 node)".
+func releasesLine(releases map[string]uint32) string {
+	names := slices.SortedFunc(maps.Keys(releases), func(a, b string) int { return spec.CompareReleases(b, a) })
+	parts := make([]string, len(names))
+	for i, r := range names {
+		nodes := "nodes"
+		if releases[r] == 1 {
+			nodes = "node"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", cmp.Or(r, "unreported"), releases[r], nodes)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func newClusterAdminCertCommand(g *globalFlags) *cobra.Command {

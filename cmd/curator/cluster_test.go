@@ -26,6 +26,9 @@ func TestClusterInfo(t *testing.T) {
 		RequireApproval: true, MaxVoters: 5,
 		Names: map[string]string{"aaaaaaaaaaaaaaaaaaaaaaaa": "m1"},
 	}
+	mixed := proto.CloneOf(healthy)
+	mixed.Releases = map[string]uint32{"v0.1.0": 3, "v0.2.0": 1, "": 1, "v0.10.0": 2}
+	mixed.LowestManagerRelease = "v0.1.0"
 	for _, tc := range []struct {
 		name   string
 		info   *pb.ClusterInfo
@@ -33,6 +36,9 @@ func TestClusterInfo(t *testing.T) {
 		want   string
 	}{
 		{"healthy table", healthy, "table", healthyTable("7", "no")},
+		{"releases table", mixed, "table", strings.Replace(healthyTable("7", "no"), "Leader:", `Releases:           v0.10.0 (2 nodes), v0.2.0 (1 node), v0.1.0 (3 nodes), unreported (1 node)
+Lowest manager:     v0.1.0
+Leader:`, 1)},
 		{"unhealthy table", unhealthy, "table", `WARNING: quorum is lost: 1 of 2 voters healthy
 WARNING: curator and etcd leader on one node
 
@@ -68,7 +74,9 @@ Managers:           (none)
   "version": "v0.1.0",
   "names": {},
   "cert_ttl": "",
-  "swarm": false
+  "swarm": false,
+  "releases": {},
+  "lowest_manager_release": ""
 }
 `},
 		{"unhealthy json", unhealthy, "json", `{
@@ -95,7 +103,9 @@ Managers:           (none)
     "aaaaaaaaaaaaaaaaaaaaaaaa": "m1"
   },
   "cert_ttl": "",
-  "swarm": false
+  "swarm": false,
+  "releases": {},
+  "lowest_manager_release": ""
 }
 `},
 	} {
@@ -120,7 +130,7 @@ Managers:           (none)
 				t.Fatal(err)
 			}
 			for _, key := range []string{"cluster_id", "leader", "voters", "learners", "etcd_leader", "quorum_healthy",
-				"max_voters", "require_approval", "warnings", "managers", "version"} {
+				"max_voters", "require_approval", "warnings", "managers", "version", "releases", "lowest_manager_release"} {
 				if _, ok := m[key]; !ok {
 					t.Errorf("no %q in %s", key, got)
 				}

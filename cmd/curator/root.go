@@ -1,26 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set at link time with -ldflags "-X main.version=v1.2.3"; without
-// it the module version from the build info is used.
-var version = ""
-
-func binaryVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 // globalFlags are the flags every operator command shares.
 type globalFlags struct {
@@ -61,14 +45,9 @@ keeps node roles, etcd membership and node health consistent.`,
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print curator's version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "curator %s\n", binaryVersion())
-		},
-	})
+	root.AddCommand(newVersionCommand())
+	root.Version = binaryVersion()
+	root.SetVersionTemplate("curator {{.Version}}\n")
 	strictTree(root)
 	return root
 }
