@@ -12,8 +12,9 @@ import (
 )
 
 // What dead machines leave behind. A provider that keeps it (the process
-// provider: a dead instance's dir, its data and its address) deletes none
-// of it by itself: a machine killed, crashed or powered off may come back
+// provider: a dead instance's dir, its data and its address; the docker
+// provider: an exited container, its data included) deletes none of it by
+// itself: a machine killed, crashed or powered off may come back
 // with its data (`curator dev --dir` after a power loss restarts every
 // instance that was not stopped). The group loop, which has the leader's
 // registry, clears a dead machine's dir once no node record names its
@@ -38,15 +39,15 @@ import (
 // under the ceiling, which counts every dead machine: a group whose
 // machines died together is held rather than emptied one by one.
 
-// deadKeeper is a provider that keeps dead machines' dirs until told to
-// clear them (the process provider).
+// deadKeeper is a provider that keeps dead machines until told to clear
+// them (the process and docker providers).
 type deadKeeper interface {
 	ListDead(ctx context.Context, selector map[string]string) ([]provider.Instance, error)
 	ClearDead(ctx context.Context, id string) error
 }
 
-// pruner is a provider that keeps what crashed provisions (or, for the
-// docker provider, exited containers) leave behind until told to clear it.
+// pruner is a provider that keeps what crashed provisions leave behind
+// until told to clear it.
 type pruner interface {
 	Prune(ctx context.Context) ([]string, error)
 }
@@ -115,7 +116,7 @@ func (l *leaderLoops) prune(ctx context.Context, p provider.Provider, name strin
 		supervisor.Logger(ctx).Warn("could not prune dead machines", zap.String("group", name), zap.Error(err))
 	}
 	for _, id := range pruned {
-		l.notePruned(ctx, fmt.Sprintf("group %s: its provider cleared what machine %s left (a provision that did not finish, or an exited container)", name, id))
+		l.notePruned(ctx, fmt.Sprintf("group %s: its provider cleared what machine %s left (a provision that did not finish)", name, id))
 	}
 }
 

@@ -84,13 +84,16 @@ func (p *Provider) waitGone(ctx context.Context, id string) bool {
 	}
 }
 
-// Prune removes what dead instances left behind: the provider's containers
-// that have exited (their node stopped or crashed), those created and never
-// started (a Provision that crashed between create and start) once they are
-// older than Config.PruneGrace (a younger one may be a Provision at work),
-// and data dirs on the host (Config.HostDir) with no container, as old. It
-// returns the IDs it removed, sorted. List never shows any of these, so
-// Prune may run at any time; until it does, they hold their addresses.
+// Prune removes what crashed Provisions left behind: the provider's
+// containers created and never started (a Provision that crashed between
+// create and start) once they are older than Config.PruneGrace (a younger
+// one may be a Provision at work), and data dirs on the host
+// (Config.HostDir) with no container, as old. It returns the IDs it
+// removed, sorted. A container that ran and exited (killed, crashed, its
+// host powered off) is not one of them: it may come back with `docker
+// start`, so it stays (ListDead) until ClearDead or Destroy. List never
+// shows any of these, so Prune may run at any time; until it does, they
+// hold their addresses.
 func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 	res, err := p.docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: p.ourFilter()})
 	if err != nil {
@@ -104,7 +107,6 @@ func (p *Provider) Prune(ctx context.Context) ([]string, error) {
 		id := containerName(c)
 		exists[id] = true
 		switch c.State {
-		case container.StateExited, container.StateDead:
 		case container.StateCreated:
 			if time.Unix(c.Created, 0).After(cutoff) {
 				continue

@@ -346,13 +346,30 @@ func TestPrune(t *testing.T) {
 	}
 
 	// Young, the half-made container and the orphan dir may be a
-	// Provision at work: left alone.
+	// Provision at work: left alone. The dead container ran: it could
+	// be started again, so Prune leaves it too, and ListDead lists it.
 	pruned, err := p.Prune(ctx)
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
-	if diff := cmp.Diff([]string{dead.ID}, pruned); diff != "" {
-		t.Errorf("Prune (-want +got):\n%s", diff)
+	if len(pruned) != 0 {
+		t.Errorf("Prune = %v, want nothing", pruned)
+	}
+	deadList, err := p.ListDead(ctx, map[string]string{provider.LabelGroup: "managers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]provider.Instance{dead}, deadList, providertest.IgnoreCreated); diff != "" {
+		t.Errorf("ListDead (-want +got):\n%s", diff)
+	}
+	if err := p.ClearDead(ctx, live.ID); !errors.Is(err, ErrNotDead) {
+		t.Errorf("ClearDead of a live container = %v, want ErrNotDead", err)
+	}
+	if err := p.ClearDead(ctx, dead.ID); err != nil {
+		t.Errorf("ClearDead: %v", err)
+	}
+	if deadList, err := p.ListDead(ctx, nil); err != nil || len(deadList) != 0 {
+		t.Errorf("ListDead after ClearDead = %v, %v; want nothing", deadList, err)
 	}
 	later := time.Now().Add(2 * DefaultPruneGrace)
 	now.Store(&later)
