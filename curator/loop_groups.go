@@ -248,6 +248,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 				ID: n.Id, InstanceID: n.InstanceId, Status: n.Status, Since: n.StatusChanged.AsTime(),
 				Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || member,
 				Learner:   member && mem.IsLearner,
+				Refused:   n.Refused != "",
 				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 				Leader:    n.Id == st.cfg.NodeID,
 			}

@@ -350,18 +350,23 @@ func TestRolloutSurgeOfADeadLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The surge machine the first leader made, and died before it could
-	// say so: the next leader's machine-exited event names it.
+	// say so (no provision event names it): the next leader's
+	// machine-exited event names it. It says an earlier leader made it
+	// when the machine was dead by the next leader's first look; on a
+	// busy host the next leader may see it still starting, and then it
+	// is a death of its own.
 	surge := ""
 	for _, e := range evs {
-		if e.Loop == "groups" && e.Action == "machine-exited" && e.Leader != first.ID && strings.Contains(e.Reason, ", made by an earlier leader,") {
-			surge = strings.TrimSuffix(strings.Fields(strings.SplitN(e.Reason, "machine ", 2)[1])[0], ",")
+		if e.Loop != "groups" || e.Action != "machine-exited" || e.Leader == first.ID {
+			continue
+		}
+		m := strings.TrimSuffix(strings.Fields(strings.SplitN(e.Reason, "machine ", 2)[1])[0], ",")
+		if !slices.ContainsFunc(evs, func(e eventJSON) bool { return e.Action == "provision" && strings.Contains(e.Reason, m) }) {
+			surge = m
 		}
 	}
 	if surge == "" {
-		t.Fatalf("no machine-exited event of the next leader says an earlier leader made the machine: %+v", evs)
-	}
-	if slices.ContainsFunc(evs, func(e eventJSON) bool { return e.Action == "provision" && strings.Contains(e.Reason, surge) }) {
-		t.Errorf("%s was made by a leader that lived to say so, not by the one that died: %+v", surge, evs)
+		t.Fatalf("no machine-exited event of the next leader names a machine no leader said it made: %+v", evs)
 	}
 	if !slices.ContainsFunc(evs, func(e eventJSON) bool {
 		return e.Loop == "groups" && e.Action == "prune-machine" && strings.Contains(e.Reason, surge)

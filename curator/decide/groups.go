@@ -132,6 +132,9 @@ type GroupNode struct {
 	// Consensus: the node holds the consensus role (a voter or learner);
 	// Learner: it is an etcd learner, not a voter yet.
 	Consensus, Learner bool
+	// Refused: the node's record is refused (a manager given up by a
+	// recovery, say): started again, its machine would not come back.
+	Refused bool
 	// Drained: its availability is drain (a rollout drains a node
 	// before its machine goes).
 	Drained bool
@@ -177,6 +180,8 @@ type GroupSnapshot struct {
 	// for a machine gone, but as a repair, under the ceiling, which
 	// counts every dead machine as unhealthy: machines that died together
 	// (a power loss) are held, not removed one by one.
+	// (A dead machine whose node is refused cannot come back: it
+	// counts as gone, see mayComeBack.)
 	Dead  []GroupMachine
 	Nodes []GroupNode
 	// Voters and HealthyVoters are the cluster's etcd voters and those of
@@ -385,7 +390,7 @@ func decideRules(s GroupSnapshot) *GroupAction {
 		if n.Consensus && !QuorumAfterRemoval(s.Voters, s.HealthyVoters, n.HealthyVoter) {
 			return &GroupAction{Kind: GroupRefuse, Node: n.ID, Reason: fmt.Sprintf("node %s's machine is gone, but removing its etcd member would leave %d healthy of %d voters, short of a majority: bring voters back first", n.ID, s.HealthyVoters-btoi(n.HealthyVoter), s.Voters-1)}
 		}
-		if dead[n.InstanceID] {
+		if dead[n.InstanceID] && mayComeBack(n) {
 			return &GroupAction{Kind: GroupRemoveNode, Node: n.ID, Machine: n.InstanceID, Repair: true,
 				Reason: fmt.Sprintf("node %s is %s and its machine %s died (its provider keeps it, but nothing started it again): replacing it", n.ID, spec.StatusWord(n.Status.String()), n.InstanceID)}
 		}

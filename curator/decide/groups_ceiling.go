@@ -72,9 +72,11 @@ func unhealthyMachines(s GroupSnapshot) ([]string, int) {
 		}
 	}
 	var out []string
+	dead := 0
 	for _, m := range s.Dead {
-		if n, ok := nodeOf[m.ID]; ok {
+		if n, ok := nodeOf[m.ID]; ok && mayComeBack(n) {
 			out = append(out, fmt.Sprintf("node %s, its machine dead", n.ID))
+			dead++
 		}
 	}
 	for _, m := range s.Machines {
@@ -91,8 +93,14 @@ func unhealthyMachines(s GroupSnapshot) ([]string, int) {
 		}
 	}
 	slices.Sort(out)
-	return out, len(s.Machines) + len(s.Dead)
+	return out, len(s.Machines) + dead
 }
+
+// mayComeBack says whether node n, whose machine died with its provider
+// keeping it, would come back as it was were its machine started again:
+// not when its record is refused (a manager a forced new cluster gave up
+// is refused until it is wiped).
+func mayComeBack(n GroupNode) bool { return !n.Refused }
 
 // SuspectAfter is how long a node whose record says ready may go unheard
 // before the repair ceiling counts it: two heartbeat intervals (a live

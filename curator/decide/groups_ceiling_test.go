@@ -225,6 +225,30 @@ func TestCeilingCounts(t *testing.T) {
 			downFor(s, 0, time.Second)
 		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
 			Reason: heldAs("4 of its 4 machines are unhealthy (node Na, its machine dead, node Nb, its machine dead, node Nc, its machine dead, node Nd, its machine dead)", "remove-node", removeA)}},
+		{"two managers dead, given up by a forced new cluster: removed as gone", with(func(s *GroupSnapshot) {
+			// Their records are refused: started again, they would be
+			// refused, so they count for nothing.
+			downFor(s, 0, time.Second)
+			downFor(s, 1, time.Second)
+			for i := range s.Nodes {
+				s.Nodes[i].Consensus, s.Nodes[i].Refused = true, i <= 1
+			}
+			s.Voters, s.HealthyVoters = 2, 2
+			die(s, 0)
+			die(s, 0)
+		}), &GroupAction{Kind: GroupRemoveNode, Machine: "a", Node: "Na", Reason: "node Na is down and its machine a is gone"}},
+		{"two managers dead, still members: held", with(func(s *GroupSnapshot) {
+			downFor(s, 0, time.Second)
+			downFor(s, 1, time.Second)
+			for i := range s.Nodes {
+				s.Nodes[i].Consensus = true
+				s.Nodes[i].HealthyVoter = i > 1
+			}
+			s.Voters, s.HealthyVoters = 4, 2
+			die(s, 0)
+			die(s, 0)
+		}), &GroupAction{Kind: GroupRepairHold, Machine: "a", Node: "Na",
+			Reason: heldAs("2 of its 4 machines are unhealthy (node Na, its machine dead, node Nb, its machine dead)", "remove-node", removeA)}},
 		{"a dead machine's removal spends no budget", with(func(s *GroupSnapshot) {
 			downFor(s, 0, time.Second)
 			die(s, 0)
