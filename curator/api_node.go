@@ -61,6 +61,9 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if !ok {
 		return nil, s.refuseJoin(ctx, st, refusedSecret, req.Name, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied))
 	}
+	if err := spec.CheckReleaseSkew(role, req.Version, st.managerReleases("")); err != nil {
+		return nil, s.refuseJoin(ctx, st, refusedRelease, req.Name, err)
+	}
 	pub, err := spec.ParsePublicKey(req.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: public key: %v", spec.ErrInvalid, err)
@@ -367,6 +370,9 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 				supervisor.Kick(st.kickHealth)
 			}
 			if n != nil && req.Version != "" && req.Version != n.Version && req.Version != noted {
+				if err := st.sessionReleaseCheck(id, req.Version); err != nil {
+					return err
+				}
 				// The node runs another release than its record says
 				// (restarted on a new binary): recorded beside the
 				// session, which does not wait on the node records.
@@ -384,6 +390,29 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 			return awaitSessionEnd(stream.Context(), st, dropped, doubt, id)
 		}
 	}
+}
+
+// managerReleases lists the releases the managers' records say they run,
+// but node except's.
+func (st *leaderState) managerReleases(except string) []string {
+	var out []string
+	for _, n := range st.reg.MembershipNodes() {
+		if n.Id != except && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+			out = append(out, n.Version)
+		}
+	}
+	return out
+}
+
+// sessionReleaseCheck judges the release node id's session reports
+// against the managers' (spec.CheckReleaseSkew), as a manager when its
+// record holds the consensus role.
+func (st *leaderState) sessionReleaseCheck(id, release string) error {
+	role := spec.JoinWorker
+	if n := st.reg.Node(id); n != nil && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+		role = spec.JoinManager
+	}
+	return spec.CheckReleaseSkew(role, release, st.managerReleases(id))
 }
 
 // noteRelease records in node id's record the release its session

@@ -48,6 +48,7 @@ var markedErrors = []struct {
 	{spec.ErrNotManager, codes.PermissionDenied, spec.NotManagerReason},
 	{spec.ErrSessionsPaced, codes.Unavailable, spec.SessionsPacedReason},
 	{spec.ErrNoLeader, codes.Unavailable, spec.NoLeaderReason},
+	{spec.ErrReleaseSkew, codes.PermissionDenied, spec.ReleaseSkewReason},
 }
 
 // errorCodes are the codes of the other errors, first match wins; any

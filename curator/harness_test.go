@@ -302,28 +302,43 @@ func (c *testCluster) token(conn *grpc.ClientConn, role string) string {
 // without a client certificate) and returns it with the certificate it got.
 func (c *testCluster) register(anon *grpc.ClientConn, token, name string) (*testNode, *pb.RegisterResponse) {
 	c.t.Helper()
+	n, resp, err := c.registerRelease(anon, token, name, "test")
+	if err != nil {
+		c.t.Fatalf("register %s: %v", name, err)
+	}
+	return n, resp
+}
+
+// registerRelease is register of a node that says it runs release; it
+// returns the join's error.
+func (c *testCluster) registerRelease(anon *grpc.ClientConn, token, name, release string) (*testNode, *pb.RegisterResponse, error) {
+	c.t.Helper()
 	key, _ := newKey(c.t)
 	ip := nextIP(c.t)
 	address := net.JoinHostPort(ip, strconv.Itoa(freeBasePort(c.t, ip)))
-	resp, err := registerKey(anon, key, token, name, address)
+	resp, err := registerKeyRelease(anon, key, token, name, address, release)
 	if err != nil {
-		c.t.Fatalf("register %s: %v", name, err)
+		return nil, nil, err
 	}
 	cert, err := pki.DecodeCert(resp.NodeCert)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return &testNode{id: resp.NodeId, address: address, key: key, cert: cert}, resp
+	return &testNode{id: resp.NodeId, address: address, key: key, cert: cert}, resp, nil
 }
 
 func registerKey(anon *grpc.ClientConn, key crypto.Signer, token, name, address string) (*pb.RegisterResponse, error) {
+	return registerKeyRelease(anon, key, token, name, address, "test")
+}
+
+func registerKeyRelease(anon *grpc.ClientConn, key crypto.Signer, token, name, address, release string) (*pb.RegisterResponse, error) {
 	der, err := x509.MarshalPKIXPublicKey(key.Public())
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	return pb.NewCuratorClient(anon).Register(ctx, &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address, Version: "test"})
+	return pb.NewCuratorClient(anon).Register(ctx, &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address, Version: release})
 }
 
 // tlsCert is n's certificate for a client connection.

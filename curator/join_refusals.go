@@ -42,6 +42,9 @@ const (
 	refusedSecret joinRefusal = "wrong-secret"
 	// refusedRemoved: the key is a node removed from the cluster.
 	refusedRemoved joinRefusal = "removed-node"
+	// refusedRelease: the node's release may not run beside the
+	// managers' (spec.CheckReleaseSkew).
+	refusedRelease joinRefusal = "release-skew"
 )
 
 // what says a refusal in words, for the event and the log.
@@ -55,6 +58,8 @@ func (r joinRefusal) what() string {
 		return "the join token's secret is neither of this cluster's (a wrong or rotated token)"
 	case refusedRemoved:
 		return "the node was removed from this cluster"
+	case refusedRelease:
+		return "the node's release may not run beside the managers'"
 	}
 	return string(r)
 }

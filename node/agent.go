@@ -392,11 +392,18 @@ func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 	refusedFor := now.Sub(a.refusedSince)
 	stop := a.refusals >= refusalsToStop && refusedFor >= refusalGrace
 	a.mu.Unlock()
-	if !seen {
+	skew := hasReason(err, spec.ReleaseSkewReason)
+	if !seen && skew {
+		lg.Warn("the cluster refuses this node's release: run this node on a release the version policy allows (`curator version` says which this is); its data is fine, keep it",
+			zap.String("stream", stream), zap.String("reason", msg), zap.Duration("stops_after", refusalGrace))
+	} else if !seen {
 		lg.Warn("the cluster refuses this node: was it removed (`curator node ls` tells)? To join again, stop this agent, wipe its data dir and run `curator agent join`",
 			zap.String("stream", stream), zap.String("reason", msg), zap.Duration("stops_after", refusalGrace))
 	}
-	if stop {
+	switch {
+	case stop && skew:
+		a.fail(fmt.Errorf("%w: %s (refused for %s): start this node again on a release the cluster allows; keep %s", ErrRefused, msg, refusedFor.Round(time.Second), a.cfg.DataDir))
+	case stop:
 		a.fail(fmt.Errorf("%w: %s (refused for %s): to join again, wipe %s and run `curator agent join`", ErrRefused, msg, refusedFor.Round(time.Second), a.cfg.DataDir))
 	}
 }
@@ -416,16 +423,19 @@ func sessionEndReason(err error) string {
 // isRefusal says whether a stream ended because the cluster refuses this
 // node (not because the manager it went through cannot forward).
 func isRefusal(err error) bool {
-	st := status.Convert(err)
-	switch st.Code() {
+	switch status.Code(err) {
 	case codes.PermissionDenied, codes.NotFound, codes.Unauthenticated:
-	default:
-		return false
+		return !hasReason(err, spec.NotManagerReason)
 	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == spec.NotManagerReason {
-			return false
+	return false
+}
+
+// hasReason says whether err's status carries an ErrorInfo with reason.
+func hasReason(err error, reason string) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == reason {
+			return true
 		}
 	}
-	return true
+	return false
 }

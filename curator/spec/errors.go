@@ -39,6 +39,10 @@ var (
 	// this one came above it (the runtime's admission); the refusal says
 	// when to come back.
 	ErrSessionsPaced = errors.New("this manager admits no more sessions right now")
+	// ErrReleaseSkew: the node's release may not run beside the managers'
+	// (CheckReleaseSkew). A denial, marked so that an agent says to run
+	// another release rather than to wipe its data.
+	ErrReleaseSkew = errors.New("release outside the version policy")
 )
 
 // The details of a gRPC status that says the quorum is lost: an
@@ -59,4 +63,7 @@ const (
 	// set-up because the manager admits no more right now; its RetryInfo
 	// says when to come back.
 	SessionsPacedReason = "SESSIONS_PACED"
+	// ReleaseSkewReason marks a PermissionDenied for a node whose release
+	// the version policy keeps out (ErrReleaseSkew).
+	ReleaseSkewReason = "RELEASE_SKEW"
 )
