@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -384,6 +385,10 @@ func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutReques
 	return live.rollout(r), nil
 }
 
+// changeRolloutFor bounds how long ChangeRollout tries again when the
+// group loop wrote the rollout between its read and its write.
+const changeRolloutFor = 5 * time.Second
+
 // ChangeRollout cancels, pauses or resumes the rollout of a group to the
 // SHA the request names (empty: its current target). A change for another
 // SHA than the rollout's is refused: a cancel meant for an old config
@@ -415,17 +420,28 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return nil, err
 	}
 	// The group loop writes the rollout's progress as it goes: a change
-	// that lost the race to it reads the record again and decides anew.
-	const tries = 10
+	// that lost the race to it reads the record again and decides anew,
+	// after a short wait of its own that grows and is drawn at random,
+	// so that it does not lose to the loop's rhythm each time (a busy
+	// host makes a read and a write slower than the loop's steps).
 	var r *pb.Rollout
 	var done bool
-	for i := 0; ; i++ {
+	giveUp := time.Now().Add(changeRolloutFor)
+	tries := 0
+	for {
+		tries++
 		r, done, err = changeRolloutOnce(ctx, st, g, req, want, from, word)
 		if !errors.Is(err, store.ErrRolloutChanged) {
 			break
 		}
-		if i == tries-1 {
-			return nil, fmt.Errorf("%w: the rollout of group %s changed under each of %d tries to %s it: try again", spec.ErrPrecondition, req.Group, tries, req.Action)
+		wait := rand.N(min(time.Millisecond<<min(tries, 6), 50*time.Millisecond)) + time.Millisecond
+		if time.Now().Add(wait).After(giveUp) {
+			return nil, fmt.Errorf("%w: the rollout of group %s changed under each of %d tries to %s it in %v: try again", spec.ErrPrecondition, req.Group, tries, req.Action, changeRolloutFor)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
 		}
 	}
 	switch {
