@@ -55,12 +55,15 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if old != nil && old.Destroying {
 		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
 	}
+	if err := checkProviderOnHost(gs); err != nil {
+		return nil, err
+	}
+	if err := st.recordRelease(ctx, gs, old, false); err != nil {
+		return nil, err
+	}
 	if old != nil && proto.Equal(old.Spec, gs) {
 		v, err := m.groupView(ctx, st, old)
 		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
-	}
-	if err := checkProviderOnHost(gs); err != nil {
-		return nil, err
 	}
 	g, _, err := m.commitLocked(ctx, st, gs, old, "")
 	if err != nil {
@@ -202,6 +205,12 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
 func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	return st.commitGroupLocked(ctx, m.s.metrics, gs, old, why)
+}
+
+// commitGroupLocked is commitLocked for a caller of the leader's own (the
+// upgrade loop), whose ctx carries the identity the change is judged by.
+func (st *leaderState) commitGroupLocked(ctx context.Context, metrics *Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
 	var from *pb.GroupSpec
 	if old != nil {
 		from = proto.Clone(old.Spec).(*pb.GroupSpec)
@@ -237,13 +246,13 @@ func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *p
 	if rollout != nil {
 		action = "start-rollout"
 		reason = fmt.Sprintf("group %s committed with config SHA %s (was %s): rolling its machines", gs.Name, spec.ShortSHA(g.ConfigSha), spec.ShortSHA(old.ConfigSha))
-		m.s.metrics.Rollouts.WithLabelValues("started").Inc()
+		metrics.Rollouts.WithLabelValues("started").Inc()
 	}
 	if why != "" {
 		reason += " (" + why + ")"
 	}
 	st.recordGroupEvent(ctx, action, reason)
-	m.s.logger(ctx).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
+	st.cfg.Logger.With(zap.Stringer("caller", identityFrom(ctx))).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
 	kickGroups(st)
 	return g, rollout, nil
 }

@@ -173,9 +173,15 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	if t == nil {
 		return nil, fmt.Errorf("%w: group %s keeps no template of config %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(to))
 	}
-	spec := proto.Clone(g.Spec).(*pb.GroupSpec)
-	spec.Template = proto.Clone(t).(*pb.InstanceTemplate)
-	_, back, err := m.commitLocked(ctx, st, spec, g, why)
+	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
+	gs.Template = proto.Clone(t).(*pb.InstanceTemplate)
+	// What ran with that template runs again: its binary or image, its
+	// digest read anew (a binary replaced in place since is another).
+	spec.ProviderFromRelease(gs)
+	if err := st.recordRelease(ctx, gs, g, t.Release != nil); err != nil {
+		return nil, err
+	}
+	_, back, err := m.commitLocked(ctx, st, gs, g, why)
 	if err != nil {
 		return nil, err
 	}

@@ -97,6 +97,12 @@ func messageChanges(prefix string, f, t protoreflect.Message) []string {
 				out = append(out, providerChanges(name, fm, tm)...)
 				continue
 			}
+			if r, ok := fm.Interface().(*pb.MachineRelease); ok {
+				// The binary or image is the provider's change, said
+				// there; what is new here is the content's digest.
+				out = append(out, fmt.Sprintf("%s: %s -> %s", name, releaseText(r), releaseText(tm.Interface().(*pb.MachineRelease))))
+				continue
+			}
 			out = append(out, messageChanges(name+".", fm, tm)...)
 		default:
 			out = append(out, fmt.Sprintf("%s: %s -> %s", name, valueText(fd, fv, f.Has(fd)), valueText(fd, tv, t.Has(fd))))
@@ -237,4 +243,14 @@ func enumText(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 
 func isDuration(fd protoreflect.FieldDescriptor) bool {
 	return fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == "google.protobuf.Duration"
+}
+
+// releaseText is a release's digest, short ("sha256:" and 12 hex), or
+// "none" (a template committed before releases were recorded).
+func releaseText(r *pb.MachineRelease) string {
+	d := r.GetDigest()
+	if d == "" {
+		return "none"
+	}
+	return d[:min(len(d), len("sha256:")+12)]
 }

@@ -475,6 +475,7 @@ func (st *leaderState) rollBackLocked(ctx context.Context, r *pb.Rollout, rev in
 	now := timestamppb.New(st.cfg.Now())
 	bad := g.Spec.Template
 	g.Spec.Template = proto.Clone(r.PreviousTemplate).(*pb.InstanceTemplate)
+	spec.ProviderFromRelease(g.Spec) // the binary or image that ran before
 	g.ConfigSha = spec.GroupConfigSHA(g.Spec.Template)
 	g.Updated = now
 	back := &pb.Rollout{

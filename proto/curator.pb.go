@@ -356,6 +356,63 @@ func (RolloutState) EnumDescriptor() ([]byte, []int) {
 	return file_curator_proto_rawDescGZIP(), []int{5}
 }
 
+type UpgradeState int32
+
+const (
+	UpgradeState_UPGRADE_STATE_UNSPECIFIED UpgradeState = 0
+	UpgradeState_UPGRADE_STATE_ROLLING     UpgradeState = 1
+	UpgradeState_UPGRADE_STATE_DONE        UpgradeState = 2
+	// A group's rollout failed (and rolled back under its failure policy),
+	// or it was committed anew meanwhile: the groups after it are left.
+	UpgradeState_UPGRADE_STATE_FAILED    UpgradeState = 3
+	UpgradeState_UPGRADE_STATE_CANCELLED UpgradeState = 4
+)
+
+// Enum value maps for UpgradeState.
+var (
+	UpgradeState_name = map[int32]string{
+		0: "UPGRADE_STATE_UNSPECIFIED",
+		1: "UPGRADE_STATE_ROLLING",
+		2: "UPGRADE_STATE_DONE",
+		3: "UPGRADE_STATE_FAILED",
+		4: "UPGRADE_STATE_CANCELLED",
+	}
+	UpgradeState_value = map[string]int32{
+		"UPGRADE_STATE_UNSPECIFIED": 0,
+		"UPGRADE_STATE_ROLLING":     1,
+		"UPGRADE_STATE_DONE":        2,
+		"UPGRADE_STATE_FAILED":      3,
+		"UPGRADE_STATE_CANCELLED":   4,
+	}
+)
+
+func (x UpgradeState) Enum() *UpgradeState {
+	p := new(UpgradeState)
+	*p = x
+	return p
+}
+
+func (x UpgradeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UpgradeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_curator_proto_enumTypes[6].Descriptor()
+}
+
+func (UpgradeState) Type() protoreflect.EnumType {
+	return &file_curator_proto_enumTypes[6]
+}
+
+func (x UpgradeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UpgradeState.Descriptor instead.
+func (UpgradeState) EnumDescriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{6}
+}
+
 // ConsensusJoin is everything a node needs to start etcd as a member of the
 // cluster: written by the leader together with the consensus role.
 type ConsensusJoin struct {
@@ -2364,8 +2421,15 @@ type InstanceTemplate struct {
 	// Labels every node of the group carries.
 	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Extra `curator agent join` arguments.
-	Args          []string          `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
-	Env           map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Args []string          `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Env  map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What the machines run, set by the leader at each commit from the
+	// group's provider, never by the spec: part of the config SHA, so a new
+	// binary or image (a tag rebuilt in place included) rolls the group,
+	// and a rollback or an undo brings back what ran before. Empty in a
+	// template committed before releases were recorded: its SHA is the one
+	// it had.
+	Release       *MachineRelease `protobuf:"bytes,5,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2428,6 +2492,78 @@ func (x *InstanceTemplate) GetEnv() map[string]string {
 	return nil
 }
 
+func (x *InstanceTemplate) GetRelease() *MachineRelease {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
+// MachineRelease is what a group's machines run: the process provider's
+// binary or the Docker provider's image, and its content's digest.
+type MachineRelease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binary's absolute path on the leader's host (process provider).
+	Binary string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	// The image reference (Docker provider).
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// "sha256:<hex>": of the binary's bytes, or the image's ID.
+	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineRelease) Reset() {
+	*x = MachineRelease{}
+	mi := &file_curator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineRelease) ProtoMessage() {}
+
+func (x *MachineRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineRelease.ProtoReflect.Descriptor instead.
+func (*MachineRelease) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MachineRelease) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *MachineRelease) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *MachineRelease) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 // Group is the stored record of a group, at /curator/groups/<name>.
 type Group struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2464,7 +2600,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2612,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2625,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Group) GetSpec() *GroupSpec {
@@ -2584,7 +2720,7 @@ type GroupView struct {
 
 func (x *GroupView) Reset() {
 	*x = GroupView{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2732,7 @@ func (x *GroupView) String() string {
 func (*GroupView) ProtoMessage() {}
 
 func (x *GroupView) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2745,7 @@ func (x *GroupView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
 func (*GroupView) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupView) GetGroup() *Group {
@@ -2670,7 +2806,7 @@ type CommitGroupRequest struct {
 
 func (x *CommitGroupRequest) Reset() {
 	*x = CommitGroupRequest{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2818,7 @@ func (x *CommitGroupRequest) String() string {
 func (*CommitGroupRequest) ProtoMessage() {}
 
 func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2831,7 @@ func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommitGroupRequest) GetSpec() *GroupSpec {
@@ -2716,7 +2852,7 @@ type CommitGroupResponse struct {
 
 func (x *CommitGroupResponse) Reset() {
 	*x = CommitGroupResponse{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2864,7 @@ func (x *CommitGroupResponse) String() string {
 func (*CommitGroupResponse) ProtoMessage() {}
 
 func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2877,7 @@ func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CommitGroupResponse) GetGroup() *GroupView {
@@ -2766,7 +2902,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2914,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2927,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{32}
 }
 
 type ListGroupsResponse struct {
@@ -2803,7 +2939,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2951,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2964,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -2847,7 +2983,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2995,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3008,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -2891,7 +3027,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3039,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3052,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -2939,7 +3075,7 @@ type SuspendGroupRequest struct {
 
 func (x *SuspendGroupRequest) Reset() {
 	*x = SuspendGroupRequest{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3087,7 @@ func (x *SuspendGroupRequest) String() string {
 func (*SuspendGroupRequest) ProtoMessage() {}
 
 func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3100,7 @@ func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
 func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SuspendGroupRequest) GetName() string {
@@ -2998,7 +3134,7 @@ type SuspendGroupResponse struct {
 
 func (x *SuspendGroupResponse) Reset() {
 	*x = SuspendGroupResponse{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3146,7 @@ func (x *SuspendGroupResponse) String() string {
 func (*SuspendGroupResponse) ProtoMessage() {}
 
 func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3159,7 @@ func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
 func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SuspendGroupResponse) GetGroups() []*GroupView {
@@ -3079,7 +3215,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3227,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3240,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -3257,7 +3393,7 @@ type RolloutSummary struct {
 
 func (x *RolloutSummary) Reset() {
 	*x = RolloutSummary{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3405,7 @@ func (x *RolloutSummary) String() string {
 func (*RolloutSummary) ProtoMessage() {}
 
 func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3418,7 @@ func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
 func (*RolloutSummary) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RolloutSummary) GetSha() string {
@@ -3343,7 +3479,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3491,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3504,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -3397,7 +3533,7 @@ type ChangeRolloutRequest struct {
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3545,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3558,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -3475,7 +3611,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3623,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3636,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -3587,7 +3723,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3735,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3748,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -3668,7 +3804,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +3816,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +3829,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -3746,7 +3882,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +3894,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3771,7 +3907,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -3822,7 +3958,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3970,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3983,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -3879,7 +4015,7 @@ type LivenessReport struct {
 
 func (x *LivenessReport) Reset() {
 	*x = LivenessReport{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3891,7 +4027,7 @@ func (x *LivenessReport) String() string {
 func (*LivenessReport) ProtoMessage() {}
 
 func (x *LivenessReport) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3904,7 +4040,7 @@ func (x *LivenessReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
 func (*LivenessReport) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LivenessReport) GetBatch() uint64 {
@@ -3937,7 +4073,7 @@ type LivenessAck struct {
 
 func (x *LivenessAck) Reset() {
 	*x = LivenessAck{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3949,7 +4085,7 @@ func (x *LivenessAck) String() string {
 func (*LivenessAck) ProtoMessage() {}
 
 func (x *LivenessAck) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3962,7 +4098,7 @@ func (x *LivenessAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
 func (*LivenessAck) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LivenessAck) GetBatch() uint64 {
@@ -3994,7 +4130,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4142,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4155,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 type GetManagersResponse struct {
@@ -4032,7 +4168,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4180,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4193,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -4082,7 +4218,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4230,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4243,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 type SwarmJoinResponse struct {
@@ -4121,7 +4257,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4269,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4282,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4176,7 +4312,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4324,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4337,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4226,7 +4362,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4238,7 +4374,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4251,7 +4387,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 type NodeLeaveRequest struct {
@@ -4264,7 +4400,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4412,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4425,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -4314,7 +4450,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4462,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4475,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -4376,7 +4512,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4524,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4537,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 type RenewCertificateResponse struct {
@@ -4418,7 +4554,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4566,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4579,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -4484,7 +4620,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4496,7 +4632,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4509,7 +4645,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -4551,7 +4687,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4563,7 +4699,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4576,7 +4712,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -4613,7 +4749,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4625,7 +4761,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4638,7 +4774,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -4705,7 +4841,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4717,7 +4853,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4730,7 +4866,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -4742,7 +4878,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4754,7 +4890,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4767,7 +4903,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -4787,7 +4923,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +4935,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +4948,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -4831,7 +4967,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +4979,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +4992,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -4900,7 +5036,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4912,7 +5048,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4925,7 +5061,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -5024,7 +5160,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5172,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5185,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -5077,7 +5213,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5089,7 +5225,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5102,7 +5238,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5127,7 +5263,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5139,7 +5275,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5152,7 +5288,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 type AgentStatus struct {
@@ -5168,7 +5304,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5316,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5329,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5240,7 +5376,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5252,7 +5388,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5265,7 +5401,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -5284,7 +5420,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5296,7 +5432,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5309,7 +5445,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -5340,7 +5476,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5352,7 +5488,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5365,7 +5501,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -5439,7 +5575,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5451,7 +5587,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5464,7 +5600,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -5503,7 +5639,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5515,7 +5651,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5528,7 +5664,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -5550,7 +5686,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5562,7 +5698,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5575,7 +5711,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -5621,7 +5757,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5769,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5782,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -5679,7 +5815,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5691,7 +5827,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5704,7 +5840,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -5736,7 +5872,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5748,7 +5884,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5761,7 +5897,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 type BackupChunk struct {
@@ -5776,7 +5912,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +5924,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +5937,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{79}
+	return file_curator_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -5816,6 +5952,320 @@ func (x *BackupChunk) GetSizeHint() int64 {
 		return x.SizeHint
 	}
 	return 0
+}
+
+type StartUpgradeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binary the process provider's groups are to run: an absolute path
+	// on the leader's host (and every manager's, for the leaders to come).
+	Binary string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	// The image the Docker provider's groups are to run.
+	Image         string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartUpgradeRequest) Reset() {
+	*x = StartUpgradeRequest{}
+	mi := &file_curator_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartUpgradeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartUpgradeRequest) ProtoMessage() {}
+
+func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartUpgradeRequest.ProtoReflect.Descriptor instead.
+func (*StartUpgradeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *StartUpgradeRequest) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *StartUpgradeRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+type GetUpgradeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUpgradeRequest) Reset() {
+	*x = GetUpgradeRequest{}
+	mi := &file_curator_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUpgradeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUpgradeRequest) ProtoMessage() {}
+
+func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUpgradeRequest.ProtoReflect.Descriptor instead.
+func (*GetUpgradeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{82}
+}
+
+type CancelUpgradeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelUpgradeRequest) Reset() {
+	*x = CancelUpgradeRequest{}
+	mi := &file_curator_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelUpgradeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelUpgradeRequest) ProtoMessage() {}
+
+func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelUpgradeRequest.ProtoReflect.Descriptor instead.
+func (*CancelUpgradeRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{83}
+}
+
+// Upgrade is the stored record of an upgrade, at /curator/upgrade: the
+// leader's upgrade loop carries it on, whichever leader that is.
+type Upgrade struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Binary string                 `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	Image  string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	State  UpgradeState           `protobuf:"varint,3,opt,name=state,proto3,enum=curator.v1.UpgradeState" json:"state,omitempty"`
+	// Every group, in the order they go: those with the consensus role
+	// first (the curator leader's node last within its group, as any
+	// rollout), then the others, by name.
+	Groups   []*UpgradeGroup        `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	Started  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
+	Finished *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished,proto3" json:"finished,omitempty"`
+	// Why it failed or was cancelled; where it stopped.
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who started it (the certificate's name).
+	StartedBy     string `protobuf:"bytes,8,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Upgrade) Reset() {
+	*x = Upgrade{}
+	mi := &file_curator_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Upgrade) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Upgrade) ProtoMessage() {}
+
+func (x *Upgrade) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Upgrade.ProtoReflect.Descriptor instead.
+func (*Upgrade) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *Upgrade) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *Upgrade) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Upgrade) GetState() UpgradeState {
+	if x != nil {
+		return x.State
+	}
+	return UpgradeState_UPGRADE_STATE_UNSPECIFIED
+}
+
+func (x *Upgrade) GetGroups() []*UpgradeGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Upgrade) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *Upgrade) GetFinished() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
+func (x *Upgrade) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Upgrade) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+type UpgradeGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// waiting, rolling, done, failed, skipped (its provider is not the one
+	// the upgrade names a release for), cancelled.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The config SHA the upgrade committed (rolling and after), and the one
+	// the group had before.
+	TargetSha     string `protobuf:"bytes,3,opt,name=target_sha,json=targetSha,proto3" json:"target_sha,omitempty"`
+	PreviousSha   string `protobuf:"bytes,4,opt,name=previous_sha,json=previousSha,proto3" json:"previous_sha,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeGroup) Reset() {
+	*x = UpgradeGroup{}
+	mi := &file_curator_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeGroup) ProtoMessage() {}
+
+func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeGroup.ProtoReflect.Descriptor instead.
+func (*UpgradeGroup) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *UpgradeGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpgradeGroup) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *UpgradeGroup) GetTargetSha() string {
+	if x != nil {
+		return x.TargetSha
+	}
+	return ""
+}
+
+func (x *UpgradeGroup) GetPreviousSha() string {
+	if x != nil {
+		return x.PreviousSha
+	}
+	return ""
+}
+
+func (x *UpgradeGroup) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 var File_curator_proto protoreflect.FileDescriptor
@@ -5996,18 +6446,23 @@ const file_curator_proto_rawDesc = "" +
 	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x12\n" +
-	"\x04port\x18\x04 \x01(\rR\x04port\"\xae\x02\n" +
+	"\x04port\x18\x04 \x01(\rR\x04port\"\xe4\x02\n" +
 	"\x10InstanceTemplate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12@\n" +
 	"\x06labels\x18\x02 \x03(\v2(.curator.v1.InstanceTemplate.LabelsEntryR\x06labels\x12\x12\n" +
 	"\x04args\x18\x03 \x03(\tR\x04args\x127\n" +
-	"\x03env\x18\x04 \x03(\v2%.curator.v1.InstanceTemplate.EnvEntryR\x03env\x1a9\n" +
+	"\x03env\x18\x04 \x03(\v2%.curator.v1.InstanceTemplate.EnvEntryR\x03env\x124\n" +
+	"\arelease\x18\x05 \x01(\v2\x1a.curator.v1.MachineReleaseR\arelease\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
+	"\x0eMachineRelease\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xca\x03\n" +
 	"\x05Group\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
 	"\n" +
@@ -6252,7 +6707,29 @@ const file_curator_proto_rawDesc = "" +
 	"\rBackupRequest\">\n" +
 	"\vBackupChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
-	"\tsize_hint\x18\x02 \x01(\x03R\bsizeHint*q\n" +
+	"\tsize_hint\x18\x02 \x01(\x03R\bsizeHint\"C\n" +
+	"\x13StartUpgradeRequest\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\"\x13\n" +
+	"\x11GetUpgradeRequest\"\x16\n" +
+	"\x14CancelUpgradeRequest\"\xbe\x02\n" +
+	"\aUpgrade\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.curator.v1.UpgradeStateR\x05state\x120\n" +
+	"\x06groups\x18\x04 \x03(\v2\x18.curator.v1.UpgradeGroupR\x06groups\x124\n" +
+	"\astarted\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x126\n" +
+	"\bfinished\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfinished\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\b \x01(\tR\tstartedBy\"\x92\x01\n" +
+	"\fUpgradeGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"target_sha\x18\x03 \x01(\tR\ttargetSha\x12!\n" +
+	"\fprevious_sha\x18\x04 \x01(\tR\vpreviousSha\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason*q\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x11\n" +
@@ -6284,7 +6761,13 @@ const file_curator_proto_rawDesc = "" +
 	"\x14ROLLOUT_STATE_PAUSED\x10\x02\x12\x16\n" +
 	"\x12ROLLOUT_STATE_DONE\x10\x03\x12\x1b\n" +
 	"\x17ROLLOUT_STATE_CANCELLED\x10\x04\x12\x18\n" +
-	"\x14ROLLOUT_STATE_FAILED\x10\x052\xce\x0f\n" +
+	"\x14ROLLOUT_STATE_FAILED\x10\x05*\x97\x01\n" +
+	"\fUpgradeState\x12\x1d\n" +
+	"\x19UPGRADE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15UPGRADE_STATE_ROLLING\x10\x01\x12\x16\n" +
+	"\x12UPGRADE_STATE_DONE\x10\x02\x12\x18\n" +
+	"\x14UPGRADE_STATE_FAILED\x10\x03\x12\x1b\n" +
+	"\x17UPGRADE_STATE_CANCELLED\x10\x042\x9e\x11\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -6319,7 +6802,11 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x012\xfe\x04\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x01\x12D\n" +
+	"\fStartUpgrade\x12\x1f.curator.v1.StartUpgradeRequest\x1a\x13.curator.v1.Upgrade\x12@\n" +
+	"\n" +
+	"GetUpgrade\x12\x1d.curator.v1.GetUpgradeRequest\x1a\x13.curator.v1.Upgrade\x12F\n" +
+	"\rCancelUpgrade\x12 .curator.v1.CancelUpgradeRequest\x1a\x13.curator.v1.Upgrade2\xfe\x04\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12N\n" +
@@ -6345,8 +6832,8 @@ func file_curator_proto_rawDescGZIP() []byte {
 	return file_curator_proto_rawDescData
 }
 
-var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6354,249 +6841,267 @@ var file_curator_proto_goTypes = []any{
 	(Role)(0),                              // 3: curator.v1.Role
 	(ManagerStatus)(0),                     // 4: curator.v1.ManagerStatus
 	(RolloutState)(0),                      // 5: curator.v1.RolloutState
-	(*ConsensusJoin)(nil),                  // 6: curator.v1.ConsensusJoin
-	(*ConsensusPeer)(nil),                  // 7: curator.v1.ConsensusPeer
-	(*Node)(nil),                           // 8: curator.v1.Node
-	(*NodeView)(nil),                       // 9: curator.v1.NodeView
-	(*ListNodesRequest)(nil),               // 10: curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 11: curator.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),                 // 12: curator.v1.GetNodeRequest
-	(*ClusterInfoRequest)(nil),             // 13: curator.v1.ClusterInfoRequest
-	(*ClusterInfo)(nil),                    // 14: curator.v1.ClusterInfo
-	(*GetTokenRequest)(nil),                // 15: curator.v1.GetTokenRequest
-	(*TokenResponse)(nil),                  // 16: curator.v1.TokenResponse
-	(*RotateTokenRequest)(nil),             // 17: curator.v1.RotateTokenRequest
-	(*Event)(nil),                          // 18: curator.v1.Event
-	(*ListEventsRequest)(nil),              // 19: curator.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),             // 20: curator.v1.ListEventsResponse
-	(*NodeRequest)(nil),                    // 21: curator.v1.NodeRequest
-	(*UpdateNodeRequest)(nil),              // 22: curator.v1.UpdateNodeRequest
-	(*RemoveNodeRequest)(nil),              // 23: curator.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),             // 24: curator.v1.RemoveNodeResponse
-	(*UpdateClusterRequest)(nil),           // 25: curator.v1.UpdateClusterRequest
-	(*DemoteResponse)(nil),                 // 26: curator.v1.DemoteResponse
-	(*GroupSpec)(nil),                      // 27: curator.v1.GroupSpec
-	(*RolloutPolicy)(nil),                  // 28: curator.v1.RolloutPolicy
-	(*ProviderSpec)(nil),                   // 29: curator.v1.ProviderSpec
-	(*ProcessProviderSpec)(nil),            // 30: curator.v1.ProcessProviderSpec
-	(*DockerProviderSpec)(nil),             // 31: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),               // 32: curator.v1.InstanceTemplate
-	(*Group)(nil),                          // 33: curator.v1.Group
-	(*GroupView)(nil),                      // 34: curator.v1.GroupView
-	(*CommitGroupRequest)(nil),             // 35: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),            // 36: curator.v1.CommitGroupResponse
-	(*ListGroupsRequest)(nil),              // 37: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 38: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),                // 39: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),            // 40: curator.v1.DestroyGroupRequest
-	(*SuspendGroupRequest)(nil),            // 41: curator.v1.SuspendGroupRequest
-	(*SuspendGroupResponse)(nil),           // 42: curator.v1.SuspendGroupResponse
-	(*Rollout)(nil),                        // 43: curator.v1.Rollout
-	(*RolloutSummary)(nil),                 // 44: curator.v1.RolloutSummary
-	(*GetRolloutRequest)(nil),              // 45: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),           // 46: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),                // 47: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),               // 48: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),               // 49: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 50: curator.v1.HeartbeatResponse
-	(*WatchNodeResponse)(nil),              // 51: curator.v1.WatchNodeResponse
-	(*LivenessReport)(nil),                 // 52: curator.v1.LivenessReport
-	(*LivenessAck)(nil),                    // 53: curator.v1.LivenessAck
-	(*GetManagersRequest)(nil),             // 54: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 55: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 56: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 57: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 58: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 59: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 60: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 61: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 62: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 63: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 64: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 65: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 66: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 67: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 68: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 69: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 70: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 71: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 72: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 73: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 74: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 75: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 76: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 77: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 78: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 79: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 80: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 81: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 82: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 83: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 84: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 85: curator.v1.BackupChunk
-	nil,                                    // 86: curator.v1.Node.LabelsEntry
-	nil,                                    // 87: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 88: curator.v1.ClusterInfo.ReleasesEntry
-	nil,                                    // 89: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 90: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 91: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 92: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 94: google.protobuf.Duration
+	(UpgradeState)(0),                      // 6: curator.v1.UpgradeState
+	(*ConsensusJoin)(nil),                  // 7: curator.v1.ConsensusJoin
+	(*ConsensusPeer)(nil),                  // 8: curator.v1.ConsensusPeer
+	(*Node)(nil),                           // 9: curator.v1.Node
+	(*NodeView)(nil),                       // 10: curator.v1.NodeView
+	(*ListNodesRequest)(nil),               // 11: curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 12: curator.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),                 // 13: curator.v1.GetNodeRequest
+	(*ClusterInfoRequest)(nil),             // 14: curator.v1.ClusterInfoRequest
+	(*ClusterInfo)(nil),                    // 15: curator.v1.ClusterInfo
+	(*GetTokenRequest)(nil),                // 16: curator.v1.GetTokenRequest
+	(*TokenResponse)(nil),                  // 17: curator.v1.TokenResponse
+	(*RotateTokenRequest)(nil),             // 18: curator.v1.RotateTokenRequest
+	(*Event)(nil),                          // 19: curator.v1.Event
+	(*ListEventsRequest)(nil),              // 20: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),             // 21: curator.v1.ListEventsResponse
+	(*NodeRequest)(nil),                    // 22: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),              // 23: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),              // 24: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),             // 25: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),           // 26: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),                 // 27: curator.v1.DemoteResponse
+	(*GroupSpec)(nil),                      // 28: curator.v1.GroupSpec
+	(*RolloutPolicy)(nil),                  // 29: curator.v1.RolloutPolicy
+	(*ProviderSpec)(nil),                   // 30: curator.v1.ProviderSpec
+	(*ProcessProviderSpec)(nil),            // 31: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),             // 32: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),               // 33: curator.v1.InstanceTemplate
+	(*MachineRelease)(nil),                 // 34: curator.v1.MachineRelease
+	(*Group)(nil),                          // 35: curator.v1.Group
+	(*GroupView)(nil),                      // 36: curator.v1.GroupView
+	(*CommitGroupRequest)(nil),             // 37: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),            // 38: curator.v1.CommitGroupResponse
+	(*ListGroupsRequest)(nil),              // 39: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 40: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 41: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 42: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 43: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 44: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 45: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 46: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 47: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 48: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 49: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 50: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 51: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 52: curator.v1.HeartbeatResponse
+	(*WatchNodeResponse)(nil),              // 53: curator.v1.WatchNodeResponse
+	(*LivenessReport)(nil),                 // 54: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 55: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 56: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 57: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 58: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 59: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 60: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 61: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 62: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 63: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 64: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 65: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 66: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 67: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 68: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 69: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 70: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 71: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 72: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 73: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 74: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 75: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 76: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 77: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 78: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 79: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 80: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 81: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 82: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 83: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 84: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 85: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 86: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 87: curator.v1.BackupChunk
+	(*StartUpgradeRequest)(nil),            // 88: curator.v1.StartUpgradeRequest
+	(*GetUpgradeRequest)(nil),              // 89: curator.v1.GetUpgradeRequest
+	(*CancelUpgradeRequest)(nil),           // 90: curator.v1.CancelUpgradeRequest
+	(*Upgrade)(nil),                        // 91: curator.v1.Upgrade
+	(*UpgradeGroup)(nil),                   // 92: curator.v1.UpgradeGroup
+	nil,                                    // 93: curator.v1.Node.LabelsEntry
+	nil,                                    // 94: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 95: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 96: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 97: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 98: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 99: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 100: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 101: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
-	7,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
+	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
 	0,   // 1: curator.v1.Node.state:type_name -> curator.v1.NodeState
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	86,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	93,  // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	93,  // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	93,  // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
-	6,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	93,  // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	93,  // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
-	8,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
+	93,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	100, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	100, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	100, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
+	100, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	100, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	93,  // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
-	9,   // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	87,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	94,  // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	88,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	93,  // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	18,  // 20: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	100, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
+	94,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	101, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	95,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	100, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	19,  // 20: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 21: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	89,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	94,  // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
-	9,   // 24: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	96,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	101, // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 24: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 25: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	29,  // 26: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	32,  // 27: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	94,  // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	94,  // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	28,  // 30: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	94,  // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	94,  // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	94,  // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
-	30,  // 34: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	31,  // 35: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	90,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	91,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	27,  // 38: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	93,  // 39: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	93,  // 40: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	93,  // 41: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	93,  // 42: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	33,  // 43: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	27,  // 44: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	34,  // 45: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	34,  // 46: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	34,  // 47: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 48: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	93,  // 49: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	93,  // 50: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	93,  // 51: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	32,  // 52: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	44,  // 53: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	32,  // 54: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 55: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	93,  // 56: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	93,  // 57: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 58: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	92,  // 59: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	51,  // 60: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	8,   // 61: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	94,  // 62: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	93,  // 63: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	93,  // 64: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	93,  // 65: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	66,  // 66: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	66,  // 67: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	93,  // 68: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	71,  // 69: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 70: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	93,  // 71: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	94,  // 72: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	9,   // 73: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	18,  // 74: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	10,  // 75: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	19,  // 76: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	21,  // 77: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	21,  // 78: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	22,  // 79: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	21,  // 80: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	23,  // 81: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	25,  // 82: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	12,  // 83: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	13,  // 84: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	15,  // 85: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	17,  // 86: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	35,  // 87: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	37,  // 88: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	39,  // 89: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	40,  // 90: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	41,  // 91: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	45,  // 92: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	46,  // 93: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	64,  // 94: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	67,  // 95: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	69,  // 96: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	72,  // 97: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	80,  // 98: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	82,  // 99: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	84,  // 100: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	47,  // 101: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	49,  // 102: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	54,  // 103: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	52,  // 104: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	60,  // 105: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	62,  // 106: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	56,  // 107: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	58,  // 108: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	74,  // 109: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	76,  // 110: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	11,  // 111: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	20,  // 112: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	9,   // 113: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	26,  // 114: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	9,   // 115: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	9,   // 116: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	24,  // 117: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	14,  // 118: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	9,   // 119: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	14,  // 120: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	16,  // 121: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	16,  // 122: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	36,  // 123: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	38,  // 124: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	34,  // 125: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	34,  // 126: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	42,  // 127: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	43,  // 128: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	43,  // 129: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	65,  // 130: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	68,  // 131: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	70,  // 132: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	73,  // 133: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	81,  // 134: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	83,  // 135: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	85,  // 136: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	48,  // 137: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	50,  // 138: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	55,  // 139: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	53,  // 140: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	61,  // 141: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	63,  // 142: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	57,  // 143: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	59,  // 144: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	75,  // 145: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	77,  // 146: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	111, // [111:147] is the sub-list for method output_type
-	75,  // [75:111] is the sub-list for method input_type
-	75,  // [75:75] is the sub-list for extension type_name
-	75,  // [75:75] is the sub-list for extension extendee
-	0,   // [0:75] is the sub-list for field type_name
+	30,  // 26: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	33,  // 27: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	101, // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	101, // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	29,  // 30: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
+	101, // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	101, // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	101, // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	31,  // 34: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	32,  // 35: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	97,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	98,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	34,  // 38: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	28,  // 39: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	100, // 40: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	100, // 41: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	100, // 42: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	100, // 43: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	35,  // 44: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	28,  // 45: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	36,  // 46: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	36,  // 47: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	36,  // 48: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 49: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	100, // 50: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	100, // 51: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	100, // 52: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	33,  // 53: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	46,  // 54: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	33,  // 55: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 56: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	100, // 57: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	100, // 58: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 59: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	99,  // 60: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	53,  // 61: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	9,   // 62: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	101, // 63: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	100, // 64: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	100, // 65: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	100, // 66: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	68,  // 67: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	68,  // 68: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	100, // 69: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	73,  // 70: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 71: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	100, // 72: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	101, // 73: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 74: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	19,  // 75: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 76: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	92,  // 77: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	100, // 78: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	100, // 79: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	11,  // 80: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	20,  // 81: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	22,  // 82: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	22,  // 83: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 84: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	22,  // 85: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	24,  // 86: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	26,  // 87: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 88: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 89: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 90: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 91: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	37,  // 92: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	39,  // 93: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	41,  // 94: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	42,  // 95: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	43,  // 96: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	47,  // 97: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	48,  // 98: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	66,  // 99: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	69,  // 100: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	71,  // 101: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	74,  // 102: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	82,  // 103: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	84,  // 104: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	86,  // 105: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	88,  // 106: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	89,  // 107: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	90,  // 108: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	49,  // 109: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	51,  // 110: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	56,  // 111: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	54,  // 112: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	62,  // 113: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	64,  // 114: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	58,  // 115: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	60,  // 116: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	76,  // 117: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	78,  // 118: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 119: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	21,  // 120: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 121: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	27,  // 122: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 123: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 124: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	25,  // 125: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 126: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 127: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 128: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 129: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 130: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	38,  // 131: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	40,  // 132: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	36,  // 133: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	36,  // 134: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	44,  // 135: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	45,  // 136: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	45,  // 137: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	67,  // 138: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	70,  // 139: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	72,  // 140: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	75,  // 141: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	83,  // 142: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	85,  // 143: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	87,  // 144: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	91,  // 145: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	91,  // 146: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	91,  // 147: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	50,  // 148: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	52,  // 149: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	57,  // 150: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	55,  // 151: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	63,  // 152: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	65,  // 153: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	59,  // 154: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	61,  // 155: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	77,  // 156: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	79,  // 157: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	119, // [119:158] is the sub-list for method output_type
+	80,  // [80:119] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -6615,8 +7120,8 @@ func file_curator_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   87,
+			NumEnums:      7,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

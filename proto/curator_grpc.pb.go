@@ -57,6 +57,9 @@ const (
 	Management_WatchNodes_FullMethodName             = "/curator.v1.Management/WatchNodes"
 	Management_WatchEvents_FullMethodName            = "/curator.v1.Management/WatchEvents"
 	Management_Backup_FullMethodName                 = "/curator.v1.Management/Backup"
+	Management_StartUpgrade_FullMethodName           = "/curator.v1.Management/StartUpgrade"
+	Management_GetUpgrade_FullMethodName             = "/curator.v1.Management/GetUpgrade"
+	Management_CancelUpgrade_FullMethodName          = "/curator.v1.Management/CancelUpgrade"
 )
 
 // ManagementClient is the client API for Management service.
@@ -115,6 +118,17 @@ type ManagementClient interface {
 	// Backup streams a snapshot of the leader's etcd member: etcd's own
 	// format (the database, then its SHA-256), which `agent restore` takes.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// StartUpgrade takes the whole cluster to a release (`curator upgrade`):
+	// each group onto the binary or image, the groups with the consensus
+	// role first, one group at a time, each under its rollout policy. An
+	// admin's call: it chooses what every machine runs.
+	StartUpgrade(ctx context.Context, in *StartUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error)
+	// GetUpgrade returns the last upgrade and how far it got.
+	GetUpgrade(ctx context.Context, in *GetUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error)
+	// CancelUpgrade stops the upgrade: no further group is committed, and
+	// the rollout of the group in flight is cancelled (its machines stay as
+	// they are).
+	CancelUpgrade(ctx context.Context, in *CancelUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error)
 }
 
 type managementClient struct {
@@ -412,6 +426,36 @@ func (c *managementClient) Backup(ctx context.Context, in *BackupRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_BackupClient = grpc.ServerStreamingClient[BackupChunk]
 
+func (c *managementClient) StartUpgrade(ctx context.Context, in *StartUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Upgrade)
+	err := c.cc.Invoke(ctx, Management_StartUpgrade_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) GetUpgrade(ctx context.Context, in *GetUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Upgrade)
+	err := c.cc.Invoke(ctx, Management_GetUpgrade_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) CancelUpgrade(ctx context.Context, in *CancelUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Upgrade)
+	err := c.cc.Invoke(ctx, Management_CancelUpgrade_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagementServer is the server API for Management service.
 // All implementations must embed UnimplementedManagementServer
 // for forward compatibility.
@@ -468,6 +512,17 @@ type ManagementServer interface {
 	// Backup streams a snapshot of the leader's etcd member: etcd's own
 	// format (the database, then its SHA-256), which `agent restore` takes.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// StartUpgrade takes the whole cluster to a release (`curator upgrade`):
+	// each group onto the binary or image, the groups with the consensus
+	// role first, one group at a time, each under its rollout policy. An
+	// admin's call: it chooses what every machine runs.
+	StartUpgrade(context.Context, *StartUpgradeRequest) (*Upgrade, error)
+	// GetUpgrade returns the last upgrade and how far it got.
+	GetUpgrade(context.Context, *GetUpgradeRequest) (*Upgrade, error)
+	// CancelUpgrade stops the upgrade: no further group is committed, and
+	// the rollout of the group in flight is cancelled (its machines stay as
+	// they are).
+	CancelUpgrade(context.Context, *CancelUpgradeRequest) (*Upgrade, error)
 	mustEmbedUnimplementedManagementServer()
 }
 
@@ -555,6 +610,15 @@ func (UnimplementedManagementServer) WatchEvents(*WatchEventsRequest, grpc.Serve
 }
 func (UnimplementedManagementServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedManagementServer) StartUpgrade(context.Context, *StartUpgradeRequest) (*Upgrade, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartUpgrade not implemented")
+}
+func (UnimplementedManagementServer) GetUpgrade(context.Context, *GetUpgradeRequest) (*Upgrade, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUpgrade not implemented")
+}
+func (UnimplementedManagementServer) CancelUpgrade(context.Context, *CancelUpgradeRequest) (*Upgrade, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelUpgrade not implemented")
 }
 func (UnimplementedManagementServer) mustEmbedUnimplementedManagementServer() {}
 func (UnimplementedManagementServer) testEmbeddedByValue()                    {}
@@ -1024,6 +1088,60 @@ func _Management_Backup_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_BackupServer = grpc.ServerStreamingServer[BackupChunk]
 
+func _Management_StartUpgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartUpgradeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).StartUpgrade(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_StartUpgrade_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).StartUpgrade(ctx, req.(*StartUpgradeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_GetUpgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUpgradeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).GetUpgrade(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_GetUpgrade_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).GetUpgrade(ctx, req.(*GetUpgradeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_CancelUpgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelUpgradeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).CancelUpgrade(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_CancelUpgrade_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).CancelUpgrade(ctx, req.(*CancelUpgradeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Management_ServiceDesc is the grpc.ServiceDesc for Management service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1122,6 +1240,18 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAudit",
 			Handler:    _Management_ListAudit_Handler,
+		},
+		{
+			MethodName: "StartUpgrade",
+			Handler:    _Management_StartUpgrade_Handler,
+		},
+		{
+			MethodName: "GetUpgrade",
+			Handler:    _Management_GetUpgrade_Handler,
+		},
+		{
+			MethodName: "CancelUpgrade",
+			Handler:    _Management_CancelUpgrade_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -11,6 +11,11 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -107,4 +112,33 @@ func LastLine(out []byte) string {
 		last = last[:400] + "…"
 	}
 	return last
+}
+
+// Runs is what a provider's machines run: the binary or the image it
+// starts them from, and the digest of its content, so that a release is
+// known by what it is rather than by its name ("sha256:<hex>").
+type Runs struct {
+	Binary string
+	Image  string
+	Digest string
+}
+
+// Runner is a provider that can say what the machines it would make now
+// run: the leader records it in a group's template at each commit.
+type Runner interface {
+	Runs(ctx context.Context) (Runs, error)
+}
+
+// FileDigest is "sha256:<hex>" of the file at path's bytes.
+func FileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -35,8 +35,8 @@ func (d *devRun) describe(group string) (string, *pb.GroupSpec) {
 // and the one it had.
 func (d *devRun) commitArgs(group, args string) (sha, was string) {
 	d.t.Helper()
-	described, parsed := d.describe(group)
-	was = spec.GroupConfigSHA(parsed.Template)
+	described, _ := d.describe(group)
+	was = d.configSHA(group)
 	lines := strings.Split(described, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(l, "  args:") {
@@ -51,11 +51,7 @@ func (d *devRun) commitArgs(group, args string) (sha, was string) {
 	if out, stderr, err := cli(d.t, "--config", d.config, "group", "commit", file); err != nil {
 		d.t.Fatalf("commit %s args %s: %v\n%s%s", group, args, err, out, stderr)
 	}
-	parsed, err := spec.ParseGroupSpec([]byte(text))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return spec.GroupConfigSHA(parsed.Template), was
+	return d.configSHA(group), was
 }
 
 // commitPolicy commits group with max_parallel and the rollout's

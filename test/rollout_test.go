@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator"
-	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
@@ -124,11 +123,24 @@ func (d *devRun) commitVersion(group, version string) string {
 	if out, stderr, err := cli(d.t, "--config", d.config, "group", "commit", file); err != nil {
 		d.t.Fatalf("commit %s %s: %v\n%s%s", group, version, err, out, stderr)
 	}
-	parsed, err := spec.ParseGroupSpec([]byte(strings.Join(lines, "\n")))
+	return d.configSHA(group)
+}
+
+// configSHA is group's config SHA as the leader committed it (which
+// covers what its machines run: a file's template alone does not say).
+func (d *devRun) configSHA(group string) string {
+	d.t.Helper()
+	out, _, err := cli(d.t, "--config", d.config, "group", "describe", group, "-o", "json")
 	if err != nil {
-		d.t.Fatal(err)
+		d.t.Fatalf("group describe %s: %v", group, err)
 	}
-	return spec.GroupConfigSHA(parsed.Template)
+	var g struct {
+		ConfigSHA string `json:"config_sha"`
+	}
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ConfigSHA == "" {
+		d.t.Fatalf("group describe %s -o json: %v\n%s", group, err, out)
+	}
+	return g.ConfigSHA
 }
 
 // waitManagersOn waits until the managers group has three ready nodes on

@@ -302,7 +302,7 @@ func (dc *devCluster) up(ctx context.Context, c *devConfig, self, cfgPath string
 			Addresses: c.addresses, Port: devPort, Dir: dc.dir, Binary: self,
 		}}}
 	})
-	return devUp(ctx, groups, cfgPath, progress, func(labels map[string]string) localcluster.Starter {
+	return devUp(ctx, groups, dc.p, cfgPath, progress, func(labels map[string]string) localcluster.Starter {
 		dc.firstLabels = labels
 		return dc.start
 	})
@@ -311,10 +311,20 @@ func (dc *devCluster) up(ctx context.Context, c *devConfig, self, cfgPath string
 // devUp brings a new dev cluster up: the first manager as a machine of
 // the managers group, labelled with the ID of the cluster it is to create
 // (starter gets the labels and returns what starts it), then the groups.
-func devUp(ctx context.Context, groups []*pb.GroupSpec, cfgPath string, progress io.Writer, starter func(labels map[string]string) localcluster.Starter) (*localcluster.Cluster, error) {
+// The groups' templates record what runs (runs: the provider dev and the
+// groups share), as the leader does at a commit, so the first manager's
+// config SHA is the one its group is committed with.
+func devUp(ctx context.Context, groups []*pb.GroupSpec, runs provider.Runner, cfgPath string, progress io.Writer, starter func(labels map[string]string) localcluster.Starter) (*localcluster.Cluster, error) {
 	clusterID, err := spec.NewClusterID()
 	if err != nil {
 		return nil, err
+	}
+	r, err := runs.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		g.Template.Release = spec.ReleaseOf(g, r.Image, r.Digest)
 	}
 	sha := spec.GroupConfigSHA(groups[0].Template)
 	start := starter(map[string]string{

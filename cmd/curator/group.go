@@ -250,6 +250,17 @@ type groupTemplateJSON struct {
 	Labels  map[string]string `json:"labels"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env"`
+	// What the machines run, as the leader recorded it at the commit
+	// (absent for a group committed before releases were recorded).
+	Release *groupReleaseJSON `json:"release,omitempty"`
+}
+
+// groupReleaseJSON is a template's release: the binary or image and its
+// digest.
+type groupReleaseJSON struct {
+	Binary string `json:"binary,omitempty"`
+	Image  string `json:"image,omitempty"`
+	Digest string `json:"digest"`
 }
 
 func groupToJSON(v *pb.GroupView) groupJSON {
@@ -268,6 +279,9 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 		ReplacementWindow: spec.GetReplacementWindow().AsDuration().String(),
 		RepairHeld:        v.GetGroup().GetRepairHeld(), Suspended: v.GetGroup().GetSuspended(),
 		ProviderFailing: v.GetGroup().GetProviderFailing(),
+	}
+	if r := spec.GetTemplate().GetRelease(); r != nil {
+		out.Template.Release = &groupReleaseJSON{Binary: r.Binary, Image: r.Image, Digest: r.Digest}
 	}
 	out.Roles = []string{}
 	for _, r := range spec.GetRoles() {

@@ -612,13 +612,17 @@ func (m maxUnhealthy) Of(size int) int {
 // GroupConfigSHA is the SHA-256 (hex) of a template's canonical form: JSON
 // with the fields in a fixed order and map keys sorted, empty lists and
 // maps as [] and {}. Machines made from another SHA are due for a roll.
+// The release's digest is in it when the template records one (what the
+// machines run, by content: not its path or tag); a template without
+// one has the SHA it had before releases were recorded.
 func GroupConfigSHA(t *pb.InstanceTemplate) string {
 	canonical := struct {
 		Version string            `json:"version"`
 		Labels  map[string]string `json:"labels"`
 		Args    []string          `json:"args"`
 		Env     map[string]string `json:"env"`
-	}{t.GetVersion(), nonNilMap(t.GetLabels()), nonNilSlice(t.GetArgs()), nonNilMap(t.GetEnv())}
+		Release string            `json:"release,omitempty"`
+	}{t.GetVersion(), nonNilMap(t.GetLabels()), nonNilSlice(t.GetArgs()), nonNilMap(t.GetEnv()), t.GetRelease().GetDigest()}
 	b, err := json.Marshal(canonical)
 	if err != nil {
 		panic(err) // strings only: cannot fail
@@ -728,4 +732,34 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// ProviderFromRelease sets s's provider binary or image to the one its
+// template's release names (a rollback's or an undo's template): the
+// provider then makes machines of what ran with that template. A
+// template without a release leaves the provider as it is.
+func ProviderFromRelease(s *pb.GroupSpec) {
+	r := s.GetTemplate().GetRelease()
+	if r == nil {
+		return
+	}
+	switch p := s.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		p.Process.Binary = r.Binary
+	case *pb.ProviderSpec_Docker:
+		if r.Image != "" {
+			p.Docker.Image = r.Image
+		}
+	}
+}
+
+// ReleaseOf is the release a template of s records when its provider
+// runs the image (Docker) or a binary of digest: the binary as s names
+// it ("" is the leader's own executable).
+func ReleaseOf(s *pb.GroupSpec, image, digest string) *pb.MachineRelease {
+	r := &pb.MachineRelease{Image: image, Digest: digest}
+	if p := s.GetProvider().GetProcess(); p != nil {
+		r.Binary = p.Binary
+	}
+	return r
 }

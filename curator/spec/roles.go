@@ -34,6 +34,7 @@ var managementRoles = map[string]string{
 	"WatchNodes":     pki.OperatorReader,
 	"WatchEvents":    pki.OperatorReader,
 	"ListAudit":      pki.OperatorReader,
+	"GetUpgrade":     pki.OperatorReader,
 
 	"PromoteNode":   pki.OperatorOperator,
 	"DemoteNode":    pki.OperatorOperator,
@@ -44,6 +45,7 @@ var managementRoles = map[string]string{
 	"DestroyGroup":  pki.OperatorOperator,
 	"SuspendGroup":  pki.OperatorOperator,
 	"ChangeRollout": pki.OperatorOperator,
+	"CancelUpgrade": pki.OperatorOperator,
 
 	"UpdateCluster":          pki.OperatorAdmin,
 	"GetToken":               pki.OperatorAdmin,
@@ -52,6 +54,7 @@ var managementRoles = map[string]string{
 	"ListAdminCertificates":  pki.OperatorAdmin,
 	"RevokeAdminCertificate": pki.OperatorAdmin,
 	"Backup":                 pki.OperatorAdmin,
+	"StartUpgrade":           pki.OperatorAdmin,
 }
 
 // ManagementRole is the operator role a management call (by its short

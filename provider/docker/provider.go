@@ -147,3 +147,15 @@ func (p *Provider) validID(id string) error {
 	}
 	return nil
 }
+
+var _ provider.Runner = (*Provider)(nil)
+
+// Runs is the image the provider starts its containers from and the
+// image's ID on the daemon now: a tag rebuilt in place is a new ID.
+func (p *Provider) Runs(ctx context.Context) (provider.Runs, error) {
+	img, err := p.docker.ImageInspect(ctx, p.cfg.Image)
+	if err != nil {
+		return provider.Runs{}, fmt.Errorf("image %s on the Docker daemon at %s: %w (make image builds it)", p.cfg.Image, p.cfg.Host, err)
+	}
+	return provider.Runs{Image: p.cfg.Image, Digest: img.ID}, nil
+}

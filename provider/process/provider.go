@@ -3,6 +3,7 @@
 package process
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -49,4 +50,16 @@ func New(cfg Config) (*Provider, error) {
 // instance is what the provider.Provider interface shows of r.
 func (r record) instance() provider.Instance {
 	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address, Created: r.Created}
+}
+
+var _ provider.Runner = (*Provider)(nil)
+
+// Runs is the binary the provider starts its machines from and its
+// content's digest, read now: a binary replaced in place is a new digest.
+func (p *Provider) Runs(context.Context) (provider.Runs, error) {
+	d, err := provider.FileDigest(p.cfg.Binary)
+	if err != nil {
+		return provider.Runs{}, fmt.Errorf("binary %s on the leader's host: %w", p.cfg.Binary, err)
+	}
+	return provider.Runs{Binary: p.cfg.Binary, Digest: d}, nil
 }
