@@ -1,8 +1,8 @@
 // Package testenv is what the tests of several packages need from the host
 // they run on: loopback addresses and free ports of their own, waiting for
 // a condition with a deadline, the check for leaked goroutines after a
-// package's tests, and a build of one of this module's commands. It is for
-// tests only.
+// package's tests, a build of one of this module's commands, and the
+// previous release's curator, built from git history. It is for tests only.
 package testenv
 
 import (
