@@ -192,21 +192,22 @@ func (s *Service) runElection(ctx context.Context) error {
 		return fmt.Errorf("leader: %w", err)
 	}
 	st := &leaderState{
-		leadership: l,
-		cfg:        &s.cfg,
-		ctx:        lctx,
-		since:      s.cfg.Now(),
-		pki:        cp,
-		hb:         newHeartbeats(),
-		reg:        reg,
-		joins:      newJoinQueue(),
-		pushes:     newSessionPushes(),
-		kickHealth: make(chan struct{}, 1),
-		kickGroups: make(chan struct{}, 1),
-		kickSwarm:  make(chan struct{}, 1),
-		resigned:   make(chan struct{}),
-		knocks:     s.knocks,
-		hearer:     consensus.NewHearer(s.cfg.Etcd),
+		leadership:  l,
+		cfg:         &s.cfg,
+		ctx:         lctx,
+		since:       s.cfg.Now(),
+		pki:         cp,
+		hb:          newHeartbeats(),
+		reg:         reg,
+		joins:       newJoinQueue(),
+		pushes:      newSessionPushes(),
+		kickHealth:  make(chan struct{}, 1),
+		kickGroups:  make(chan struct{}, 1),
+		kickUpgrade: make(chan struct{}, 1),
+		kickSwarm:   make(chan struct{}, 1),
+		resigned:    make(chan struct{}),
+		knocks:      s.knocks,
+		hearer:      consensus.NewHearer(s.cfg.Etcd),
 	}
 	defer st.hearer.Close()
 	var wg sync.WaitGroup

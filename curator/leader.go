@@ -48,7 +48,10 @@ type leaderState struct {
 	// destroyed); providers are the groups' providers, made from their
 	// specs, which the group loop and the group API use.
 	kickGroups chan struct{}
-	providers  groupProviders
+	// kickUpgrade makes the upgrade loop look at once (an upgrade
+	// started or cancelled).
+	kickUpgrade chan struct{}
+	providers   groupProviders
 	// muGroups serialises the group API's read-modify-writes of group
 	// records.
 	muGroups sync.Mutex

@@ -68,6 +68,7 @@ func (l *leaderLoops) loops() []loopSpec {
 		l.placementLoop(),
 		l.approvalLoop(),
 		l.groupLoop(),
+		l.upgradeLoop(),
 		l.reaperLoop(),
 		l.swarmLoop(),
 	}

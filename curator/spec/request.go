@@ -74,6 +74,9 @@ func CheckManagementRequest(req proto.Message) error {
 		_, err = ParseJoinRole(r.Role)
 	case *pb.CommitGroupRequest:
 		err = checkCommitGroup(r)
+	case *pb.GetUpgradeRequest, *pb.CancelUpgradeRequest:
+	case *pb.StartUpgradeRequest:
+		err = checkStartUpgrade(r)
 	case *pb.GetGroupRequest:
 		err = checkGroupName(r.Name)
 	case *pb.DestroyGroupRequest:
@@ -215,4 +218,21 @@ func ParsePublicKey(der []byte) (any, error) {
 		return nil, fmt.Errorf("public key: %w", err)
 	}
 	return pub, nil
+}
+
+// checkStartUpgrade: an upgrade names its release, a binary by its
+// absolute path or an image, in text a spec would take.
+func checkStartUpgrade(r *pb.StartUpgradeRequest) error {
+	switch {
+	case r.Binary == "" && r.Image == "":
+		return fmt.Errorf("%w: name the release: --binary PATH (the process provider's groups) or --image REF (the Docker provider's)", ErrInvalid)
+	case r.Binary != "" && !strings.HasPrefix(r.Binary, "/"):
+		return fmt.Errorf("%w: --binary %s is not an absolute path", ErrInvalid, QuoteShort(r.Binary))
+	}
+	for field, v := range map[string]string{"binary": r.Binary, "image": r.Image} {
+		if err := CheckText(field, v); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,8 @@ const (
 	// rolloutPrefix holds each group's rollout: the target config SHA,
 	// its state and progress.
 	rolloutPrefix = keyPrefix + "rollouts/"
+	// upgradeKey holds the last upgrade of the cluster to a release.
+	upgradeKey = keyPrefix + "upgrade"
 )
 
 func nodeKey(id string) string { return nodePrefix + id }
@@ -57,6 +59,7 @@ func (keys) Nodes() string                  { return nodePrefix }
 func (keys) Group(name string) string       { return groupKey(name) }
 func (keys) Rollout(group string) string    { return rolloutKey(group) }
 func (keys) Cluster() string                { return clusterKey }
+func (keys) Upgrade() string                { return upgradeKey }
 func (keys) PKI() string                    { return pkiKey }
 func (keys) Election() string               { return electionPrefix }
 func (keys) Audit(e *pb.AuditEntry) string  { return auditKey(e) }

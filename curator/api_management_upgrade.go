@@ -1,0 +1,131 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider/process"
+)
+
+// The management API's upgrade: start, status, cancel. They write the
+// upgrade's record; the upgrade loop (loop_upgrade.go) does the rest.
+
+func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRequest) (*pb.Upgrade, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.CheckManagementRequest(req); err != nil {
+		return nil, err
+	}
+	if req.Binary != "" {
+		if err := process.CheckBinary(req.Binary); err != nil {
+			return nil, fmt.Errorf("%w: --binary: %v", spec.ErrInvalid, err)
+		}
+	}
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	old, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil && old.State == pb.UpgradeState_UPGRADE_STATE_ROLLING {
+		return nil, fmt.Errorf("%w: an upgrade to %s is under way: `curator upgrade status` shows where it is, `curator upgrade cancel` stops it", spec.ErrPrecondition, upgradeTarget(old))
+	}
+	groups, err := store.GroupList(ctx, st.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.timestamp(), StartedBy: identityFrom(ctx).name}
+	waiting := 0
+	for _, g := range upgradeOrder(groups) {
+		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: upgradeWaiting, PreviousSha: g.ConfigSha}
+		switch {
+		case g.Destroying:
+			ug.State, ug.Reason = upgradeSkipped, "it is being destroyed"
+		case g.Spec.GetProvider().GetProcess() != nil && req.Binary == "":
+			ug.State, ug.Reason = upgradeSkipped, "its machines are processes: --binary names their release"
+		case g.Spec.GetProvider().GetDocker() != nil && req.Image == "":
+			ug.State, ug.Reason = upgradeSkipped, "its machines are containers: --image names their release"
+		default:
+			waiting++
+		}
+		u.Groups = append(u.Groups, ug)
+	}
+	if waiting == 0 {
+		return nil, fmt.Errorf("%w: no group runs on a provider the upgrade names a release for (%d groups): nothing to upgrade", spec.ErrPrecondition, len(groups))
+	}
+	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", upgradeTarget(u), waiting)
+	if err := store.UpgradeSave(ctx, st.Fence, u, rev, st.event("upgrade", "start-upgrade", "", reason)); err != nil {
+		return nil, err
+	}
+	m.s.logger(ctx).Info("upgrade started", zap.String("binary", u.Binary), zap.String("image", u.Image), zap.Int("groups", waiting))
+	kickUpgrade(st)
+	return u, nil
+}
+
+func (m *managementAPI) GetUpgrade(ctx context.Context, _ *pb.GetUpgradeRequest) (*pb.Upgrade, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	u, _, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil {
+		return nil, fmt.Errorf("%w: the cluster has had no upgrade: `curator upgrade --binary PATH` (or --image REF) starts one", spec.ErrNotFound)
+	}
+	return u, nil
+}
+
+// CancelUpgrade stops the upgrade: the group in flight's rollout is
+// cancelled with it (its machines stay as they are: some on the release,
+// some not), and no further group is committed.
+func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRequest) (*pb.Upgrade, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil || u.State != pb.UpgradeState_UPGRADE_STATE_ROLLING {
+		return nil, fmt.Errorf("%w: no upgrade is under way: `curator upgrade status` shows the last", spec.ErrPrecondition)
+	}
+	where := "before its first group"
+	for _, ug := range u.Groups {
+		switch ug.State {
+		case upgradeRolling:
+			where = "at group " + ug.Name
+			r, rrev, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil && r.TargetSha == ug.TargetSha && (r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED) {
+				r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.timestamp(), "the upgrade was cancelled by an operator"
+				if err := store.RolloutSave(ctx, st.Fence, r, rrev); err != nil {
+					return nil, fmt.Errorf("cancel the rollout of group %s: %w: try again", ug.Name, err)
+				}
+			}
+			ug.State = upgradeCancelled
+		case upgradeWaiting:
+			ug.State = upgradeCancelled
+		}
+	}
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.timestamp()
+	u.Reason = fmt.Sprintf("cancelled by %s %s", identityFrom(ctx).name, where)
+	if err := store.UpgradeSave(ctx, st.Fence, u, rev, st.event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", upgradeTarget(u), u.Reason))); err != nil {
+		return nil, err
+	}
+	kickGroups(st)
+	return u, nil
+}

@@ -1,0 +1,223 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/supervisor"
+)
+
+// The upgrade loop takes the cluster to a release (`curator upgrade`):
+// it commits each group of the upgrade's record onto the binary or image,
+// one group at a time, in the record's order (the groups with the
+// consensus role first), and waits for the group's rollout to end before
+// it commits the next. The rollouts do the rest as any rollout does:
+// surge first, the curator leader's node last, a failed one rolled back
+// under the group's policy, which stops the upgrade, saying where.
+//
+// Everything it knows is in etcd: the record and the groups' rollouts. A
+// leader killed in the middle leaves it to the next, which reads where it
+// got to; a group committed but not yet marked rolling (a crash between
+// the two writes) is found rolling by its config and its rollout.
+
+// Upgrade group states (UpgradeGroup.state).
+const (
+	upgradeWaiting   = "waiting"
+	upgradeRolling   = "rolling"
+	upgradeDone      = "done"
+	upgradeFailed    = "failed"
+	upgradeSkipped   = "skipped"
+	upgradeCancelled = "cancelled"
+)
+
+func (l *leaderLoops) upgradeLoop() loopSpec {
+	return loopSpec{
+		name:   "upgrade",
+		tick:   l.upgradeTick,
+		kick:   l.kickUpgrade,
+		resync: l.cfg.GroupInterval,
+	}
+}
+
+// kickUpgrade makes the upgrade loop look at once.
+func kickUpgrade(st *leaderState) { supervisor.Kick(st.kickUpgrade) }
+
+func (l *leaderLoops) upgradeTick(ctx context.Context) (loopResult, error) {
+	st := l.leaderState
+	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	if err != nil || u == nil || u.State != pb.UpgradeState_UPGRADE_STATE_ROLLING {
+		return loopResult{}, err
+	}
+	// The group API's writes and the upgrade's are serialised: a cancel
+	// never lands between a group's commit and the record that says so.
+	st.muGroups.Lock()
+	defer st.muGroups.Unlock()
+	for i, ug := range u.Groups {
+		switch ug.State {
+		case upgradeWaiting:
+			return l.upgradeCommit(ctx, u, rev, i)
+		case upgradeRolling:
+			return l.upgradeFollow(ctx, u, rev, i)
+		}
+	}
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, st.timestamp()
+	reason := fmt.Sprintf("the cluster is upgraded to %s: every group rolled onto it", upgradeTarget(u))
+	return l.saveUpgrade(ctx, u, rev, "upgrade-done", reason)
+}
+
+// upgradeCommit commits group i of u onto the upgrade's release.
+func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+	st := l.leaderState
+	ug := u.Groups[i]
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
+	if err != nil {
+		return loopResult{}, err
+	}
+	if g == nil || g.Destroying {
+		ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+	}
+	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
+	spec.NormalizeGroupSpec(gs)
+	upgradeProvider(gs, u)
+	if err := st.recordRelease(ctx, gs, g, true); err != nil {
+		return l.failUpgrade(ctx, u, rev, i, err.Error())
+	}
+	ug.PreviousSha = g.ConfigSha
+	if proto.Equal(g.Spec, gs) {
+		// On the release already: either it was, or this upgrade
+		// committed it and a leader died before it said so.
+		r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+		if err != nil {
+			return loopResult{}, err
+		}
+		ug.TargetSha = g.ConfigSha
+		if r != nil && r.TargetSha == g.ConfigSha && r.State != pb.RolloutState_ROLLOUT_STATE_DONE {
+			ug.State, ug.PreviousSha = upgradeRolling, r.PreviousSha
+			return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s rolls onto it (committed before a new leader)", upgradeTarget(u), ug.Name))
+		}
+		ug.State, ug.Reason = upgradeDone, "it ran the release already"
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", upgradeTarget(u), ug.Name))
+	}
+	// The commit is judged as the admin who started the upgrade would
+	// be: an upgrade only ever changes the binary or the image.
+	as := context.WithValue(ctx, identityKey{}, identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "upgrade started by " + u.StartedBy})
+	committed, _, err := st.commitGroupLocked(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
+	if err != nil {
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
+	}
+	ug.State, ug.TargetSha = upgradeRolling, committed.ConfigSha
+	kickGroups(st)
+	return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s committed onto it (config SHA %s, was %s): rolling its machines",
+		upgradeTarget(u), ug.Name, spec.ShortSHA(ug.TargetSha), spec.ShortSHA(ug.PreviousSha)))
+}
+
+// upgradeFollow looks at the rollout of group i of u, committed onto the
+// release: done, the upgrade goes on; failed, rolled back, cancelled or
+// overtaken by another commit, it stops.
+func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+	st := l.leaderState
+	ug := u.Groups[i]
+	g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
+	if err != nil {
+		return loopResult{}, err
+	}
+	if g == nil || g.Destroying {
+		ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+	}
+	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+	if err != nil {
+		return loopResult{}, err
+	}
+	switch {
+	case r != nil && r.RollbackOf == ug.TargetSha:
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s failed (%s): it rolls back to %s", spec.ShortSHA(ug.TargetSha), r.Reason, spec.ShortSHA(r.TargetSha)))
+	case g.ConfigSha != ug.TargetSha:
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("it was committed anew during the upgrade (config SHA %s, not the upgrade's %s)", spec.ShortSHA(g.ConfigSha), spec.ShortSHA(ug.TargetSha)))
+	case r == nil || r.TargetSha != ug.TargetSha:
+		return l.failUpgrade(ctx, u, rev, i, "its rollout record is not the upgrade's")
+	}
+	switch r.State {
+	case pb.RolloutState_ROLLOUT_STATE_DONE:
+		ug.State = upgradeDone
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it (%d machines)", upgradeTarget(u), ug.Name, r.Total))
+	case pb.RolloutState_ROLLOUT_STATE_FAILED, pb.RolloutState_ROLLOUT_STATE_CANCELLED:
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s is %s: %s", spec.ShortSHA(ug.TargetSha), rolloutWord(r.State), r.Reason))
+	}
+	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", upgradeTarget(u), ug.Name, rolloutWord(r.State))}, nil
+}
+
+// failUpgrade ends upgrade u at group i, saying why.
+func (l *leaderLoops) failUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, i int, why string) (loopResult, error) {
+	ug := u.Groups[i]
+	ug.State, ug.Reason = upgradeFailed, why
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_FAILED, l.timestamp()
+	u.Reason = fmt.Sprintf("group %s: %s; the groups after it were left as they are", ug.Name, why)
+	return l.saveUpgrade(ctx, u, rev, "upgrade-failed", fmt.Sprintf("upgrade to %s stopped at group %s: %s", upgradeTarget(u), ug.Name, why))
+}
+
+// saveUpgrade writes u (read at rev) with its event in one transaction;
+// a record changed meanwhile (a cancel) is read again at the next tick.
+func (l *leaderLoops) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, action, reason string) (loopResult, error) {
+	err := store.UpgradeSave(ctx, l.Fence, u, rev, l.event("upgrade", action, "", reason))
+	if errors.Is(err, store.ErrUpgradeChanged) {
+		return loopResult{again: true}, nil
+	}
+	if err != nil {
+		return loopResult{}, err
+	}
+	return loopResult{action: action, reason: reason, recorded: true}, nil
+}
+
+// upgradeProvider points gs's provider at u's release, if u names one
+// for its kind.
+func upgradeProvider(gs *pb.GroupSpec, u *pb.Upgrade) {
+	switch p := gs.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		if u.Binary != "" {
+			p.Process.Binary = u.Binary
+		}
+	case *pb.ProviderSpec_Docker:
+		if u.Image != "" {
+			p.Docker.Image = u.Image
+		}
+	}
+}
+
+// upgradeTarget names u's release: its binary, its image, or both.
+func upgradeTarget(u *pb.Upgrade) string {
+	var names []string
+	for _, n := range []string{u.Binary, u.Image} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return spec.QuoteShort(strings.Join(names, " and "))
+}
+
+// upgradeOrder is the order an upgrade takes groups in: those with the
+// consensus role first, then the others, each by name.
+func upgradeOrder(groups []*pb.Group) []*pb.Group {
+	out := slices.Clone(groups)
+	slices.SortStableFunc(out, func(a, b *pb.Group) int {
+		ca, cb := slices.Contains(a.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS), slices.Contains(b.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS)
+		switch {
+		case ca && !cb:
+			return -1
+		case cb && !ca:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
