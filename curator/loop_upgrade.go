@@ -141,7 +141,14 @@ func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 	}
 	switch {
 	case r != nil && r.RollbackOf == ug.TargetSha:
-		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s failed (%s): it rolls back to %s", spec.ShortSHA(ug.TargetSha), r.Reason, spec.ShortSHA(r.TargetSha)))
+		why := r.Reason
+		for _, h := range r.History {
+			if h.Sha == ug.TargetSha {
+				why = h.Reason // the failed rollout's own
+				break
+			}
+		}
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s failed (%s): the group rolls back to %s", spec.ShortSHA(ug.TargetSha), why, spec.ShortSHA(r.TargetSha)))
 	case g.ConfigSha != ug.TargetSha:
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("it was committed anew during the upgrade (config SHA %s, not the upgrade's %s)", spec.ShortSHA(g.ConfigSha), spec.ShortSHA(ug.TargetSha)))
 	case r == nil || r.TargetSha != ug.TargetSha:
