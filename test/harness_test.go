@@ -257,6 +257,7 @@ type clusterInfoJSON struct {
 	CertTTL       string            `json:"cert_ttl"`
 	Releases      map[string]uint32 `json:"releases"`
 	LowestManager string            `json:"lowest_manager_release"`
+	Managers      []string          `json:"managers"`
 }
 
 func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {

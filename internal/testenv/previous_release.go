@@ -38,44 +38,55 @@ var previousReleaseMu sync.Mutex
 // test when the history lacks the commit (a shallow clone).
 func PreviousRelease(t testing.TB) (bin, commit string) {
 	t.Helper()
+	start := time.Now()
+	bin, commit, built, err := PreviousReleaseBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if built {
+		t.Logf("previous release %.12s: built %s in %s", commit, bin, time.Since(start).Round(time.Second))
+	} else {
+		t.Logf("previous release %.12s: reusing %s", commit, bin)
+	}
+	return bin, commit
+}
+
+// PreviousReleaseBinary is PreviousRelease for a program (the upgrade
+// benchmark): built says whether it was built now, rather than taken
+// from the cache.
+func PreviousReleaseBinary() (bin, commit string, built bool, err error) {
 	previousReleaseMu.Lock()
 	defer previousReleaseMu.Unlock()
 
 	root, err := gitOutput("", "rev-parse", "--show-toplevel")
 	if err != nil {
-		t.Fatalf("the previous release is built from git history, and this is not a git checkout: %v", err)
+		return "", "", false, fmt.Errorf("the previous release is built from git history, and this is not a git checkout: %v", err)
 	}
 	f, err := os.Open(filepath.Join(root, PreviousReleaseFile))
 	if err != nil {
-		t.Fatal(err)
+		return "", "", false, err
 	}
 	commit, err = ParsePreviousRelease(f)
 	f.Close()
 	if err != nil {
-		t.Fatalf("%s: %v", PreviousReleaseFile, err)
+		return "", "", false, fmt.Errorf("%s: %v", PreviousReleaseFile, err)
 	}
 	if _, err := gitOutput(root, "cat-file", "-e", commit+"^{commit}"); err != nil {
-		t.Fatalf("the previous release %s (%s) is not in this clone's history: fetch the full history "+
+		return "", "", false, fmt.Errorf("the previous release %s (%s) is not in this clone's history: fetch the full history "+
 			"(git fetch --unshallow, or git fetch origin %s)", commit, PreviousReleaseFile, commit)
 	}
-
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		t.Fatal(err)
+		return "", "", false, err
 	}
-	dir := filepath.Join(cache, "curator-test", "previous-"+commit)
-	bin = filepath.Join(dir, "curator")
+	bin = filepath.Join(cache, "curator-test", "previous-"+commit, "curator")
 	if _, err := os.Stat(bin); err == nil {
-		t.Logf("previous release %.12s: reusing %s", commit, bin)
-		return bin, commit
+		return bin, commit, false, nil
 	}
-	start := time.Now()
-	release, err := buildPreviousRelease(root, commit, bin)
-	if err != nil {
-		t.Fatalf("build the previous release %s: %v", commit, err)
+	if _, err := buildPreviousRelease(root, commit, bin); err != nil {
+		return "", "", false, fmt.Errorf("build the previous release %s: %v", commit, err)
 	}
-	t.Logf("previous release %.12s (%s): built %s in %s", commit, release, bin, time.Since(start).Round(time.Second))
-	return bin, commit
+	return bin, commit, true, nil
 }
 
 var fullHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -227,4 +238,15 @@ func gitOutput(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// BinaryRelease is the release a curator binary says it is: the first
+// line of `curator version`, without its "curator ".
+func BinaryRelease(bin string) (string, error) {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %w", bin, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimPrefix(strings.TrimSpace(first), "curator "), nil
 }
