@@ -161,6 +161,27 @@ func TestRolloutShort(t *testing.T) {
 	}
 }
 
+// TestUpgradeShort runs the real tool on a short `upgrade`: one manager
+// and one worker of the previous release, rolled, upgraded to this
+// checkout and back, with management calls beside that must not fail.
+func TestUpgradeShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release and starts a dev cluster")
+	}
+	var res upgradeResult
+	runErr := runBench(t, &res, "upgrade", "--managers", "1", "--workers", "1",
+		"--addresses", "127.0.157.10-127.0.157.40", "--timeout", "3m")
+	if runErr != nil || res.Error != "" {
+		t.Fatalf("curator-bench upgrade: %v; %s", runErr, res.Error)
+	}
+	if res.RolloutS <= 0 || res.UpgradeS <= 0 || res.DowngradeS <= 0 || res.UpgradeRatio <= 0 || res.From == res.To || res.Calls == 0 {
+		t.Errorf("figures %+v: want each step timed, two releases, calls made", res)
+	}
+	if res.CallsFailed != 0 {
+		t.Errorf("%d of %d management calls failed during the upgrades", res.CallsFailed, res.Calls)
+	}
+}
+
 // TestFailoverShort runs the real tool on a short `failover`: two rounds
 // of killing the curator leader (and etcd's), and asserts that a killed
 // leader is replaced well before its election lease (3 s) could expire:

@@ -42,6 +42,6 @@ stdout; progress goes to stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newHeartbeatsCommand(), newListCommand(), newRolloutCommand(), newFailoverCommand(), newSwarmCommand())
+	root.AddCommand(newHeartbeatsCommand(), newListCommand(), newRolloutCommand(), newFailoverCommand(), newSwarmCommand(), newUpgradeCommand())
 	return root
 }

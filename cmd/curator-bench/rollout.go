@@ -136,55 +136,11 @@ func measureRollout(ctx context.Context, cfg *rolloutConfig, p *progress, res *r
 	if err != nil {
 		return err
 	}
-	devDir := filepath.Join(dir, "dev")
-	dev := exec.Command(bin, "dev", "--managers", fmt.Sprint(cfg.managers), "--workers", fmt.Sprint(cfg.workers),
-		"--dir", devDir, "--addresses", cfg.addresses)
-	out, err := dev.StdoutPipe()
+	c, stop, err := startDev(ctx, bin, filepath.Join(dir, "dev"), cfg.managers, cfg.workers, cfg.addresses, cfg.timeout, p)
 	if err != nil {
 		return err
 	}
-	dev.Stderr = io.Discard
-	dev.SysProcAttr = childProcAttr()
-	p.printf("starting curator dev: %d managers, %d workers", cfg.managers, cfg.workers)
-	if err := dev.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		dev.Process.Signal(syscall.SIGTERM)
-		dev.Wait()
-	}()
-	up := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "export CURATOR_CONFIG=") {
-				up <- nil
-				io.Copy(io.Discard, out)
-				return
-			}
-		}
-		up <- errors.New("curator dev ended before the cluster was up")
-	}()
-	select {
-	case err := <-up:
-		if err != nil {
-			return err
-		}
-	case <-time.After(cfg.timeout):
-		return errors.New("timed out waiting for curator dev")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	path := filepath.Join(devDir, client.ConfigFileName)
-	ccfg, err := client.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	c, err := client.Dial(ctx, ccfg, path, client.WithCachePath(""))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer stop()
 	b := &rolloutBench{c: c, timeout: cfg.timeout, p: p}
 	if cfg.rollback {
 		// Both groups settled first: every node ready for longer than a
@@ -388,4 +344,62 @@ func (b *rolloutBench) wait(ctx context.Context, what string, check func(context
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// startDev runs bin's `curator dev` in devDir with managers and workers
+// on addresses, waits (up to timeout) until it prints how to use its
+// cluster, and returns a client of it; stop ends dev (SIGTERM, which
+// stops its nodes) and closes the client.
+func startDev(ctx context.Context, bin, devDir string, managers, workers int, addresses string, timeout time.Duration, p *progress) (*client.Client, func(), error) {
+	dev := exec.Command(bin, "dev", "--managers", fmt.Sprint(managers), "--workers", fmt.Sprint(workers),
+		"--dir", devDir, "--addresses", addresses)
+	out, err := dev.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	dev.Stderr = io.Discard
+	dev.SysProcAttr = childProcAttr()
+	p.printf("starting curator dev (%s): %d managers, %d workers", bin, managers, workers)
+	if err := dev.Start(); err != nil {
+		return nil, nil, err
+	}
+	stopDev := func() {
+		dev.Process.Signal(syscall.SIGTERM)
+		dev.Wait()
+	}
+	up := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "export CURATOR_CONFIG=") {
+				up <- nil
+				io.Copy(io.Discard, out)
+				return
+			}
+		}
+		up <- errors.New("curator dev ended before the cluster was up")
+	}()
+	select {
+	case err = <-up:
+	case <-time.After(timeout):
+		err = errors.New("timed out waiting for curator dev")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		stopDev()
+		return nil, nil, err
+	}
+	path := filepath.Join(devDir, client.ConfigFileName)
+	ccfg, err := client.LoadConfig(path)
+	if err != nil {
+		stopDev()
+		return nil, nil, err
+	}
+	c, err := client.Dial(ctx, ccfg, path, client.WithCachePath(""))
+	if err != nil {
+		stopDev()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); stopDev() }, nil
 }
