@@ -106,6 +106,12 @@ func TestHeartbeatsShort(t *testing.T) {
 // run's error; a stdout that is not that one line fails the test.
 func runBench(t *testing.T, res any, subcommand string, args ...string) error {
 	t.Helper()
+	return runBenchFor(t, shortRunTimeout, res, subcommand, args...)
+}
+
+// runBenchFor is runBench with a time limit of its own.
+func runBenchFor(t *testing.T, limit time.Duration, res any, subcommand string, args ...string) error {
+	t.Helper()
 	dir := t.TempDir()
 	curator, bench := filepath.Join(dir, "curator"), filepath.Join(dir, "curator-bench")
 	for bin, pkg := range map[string]string{curator: "./cmd/curator", bench: "./cmd/curator-bench"} {
@@ -113,7 +119,7 @@ func runBench(t *testing.T, res any, subcommand string, args ...string) error {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), shortRunTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bench, append([]string{subcommand, "--curator", curator, "--dir", filepath.Join(dir, "cluster")}, args...)...)
 	var stdout, stderr bytes.Buffer
@@ -161,15 +167,17 @@ func TestRolloutShort(t *testing.T) {
 	}
 }
 
-// TestUpgradeShort runs the real tool on a short `upgrade`: one manager
-// and one worker of the previous release, rolled, upgraded to this
-// checkout and back, with management calls beside that must not fail.
+// TestUpgradeShort runs the real tool on a short `upgrade`: three
+// managers (one alone would take its address with it when it is
+// replaced, and the client knows no other) and one worker of the
+// previous release, rolled, upgraded to this checkout and back, with
+// management calls beside that must not fail.
 func TestUpgradeShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and starts a dev cluster")
 	}
 	var res upgradeResult
-	runErr := runBench(t, &res, "upgrade", "--managers", "1", "--workers", "1",
+	runErr := runBenchFor(t, 8*time.Minute, &res, "upgrade", "--managers", "3", "--workers", "1",
 		"--addresses", "127.0.157.10-127.0.157.40", "--timeout", "3m")
 	if runErr != nil || res.Error != "" {
 		t.Fatalf("curator-bench upgrade: %v; %s", runErr, res.Error)
