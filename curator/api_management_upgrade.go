@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
@@ -45,13 +46,12 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	waiting := 0
 	for _, g := range upgradeOrder(groups) {
 		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: upgradeWaiting, PreviousSha: g.ConfigSha}
+		_, skip := spec.UpgradeProvider(proto.Clone(g.Spec).(*pb.GroupSpec), req.Binary, req.Image)
 		switch {
 		case g.Destroying:
 			ug.State, ug.Reason = upgradeSkipped, "it is being destroyed"
-		case g.Spec.GetProvider().GetProcess() != nil && req.Binary == "":
-			ug.State, ug.Reason = upgradeSkipped, "its machines are processes: --binary names their release"
-		case g.Spec.GetProvider().GetDocker() != nil && req.Image == "":
-			ug.State, ug.Reason = upgradeSkipped, "its machines are containers: --image names their release"
+		case skip != "":
+			ug.State, ug.Reason = upgradeSkipped, skip
 		default:
 			waiting++
 		}

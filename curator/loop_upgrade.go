@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -83,12 +82,11 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		return loopResult{}, err
 	}
 	if g == nil || g.Destroying {
-		ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
-		return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+		return l.skipGone(ctx, u, rev, i)
 	}
 	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
-	upgradeProvider(gs, u)
+	spec.UpgradeProvider(gs, u.Binary, u.Image)
 	if err := st.recordRelease(ctx, gs, g, true); err != nil {
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
@@ -132,8 +130,7 @@ func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 		return loopResult{}, err
 	}
 	if g == nil || g.Destroying {
-		ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
-		return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+		return l.skipGone(ctx, u, rev, i)
 	}
 	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
 	if err != nil {
@@ -164,6 +161,13 @@ func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", upgradeTarget(u), ug.Name, rolloutWord(r.State))}, nil
 }
 
+// skipGone marks group i of u skipped: it was destroyed meanwhile.
+func (l *leaderLoops) skipGone(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+	ug := u.Groups[i]
+	ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
+	return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+}
+
 // failUpgrade ends upgrade u at group i, saying why.
 func (l *leaderLoops) failUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, i int, why string) (loopResult, error) {
 	ug := u.Groups[i]
@@ -186,45 +190,15 @@ func (l *leaderLoops) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64,
 	return loopResult{action: action, reason: reason, recorded: true}, nil
 }
 
-// upgradeProvider points gs's provider at u's release, if u names one
-// for its kind.
-func upgradeProvider(gs *pb.GroupSpec, u *pb.Upgrade) {
-	switch p := gs.GetProvider().GetKind().(type) {
-	case *pb.ProviderSpec_Process:
-		if u.Binary != "" {
-			p.Process.Binary = u.Binary
-		}
-	case *pb.ProviderSpec_Docker:
-		if u.Image != "" {
-			p.Docker.Image = u.Image
-		}
-	}
-}
-
 // upgradeTarget names u's release: its binary, its image, or both.
 func upgradeTarget(u *pb.Upgrade) string {
-	var names []string
-	for _, n := range []string{u.Binary, u.Image} {
-		if n != "" {
-			names = append(names, n)
-		}
-	}
-	return spec.QuoteShort(strings.Join(names, " and "))
+	return spec.QuoteShort(spec.ReleaseName(u.Binary, u.Image))
 }
 
 // upgradeOrder is the order an upgrade takes groups in: those with the
 // consensus role first, then the others, each by name.
 func upgradeOrder(groups []*pb.Group) []*pb.Group {
 	out := slices.Clone(groups)
-	slices.SortStableFunc(out, func(a, b *pb.Group) int {
-		ca, cb := slices.Contains(a.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS), slices.Contains(b.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS)
-		switch {
-		case ca && !cb:
-			return -1
-		case cb && !ca:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(a, b *pb.Group) int { return spec.ConsensusFirst(a.Spec, b.Spec) })
 	return out
 }

@@ -121,17 +121,11 @@ func runRollout(ctx context.Context, cfg *rolloutConfig, stdout, stderr io.Write
 }
 
 func measureRollout(ctx context.Context, cfg *rolloutConfig, p *progress, res *rolloutResult) error {
-	dir := cfg.dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "curator-bench-rollout-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := benchDir(cfg.dir, "rollout")
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	bin, err := curatorBinary(ctx, cfg.curator, dir, p)
 	if err != nil {
 		return err
@@ -402,4 +396,17 @@ func startDev(ctx context.Context, bin, devDir string, managers, workers int, ad
 		return nil, nil, err
 	}
 	return c, func() { c.Close(); stopDev() }, nil
+}
+
+// benchDir is where a bench's cluster and binaries go: dir, made if need
+// be and kept, or (dir empty) a new temporary dir that cleanup removes.
+func benchDir(dir, bench string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
+	}
+	tmp, err := os.MkdirTemp("", "curator-bench-"+bench+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
 }

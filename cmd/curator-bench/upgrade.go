@@ -106,17 +106,11 @@ their answers.`,
 }
 
 func measureUpgrade(ctx context.Context, cfg *upgradeConfig, p *progress, res *upgradeResult) error {
-	dir := cfg.dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "curator-bench-upgrade-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := benchDir(cfg.dir, "upgrade")
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	to, err := curatorBinary(ctx, cfg.curator, dir, p)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
 )
@@ -155,9 +156,9 @@ func followUpgrade(ctx context.Context, w io.Writer, g *globalFlags, c *client.C
 	case pb.UpgradeState_UPGRADE_STATE_DONE:
 		return nil
 	case pb.UpgradeState_UPGRADE_STATE_FAILED:
-		return fmt.Errorf("upgrade to %s failed: %s", upgradeName(u.Binary, u.Image), u.Reason)
+		return fmt.Errorf("upgrade to %s failed: %s", spec.ReleaseName(u.Binary, u.Image), u.Reason)
 	}
-	return fmt.Errorf("upgrade to %s %s: %s", upgradeName(u.Binary, u.Image), upgradeStateWord(u.State), u.Reason)
+	return fmt.Errorf("upgrade to %s %s: %s", spec.ReleaseName(u.Binary, u.Image), upgradeStateWord(u.State), u.Reason)
 }
 
 // driveUpgrade takes the groups onto the release through group commits,
@@ -172,36 +173,15 @@ func driveUpgrade(ctx context.Context, w io.Writer, c *client.Client, binary, im
 		return apiError("upgrade: list groups", err)
 	}
 	slices.SortStableFunc(views, func(a, b *pb.GroupView) int {
-		ca, cb := slices.Contains(a.GetGroup().GetSpec().GetRoles(), pb.Role_ROLE_CONSENSUS), slices.Contains(b.GetGroup().GetSpec().GetRoles(), pb.Role_ROLE_CONSENSUS)
-		switch {
-		case ca && !cb:
-			return -1
-		case cb && !ca:
-			return 1
-		}
-		return 0
+		return spec.ConsensusFirst(a.GetGroup().GetSpec(), b.GetGroup().GetSpec())
 	})
 	label := releaseLabel(binary, image)
 	for _, v := range views {
 		name := v.GetGroup().GetSpec().GetName()
 		gs := proto.Clone(v.GetGroup().GetSpec()).(*pb.GroupSpec)
-		changed := false
-		switch p := gs.GetProvider().GetKind().(type) {
-		case *pb.ProviderSpec_Process:
-			if binary == "" {
-				fmt.Fprintf(w, "group %s: skipped: its machines are processes, --binary names their release\n", name)
-				continue
-			}
-			changed = p.Process.Binary != binary
-			p.Process.Binary = binary
-		case *pb.ProviderSpec_Docker:
-			if image == "" {
-				fmt.Fprintf(w, "group %s: skipped: its machines are containers, --image names their release\n", name)
-				continue
-			}
-			changed = p.Docker.Image != image
-			p.Docker.Image = image
-		default:
+		changed, skip := spec.UpgradeProvider(gs, binary, image)
+		if skip != "" {
+			fmt.Fprintf(w, "group %s: skipped: %s\n", name, skip)
 			continue
 		}
 		if changed {
@@ -216,7 +196,7 @@ func driveUpgrade(ctx context.Context, w io.Writer, c *client.Client, binary, im
 			if _, _, err := c.CommitGroup(ctx, gs); err != nil {
 				return apiError("upgrade: commit group "+name, err)
 			}
-			fmt.Fprintf(w, "group %s: committed onto %s: rolling\n", name, upgradeName(binary, image))
+			fmt.Fprintf(w, "group %s: committed onto %s: rolling\n", name, spec.ReleaseName(binary, image))
 		}
 		r, err := c.WaitRollout(ctx, name, client.RolloutEnded)
 		switch {
@@ -227,11 +207,11 @@ func driveUpgrade(ctx context.Context, w io.Writer, c *client.Client, binary, im
 			return apiError("upgrade: the rollout of group "+name, err)
 		case r.State != pb.RolloutState_ROLLOUT_STATE_DONE || r.RollbackOf != "":
 			return fmt.Errorf("upgrade to %s stopped at group %s: its rollout is %s (%s): the groups after it were left as they are",
-				upgradeName(binary, image), name, rolloutState(r), r.Reason)
+				spec.ReleaseName(binary, image), name, rolloutState(r), r.Reason)
 		}
 		fmt.Fprintf(w, "group %s: done (%d machines)\n", name, r.Total)
 	}
-	fmt.Fprintf(w, "upgrade to %s: done\n", upgradeName(binary, image))
+	fmt.Fprintf(w, "upgrade to %s: done\n", spec.ReleaseName(binary, image))
 	return nil
 }
 
@@ -260,17 +240,6 @@ func releaseLabel(binary, image string) string {
 	return strings.Trim(b.String(), "-._")[:min(b.Len(), 63)]
 }
 
-// upgradeName names a release: its binary, its image, or both.
-func upgradeName(binary, image string) string {
-	var names []string
-	for _, n := range []string{binary, image} {
-		if n != "" {
-			names = append(names, n)
-		}
-	}
-	return strings.Join(names, " and ")
-}
-
 func upgradeStateWord(s pb.UpgradeState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "UPGRADE_STATE_"))
 }
@@ -281,7 +250,7 @@ func upgradeLine(u *pb.Upgrade) string {
 	for _, ug := range u.Groups {
 		groups = append(groups, ug.Name+" "+ug.State)
 	}
-	line := fmt.Sprintf("upgrade to %s: %s (%s)", upgradeName(u.Binary, u.Image), upgradeStateWord(u.State), strings.Join(groups, ", "))
+	line := fmt.Sprintf("upgrade to %s: %s (%s)", spec.ReleaseName(u.Binary, u.Image), upgradeStateWord(u.State), strings.Join(groups, ", "))
 	if u.Reason != "" {
 		line += ": " + u.Reason
 	}
@@ -336,7 +305,7 @@ func writeUpgrade(w io.Writer, format outputFormat, u *pb.Upgrade) error {
 	if format.structured() {
 		return writeData(w, format, upgradeToJSON(u))
 	}
-	fmt.Fprintf(w, "Upgrade to %s: %s, started %s by %s\n", upgradeName(u.Binary, u.Image), upgradeStateWord(u.State), timeText(u.Started.AsTime()), orDash(u.StartedBy))
+	fmt.Fprintf(w, "Upgrade to %s: %s, started %s by %s\n", spec.ReleaseName(u.Binary, u.Image), upgradeStateWord(u.State), timeText(u.Started.AsTime()), orDash(u.StartedBy))
 	if u.Reason != "" {
 		fmt.Fprintf(w, "%s\n", u.Reason)
 	}
