@@ -120,6 +120,16 @@ func TestReleaseInConfigSHA(t *testing.T) {
 	if !proto.Equal(before, f.load(t)) {
 		t.Error("a refused commit changed the group")
 	}
+	// Nor does the leader read or make what an operator's spec names
+	// before it refuses it: a dir of its choosing is not created.
+	elsewhere := proto.Clone(gs).(*pb.GroupSpec)
+	elsewhere.Provider.GetProcess().Dir = filepath.Join(t.TempDir(), "made-by-an-operator")
+	if _, err := f.commit(t, f.operator, elsewhere); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("an operator's commit of another dir: %v, want PermissionDenied", err)
+	}
+	if _, err := os.Stat(elsewhere.Provider.GetProcess().Dir); !os.IsNotExist(err) {
+		t.Errorf("an operator's refused commit made %s (%v)", elsewhere.Provider.GetProcess().Dir, err)
+	}
 	if r, err := f.commit(t, f.admin, gs); err != nil || !r.Changed {
 		t.Fatalf("an admin's commit onto a rebuilt binary: changed %v (%v)", r.GetChanged(), err)
 	}

@@ -84,10 +84,13 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 	if g == nil || g.Destroying {
 		return l.skipGone(ctx, u, rev, i)
 	}
+	// The upgrade reads and commits as the admin who started it would:
+	// it only ever changes the binary or the image.
+	as := context.WithValue(ctx, identityKey{}, identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "upgrade started by " + u.StartedBy})
 	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
 	spec.UpgradeProvider(gs, u.Binary, u.Image)
-	if err := st.recordRelease(ctx, gs, g, true); err != nil {
+	if err := st.recordRelease(as, gs, g, true); err != nil {
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
 	ug.PreviousSha = g.ConfigSha
@@ -106,9 +109,6 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		ug.State, ug.Reason = upgradeDone, "it ran the release already"
 		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", upgradeTarget(u), ug.Name))
 	}
-	// The commit is judged as the admin who started the upgrade would
-	// be: an upgrade only ever changes the binary or the image.
-	as := context.WithValue(ctx, identityKey{}, identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "upgrade started by " + u.StartedBy})
 	committed, _, err := st.commitGroupLocked(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
 	if err != nil {
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))

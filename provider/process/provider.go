@@ -57,9 +57,19 @@ var _ provider.Runner = (*Provider)(nil)
 // Runs is the binary the provider starts its machines from and its
 // content's digest, read now: a binary replaced in place is a new digest.
 func (p *Provider) Runs(context.Context) (provider.Runs, error) {
-	d, err := provider.FileDigest(p.cfg.Binary)
+	return BinaryRuns(p.cfg.Binary)
+}
+
+// BinaryRuns is what a provider of binary would run (Runs), without a
+// provider: "" is the running executable, as Config.Binary's default.
+func BinaryRuns(binary string) (provider.Runs, error) {
+	cfg, err := Config{Binary: binary}.withDefaults()
 	if err != nil {
-		return provider.Runs{}, fmt.Errorf("binary %s on the leader's host: %w", p.cfg.Binary, err)
+		return provider.Runs{}, err
 	}
-	return provider.Runs{Binary: p.cfg.Binary, Digest: d}, nil
+	d, err := provider.FileDigest(cfg.Binary)
+	if err != nil {
+		return provider.Runs{}, fmt.Errorf("binary %s on the leader's host: %w", cfg.Binary, err)
+	}
+	return provider.Runs{Binary: cfg.Binary, Digest: d}, nil
 }
