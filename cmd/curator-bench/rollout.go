@@ -395,7 +395,30 @@ func startDev(ctx context.Context, bin, devDir string, managers, workers int, ad
 		stopDev()
 		return nil, nil, err
 	}
-	return c, func() { c.Close(); stopDev() }, nil
+	return c, func() {
+		c.Close()
+		stopDev()
+		if n := killLeftUnder(devDir); n > 0 {
+			p.printf("%d node processes were left running under %s after dev stopped: killed", n, devDir)
+		}
+	}, nil
+}
+
+// killLeftUnder kills, with SIGKILL, the processes whose command line
+// names dir's instances (nodes dev did not stop: machines a leader made
+// that no record held any more) and returns how many there were.
+func killLeftUnder(dir string) int {
+	pattern := dir + "/instances/"
+	out, _ := exec.Command("pgrep", "-f", "--", pattern).Output()
+	n := len(strings.Fields(string(out)))
+	for range 50 {
+		if exec.Command("pgrep", "-f", "--", pattern).Run() != nil {
+			break
+		}
+		exec.Command("pkill", "-9", "-f", "--", pattern).Run()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return n
 }
 
 // benchDir is where a bench's cluster and binaries go: dir, made if need
