@@ -196,6 +196,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 		MaxVoters:       cs.MaxVoters,
 		RequireApproval: cs.RequireApproval,
 		Swarm:           cs.Swarm,
+		StorageVersion:  max(cs.StorageVersion, 1),
 		CertTtl:         durationpb.New(spec.CertTTL(cs)),
 		Managers:        slices.Clone(v.st.reg.ManagerList()),
 		Version:         m.s.cfg.Version,

@@ -2,7 +2,11 @@ package curator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +31,18 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	if req.Binary != "" {
 		if err := process.CheckBinary(req.Binary); err != nil {
 			return nil, fmt.Errorf("%w: --binary: %v", spec.ErrInvalid, err)
+		}
+		// A release that would not read the cluster's records is refused
+		// (the storage version); one that does not say what it reads
+		// (it cannot run here) is left to its rollout, which rolls back.
+		cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+		if err != nil {
+			return nil, err
+		}
+		if release, reads, ok := binaryStorage(ctx, req.Binary); ok {
+			if err := spec.CheckStorageRead(release, reads, cs.StorageVersion); err != nil {
+				return nil, err
+			}
 		}
 	}
 	st.muGroups.Lock()
@@ -128,4 +144,28 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 	}
 	kickGroups(st)
 	return u, nil
+}
+
+// binaryStorage asks a curator binary its release and the storage version
+// it reads (`curator version -o json`; a release from before storage
+// versions prints none, or has no -o: it reads version 1). ok is false
+// when the binary does not answer as a curator binary does.
+func binaryStorage(ctx context.Context, bin string) (release string, reads uint32, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, bin, "version", "-o", "json").Output(); err == nil {
+		var v struct {
+			Release        string `json:"release"`
+			StorageVersion uint32 `json:"storage_version"`
+		}
+		if json.Unmarshal(out, &v) == nil && v.Release != "" {
+			return v.Release, max(v.StorageVersion, 1), true
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	if err != nil || !strings.HasPrefix(first, "curator ") {
+		return "", 0, false
+	}
+	return strings.TrimSpace(strings.TrimPrefix(first, "curator ")), 1, true
 }

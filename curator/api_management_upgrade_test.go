@@ -2,6 +2,9 @@ package curator
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -235,5 +239,60 @@ func TestUpgradeAfterACrash(t *testing.T) {
 	u := f.waitUpgrade(t, func(u *pb.Upgrade) bool { return u.Groups[0].State != upgradeWaiting })
 	if u.Groups[0].State != upgradeRolling || u.Groups[0].TargetSha != m.ConfigSha || u.Groups[1].State != upgradeWaiting {
 		t.Errorf("after the crash: %s, m's target %s: want m rolling to %s, w waiting", groupStates(u), spec.ShortSHA(u.Groups[0].TargetSha), spec.ShortSHA(m.ConfigSha))
+	}
+}
+
+// TestStorageVersion: the leader names the records' layout of a cluster
+// made before storage versions (version 1, an event; cluster info shows
+// it), and an upgrade to a release that does not read the layout the
+// records are at is refused, saying both versions, while one that reads
+// it goes.
+func TestStorageVersion(t *testing.T) {
+	f := newReleaseFixture(t)
+	f.upgradeGroups(t, "m", "w")
+	testenv.Eventually(t, testTimeout, "the leader records storage version 1", func() error {
+		info, err := f.admin.GetClusterInfo(callCtx(t), &pb.ClusterInfoRequest{})
+		if err != nil {
+			return err
+		}
+		cs, err := store.ClusterLoad(context.Background(), f.c.cli)
+		if err != nil {
+			return err
+		}
+		if cs.StorageVersion != 1 || info.StorageVersion != 1 {
+			return fmt.Errorf("stored %d, cluster info %d", cs.StorageVersion, info.StorageVersion)
+		}
+		return nil
+	})
+
+	// The records at a later layout (as a newer release would leave
+	// them); a release that reads up to 1 may not lead them.
+	cs, err := store.ClusterLoad(context.Background(), f.c.cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.StorageVersion = 2
+	raw, _ := proto.Marshal(cs)
+	if _, err := f.c.cli.Put(context.Background(), store.Keys.Cluster(), string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	answers := func(name, json string) string {
+		bin := filepath.Join(t.TempDir(), name)
+		script := "#!/bin/sh\n[ \"$1\" = version ] && echo '" + json + "'\n"
+		if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
+	old := answers("old", `{"release": "v0.0.9", "storage_version": 1}`)
+	_, err = f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: old})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `release "v0.0.9" reads the cluster's records up to storage version 1`) || !strings.Contains(err.Error(), "to version 2") {
+		t.Errorf("an upgrade to a release that reads storage 1 of records at 2: %v", err)
+	}
+	if _, err := f.admin.GetUpgrade(callCtx(t), &pb.GetUpgradeRequest{}); status.Code(err) != codes.NotFound {
+		t.Errorf("a refused upgrade left a record: %v", err)
+	}
+	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: answers("new", `{"release": "v0.3.0", "storage_version": 2}`)}); err != nil {
+		t.Errorf("an upgrade to a release that reads storage 2: %v", err)
 	}
 }

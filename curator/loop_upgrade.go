@@ -52,6 +52,9 @@ func kickUpgrade(st *leaderState) { supervisor.Kick(st.kickUpgrade) }
 
 func (l *leaderLoops) upgradeTick(ctx context.Context) (loopResult, error) {
 	st := l.leaderState
+	if res, acted, err := l.migrateStorage(ctx); err != nil || acted {
+		return res, err
+	}
 	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
 	if err != nil || u == nil || u.State != pb.UpgradeState_UPGRADE_STATE_ROLLING {
 		return loopResult{}, err

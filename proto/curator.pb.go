@@ -1129,8 +1129,10 @@ type ClusterInfo struct {
 	// semver order; a release that is not semver (a bare "dev") is lower
 	// than any. Empty when no manager reports one.
 	LowestManagerRelease string `protobuf:"bytes,16,opt,name=lowest_manager_release,json=lowestManagerRelease,proto3" json:"lowest_manager_release,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The layout of the records in etcd (ClusterState.storage_version).
+	StorageVersion uint32 `protobuf:"varint,17,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterInfo) Reset() {
@@ -1273,6 +1275,13 @@ func (x *ClusterInfo) GetLowestManagerRelease() string {
 		return x.LowestManagerRelease
 	}
 	return ""
+}
+
+func (x *ClusterInfo) GetStorageVersion() uint32 {
+	if x != nil {
+		return x.StorageVersion
+	}
+	return 0
 }
 
 type GetTokenRequest struct {
@@ -5469,9 +5478,15 @@ type ClusterState struct {
 	// means the default (90 days).
 	CertTtl *durationpb.Duration `protobuf:"bytes,7,opt,name=cert_ttl,json=certTtl,proto3" json:"cert_ttl,omitempty"`
 	// The Swarm flavor is on (docs/architecture.md, "The swarm flavor").
-	Swarm         bool `protobuf:"varint,8,opt,name=swarm,proto3" json:"swarm,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Swarm bool `protobuf:"varint,8,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	// The layout of the records in etcd (spec.StorageVersion): the leader
+	// raises it, migrating the records, only once every manager runs a
+	// release that reads the new layout; an upgrade to a release that does
+	// not read it is refused from then on. 0 (a cluster made before
+	// storage versions) is version 1.
+	StorageVersion uint32 `protobuf:"varint,9,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterState) Reset() {
@@ -5558,6 +5573,13 @@ func (x *ClusterState) GetSwarm() bool {
 		return x.Swarm
 	}
 	return false
+}
+
+func (x *ClusterState) GetStorageVersion() uint32 {
+	if x != nil {
+		return x.StorageVersion
+	}
+	return 0
 }
 
 // PKIState holds the cluster CA and the etcd CA (an intermediate of it), kept
@@ -6334,7 +6356,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12ClusterInfoRequest\"\xd2\x05\n" +
+	"\x12ClusterInfoRequest\"\xfb\x05\n" +
 	"\vClusterInfo\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -6355,7 +6377,8 @@ const file_curator_proto_rawDesc = "" +
 	"\bcert_ttl\x18\r \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x14\n" +
 	"\x05swarm\x18\x0e \x01(\bR\x05swarm\x12A\n" +
 	"\breleases\x18\x0f \x03(\v2%.curator.v1.ClusterInfo.ReleasesEntryR\breleases\x124\n" +
-	"\x16lowest_manager_release\x18\x10 \x01(\tR\x14lowestManagerRelease\x1a8\n" +
+	"\x16lowest_manager_release\x18\x10 \x01(\tR\x14lowestManagerRelease\x12'\n" +
+	"\x0fstorage_version\x18\x11 \x01(\rR\x0estorageVersion\x1a8\n" +
 	"\n" +
 	"NamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6673,7 +6696,7 @@ const file_curator_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\")\n" +
 	"\rLeaveResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xdb\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x84\x03\n" +
 	"\fClusterState\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
@@ -6684,7 +6707,8 @@ const file_curator_proto_rawDesc = "" +
 	"\x10require_approval\x18\x05 \x01(\bR\x0frequireApproval\x124\n" +
 	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
 	"\bcert_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\acertTtl\x12\x14\n" +
-	"\x05swarm\x18\b \x01(\bR\x05swarm\"|\n" +
+	"\x05swarm\x18\b \x01(\bR\x05swarm\x12'\n" +
+	"\x0fstorage_version\x18\t \x01(\rR\x0estorageVersion\"|\n" +
 	"\bPKIState\x12\x17\n" +
 	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
 	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12 \n" +

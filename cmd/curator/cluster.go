@@ -129,6 +129,9 @@ type clusterInfoJSON struct {
 	// managers. Both empty from a leader that does not report them.
 	Releases             map[string]uint32 `json:"releases"`
 	LowestManagerRelease string            `json:"lowest_manager_release"`
+	// StorageVersion is the layout of the records in etcd (0 from a
+	// leader that does not report it).
+	StorageVersion uint32 `json:"storage_version"`
 }
 
 func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
@@ -149,6 +152,7 @@ func clusterInfoToJSON(info *pb.ClusterInfo) clusterInfoJSON {
 		Swarm:                info.GetSwarm(),
 		Releases:             maps.Clone(info.GetReleases()),
 		LowestManagerRelease: info.GetLowestManagerRelease(),
+		StorageVersion:       info.GetStorageVersion(),
 	}
 	if j.Releases == nil {
 		j.Releases = map[string]uint32{}
@@ -218,6 +222,9 @@ func writeClusterInfo(w io.Writer, format outputFormat, info *pb.ClusterInfo) er
 	if len(j.Releases) > 0 {
 		rows = slices.Insert(rows, 2, []string{"Releases:", releasesLine(j.Releases)},
 			[]string{"Lowest manager:", orNone(j.LowestManagerRelease)})
+	}
+	if j.StorageVersion > 0 {
+		rows = slices.Insert(rows, min(len(rows), 2+2*min(len(j.Releases), 1)), []string{"Storage version:", strconv.FormatUint(uint64(j.StorageVersion), 10)})
 	}
 	if j.Swarm {
 		rows = append(rows, []string{"Swarm flavor:", "on"})

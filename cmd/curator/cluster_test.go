@@ -29,6 +29,7 @@ func TestClusterInfo(t *testing.T) {
 	mixed := proto.CloneOf(healthy)
 	mixed.Releases = map[string]uint32{"v0.1.0": 3, "v0.2.0": 1, "": 1, "v0.10.0": 2}
 	mixed.LowestManagerRelease = "v0.1.0"
+	mixed.StorageVersion = 1
 	for _, tc := range []struct {
 		name   string
 		info   *pb.ClusterInfo
@@ -38,6 +39,7 @@ func TestClusterInfo(t *testing.T) {
 		{"healthy table", healthy, "table", healthyTable("7", "no")},
 		{"releases table", mixed, "table", strings.Replace(healthyTable("7", "no"), "Leader:", `Releases:           v0.10.0 (2 nodes), v0.2.0 (1 node), v0.1.0 (3 nodes), unreported (1 node)
 Lowest manager:     v0.1.0
+Storage version:    1
 Leader:`, 1)},
 		{"unhealthy table", unhealthy, "table", `WARNING: quorum is lost: 1 of 2 voters healthy
 WARNING: curator and etcd leader on one node
@@ -76,7 +78,8 @@ Managers:           (none)
   "cert_ttl": "",
   "swarm": false,
   "releases": {},
-  "lowest_manager_release": ""
+  "lowest_manager_release": "",
+  "storage_version": 0
 }
 `},
 		{"unhealthy json", unhealthy, "json", `{
@@ -105,7 +108,8 @@ Managers:           (none)
   "cert_ttl": "",
   "swarm": false,
   "releases": {},
-  "lowest_manager_release": ""
+  "lowest_manager_release": "",
+  "storage_version": 0
 }
 `},
 	} {

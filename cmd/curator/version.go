@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/curatorproject/curator/curator/spec"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 )
@@ -46,6 +48,10 @@ type buildRelease struct {
 	CommitTime string `json:"commit_time"`
 	Go         string `json:"go"`
 	Platform   string `json:"platform"`
+	// StorageVersion is the layout of the records in etcd this release
+	// reads and writes (spec.StorageVersion): an upgrade to it is refused
+	// when the cluster's records are at a later one.
+	StorageVersion uint32 `json:"storage_version"`
 }
 
 // currentRelease is this binary's release.
@@ -60,7 +66,7 @@ func binaryVersion() string { return currentRelease().Release }
 // releaseOf decides the release from the link-time stamps and the build
 // information (nil when there is none): a pure function, for the tests.
 func releaseOf(stamp, stampCommit string, bi *debug.BuildInfo) buildRelease {
-	r := buildRelease{Commit: stampCommit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	r := buildRelease{Commit: stampCommit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, StorageVersion: spec.StorageVersion}
 	mainVersion := ""
 	if bi != nil {
 		mainVersion = bi.Main.Version
@@ -122,7 +128,7 @@ func writeRelease(w io.Writer, format outputFormat, r buildRelease) error {
 	if r.Modified {
 		commit += " (with uncommitted changes)"
 	}
-	_, err := fmt.Fprintf(w, "curator %s\ncommit:      %s\ncommit time: %s\ngo:          %s %s\n",
-		r.Release, commit, cmp.Or(r.CommitTime, "unknown"), r.Go, r.Platform)
+	_, err := fmt.Fprintf(w, "curator %s\ncommit:      %s\ncommit time: %s\ngo:          %s %s\nstorage:     version %d\n",
+		r.Release, commit, cmp.Or(r.CommitTime, "unknown"), r.Go, r.Platform, r.StorageVersion)
 	return err
 }

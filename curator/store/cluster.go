@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,4 +81,40 @@ func CAFromPEM(certPEM, keyPEM []byte) (*pki.CA, error) {
 		return nil, err
 	}
 	return &pki.CA{Cert: cert, Key: key}, nil
+}
+
+// ClusterStorageRaise sets the cluster record's storage version to v,
+// fenced, with the events evs, on the record as it is now: another write
+// of the record between the read and the write (a cluster update) makes
+// it try again, so that neither is lost. It returns what the version was.
+func ClusterStorageRaise(ctx context.Context, l *Fence, v uint32, evs ...*pb.Event) (was uint32, err error) {
+	ops, err := eventPuts(evs)
+	if err != nil {
+		return 0, err
+	}
+	for range 10 {
+		resp, err := l.cli.Get(ctx, clusterKey)
+		if err != nil {
+			return 0, fmt.Errorf("load cluster state: %w", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return 0, fmt.Errorf("cluster state: %w", spec.ErrNotFound)
+		}
+		cs := &pb.ClusterState{}
+		if err := proto.Unmarshal(resp.Kvs[0].Value, cs); err != nil {
+			return 0, fmt.Errorf("cluster state is corrupt: %w", err)
+		}
+		was = cs.StorageVersion
+		cs.StorageVersion = v
+		data, err := proto.Marshal(cs)
+		if err != nil {
+			return was, err
+		}
+		unchanged := clientv3.Compare(clientv3.ModRevision(clusterKey), "=", resp.Kvs[0].ModRevision)
+		_, err = l.txnIf(ctx, []clientv3.Cmp{unchanged}, append(ops, clientv3.OpPut(clusterKey, string(data)))...)
+		if !errors.Is(err, ErrCompare) {
+			return was, err
+		}
+	}
+	return was, fmt.Errorf("save cluster state: it changed under each of 10 tries")
 }
