@@ -193,7 +193,7 @@ func TestUpgradeStops(t *testing.T) {
 	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: f.a}); err != nil {
 		t.Fatal(err)
 	}
-	u = f.waitUpgrade(t, rolling)
+	f.waitUpgrade(t, rolling)
 	u, err = f.operator.CancelUpgrade(callCtx(t), &pb.CancelUpgradeRequest{})
 	if err != nil {
 		t.Fatalf("an operator's cancel: %v", err)
