@@ -36,7 +36,7 @@ func (d *devRun) describe(group string) (string, *pb.GroupSpec) {
 func (d *devRun) commitArgs(group, args string) (sha, was string) {
 	d.t.Helper()
 	described, _ := d.describe(group)
-	was = d.configSHA(group)
+	was, release := d.committed(group)
 	lines := strings.Split(described, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(l, "  args:") {
@@ -51,7 +51,7 @@ func (d *devRun) commitArgs(group, args string) (sha, was string) {
 	if out, stderr, err := cli(d.t, "--config", d.config, "group", "commit", file); err != nil {
 		d.t.Fatalf("commit %s args %s: %v\n%s%s", group, args, err, out, stderr)
 	}
-	return d.configSHA(group), was
+	return d.shaOf(text, release), was
 }
 
 // commitPolicy commits group with max_parallel and the rollout's

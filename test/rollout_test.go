@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/testenv"
+	pb "github.com/curatorproject/curator/proto"
 )
 
 // rolloutStatusJSON is the part of `rollout status -o json` the tests read.
@@ -110,6 +112,7 @@ func (d *devRun) commitVersion(group, version string) string {
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	_, release := d.committed(group)
 	lines := strings.Split(described, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(strings.TrimSpace(l), "version:") {
@@ -123,12 +126,13 @@ func (d *devRun) commitVersion(group, version string) string {
 	if out, stderr, err := cli(d.t, "--config", d.config, "group", "commit", file); err != nil {
 		d.t.Fatalf("commit %s %s: %v\n%s%s", group, version, err, out, stderr)
 	}
-	return d.configSHA(group)
+	return d.shaOf(strings.Join(lines, "\n"), release)
 }
 
-// configSHA is group's config SHA as the leader committed it (which
-// covers what its machines run: a file's template alone does not say).
-func (d *devRun) configSHA(group string) string {
+// committed is group's config SHA as the leader committed it, and the
+// release its template records (what its machines run: the SHA covers
+// its digest, which a file's template alone does not hold).
+func (d *devRun) committed(group string) (string, *pb.MachineRelease) {
 	d.t.Helper()
 	out, _, err := cli(d.t, "--config", d.config, "group", "describe", group, "-o", "json")
 	if err != nil {
@@ -136,11 +140,37 @@ func (d *devRun) configSHA(group string) string {
 	}
 	var g struct {
 		ConfigSHA string `json:"config_sha"`
+		Template  struct {
+			Release *struct {
+				Binary string `json:"binary"`
+				Image  string `json:"image"`
+				Digest string `json:"digest"`
+			} `json:"release"`
+		} `json:"template"`
 	}
 	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ConfigSHA == "" {
 		d.t.Fatalf("group describe %s -o json: %v\n%s", group, err, out)
 	}
-	return g.ConfigSHA
+	var r *pb.MachineRelease
+	if rel := g.Template.Release; rel != nil {
+		r = &pb.MachineRelease{Binary: rel.Binary, Image: rel.Image, Digest: rel.Digest}
+	}
+	return g.ConfigSHA, r
+}
+
+// shaOf is the config SHA a commit of the group file text gets, its
+// machines running release (what the group ran: a commit that keeps the
+// binary keeps it). Worked out here rather than read back after the
+// commit, which a fast rollback may have undone by then.
+func (d *devRun) shaOf(text string, release *pb.MachineRelease) string {
+	d.t.Helper()
+	parsed, err := spec.ParseGroupSpec([]byte(text))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	spec.NormalizeGroupSpec(parsed)
+	parsed.Template.Release = release
+	return spec.GroupConfigSHA(parsed.Template)
 }
 
 // waitManagersOn waits until the managers group has three ready nodes on
