@@ -151,6 +151,24 @@ func TestUpgrade(t *testing.T) {
 	if u.State != pb.UpgradeState_UPGRADE_STATE_DONE || !strings.Contains(u.Groups[0].Reason, "already") {
 		t.Errorf("an upgrade onto the release the groups run: %v %+v", u.State, u.Groups)
 	}
+
+	// The same bytes at another path: the groups point at it, and
+	// nothing rolls (the SHA is the content's).
+	before := f.group(t, "m")
+	same := f.b + ".copy"
+	data, err := os.ReadFile(f.b)
+	if err != nil || os.WriteFile(same, data, 0o755) != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: same}); err != nil {
+		t.Fatal(err)
+	}
+	u = f.waitUpgrade(t, upgradeEnded)
+	after := f.group(t, "m")
+	if u.State != pb.UpgradeState_UPGRADE_STATE_DONE || after.Spec.Provider.GetProcess().Binary != same || after.ConfigSha != before.ConfigSha {
+		t.Errorf("an upgrade onto the same bytes at %s: %v (%s), group m runs %s, SHA %s (was %s)", same, u.State, groupStates(u),
+			after.Spec.Provider.GetProcess().Binary, spec.ShortSHA(after.ConfigSha), spec.ShortSHA(before.ConfigSha))
+	}
 }
 
 func firstWord(s string) string {

@@ -97,9 +97,16 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
 	ug.PreviousSha = g.ConfigSha
-	if proto.Equal(g.Spec, gs) {
+	if spec.GroupConfigSHA(gs.Template) == g.ConfigSha {
 		// On the release already: either it was, or this upgrade
-		// committed it and a leader died before it said so.
+		// committed it and a leader died before it said so. A spec
+		// that differs all the same (the binary at another path, the
+		// same bytes) is committed, which rolls nothing.
+		if !proto.Equal(g.Spec, gs) {
+			if _, _, err := st.commitGroupLocked(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
+				return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
+			}
+		}
 		r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
 		if err != nil {
 			return loopResult{}, err
