@@ -128,7 +128,7 @@ type runner struct {
 	struck  []strike
 	watches map[string]*badWatch
 	freezes map[string]*groupFreeze
-	// dev is the seed's `curator dev`; outage: a power loss is under
+	// dev is this run's `curator dev`; outage: a power loss is under
 	// way (power_test.go), and the monitor's checks of the API wait.
 	dev    *devProc
 	devs   int
@@ -339,7 +339,7 @@ func (r *runner) startDev(args []string) error {
 	}
 }
 
-// stopDev stops the seed's dev (SIGTERM: it stops its nodes), killing it
+// stopDev stops this run's dev (SIGTERM: it stops its nodes), killing it
 // after a minute.
 func (r *runner) stopDev() {
 	r.mu.Lock()
