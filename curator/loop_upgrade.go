@@ -64,29 +64,30 @@ func (l *leaderLoops) upgradeTick(ctx context.Context) (loopResult, error) {
 	st.muGroups.Lock()
 	defer st.muGroups.Unlock()
 	for i, ug := range u.Groups {
-		switch ug.State {
-		case upgradeWaiting:
-			return l.upgradeCommit(ctx, u, rev, i)
-		case upgradeRolling:
-			return l.upgradeFollow(ctx, u, rev, i)
+		if ug.State != upgradeWaiting && ug.State != upgradeRolling {
+			continue
 		}
+		g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
+		switch {
+		case err != nil:
+			return loopResult{}, err
+		case g == nil || g.Destroying:
+			return l.skipGone(ctx, u, rev, i)
+		case ug.State == upgradeWaiting:
+			return l.upgradeCommit(ctx, u, rev, i, g)
+		}
+		return l.upgradeFollow(ctx, u, rev, i, g)
 	}
 	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, st.timestamp()
 	reason := fmt.Sprintf("the cluster is upgraded to %s: every group rolled onto it", upgradeTarget(u))
 	return l.saveUpgrade(ctx, u, rev, "upgrade-done", reason)
 }
 
-// upgradeCommit commits group i of u onto the upgrade's release.
-func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+// upgradeCommit commits group i of u (g, as it is now) onto the
+// upgrade's release.
+func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
 	st := l.leaderState
 	ug := u.Groups[i]
-	g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
-	if err != nil {
-		return loopResult{}, err
-	}
-	if g == nil || g.Destroying {
-		return l.skipGone(ctx, u, rev, i)
-	}
 	// The upgrade reads and commits as the admin who started it would:
 	// it only ever changes the binary or the image.
 	as := context.WithValue(ctx, identityKey{}, identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "upgrade started by " + u.StartedBy})
@@ -131,17 +132,10 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 
 // upgradeFollow looks at the rollout of group i of u, committed onto the
 // release: done, the upgrade goes on; failed, rolled back, cancelled or
-// overtaken by another commit, it stops.
-func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+// overtaken by another commit, it stops. g is the group as it is now.
+func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
 	st := l.leaderState
 	ug := u.Groups[i]
-	g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
-	if err != nil {
-		return loopResult{}, err
-	}
-	if g == nil || g.Destroying {
-		return l.skipGone(ctx, u, rev, i)
-	}
 	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
 	if err != nil {
 		return loopResult{}, err

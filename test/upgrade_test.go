@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,13 +30,7 @@ type upgradeRun struct {
 // passes: stdout and stderr together, and its error.
 func runCLI(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return runWithTimeout(exec.Command(binary, args...), timeout)
 }
 
 // callStream makes a management call every 100 ms until stop: a node
