@@ -51,7 +51,7 @@ func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
 // observe reads the registry view and etcd's members. The nodes are the
 // view's, shared: read only.
 func (m *managementAPI) observe(ctx context.Context, st *leaderState) (*clusterView, error) {
-	ms, err := st.observeMembership(ctx)
+	ms, err := st.members.observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
@@ -88,7 +88,7 @@ func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 		nv.LastHeartbeat = timestamppb.New(last)
 	}
 	shown := v.status(n)
-	if sn, ok := v.st.swarmSeen.get(n.SwarmNodeId); ok {
+	if sn, ok := v.st.swarm.seen.get(n.SwarmNodeId); ok {
 		nv.SwarmRole, nv.SwarmState = sn.Role(), string(sn.State)
 	}
 	// Join parameters carry certificates: not for listing. The record is
@@ -107,7 +107,7 @@ func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 // status is node n's status as a reply shows it (shownStatus).
 func (v *clusterView) status(n *pb.Node) pb.NodeStatus {
 	last, seen := v.st.hb.get(n.Id)
-	return shownStatus(n, last, seen, v.st.since, v.ms.Self)
+	return shownStatus(n, last, seen, v.st.hb.leaderSince(), v.ms.Self)
 }
 
 // shownStatus is the status a reply shows for node n, last heard by this
@@ -284,8 +284,8 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	if err != nil {
 		return nil, err
 	}
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	cs, err := store.ClusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
@@ -295,7 +295,7 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	} else {
 		cs.WorkerTokenSecret = tok.Secret
 	}
-	if err := store.ClusterSave(ctx, st.Fence, cs); err != nil {
+	if err := store.ClusterSave(ctx, st.lead.Fence, cs); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("rotated join token", zap.Stringer("role", role))

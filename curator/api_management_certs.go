@@ -65,7 +65,7 @@ func (m *managementAPI) RenewAdminCertificate(ctx context.Context, req *pb.Renew
 		Expires:  timestamppb.New(cert.NotAfter),
 		IssuedBy: identityFrom(ctx).name,
 	}
-	if err := store.AdminCertSave(ctx, st.Fence, rec); err != nil {
+	if err := store.AdminCertSave(ctx, st.lead.Fence, rec); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("issued an admin certificate", zap.String("name", name), zap.String("role", role),
@@ -125,7 +125,7 @@ func (m *managementAPI) RevokeAdminCertificate(ctx context.Context, req *pb.Revo
 	}
 	for _, c := range pick {
 		c.Revoked, c.RevokedAt = true, now
-		if err := store.AdminCertSave(ctx, st.Fence, c); err != nil {
+		if err := store.AdminCertSave(ctx, st.lead.Fence, c); err != nil {
 			return nil, err
 		}
 		m.s.logger(ctx).Info("revoked an admin certificate", zap.String("name", c.Name), zap.String("serial", c.Serial))

@@ -36,8 +36,8 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := spec.ValidateGroupSpec(gs); err != nil {
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	old, err := store.GroupLoad(ctx, st.cfg.Etcd, gs.Name)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := checkProviderOnHost(gs); err != nil {
 		return nil, err
 	}
-	if err := st.recordRelease(ctx, gs, old, false); err != nil {
+	if err := recordRelease(ctx, gs, old, false); err != nil {
 		return nil, err
 	}
 	if old != nil && proto.Equal(old.Spec, gs) {
@@ -113,16 +113,14 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !g.Destroying {
-		st.muNodes.Lock()
-		ms, err := st.observeMembership(ctx)
-		st.muNodes.Unlock()
+		ms, err := st.members.observeLocked(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -134,11 +132,11 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 		}
 		g.Destroying = true
 		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.Fence, g); err != nil {
+		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.recordGroupEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
-		kickGroups(st)
+		st.groups.recordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
+		st.groups.kick()
 	}
 	return m.groupView(ctx, st, g)
 }
@@ -151,8 +149,8 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	var groups []*pb.Group
 	if req.All {
 		if groups, err = store.GroupList(ctx, st.cfg.Etcd); err != nil {
@@ -179,10 +177,10 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 			g.Suspended = ""
 		}
 		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.Fence, g); err != nil {
+		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.recordGroupEvent(ctx, action, reason)
+		st.groups.recordEvent(ctx, action, reason)
 		m.s.logger(ctx).Info(action, zap.String("group", name), zap.String("was", was))
 		v, err := m.groupView(ctx, st, g)
 		if err != nil {
@@ -190,7 +188,7 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 		}
 		out.Groups = append(out.Groups, v)
 	}
-	kickGroups(st)
+	st.groups.kick()
 	return out, nil
 }
 
@@ -205,56 +203,7 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
 func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	return st.commitGroupLocked(ctx, m.s.metrics, gs, old, why)
-}
-
-// commitGroupLocked is commitLocked for a caller of the leader's own (the
-// upgrade loop), whose ctx carries the identity the change is judged by.
-func (st *leaderState) commitGroupLocked(ctx context.Context, metrics *Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	var from *pb.GroupSpec
-	if old != nil {
-		from = proto.Clone(old.Spec).(*pb.GroupSpec)
-		spec.NormalizeGroupSpec(from)
-	}
-	noteChanges(ctx, groupChanges(from, gs))
-	id := identityFrom(ctx)
-	if err := spec.CheckGroupChange(id.opRole, id.name, from, gs); err != nil {
-		return nil, nil, err
-	}
-	now := timestamppb.New(st.cfg.Now())
-	g := &pb.Group{Spec: gs, ConfigSha: spec.GroupConfigSHA(gs.Template), Created: now, Updated: now}
-	var rollout *pb.Rollout
-	if old != nil {
-		g.Created = old.Created
-		// What the group loop keeps of the group (its repair hold and
-		// budget) and a suspension outlive a commit.
-		g.RepairHeld, g.Replacements, g.Suspended, g.RepairResumed = old.RepairHeld, old.Replacements, old.Suspended, old.RepairResumed
-		if old.ConfigSha != g.ConfigSha {
-			prev, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, gs.Name)
-			if err != nil {
-				return nil, nil, err
-			}
-			rollout = &pb.Rollout{Group: gs.Name, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: gs.Size,
-				PreviousSha: old.ConfigSha, PreviousTemplate: old.Spec.Template, History: rolloutHistory(old, prev)}
-		}
-	}
-	if err := store.GroupCommit(ctx, st.Fence, g, rollout); err != nil {
-		return nil, nil, err
-	}
-	action := "commit-group"
-	reason := fmt.Sprintf("group %s committed: size %d, config SHA %s", gs.Name, gs.Size, g.ConfigSha[:12])
-	if rollout != nil {
-		action = "start-rollout"
-		reason = fmt.Sprintf("group %s committed with config SHA %s (was %s): rolling its machines", gs.Name, spec.ShortSHA(g.ConfigSha), spec.ShortSHA(old.ConfigSha))
-		metrics.Rollouts.WithLabelValues("started").Inc()
-	}
-	if why != "" {
-		reason += " (" + why + ")"
-	}
-	st.recordGroupEvent(ctx, action, reason)
-	st.cfg.Logger.With(zap.Stringer("caller", identityFrom(ctx))).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
-	kickGroups(st)
-	return g, rollout, nil
+	return st.groups.commit(ctx, m.s.metrics, gs, old, why)
 }
 
 // checkProviderOnHost refuses a spec whose provider could not make a
@@ -327,7 +276,7 @@ func observeGroup(ctx context.Context, st *leaderState, g *pb.Group) (*liveGroup
 			live.nodes = append(live.nodes, n)
 		}
 	}
-	p, err := st.providers.get(g, st.cfg.Logger)
+	p, err := st.machines.provider(g)
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +371,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return nil, fmt.Errorf("%w: rollout action %s: want cancel, pause, resume, restart or undo", spec.ErrInvalid, spec.QuoteShort(req.Action))
 	}
 	word := map[string]string{"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[req.Action]
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
 	if err != nil {
 		return nil, err
@@ -457,12 +406,12 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	case err != nil:
 		return nil, err
 	case done:
-		kickGroups(st)
+		st.groups.kick()
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.recordGroupEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
-	kickGroups(st)
+	st.groups.recordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
+	st.groups.kick()
 	return r, nil
 }
 
@@ -500,16 +449,8 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *p
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {
-		r.Finished = st.timestamp()
+		r.Finished = st.events.timestamp()
 		r.Reason = "cancelled by an operator"
 	}
-	return r, false, store.RolloutSave(ctx, st.Fence, r, rev)
-}
-
-// recordGroupEvent keeps an event of the group API (a commit, a destroy)
-// beside the group loop's; failing to is logged, not fatal.
-func (st *leaderState) recordGroupEvent(ctx context.Context, action, reason string) {
-	if err := store.EventRecord(ctx, st.Fence, st.event("groups", action, "", reason)); err != nil {
-		st.cfg.Logger.Warn("could not record event", zap.Error(err))
-	}
+	return r, false, store.RolloutSave(ctx, st.lead.Fence, r, rev)
 }

@@ -23,8 +23,8 @@ func isPrecondition(err error) bool { return errors.Is(err, spec.ErrPrecondition
 // changeNode resolves query in the registry view under muNodes, and hands
 // change a copy of the node to change. It returns the copy.
 func changeNode(st *leaderState, query string, change func(n *pb.Node) error) (*pb.Node, error) {
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	n, err := store.NodeResolve(st.reg.Nodes(), query)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (m *managementAPI) changeAndView(ctx context.Context, query string, change 
 }
 
 func (m *managementAPI) PromoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error { return st.promote(ctx, n) })
+	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error { return st.roles.promote(ctx, n) })
 }
 
 func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
@@ -70,7 +70,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 	}
 	var outcome demoteOutcome
 	n, err := changeNode(st, req.Id, func(n *pb.Node) (err error) {
-		outcome, err = st.demote(ctx, n)
+		outcome, err = st.roles.demote(ctx, n)
 		return err
 	})
 	if err != nil {
@@ -106,8 +106,8 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 		if err := spec.CheckNodeLabels(n.Name, before, n.Labels); err != nil {
 			return err
 		}
-		n.Updated = st.timestamp()
-		return store.NodeSave(ctx, st.Fence, n)
+		n.Updated = st.events.timestamp()
+		return store.NodeSave(ctx, st.lead.Fence, n)
 	})
 }
 
@@ -118,11 +118,11 @@ func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*
 		}
 		n.State = pb.NodeState_NODE_STATE_UP
 		n.Roles = []pb.Role{pb.Role_ROLE_WORKER}
-		n.Updated = st.timestamp()
+		n.Updated = st.events.timestamp()
 		// A node that joined with the manager token becomes a consensus
 		// member, as if it had joined now: the approval records that, and
 		// the manager-approvals loop promotes it once it is ready.
-		return store.NodeApprove(ctx, st.Fence, n, spec.JoinedAs(n) == spec.JoinManager)
+		return store.NodeApprove(ctx, st.lead.Fence, n, spec.JoinedAs(n) == spec.JoinManager)
 	})
 }
 
@@ -141,7 +141,7 @@ func (m *managementAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeReques
 // remove takes node n out of the cluster: its etcd member (within the
 // quorum guard), its etcd certificate and its record. Called with muNodes.
 func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node, force bool) error {
-	ms, err := st.observeMembership(ctx)
+	ms, err := st.members.observe(ctx)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node,
 			return fmt.Errorf("%w: node %s holds the consensus role: demote it first (`curator node demote %s`), or pass --force to remove its etcd member too", spec.ErrPrecondition, n.Id, n.Id)
 		}
 	}
-	if err := st.removeNode(ctx, n); err != nil {
+	if err := st.roles.removeNode(ctx, n); err != nil {
 		return err
 	}
 	m.s.logger(ctx).Info("removed node", zap.String("node", n.Id), zap.Bool("force", force))
@@ -185,14 +185,14 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		}
 	}
 	err = func() error {
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
+		st.lead.muNodes.Lock()
+		defer st.lead.muNodes.Unlock()
 		cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 		if err != nil {
 			return err
 		}
 		if req.MaxVoters != nil {
-			ms, err := st.observeMembership(ctx)
+			ms, err := st.members.observe(ctx)
 			if err != nil {
 				return err
 			}
@@ -213,7 +213,7 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 			// renew them, at two thirds of their own life.
 			cs.CertTtl = req.CertTtl
 		}
-		return store.ClusterSave(ctx, st.Fence, cs)
+		return store.ClusterSave(ctx, st.lead.Fence, cs)
 	}()
 	if err != nil {
 		return nil, err

@@ -111,8 +111,8 @@ func templateOf(r *pb.Rollout, sha string) *pb.InstanceTemplate {
 //     again, its failures forgotten; a rollback that is done restarts the
 //     rollout it undid (a commit of that config again).
 func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
 	if err != nil {
 		return nil, err
@@ -153,15 +153,15 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 		case r.State == pb.RolloutState_ROLLOUT_STATE_CANCELLED || r.State == pb.RolloutState_ROLLOUT_STATE_FAILED:
 			was := rolloutWord(r.State)
 			r.State, r.Finished, r.Failures, r.LastFailure = pb.RolloutState_ROLLOUT_STATE_ROLLING, nil, 0, ""
-			r.Started, r.Reason = st.timestamp(), "restarted by an operator after it was "+was
-			if err := store.RolloutSave(ctx, st.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
+			r.Started, r.Reason = st.events.timestamp(), "restarted by an operator after it was "+was
+			if err := store.RolloutSave(ctx, st.lead.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
 				return nil, fmt.Errorf("%w: the rollout of group %s changed meanwhile: try again", spec.ErrPrecondition, req.Group)
 			} else if err != nil {
 				return nil, err
 			}
 			m.s.metrics.Rollouts.WithLabelValues("restarted").Inc()
-			st.recordGroupEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
-			kickGroups(st)
+			st.groups.recordEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
+			st.groups.kick()
 			return r, nil
 		case r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_DONE:
 			to, why = r.RollbackOf, "restart by an operator of the rollout a rollback undid"
@@ -178,7 +178,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	// What ran with that template runs again: its binary or image, its
 	// digest read anew (a binary replaced in place since is another).
 	spec.ProviderFromRelease(gs)
-	if err := st.recordRelease(ctx, gs, g, t.Release != nil); err != nil {
+	if err := recordRelease(ctx, gs, g, t.Release != nil); err != nil {
 		return nil, err
 	}
 	_, back, err := m.commitLocked(ctx, st, gs, g, why)
@@ -219,10 +219,10 @@ func cancelFailed(ctx context.Context, st *leaderState, r *pb.Rollout, rev int64
 	}
 	failed := proto.Clone(r).(*pb.Rollout)
 	why := failed.Reason
-	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.timestamp()
+	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.events.timestamp()
 	failed.Reason = "cancelled by an operator after it failed: " + why
-	ev := st.event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
-	back, err := st.rollBackLocked(ctx, failed, rev, ev)
+	ev := st.events.event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
+	back, err := st.groups.rollBackLocked(ctx, failed, rev, ev)
 	if err != nil {
 		return nil, err
 	}

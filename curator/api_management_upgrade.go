@@ -45,8 +45,8 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 			}
 		}
 	}
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	old, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	if err != nil {
 		return nil, err
 	}
-	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.timestamp(), StartedBy: identityFrom(ctx).name}
+	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.events.timestamp(), StartedBy: identityFrom(ctx).name}
 	waiting := 0
 	for _, g := range upgradeOrder(groups) {
 		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: upgradeWaiting, PreviousSha: g.ConfigSha}
@@ -77,7 +77,7 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 		return nil, fmt.Errorf("%w: no group runs on a provider the upgrade names a release for (%d groups): nothing to upgrade", spec.ErrPrecondition, len(groups))
 	}
 	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", upgradeTarget(u), waiting)
-	if err := store.UpgradeSave(ctx, st.Fence, u, rev, st.event("upgrade", "start-upgrade", "", reason)); err != nil {
+	if err := store.UpgradeSave(ctx, st.lead.Fence, u, rev, st.events.event("upgrade", "start-upgrade", "", reason)); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("upgrade started", zap.String("binary", u.Binary), zap.String("image", u.Image), zap.Int("groups", waiting))
@@ -108,8 +108,8 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 	if err != nil {
 		return nil, err
 	}
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	st.groups.mu.Lock()
+	defer st.groups.mu.Unlock()
 	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
 	if err != nil {
 		return nil, err
@@ -127,8 +127,8 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 				return nil, err
 			}
 			if r != nil && r.TargetSha == ug.TargetSha && (r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED) {
-				r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.timestamp(), "the upgrade was cancelled by an operator"
-				if err := store.RolloutSave(ctx, st.Fence, r, rrev); err != nil {
+				r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.events.timestamp(), "the upgrade was cancelled by an operator"
+				if err := store.RolloutSave(ctx, st.lead.Fence, r, rrev); err != nil {
 					return nil, fmt.Errorf("cancel the rollout of group %s: %w: try again", ug.Name, err)
 				}
 			}
@@ -137,12 +137,12 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 			ug.State = upgradeCancelled
 		}
 	}
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.timestamp()
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.events.timestamp()
 	u.Reason = fmt.Sprintf("cancelled by %s %s", identityFrom(ctx).name, where)
-	if err := store.UpgradeSave(ctx, st.Fence, u, rev, st.event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", upgradeTarget(u), u.Reason))); err != nil {
+	if err := store.UpgradeSave(ctx, st.lead.Fence, u, rev, st.events.event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", upgradeTarget(u), u.Reason))); err != nil {
 		return nil, err
 	}
-	kickGroups(st)
+	st.groups.kick()
 	return u, nil
 }
 

@@ -139,7 +139,7 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 	// the registry has since replaced is sent by the next call.
 	rev := st.reg.Revision()
 	nodes := st.reg.Nodes()
-	ms, err := st.observeMembership(stream.Context())
+	ms, err := st.members.observe(stream.Context())
 	if err != nil {
 		return fmt.Errorf("list etcd members: %w", err)
 	}

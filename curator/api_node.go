@@ -192,7 +192,7 @@ const sessionMoveWindow = 4
 // down-after (a record's "ready" may be the previous leader's word about a
 // manager that died with it).
 func (st *leaderState) sessionMoveWithin(now time.Time) uint32 {
-	if now.Sub(st.servingSince()) < st.cfg.DownAfter {
+	if now.Sub(st.hb.servingSince()) < st.cfg.DownAfter {
 		return 0
 	}
 	for _, n := range st.reg.MembershipNodes() {
@@ -215,7 +215,7 @@ func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group,
 	if err != nil || g == nil {
 		return ""
 	}
-	p, err := st.providers.get(g, st.cfg.Logger)
+	p, err := st.machines.provider(g)
 	if err != nil {
 		return ""
 	}
@@ -233,7 +233,7 @@ func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group,
 
 // recordNodeEvent records an event about node id, from the node API.
 func (st *leaderState) recordNodeEvent(ctx context.Context, id, action, reason string) {
-	if err := store.EventRecord(ctx, st.Fence, st.event("joins", action, id, reason)); err != nil {
+	if err := store.EventRecord(ctx, st.lead.Fence, st.events.event("joins", action, id, reason)); err != nil {
 		st.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }
@@ -280,8 +280,8 @@ func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
 // sync finishes or undoes it).
 func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
 	s := a.s
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	if again, err := checkJoin(st, node); again || err != nil {
 		return again, err
 	}
@@ -292,14 +292,14 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	if uint32(len(members)) >= cs.MaxVoters {
 		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
 	} else {
-		join, err := st.addConsensusMember(ctx, node.Id, pub, ip, port, spec.CertTTL(cs))
+		join, err := st.roles.addConsensusMember(ctx, node.Id, pub, ip, port, spec.CertTTL(cs))
 		if err != nil {
 			return false, err
 		}
 		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
 		node.Consensus = join
 	}
-	return false, store.NodeCreate(ctx, st.Fence, node)
+	return false, store.NodeCreate(ctx, st.lead.Fence, node)
 }
 
 // Heartbeat is the node's session: it records each message from the node
@@ -422,7 +422,7 @@ func (st *leaderState) sessionReleaseCheck(id, release string) error {
 func (st *leaderState) noteRelease(id, release string) {
 	ctx, cancel := context.WithTimeout(st.ctx, max(2*time.Second, st.cfg.HeartbeatInterval))
 	defer cancel()
-	err := st.changeNode(ctx, id, func(n *pb.Node) bool {
+	err := st.records.changeNode(ctx, id, func(n *pb.Node) bool {
 		changed := n.Version != release
 		n.Version = release
 		return changed
@@ -486,13 +486,13 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 	if err != nil {
 		return nil, err
 	}
-	id, shared, unlock, err := st.lockCaller(ctx)
+	id, shared, unlock, err := st.records.lockCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	n := store.CloneNode(shared)
-	ms, err := st.observeMembership(ctx)
+	ms, err := st.members.observe(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +506,7 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 			// it. Nothing to hand over; the node wipes itself.
 			return leaveResponse(leaveLeft, "node %s was the last manager: the cluster is destroyed", id), nil
 		}
-		outcome, err := st.demote(ctx, n)
+		outcome, err := st.roles.demote(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -517,11 +517,11 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 			return leaveResponse(leaveDemoting, "the Swarm did not take the demotion of this node's Swarm manager yet: the leader's loops finish its demotion"), nil
 		}
 	}
-	swarmOn, err := st.swarmOn(ctx)
+	swarmOn, err := st.swarm.on(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.destroyNode(ctx, id); err != nil {
+	if err := st.records.destroyNode(ctx, id); err != nil {
 		return nil, err
 	}
 	resp := leaveResponse(leaveLeft, "node %s left the cluster", id)

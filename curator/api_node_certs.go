@@ -39,8 +39,8 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		return nil, err
 	}
 	ttl := spec.CertTTL(cs)
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	shared := st.reg.Node(id)
 	if shared == nil || shared.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
 		return nil, fmt.Errorf("%w: node %s was removed from this cluster and cannot renew its certificate: to join again, stop its agent, wipe its data dir and run `curator agent join`", spec.ErrDenied, id)
@@ -71,7 +71,7 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		resp.EtcdCert = n.Consensus.EtcdCert
 	}
 	n.CertExpires = timestamppb.New(cert.NotAfter)
-	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).Info("renewed certificates", zap.String("node", id), zap.Time("expires", cert.NotAfter), zap.Bool("etcd", len(resp.EtcdCert) > 0))

@@ -39,7 +39,7 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	if !swarmNodeIDPattern.MatchString(req.SwarmNodeId) {
 		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", spec.ErrInvalid, spec.QuoteShort(req.SwarmNodeId))
 	}
-	id, shared, unlock, err := st.lockCaller(ctx)
+	id, shared, unlock, err := st.records.lockCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +55,8 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	n := store.CloneNode(shared)
 	n.SwarmNodeId = req.SwarmNodeId
 	n.SwarmJoinRequested = false
-	n.Updated = st.timestamp()
-	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+	n.Updated = st.events.timestamp()
+	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node reported", zap.String("node", id), zap.String("swarm_node", req.SwarmNodeId), zap.String("was", shared.SwarmNodeId))
@@ -67,7 +67,7 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 // record asked; its Swarm node ID is cleared, which tells the group loop
 // its machine may go (leaveSwarmFirst).
 func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.ReportSwarmNodeResponse, error) {
-	id, shared, unlock, err := st.lockCaller(ctx)
+	id, shared, unlock, err := st.records.lockCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,8 @@ func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.Rep
 	}
 	n := store.CloneNode(shared)
 	n.SwarmNodeId = ""
-	n.Updated = st.timestamp()
-	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+	n.Updated = st.events.timestamp()
+	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node left", zap.String("node", id), zap.String("was", shared.SwarmNodeId))
@@ -104,7 +104,7 @@ func (a *nodeAPI) SwarmJoin(ctx context.Context, _ *pb.SwarmJoinRequest) (*pb.Sw
 	if !n.SwarmJoinRequested {
 		return nil, fmt.Errorf("%w: node %s has no Swarm join request: the leader asks a node to join when it is not in the Swarm", spec.ErrPrecondition, id)
 	}
-	if on, err := st.swarmOn(ctx); err != nil || !on {
+	if on, err := st.swarm.on(ctx); err != nil || !on {
 		if err == nil {
 			err = fmt.Errorf("%w: the cluster's Swarm flavor is off (turn it on with `curator cluster update --swarm`)", spec.ErrPrecondition)
 		}

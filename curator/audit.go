@@ -110,7 +110,7 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	st := s.currentLeader()
 	var l *store.Fence
 	if st != nil {
-		l = st.Fence
+		l = st.lead.Fence
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
@@ -128,8 +128,8 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 		reason += "; set " + e.Changes
 	}
 	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: e.Call, Reason: reason,
-		Leader: s.cfg.NodeID, Term: st.Rev(), Actor: e.Name + " (" + e.Role + ")"}
-	if rerr := store.EventRecord(ctx, st.Fence, ev); rerr != nil {
+		Leader: s.cfg.NodeID, Term: st.lead.Rev(), Actor: e.Name + " (" + e.Role + ")"}
+	if rerr := store.EventRecord(ctx, st.lead.Fence, ev); rerr != nil {
 		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", e.Call), zap.Error(rerr))
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
-	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -191,34 +190,16 @@ func (s *Service) runElection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
 	}
-	st := &leaderState{
-		leadership:  l,
-		cfg:         &s.cfg,
-		ctx:         lctx,
-		since:       s.cfg.Now(),
-		pki:         cp,
-		hb:          newHeartbeats(),
-		reg:         reg,
-		joins:       newJoinQueue(),
-		pushes:      newSessionPushes(),
-		kickHealth:  make(chan struct{}, 1),
-		kickGroups:  make(chan struct{}, 1),
-		kickUpgrade: make(chan struct{}, 1),
-		kickSwarm:   make(chan struct{}, 1),
-		resigned:    make(chan struct{}),
-		knocks:      s.knocks,
-		hearer:      consensus.NewHearer(s.cfg.Etcd),
-	}
-	defer st.hearer.Close()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
 	// The lease guard: a leader that cannot renew its lease stops acting
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
 	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
-	st.guard = guard
+	st := newLeaderState(lctx, &s.cfg, l, reg, cp, guard, s.knocks)
+	defer st.close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	wg.Go(func() { guard.run(lctx) })
 	// Leadership ends when our key goes, whoever deletes it (the lease
 	// expiring, an operator): watch it, rather than wait for the session to

@@ -166,7 +166,7 @@ func (s *Service) refuseJoin(ctx context.Context, st *leaderState, reason joinRe
 	// bound: a caller that hangs up at once does not lose it.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), joinEventTimeout)
 	defer cancel()
-	if werr := store.EventRecord(ectx, st.Fence, st.event("joins", "join-refused", "", text)); werr != nil {
+	if werr := store.EventRecord(ectx, st.lead.Fence, st.events.event("joins", "join-refused", "", text)); werr != nil {
 		s.logger(ctx).Warn("could not record a refused join", zap.Error(werr))
 	}
 	return err

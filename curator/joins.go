@@ -84,8 +84,8 @@ func (st *leaderState) runJoins(ctx context.Context) error {
 // writeJoins checks each join against the registry and the rest of the
 // batch, writes those that pass in one transaction, and answers each.
 func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) error {
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	names, addrs, ids := map[string]string{}, map[string]string{}, map[string]bool{}
 	var write []*pb.Node
 	var written []*pendingJoin
@@ -111,7 +111,7 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 		write = append(write, n)
 		written = append(written, p)
 	}
-	err := store.NodeJoinAll(ctx, st.Fence, write)
+	err := store.NodeJoinAll(ctx, st.lead.Fence, write)
 	for _, p := range written {
 		p.done <- joinOutcome{err: err}
 	}

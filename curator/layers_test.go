@@ -22,3 +22,20 @@ func TestLayers(t *testing.T) {
 		Literals: []string{"/curator/"},
 	})
 }
+
+// TestFencedParts: every outside effect of a leadership that cannot be
+// part of an etcd transaction has one owner, which checks the fence just
+// before the call: only the Swarm part (leader_swarm.go) calls the
+// engine's node updates, only the machines part (leader_machines.go)
+// makes, destroys and clears machines. TestDeposedPartsChangeNothing
+// shows the owners refuse once the leadership is over.
+func TestFencedParts(t *testing.T) {
+	layercheck.Check(t, ".", "the Swarm is changed only through the Swarm part (swarmEngine), which checks the fence", layercheck.Rules{
+		Methods: []string{"NodeUpdate", "NodeRemove", "SwarmUpdate", "SwarmLeave", "SwarmJoin", "SwarmInit"},
+		Owners:  []string{"leader_swarm.go"},
+	})
+	layercheck.Check(t, ".", "machines are made and destroyed only through the machines part, which checks the fence", layercheck.Rules{
+		Methods: []string{"Provision", "Destroy", "ClearDead", "Prune"},
+		Owners:  []string{"leader_machines.go"},
+	})
+}

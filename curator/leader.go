@@ -8,67 +8,96 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/store"
-	pb "github.com/curatorproject/curator/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// leaderState is what a leading curator keeps: the fence, and what only the
-// leader knows (heartbeats, open streams). It lives exactly as long as the
-// leadership. The node API (nodeAPI), the management API (managementAPI)
-// and the loops (leaderLoops) each act through it; the membership changes
-// they share (roles.go) are its methods, so each is written once and
-// fenced once.
+// leaderState is what a leading curator keeps, as named parts; it lives
+// exactly as long as the leadership. The node API (nodeAPI) and the
+// management API (managementAPI) act through its parts; each loop is
+// given the parts it uses, and nothing else (loops in loop.go). Every
+// outside effect has one fenced owner:
+//   - node records: records (changeNode, destroyNode, the etcd CRL);
+//   - etcd's membership: members (observe, remove a member);
+//   - the consensus role: roles (promote, demote, remove a node);
+//   - the Swarm: swarm (every engine call that changes it);
+//   - machines: machines (every Provision and Destroy);
+//   - group records and rollouts: groups;
+//   - events: events.
+//
+// The layer test (layers_test.go) holds the Swarm's and the providers'
+// calls to their parts.
 type leaderState struct {
-	*leadership
+	// lead is the fence and the lock of node records.
+	lead *leadership
 	// cfg is the curator's configuration (read only).
 	cfg *Config
 	// ctx ends when the leadership does; streams served as leader use it.
-	ctx   context.Context
-	since time.Time
-	pki   *store.ClusterPKI
-	hb    *heartbeats
+	ctx context.Context
+	pki *store.ClusterPKI
 	// reg is the leader's watch-fed view of the node records.
 	reg *store.Registry
 	// joins queues the registrations that are written in batches.
 	joins *joinQueue
 	// guard says whether the election lease is surely still ours.
 	guard *leaseGuard
-	// hearer asks etcd's members who etcd hears from, for the membership
-	// snapshot (observeMembership).
-	hearer *consensus.Hearer
+	// knocks is when a node was last turned away by this manager.
+	knocks *knocks
+	// pushes carries record and manager changes to the session streams.
+	pushes *sessionPushes
+
+	hb       *heartbeats
+	streams  *nodeStreams
+	events   *eventLog
+	records  *records
+	members  *members
+	roles    *roles
+	swarm    *swarmEngine
+	machines *machines
+	groups   *groupRecords
+
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	kickHealth chan struct{}
 	// kickSwarm makes the swarm sync look at once (a Swarm node event,
 	// the cluster's Swarm mode set).
 	kickSwarm chan struct{}
-	// knocks is when a node was last turned away by this manager.
-	knocks *knocks
-	// kickGroups makes the group loop look at once (a group committed or
-	// destroyed); providers are the groups' providers, made from their
-	// specs, which the group loop and the group API use.
-	kickGroups chan struct{}
 	// kickUpgrade makes the upgrade loop look at once (an upgrade
 	// started or cancelled).
 	kickUpgrade chan struct{}
-	providers   groupProviders
-	// muGroups serialises the group API's read-modify-writes of group
-	// records.
-	muGroups sync.Mutex
-
-	// swarmSeen is the Swarm's node list as the swarm sync last read it,
-	// for `node ls`.
-	swarmSeen swarmSeen
-
-	// streams are the nodes' open session streams, so that removing a
-	// node ends them (at its next heartbeat).
-	streams nodeStreams
-	// pushes carries record and manager changes to the session streams.
-	pushes *sessionPushes
 
 	// resigned is closed by resign.
 	resigned   chan struct{}
 	resignOnce sync.Once
+}
+
+// newLeaderState wires the parts of a leadership: lead is its fence, reg
+// its registry view, guard its lease guard.
+func newLeaderState(ctx context.Context, cfg *Config, lead *leadership, reg *store.Registry, cp *store.ClusterPKI, guard *leaseGuard, kn *knocks) *leaderState {
+	st := &leaderState{
+		lead: lead, cfg: cfg, ctx: ctx, pki: cp, reg: reg, guard: guard, knocks: kn,
+		joins:       newJoinQueue(),
+		pushes:      newSessionPushes(),
+		streams:     &nodeStreams{},
+		kickHealth:  make(chan struct{}, 1),
+		kickUpgrade: make(chan struct{}, 1),
+		kickSwarm:   make(chan struct{}, 1),
+		resigned:    make(chan struct{}),
+	}
+	st.hb = newHeartbeats(cfg, cfg.Now(), guard)
+	st.events = &eventLog{fence: lead.Fence, cfg: cfg}
+	st.records = &records{lead: lead, cfg: cfg, reg: reg, pki: cp, hb: st.hb, streams: st.streams}
+	st.members = &members{lead: lead, cfg: cfg, reg: reg, hb: st.hb, hearer: consensus.NewHearer(cfg.Etcd)}
+	st.swarm = &swarmEngine{fence: lead.Fence, cfg: cfg}
+	st.machines = &machines{fence: lead.Fence, lg: cfg.Logger}
+	st.roles = &roles{lead: lead, cfg: cfg, pki: cp, records: st.records, members: st.members, swarm: st.swarm, resign: st.resign}
+	st.groups = &groupRecords{fence: lead.Fence, cfg: cfg, events: st.events, kicks: make(chan struct{}, 1)}
+	return st
+}
+
+// close ends what the parts hold open: the hearer's connections and the
+// providers'.
+func (st *leaderState) close() {
+	st.members.hearer.Close()
+	st.machines.close()
 }
 
 // leadership is the fence of a leadership (store.Fence: every write and
@@ -91,47 +120,38 @@ func (st *leaderState) resign() {
 	st.resignOnce.Do(func() { close(st.resigned) })
 }
 
-// timestamp is the clock's now, for a record.
-func (st *leaderState) timestamp() *timestamppb.Timestamp { return timestamppb.New(st.cfg.Now()) }
-
-// event is an event of this leadership, now: loop's action on node
-// nodeID (may be empty), for reason.
-func (st *leaderState) event(loop, action, nodeID, reason string) *pb.Event {
-	return &pb.Event{Time: st.timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
-}
-
-// beatingNow says whether node id has sent a heartbeat to this leader
-// within two intervals.
-func (st *leaderState) beatingNow(id string) bool {
-	last, ok := st.hb.get(id)
-	return ok && st.cfg.Now().Sub(last) <= 2*st.cfg.HeartbeatInterval
-}
-
-// destroyNode deletes node id's record, fenced (with the events evs that
-// explain it), forgets its heartbeats and ends its streams.
-func (st *leaderState) destroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
-	if err := store.NodeDestroy(ctx, st.Fence, id, evs...); err != nil {
-		return err
-	}
-	st.hb.forget(id)
-	st.streams.drop(id)
-	return nil
-}
-
 // heartbeats is the leader's memory of when each node last sent a
 // heartbeat. It is never written to etcd: only status transitions are, so a
-// fleet at rest writes nothing.
+// fleet at rest writes nothing. It counts from when this leader began to
+// serve (servingSince): heartbeats before then went elsewhere.
 type heartbeats struct {
+	cfg *Config
+	// since is when the leadership began; guard says when it last came
+	// back from doubt.
+	since time.Time
+	guard *leaseGuard
+
 	mu   sync.Mutex
 	last map[string]time.Time
 }
 
-func newHeartbeats() *heartbeats { return &heartbeats{last: map[string]time.Time{}} }
+func newHeartbeats(cfg *Config, since time.Time, guard *leaseGuard) *heartbeats {
+	return &heartbeats{cfg: cfg, since: since, guard: guard, last: map[string]time.Time{}}
+}
 
 func (h *heartbeats) beat(id string, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.last[id] = t
+}
+
+// beatAll notes a heartbeat of each node of ids at t (a liveness digest).
+func (h *heartbeats) beatAll(ids []string, t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		h.last[id] = t
+	}
 }
 
 func (h *heartbeats) forget(id string) {
@@ -145,6 +165,40 @@ func (h *heartbeats) get(id string) (time.Time, bool) {
 	defer h.mu.Unlock()
 	t, ok := h.last[id]
 	return t, ok
+}
+
+// read calls f with the heartbeats held still: last answers for one node
+// (a whole fleet is read under one lock, not one each).
+func (h *heartbeats) read(f func(last func(id string) (time.Time, bool))) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(func(id string) (time.Time, bool) {
+		t, ok := h.last[id]
+		return t, ok
+	})
+}
+
+// beatingNow says whether node id has sent a heartbeat to this leader
+// within two intervals.
+func (h *heartbeats) beatingNow(id string) bool {
+	last, ok := h.get(id)
+	return ok && h.cfg.Now().Sub(last) <= 2*h.cfg.HeartbeatInterval
+}
+
+// leaderSince is when this leadership began: a node heard or judged
+// before then is vouched for by no one here (shownStatus).
+func (h *heartbeats) leaderSince() time.Time { return h.since }
+
+// servingSince is when this leader last started to serve: its election,
+// or its coming back from doubt. Heartbeats before then went elsewhere.
+func (h *heartbeats) servingSince() time.Time {
+	since := h.since
+	if h.guard != nil {
+		if r := h.guard.resumedAt(); r.After(since) {
+			since = r
+		}
+	}
+	return since
 }
 
 // nodeStreams tracks the streams each node has open with the leader. A

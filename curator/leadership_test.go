@@ -47,9 +47,9 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			// left a deposed one behind).
 			waitFor(t, "the curator leads", func() bool {
 				st := svc.currentLeader()
-				return st != nil && st.ctx.Err() == nil && st.leadership != deposed
+				return st != nil && st.ctx.Err() == nil && st.lead != deposed
 			})
-			old := svc.currentLeader().leadership
+			old := svc.currentLeader().lead
 			defer func() { deposed = old }()
 
 			// A write under the leadership works while it holds.
@@ -147,7 +147,7 @@ func setLabel(n *pb.Node, k, v string) {
 func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	c := newTestCluster(t)
 	svc := c.startLeader()
-	old := svc.currentLeader().leadership
+	old := svc.currentLeader().lead
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if _, err := c.cli.Delete(ctx, old.Key()); err != nil {
@@ -155,12 +155,12 @@ func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	}
 	waitFor(t, "the curator leads under a new leadership", func() bool {
 		st := svc.currentLeader()
-		return st != nil && st.leadership != old
+		return st != nil && st.lead != old
 	})
 	st := svc.currentLeader()
 	n := c.loadNode(c.first.id)
 	setLabel(n, "fenced", "new")
-	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 		t.Errorf("write under the new leadership: %v", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestSaveDoesNotResurrect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	waitFor(t, "the curator leads", func() bool { return svc.currentLeader() != nil })
-	l := svc.currentLeader().leadership
+	l := svc.currentLeader().lead
 	n := &pb.Node{Id: "leaver", Name: "leaver", Address: "127.0.0.9:7000", State: pb.NodeState_NODE_STATE_UP}
 	if err := store.NodeCreate(ctx, l.Fence, n); err != nil {
 		t.Fatal(err)

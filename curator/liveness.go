@@ -270,11 +270,7 @@ func (st *leaderState) hearDigest(ids []string, now time.Time) {
 		}
 	}
 	// One lock for the report, not taken under the registry's.
-	st.hb.mu.Lock()
-	for _, id := range heard {
-		st.hb.last[id] = now
-	}
-	st.hb.mu.Unlock()
+	st.hb.beatAll(heard, now)
 	if kick {
 		supervisor.Kick(st.kickHealth)
 	}

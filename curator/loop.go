@@ -2,8 +2,6 @@ package curator
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,45 +42,43 @@ type loopResult struct {
 	recorded bool
 }
 
-// leaderLoops runs the leader's loops. One is made per leadership, and
-// lives as long as it. A loop that remembers something between ticks has
-// a type of its own that holds it (healthLoop, learnerLoop, groupLoop,
-// swarmLoop), made when the leadership starts and gone with it: no other
-// loop or handler reaches it.
-type leaderLoops struct {
-	*leaderState
+// loopRunner runs one leadership's loops: each tick under the lease
+// guard, its outcome counted, logged and recorded (events). One is made
+// per leadership, and lives as long as it.
+type loopRunner struct {
+	cfg     *Config
+	guard   *leaseGuard
+	reg     *store.Registry
 	metrics *Metrics
-
-	muRefusals  sync.Mutex
-	lastRefusal map[string]string
+	events  *eventLog
 }
 
-// loops lists every loop a leader runs. A new loop is a file
-// loop_<name>.go with its observe, decide and act, and one line here.
-func (l *leaderLoops) loops() []loopSpec {
+// loops lists every loop a leader runs, each given the parts it uses. A
+// new loop is a file loop_<name>.go with its type, observe, decide and
+// act, and one line here.
+func loops(st *leaderState, metrics *Metrics) []loopSpec {
 	return []loopSpec{
-		l.syncLoop(),
-		l.demotionLoop(),
-		l.learnerLoop(),
-		l.healthLoop(),
-		l.placementLoop(),
-		l.approvalLoop(),
-		l.groupLoop(),
-		l.upgradeLoop(),
-		l.reaperLoop(),
-		l.swarmLoop(),
+		newSyncLoop(st).spec(),
+		newDemotionLoop(st).spec(),
+		newLearnerLoop(st).spec(),
+		newHealthLoop(st, metrics).spec(),
+		newPlacementLoop(st).spec(),
+		newApprovalLoop(st).spec(),
+		newGroupLoop(st, metrics).spec(),
+		newUpgradeLoop(st, metrics).spec(),
+		newReaperLoop(st).spec(),
+		newSwarmLoop(st, metrics).spec(),
 	}
 }
 
 // runLeader runs the leader's runnables: the join batches and every loop.
 func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	l := &leaderLoops{leaderState: st, metrics: s.metrics}
-	defer st.providers.close()
+	r := &loopRunner{cfg: st.cfg, guard: st.guard, reg: st.reg, metrics: s.metrics, events: st.events}
 	runnables := map[string]supervisor.Runnable{
-		"joins": l.runJoins,
+		"joins": st.runJoins,
 	}
-	for _, spec := range l.loops() {
-		runnables[spec.name] = func(ctx context.Context) error { return l.run(ctx, spec) }
+	for _, spec := range loops(st, s.metrics) {
+		runnables[spec.name] = func(ctx context.Context) error { return r.run(ctx, spec) }
 	}
 	if err := supervisor.RunGroup(ctx, runnables); err != nil {
 		return err
@@ -94,29 +90,16 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 
 // membershipLoop is the spec of a loop that decides on the membership
 // snapshot: it ticks on changes of the nodes that matter to membership and
-// on SyncInterval (etcd's member list has no watch).
-func (l *leaderLoops) membershipLoop(name string, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
+// on SyncInterval (etcd's member list has no watch). The snapshot is
+// observed under muNodes (members.locked), so that no other change of a
+// node comes between what a loop decided on and its act.
+func membershipLoop(name string, cfg *Config, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
 	return loopSpec{
 		name:        name,
-		tick:        l.membershipTick(tick),
+		tick:        m.locked(tick),
 		nodeChanges: store.MembershipChange,
-		resync:      l.cfg.SyncInterval,
-		minGap:      l.cfg.MinActionGap,
-	}
-}
-
-// membershipTick observes the membership under muNodes, so that no other
-// change of a node comes between what a loop decided on and its act, and
-// hands the snapshot to tick.
-func (l *leaderLoops) membershipTick(tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) func(context.Context) (loopResult, error) {
-	return func(ctx context.Context) (loopResult, error) {
-		l.muNodes.Lock()
-		defer l.muNodes.Unlock()
-		ms, err := l.observeMembership(ctx)
-		if err != nil {
-			return loopResult{}, err
-		}
-		return tick(ctx, ms)
+		resync:      cfg.SyncInterval,
+		minGap:      cfg.MinActionGap,
 	}
 }
 
@@ -140,7 +123,7 @@ type loopSpec struct {
 }
 
 // run runs one loop until ctx ends or a tick fails.
-func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
+func (l *loopRunner) run(ctx context.Context, spec loopSpec) error {
 	lg := supervisor.Logger(ctx)
 	var trigger <-chan struct{}
 	if spec.nodeChanges != nil && !l.cfg.PollOnly {
@@ -190,19 +173,19 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 		case res.refused:
 			l.metrics.Refusals.WithLabelValues(spec.name).Inc()
 			lg.Error("refusing to act", zap.String("node", res.nodeID), zap.String("reason", res.reason))
-			l.recordEvent(ctx, spec.name, res)
+			l.events.recordResult(ctx, spec.name, res)
 		case res.waiting:
-			if l.newRefusal(spec.name, "waiting: "+res.reason) {
+			if l.events.newRefusal(spec.name, "waiting: "+res.reason) {
 				lg.Info("waiting", zap.String("node", res.nodeID), zap.String("reason", res.reason))
 			}
 		case res.action != "":
-			l.clearRefusal(spec.name)
+			l.events.clearRefusal(spec.name)
 			if divergedAt.IsZero() {
 				divergedAt = now
 			}
 			l.metrics.Actions.WithLabelValues(spec.name, res.action).Inc()
 			lg.Info(res.action, zap.String("node", res.nodeID), zap.String("reason", res.reason))
-			l.recordEvent(ctx, spec.name, res)
+			l.events.recordResult(ctx, spec.name, res)
 			if l.cfg.PollOnly {
 				// The fixed poll: one change per period, nothing sooner.
 				break
@@ -215,7 +198,7 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 		case res.again:
 			// A change held back, nothing done: not converged.
 		default:
-			l.clearRefusal(spec.name)
+			l.events.clearRefusal(spec.name)
 			if !divergedAt.IsZero() {
 				l.metrics.Converge.WithLabelValues(spec.name).Observe(now.Sub(divergedAt).Seconds())
 				divergedAt = time.Time{}
@@ -237,46 +220,10 @@ func (l *leaderLoops) run(ctx context.Context, spec loopSpec) error {
 	}
 }
 
-// recordEvent keeps an event; failing to is logged, not fatal: the action
-// itself happened.
-func (l *leaderLoops) recordEvent(ctx context.Context, loop string, res loopResult) {
-	action := res.action
-	if res.refused {
-		action = "refuse"
-		// A refusal repeats every tick while the state is wrong: record it
-		// when it changes, not each time.
-		if !l.newRefusal(loop, res.reason) {
-			return
-		}
+// orEmpty is *r, or no result for nil.
+func orEmpty(r *loopResult) *loopResult {
+	if r == nil {
+		return &loopResult{}
 	}
-	if res.recorded {
-		return
-	}
-	if err := store.EventRecord(ctx, l.Fence, l.event(loop, action, res.nodeID, res.reason)); err != nil && !errors.Is(err, context.Canceled) {
-		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
-	}
-}
-
-// clearRefusal forgets a loop's last refusal, so that the same refusal
-// coming back is recorded again.
-func (l *leaderLoops) clearRefusal(loop string) {
-	l.muRefusals.Lock()
-	defer l.muRefusals.Unlock()
-	delete(l.lastRefusal, loop)
-}
-
-// newRefusal notes a loop's refusal (or what it waits for, prefixed
-// "waiting: ") and says whether it differs from the
-// loop's last one.
-func (l *leaderLoops) newRefusal(loop, reason string) bool {
-	l.muRefusals.Lock()
-	defer l.muRefusals.Unlock()
-	if l.lastRefusal == nil {
-		l.lastRefusal = map[string]string{}
-	}
-	if l.lastRefusal[loop] == reason {
-		return false
-	}
-	l.lastRefusal[loop] = reason
-	return true
+	return r
 }

@@ -35,10 +35,22 @@ import (
 
 const approvalsLoopName = "manager-approvals"
 
-func (l *leaderLoops) approvalLoop() loopSpec {
+type approvalLoop struct {
+	cfg     *Config
+	lead    *leadership
+	reg     *store.Registry
+	members *members
+	roles   *roles
+}
+
+func newApprovalLoop(st *leaderState) *approvalLoop {
+	return &approvalLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, members: st.members, roles: st.roles}
+}
+
+func (l *approvalLoop) spec() loopSpec {
 	return loopSpec{
 		name: approvalsLoopName,
-		tick: l.approvalTick,
+		tick: l.tick,
 		// An approval changes the node's state in the transaction that
 		// records its promotion; then its status, role or existence
 		// decide.
@@ -48,14 +60,14 @@ func (l *leaderLoops) approvalLoop() loopSpec {
 	}
 }
 
-func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
-	l.muNodes.Lock()
-	defer l.muNodes.Unlock()
+func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
+	l.lead.muNodes.Lock()
+	defer l.lead.muNodes.Unlock()
 	pending, err := store.PromotionList(ctx, l.cfg.Etcd)
 	if err != nil || len(pending) == 0 {
 		return loopResult{}, err
 	}
-	ms, err := l.observeMembership(ctx)
+	ms, err := l.members.observe(ctx)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -81,7 +93,7 @@ func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
 	}
 	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
 	if a.Kind == decide.ApprovalPromote {
-		if err := l.promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
+		if err := l.roles.promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
 			if isPrecondition(err) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.
@@ -90,7 +102,7 @@ func (l *leaderLoops) approvalTick(ctx context.Context) (loopResult, error) {
 			return loopResult{}, err
 		}
 	}
-	if _, err := store.PromotionDrop(ctx, l.Fence, a.NodeID); err != nil {
+	if _, err := store.PromotionDrop(ctx, l.lead.Fence, a.NodeID); err != nil {
 		return loopResult{}, err
 	}
 	return res, nil

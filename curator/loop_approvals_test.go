@@ -40,7 +40,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 	}
 	isMember := func(id string) bool {
 		t.Helper()
-		ms, err := svc.currentLeader().observeMembership(callCtx(t))
+		ms, err := svc.currentLeader().members.observe(callCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,12 +13,25 @@ import (
 // operator's demote was: a demotion that would now leave no healthy
 // majority waits, refused with the reason, until the voters are back.
 
-func (l *leaderLoops) demotionLoop() loopSpec {
-	return l.membershipLoop("demotions", l.demotionTick)
+type demotionLoop struct {
+	cfg     *Config
+	members *members
+	roles   *roles
+	swarm   *swarmEngine
+	resign  func()
 }
 
-func (l *leaderLoops) demotionTick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
-	swarmManager, err := l.swarmManagersOf(ctx, ms)
+func newDemotionLoop(st *leaderState) *demotionLoop {
+	return &demotionLoop{cfg: st.cfg, members: st.members, roles: st.roles, swarm: st.swarm, resign: st.resign}
+}
+
+func (l *demotionLoop) spec() loopSpec {
+	return membershipLoop("demotions", l.cfg, l.members, l.tick)
+}
+
+func (l *demotionLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
+	// Observe: the Swarm managers a demotion waits on.
+	swarmManager, err := l.swarm.managersOf(ctx, ms)
 	if err != nil {
 		if ctx.Err() != nil {
 			return loopResult{}, ctx.Err()
@@ -37,7 +50,7 @@ func (l *leaderLoops) demotionTick(ctx context.Context, ms *decide.Membership) (
 		l.resign()
 		return loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}, nil
 	}
-	msg, err := l.finishDemotion(ctx, ms, ms.ByID[a.NodeID])
+	msg, err := l.roles.finishDemotion(ctx, ms, ms.ByID[a.NodeID])
 	if isPrecondition(err) {
 		// What the decision could not see (no voter to take etcd
 		// leadership): say so, and look again next tick.

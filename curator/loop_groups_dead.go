@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -90,12 +91,13 @@ func namedBy(machines []decide.GroupMachine, nodes []decide.GroupNode, named boo
 // clearDead clears the dirs of the dead machines gone of group name,
 // which no node names (see above), each with an event. A machine that
 // cannot be cleared is logged and left for the next tick.
-func (l *leaderLoops) clearDead(ctx context.Context, dk deadKeeper, name string, gone []decide.GroupMachine) error {
+func (l *groupLoop) clearDead(ctx context.Context, dk deadKeeper, name string, gone []decide.GroupMachine) error {
 	for _, m := range gone {
-		if err := l.Fence.Check(ctx); err != nil {
-			return err // not the leader any more: clear nothing
-		}
-		if err := dk.ClearDead(ctx, m.ID); err != nil {
+		if err := l.machines.clearDead(ctx, dk, m.ID); err != nil {
+			var refused *providerRefusal
+			if !errors.As(err, &refused) {
+				return err // not the leader any more: clear nothing
+			}
 			supervisor.Logger(ctx).Warn("could not clear a dead machine", zap.String("group", name), zap.String("machine", m.ID), zap.Error(err))
 			continue
 		}
@@ -106,12 +108,12 @@ func (l *leaderLoops) clearDead(ctx context.Context, dk deadKeeper, name string,
 
 // prune has provider p clear what crashed provisions left, with an event
 // for each machine it cleared.
-func (l *leaderLoops) prune(ctx context.Context, p provider.Provider, name string) {
+func (l *groupLoop) prune(ctx context.Context, p provider.Provider, name string) {
 	pr, ok := p.(pruner)
 	if !ok {
 		return
 	}
-	pruned, err := pr.Prune(ctx)
+	pruned, err := l.machines.prune(ctx, pr)
 	if err != nil {
 		supervisor.Logger(ctx).Warn("could not prune dead machines", zap.String("group", name), zap.Error(err))
 	}
@@ -122,9 +124,9 @@ func (l *leaderLoops) prune(ctx context.Context, p provider.Provider, name strin
 
 // notePruned records that the loop cleared a machine: a log line, a
 // metric and an event.
-func (l *leaderLoops) notePruned(ctx context.Context, reason string) {
+func (l *groupLoop) notePruned(ctx context.Context, reason string) {
 	res := loopResult{action: "prune-machine", reason: reason}
 	supervisor.Logger(ctx).Info(res.action, zap.String("reason", reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
-	l.recordEvent(ctx, "groups", res)
+	l.events.recordResult(ctx, "groups", res)
 }

@@ -15,34 +15,32 @@ import (
 	"github.com/curatorproject/curator/supervisor"
 )
 
-// servingSince is when this leader last started to serve: its election,
-// or its coming back from doubt. Heartbeats before then went elsewhere.
-func (st *leaderState) servingSince() time.Time {
-	since := st.since
-	if r := st.guard.resumedAt(); r.After(since) {
-		since = r
-	}
-	return since
-}
-
 // healthLoop keeps node status consistent with heartbeats. It ticks at half
 // the heartbeat interval, and at once when a heartbeat comes from a node
 // that is not ready (after a change, not before healthGap). Heartbeats
 // live in the leader's memory: at rest, with every node ready, a tick
-// writes nothing.
-// healthLoop is the health loop; it owns what it remembers between ticks
-// (mem: see decide.Health), which no other loop reaches.
+// writes nothing. It owns what it remembers between ticks (mem: see
+// decide.Health), which no other loop reaches.
 type healthLoop struct {
-	*leaderLoops
-	mem decide.HealthMemory
+	cfg     *Config
+	fence   *store.Fence
+	reg     *store.Registry
+	hb      *heartbeats
+	knocks  *knocks
+	metrics *Metrics
+	kick    chan struct{}
+	mem     decide.HealthMemory
 }
 
-func (l *leaderLoops) healthLoop() loopSpec {
-	hl := &healthLoop{leaderLoops: l}
+func newHealthLoop(st *leaderState, metrics *Metrics) *healthLoop {
+	return &healthLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, hb: st.hb, knocks: st.knocks, metrics: metrics, kick: st.kickHealth}
+}
+
+func (l *healthLoop) spec() loopSpec {
 	return loopSpec{
 		name:   "health",
-		tick:   hl.tick,
-		kick:   l.kickHealth,
+		tick:   l.tick,
+		kick:   l.kick,
 		resync: l.cfg.HeartbeatInterval / 2,
 		minGap: healthGap(l.cfg.HeartbeatInterval),
 	}
@@ -62,36 +60,12 @@ func healthGap(interval time.Duration) time.Duration {
 // that member is down must not wait with it. Status is this loop's alone
 // (store.NodeStatusSaveAll says how no write undoes another).
 func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
-	nodes := l.reg.Nodes()
-	hn := make([]decide.HealthNode, 0, len(nodes))
-	counts := make([]int, len(pb.NodeStatus_name))
-	var earliest time.Time
-	l.hb.mu.Lock()
-	for _, n := range nodes {
-		if int(n.Status) >= 0 && int(n.Status) < len(counts) {
-			counts[n.Status]++
-		}
-		if n.CertExpires != nil && (earliest.IsZero() || n.CertExpires.AsTime().Before(earliest)) {
-			earliest = n.CertExpires.AsTime()
-		}
-		if n.State != pb.NodeState_NODE_STATE_UP {
-			continue
-		}
-		last, seen := l.hb.last[n.Id]
-		hn = append(hn, decide.HealthNode{ID: n.Id, Status: n.Status, Last: last, Seen: seen, Created: n.Created.AsTime()})
-	}
-	l.hb.mu.Unlock()
-	for v, name := range pb.NodeStatus_name {
-		l.metrics.Nodes.WithLabelValues(spec.StatusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
-	}
-	if !earliest.IsZero() {
-		l.metrics.CertEarliestExpiry.Set(float64(earliest.Unix()))
-	}
+	hn := l.observe()
 	now := l.cfg.Now()
 	// A leader that stopped serving for a while (in doubt about its
 	// lease) heard nothing meanwhile: count from when it came back, as a
 	// new leader counts from its election.
-	since := l.servingSince()
+	since := l.hb.servingSince()
 	mem := &l.mem
 	d := decide.Health(hn, since, now, l.cfg.DownAfter, l.knocks.last(), *mem)
 	if !mem.Since.Equal(since) {
@@ -120,7 +94,7 @@ func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
 	for _, a := range d.Changes {
 		changed = append(changed, store.StatusChange{ID: a.NodeID, Status: a.To, At: now})
 	}
-	if err := store.NodeStatusSaveAll(ctx, l.Fence, changed); err != nil {
+	if err := store.NodeStatusSaveAll(ctx, l.fence, changed); err != nil {
 		return loopResult{}, err
 	}
 	held := res.reason
@@ -129,6 +103,37 @@ func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
 		res.reason += "; " + held
 	}
 	return res, nil
+}
+
+// observe is what the health loop decides on: each node that is up with
+// when this leader last heard it. It sets the node gauges as it reads.
+func (l *healthLoop) observe() []decide.HealthNode {
+	nodes := l.reg.Nodes()
+	hn := make([]decide.HealthNode, 0, len(nodes))
+	counts := make([]int, len(pb.NodeStatus_name))
+	var earliest time.Time
+	l.hb.read(func(heard func(string) (time.Time, bool)) {
+		for _, n := range nodes {
+			if int(n.Status) >= 0 && int(n.Status) < len(counts) {
+				counts[n.Status]++
+			}
+			if n.CertExpires != nil && (earliest.IsZero() || n.CertExpires.AsTime().Before(earliest)) {
+				earliest = n.CertExpires.AsTime()
+			}
+			if n.State != pb.NodeState_NODE_STATE_UP {
+				continue
+			}
+			last, seen := heard(n.Id)
+			hn = append(hn, decide.HealthNode{ID: n.Id, Status: n.Status, Last: last, Seen: seen, Created: n.Created.AsTime()})
+		}
+	})
+	for v, name := range pb.NodeStatus_name {
+		l.metrics.Nodes.WithLabelValues(spec.StatusWord(name)).Set(float64(counts[pb.NodeStatus(v)]))
+	}
+	if !earliest.IsZero() {
+		l.metrics.CertEarliestExpiry.Set(float64(earliest.Unix()))
+	}
+	return hn
 }
 
 // summarizeHealth is the loop result (one event) of a tick's changes:

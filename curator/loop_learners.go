@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/curatorproject/curator/curator/decide"
-	"github.com/curatorproject/curator/supervisor"
 )
 
 // The learner promotion loop. A learner is promoted once etcd says it has
@@ -27,13 +26,19 @@ import (
 // learnerLoop is the learners loop; it owns what it remembers between
 // ticks (mem), which no other loop reaches.
 type learnerLoop struct {
-	*leaderLoops
-	mem decide.LearnerMemory
+	cfg     *Config
+	lead    *leadership
+	members *members
+	groups  *groupRecords
+	mem     decide.LearnerMemory
 }
 
-func (l *leaderLoops) learnerLoop() loopSpec {
-	ll := &learnerLoop{leaderLoops: l}
-	return l.membershipLoop("learners", ll.tick)
+func newLearnerLoop(st *leaderState) *learnerLoop {
+	return &learnerLoop{cfg: st.cfg, lead: st.lead, members: st.members, groups: st.groups}
+}
+
+func (l *learnerLoop) spec() loopSpec {
+	return membershipLoop("learners", l.cfg, l.members, l.tick)
 }
 
 func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
@@ -48,14 +53,14 @@ func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResu
 		return loopResult{}, nil
 	}
 	if !a.Promote {
-		if err := l.RemoveMember(ctx, a.MemberID); err != nil {
+		if err := l.lead.RemoveMember(ctx, a.MemberID); err != nil {
 			return loopResult{}, err
 		}
 		return loopResult{action: "remove-learner", nodeID: a.NodeID, reason: a.Reason}, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.PromoteTimeout)
 	defer cancel()
-	if err := l.PromoteLearner(pctx, a.MemberID); err != nil {
+	if err := l.lead.PromoteLearner(pctx, a.MemberID); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not caught up yet: held back a moment, the other
 			// learners going on meanwhile.
@@ -65,6 +70,6 @@ func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResu
 		return loopResult{}, err
 	}
 	// A new voter is what a rollout of a consensus group waits for.
-	supervisor.Kick(l.kickGroups)
+	l.groups.kick()
 	return loopResult{action: "promote", nodeID: a.NodeID, reason: a.Reason}, nil
 }

@@ -12,17 +12,27 @@ import (
 // a dead etcd leader one etcd election and no curator failover (etcd
 // carries leases across its own leader change).
 
-func (l *leaderLoops) placementLoop() loopSpec {
+type placementLoop struct {
+	cfg     *Config
+	lead    *leadership
+	members *members
+}
+
+func newPlacementLoop(st *leaderState) *placementLoop {
+	return &placementLoop{cfg: st.cfg, lead: st.lead, members: st.members}
+}
+
+func (l *placementLoop) spec() loopSpec {
 	return loopSpec{
 		name:   "placement",
-		tick:   l.membershipTick(l.placementTick),
+		tick:   l.members.locked(l.tick),
 		resync: l.cfg.PlacementInterval,
 		// etcd needs a moment to settle after a transfer; never flap.
 		minGap: l.cfg.PlacementGap,
 	}
 }
 
-func (l *leaderLoops) placementTick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
+func (l *placementLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
 	// Under muNodes (membershipTick), so that it never moves leadership
 	// onto a member that a demotion or removal is taking out.
 	// The etcd leader is the one that answered for itself when ms was
@@ -31,7 +41,7 @@ func (l *leaderLoops) placementTick(ctx context.Context, ms *decide.Membership) 
 	if a == nil {
 		return loopResult{}, nil
 	}
-	if err := l.MoveLeader(ctx, a.ToMember, l.cfg.PlacementMoveTimeout); err != nil {
+	if err := l.lead.MoveLeader(ctx, a.ToMember, l.cfg.PlacementMoveTimeout); err != nil {
 		return loopResult{}, err
 	}
 	return loopResult{action: "move-etcd-leader", nodeID: a.ToNode, reason: a.Reason}, nil

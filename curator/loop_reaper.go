@@ -16,10 +16,23 @@ import (
 // gone.) A consensus member goes within the quorum guard, its etcd member
 // first; the curator leader's own node is never reaped.
 
-func (l *leaderLoops) reaperLoop() loopSpec {
+type reaperLoop struct {
+	cfg     *Config
+	lead    *leadership
+	reg     *store.Registry
+	members *members
+	roles   *roles
+	events  *eventLog
+}
+
+func newReaperLoop(st *leaderState) *reaperLoop {
+	return &reaperLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, members: st.members, roles: st.roles, events: st.events}
+}
+
+func (l *reaperLoop) spec() loopSpec {
 	return loopSpec{
 		name: "reaper",
-		tick: l.reapTick,
+		tick: l.tick,
 		// Only a node gone down is news to it (a join wave changes
 		// statuses hundreds of times a second); time passing, and
 		// groups that go, are seen at the resync.
@@ -31,10 +44,9 @@ func (l *leaderLoops) reaperLoop() loopSpec {
 	}
 }
 
-func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
-	st := l.leaderState
+func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 	var down []*pb.Node
-	for _, n := range st.reg.Nodes() {
+	for _, n := range l.reg.Nodes() {
 		if n.Status == pb.NodeStatus_NODE_STATUS_DOWN {
 			down = append(down, n)
 		}
@@ -42,7 +54,7 @@ func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 	if len(down) == 0 {
 		return loopResult{}, nil // at rest, without reading etcd
 	}
-	groups, err := store.GroupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, l.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -50,19 +62,19 @@ func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 	for _, g := range groups {
 		exists[g.Spec.GetName()] = true
 	}
-	snap := decide.ReapSnapshot{ReapAfter: st.cfg.ReapAfter, Now: st.cfg.Now()}
+	snap := decide.ReapSnapshot{ReapAfter: l.cfg.ReapAfter, Now: l.cfg.Now()}
 	for _, n := range down {
 		snap.Nodes = append(snap.Nodes, decide.ReapNode{
 			ID: n.Id, Status: n.Status, Since: n.StatusChanged.AsTime(),
-			Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Grouped: exists[n.Group], Leader: n.Id == st.cfg.NodeID,
+			Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Grouped: exists[n.Group], Leader: n.Id == l.cfg.NodeID,
 		})
 	}
 	if decide.Reap(snap) == nil {
 		return loopResult{}, nil // the common case, without reading etcd's members
 	}
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	ms, err := st.observeMembership(ctx)
+	l.lead.muNodes.Lock()
+	defer l.lead.muNodes.Unlock()
+	ms, err := l.members.observe(ctx)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -79,13 +91,13 @@ func (l *leaderLoops) reapTick(ctx context.Context) (loopResult, error) {
 	case a.Refused:
 		return loopResult{refused: true, nodeID: a.Node, reason: a.Reason}, nil
 	}
-	n := st.reg.Node(a.Node)
+	n := l.reg.Node(a.Node)
 	if n == nil {
 		return loopResult{}, nil
 	}
 	// The event goes in the record's removal: a leader that dies between
 	// the two would lose it.
-	if err := st.removeNode(ctx, n, st.event("reaper", "reap", a.Node, a.Reason)); err != nil {
+	if err := l.roles.removeNode(ctx, n, l.events.event("reaper", "reap", a.Node, a.Reason)); err != nil {
 		return loopResult{}, err
 	}
 	return loopResult{action: "reap", nodeID: a.Node, reason: a.Reason, recorded: true}, nil

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/moby/moby/api/types/swarm"
-	"github.com/moby/moby/client"
-	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/spec"
@@ -50,81 +46,6 @@ import (
 // read happens before muNodes is taken (it may take up to SwarmTimeout),
 // so that a tick with nothing to do does not hold the lock that long; a
 // tick that would act reads again under the lock and decides again.
-
-// swarmSeen is the Swarm's node list as the swarm sync last read it (nil
-// while the flavor is off, or before the first read), for the node views.
-type swarmSeen struct {
-	mu   sync.Mutex
-	byID map[string]decide.SwarmNode
-}
-
-// set keeps nodes as the last read, and says whether a node's role,
-// state or leadership changed since the read before (the group loop,
-// which reads them, is then ticked).
-func (s *swarmSeen) set(nodes []decide.SwarmNode) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if nodes == nil {
-		changed := s.byID != nil
-		s.byID = nil
-		return changed
-	}
-	byID := make(map[string]decide.SwarmNode, len(nodes))
-	for _, sn := range nodes {
-		byID[sn.ID] = sn
-	}
-	changed := s.byID == nil || len(byID) != len(s.byID)
-	for id, sn := range byID {
-		old, ok := s.byID[id]
-		changed = changed || !ok || old.Manager != sn.Manager || old.State != sn.State || old.Leader != sn.Leader
-	}
-	s.byID = byID
-	return changed
-}
-
-// read says whether the Swarm has been read (with the flavor on).
-func (s *swarmSeen) read() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.byID != nil
-}
-
-// get returns Swarm node id as last read.
-func (s *swarmSeen) get(id string) (decide.SwarmNode, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.byID[id]
-	return sn, ok && id != ""
-}
-
-// swarmOn says whether the cluster's Swarm flavor is on.
-func (st *leaderState) swarmOn(ctx context.Context) (bool, error) {
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
-	if err != nil {
-		return false, err
-	}
-	return cs.Swarm, nil
-}
-
-// errSwarm wraps what a Swarm call answered: the Swarm's refusal or
-// failure, which the next tick tries again (a manager promoted a moment
-// ago is not in the Swarm's Raft yet and cannot be demoted).
-var errSwarm = errors.New("the Swarm did not take the change")
-
-// errNoEngine: the flavor is on, and this curator has no engine to act
-// through.
-var errNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", spec.ErrPrecondition)
-
-// readSwarm reads the Swarm's node list through this node's engine,
-// within SwarmTimeout.
-func (st *leaderState) readSwarm(ctx context.Context) ([]decide.SwarmNode, error) {
-	if st.cfg.Docker == nil {
-		return nil, errNoEngine
-	}
-	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
-	defer cancel()
-	return observeSwarm(ctx, st.cfg.Docker)
-}
 
 // swarmSnapshotOf is what decide.Swarm reads of the nodes (those that are
 // up: a pending node is not the Swarm's yet) and of the Swarm.
@@ -174,31 +95,43 @@ func swarmChange(old, new *pb.Node) bool {
 		(old.SwarmLeaveRequested == nil) != (new.SwarmLeaveRequested == nil)
 }
 
-// swarmLoop is the swarm sync's spec: it ticks on node changes, on the
-// Swarm's node events (watchSwarm, through the leader's engine), when the
-// cluster's Swarm mode is set (UpdateCluster) and on SwarmInterval, the
-// fallback for what the events stream missed.
-func (l *leaderLoops) swarmLoop() loopSpec {
-	sl := &swarmLoop{leaderLoops: l}
-	spec := loopSpec{
-		name:        "swarm-sync",
-		tick:        sl.tick,
-		nodeChanges: swarmChange,
-		resync:      l.cfg.SwarmInterval,
-		minGap:      l.cfg.MinActionGap,
-	}
-	spec.kick = l.kickSwarm
-	if l.cfg.Docker != nil {
-		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, l.kickSwarm) }
-	}
-	return spec
-}
-
 // swarmLoop is the swarm sync; it owns its memory of the changes held
 // back after failed Swarm calls (holds), which no other loop reaches.
 type swarmLoop struct {
-	*leaderLoops
-	holds swarmHolds
+	cfg     *Config
+	lead    *leadership
+	reg     *store.Registry
+	swarm   *swarmEngine
+	roles   *roles
+	records *records
+	groups  *groupRecords
+	metrics *Metrics
+	kick    chan struct{}
+	holds   swarmHolds
+}
+
+func newSwarmLoop(st *leaderState, metrics *Metrics) *swarmLoop {
+	return &swarmLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, swarm: st.swarm, roles: st.roles, records: st.records,
+		groups: st.groups, metrics: metrics, kick: st.kickSwarm}
+}
+
+// spec: the swarm sync ticks on node changes, on the Swarm's node events
+// (watchSwarm, through the leader's engine), when the cluster's Swarm
+// mode is set (UpdateCluster) and on SwarmInterval, the fallback for
+// what the events stream missed.
+func (l *swarmLoop) spec() loopSpec {
+	spec := loopSpec{
+		name:        "swarm-sync",
+		tick:        l.tick,
+		nodeChanges: swarmChange,
+		kick:        l.kick,
+		resync:      l.cfg.SwarmInterval,
+		minGap:      l.cfg.MinActionGap,
+	}
+	if l.cfg.Docker != nil {
+		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, l.kick) }
+	}
+	return spec
 }
 
 func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
@@ -207,67 +140,78 @@ func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
 		return loopResult{}, err
 	}
 	if !cs.Swarm {
-		l.swarmSeen.set(nil)
+		l.swarm.seen.set(nil)
 		l.metrics.SwarmNodes.Reset()
 		return loopResult{}, nil
 	}
-	seen, err := l.readSwarm(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return loopResult{}, ctx.Err()
-		}
-		// Not a failed tick: the Swarm may be electing, or the engine
-		// restarting. Say so, and look again next tick.
-		return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
-	}
-	if l.swarmSeen.set(seen) {
-		kickGroups(l.leaderState)
+	seen, refusal, err := l.observe(ctx)
+	if refusal != nil || err != nil {
+		return *orEmpty(refusal), err
 	}
 	l.countSwarm(seen)
-
-	decideOn := func(seen []decide.SwarmNode) *decide.SwarmAction {
-		snap := swarmSnapshotOf(l.cfg.NodeID, l.reg.Nodes(), seen, int(cs.MaxVoters))
-		snap.Held = l.holds.held(l.cfg.Now())
-		return decide.Swarm(snap)
-	}
-	l.muNodes.Lock()
-	defer l.muNodes.Unlock()
-	a := decideOn(seen)
+	l.lead.muNodes.Lock()
+	defer l.lead.muNodes.Unlock()
+	a := l.decide(cs, seen)
 	if a != nil && a.Kind != decide.SwarmRefuse {
 		// The list was read before muNodes: a promote or demote of the
 		// management API may have changed the Swarm since, and acting on
 		// the old list would undo it (a node just demoted would look
 		// like a promotion cut short). Act only on a list read under
 		// muNodes, which every change of roles holds.
-		if seen, err = l.readSwarm(ctx); err != nil {
-			if ctx.Err() != nil {
-				return loopResult{}, ctx.Err()
-			}
-			return loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
+		if seen, refusal, err = l.observe(ctx); refusal != nil || err != nil {
+			return *orEmpty(refusal), err
 		}
-		if l.swarmSeen.set(seen) {
-			kickGroups(l.leaderState)
-		}
-		a = decideOn(seen)
+		a = l.decide(cs, seen)
 	}
 	if a == nil {
 		return loopResult{}, nil
 	}
+	return l.act(ctx, a)
+}
+
+// observe reads the Swarm's node list, and keeps it as the last read (a
+// change ticks the group loop, which reads it). A list that cannot be
+// read is not a failed tick (the Swarm may be electing, or the engine
+// restarting): a refusal says so, and the next tick looks again.
+func (l *swarmLoop) observe(ctx context.Context) ([]decide.SwarmNode, *loopResult, error) {
+	seen, err := l.swarm.read(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, &loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
+	}
+	if l.swarm.seen.set(seen) {
+		l.groups.kick()
+	}
+	return seen, nil, nil
+}
+
+// decide is decide.Swarm on the node records and the list seen.
+func (l *swarmLoop) decide(cs *pb.ClusterState, seen []decide.SwarmNode) *decide.SwarmAction {
+	snap := swarmSnapshotOf(l.cfg.NodeID, l.reg.Nodes(), seen, int(cs.MaxVoters))
+	snap.Held = l.holds.held(l.cfg.Now())
+	return decide.Swarm(snap)
+}
+
+// act makes change a, with muNodes held.
+func (l *swarmLoop) act(ctx context.Context, a *decide.SwarmAction) (loopResult, error) {
+	var err error
 	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
 	switch a.Kind {
 	case decide.SwarmRefuse:
 		res.refused = true
 	case decide.SwarmAvailability:
-		err = l.swarmUpdate(ctx, a.SwarmID, fmt.Sprintf("set Swarm node %s to %s", a.SwarmID, a.Availability), func(spec *swarm.NodeSpec) bool {
+		err = l.swarm.update(ctx, a.SwarmID, fmt.Sprintf("set Swarm node %s to %s", a.SwarmID, a.Availability), func(spec *swarm.NodeSpec) bool {
 			changed := spec.Availability != a.Availability
 			spec.Availability = a.Availability
 			return changed
 		})
 	case decide.SwarmPromote:
-		err = l.swarmSetRole(ctx, a.SwarmID, swarm.NodeRoleManager)
+		err = l.swarm.setRole(ctx, a.SwarmID, swarm.NodeRoleManager)
 		faultPoint(FaultSwarmAfterPromote)
 	case decide.SwarmDemote:
-		err = l.swarmSetRole(ctx, a.SwarmID, swarm.NodeRoleWorker)
+		err = l.swarm.setRole(ctx, a.SwarmID, swarm.NodeRoleWorker)
 		faultPoint(FaultSwarmAfterDemote)
 	case decide.SwarmGrantRole:
 		n := l.reg.Node(a.NodeID)
@@ -276,14 +220,14 @@ func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
 		}
 		// The promotion carries on at its etcd step, with its guards
 		// (the voter limit among them).
-		err = l.promote(ctx, store.CloneNode(n))
+		err = l.roles.promote(ctx, store.CloneNode(n))
 		if isPrecondition(err) {
 			return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.Reason, err)}, nil
 		}
 	case decide.SwarmRemoveNode:
-		err = l.swarmRemove(ctx, a.SwarmID)
+		err = l.swarm.remove(ctx, a.SwarmID)
 	case decide.SwarmJoin:
-		err = l.requestSwarmJoin(ctx, a.NodeID)
+		err = l.records.requestSwarmJoin(ctx, a.NodeID)
 	}
 	if errors.Is(err, errSwarm) && ctx.Err() == nil {
 		// Not a failed tick: say what the Swarm answered, hold the
@@ -299,219 +243,9 @@ func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
 }
 
 // countSwarm sets the Swarm's node counts from a read.
-func (l *leaderLoops) countSwarm(seen []decide.SwarmNode) {
+func (l *swarmLoop) countSwarm(seen []decide.SwarmNode) {
 	l.metrics.SwarmNodes.Reset()
 	for _, sn := range seen {
 		l.metrics.SwarmNodes.WithLabelValues(sn.Role(), string(sn.State)).Inc()
 	}
-}
-
-// swarmSetRole promotes or demotes Swarm node id, fenced.
-func (st *leaderState) swarmSetRole(ctx context.Context, id string, role swarm.NodeRole) error {
-	return st.swarmUpdate(ctx, id, fmt.Sprintf("make Swarm node %s a %s", id, role), func(spec *swarm.NodeSpec) bool {
-		changed := spec.Role != role
-		spec.Role = role
-		return changed
-	})
-}
-
-// swarmUpdate changes Swarm node id's spec, fenced: change is given the
-// spec as the Swarm has it and says whether it changed anything; what
-// names the change in an error.
-func (st *leaderState) swarmUpdate(ctx context.Context, id, what string, change func(*swarm.NodeSpec) bool) error {
-	if st.cfg.Docker == nil {
-		return errNoEngine
-	}
-	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
-	defer cancel()
-	got, err := st.cfg.Docker.NodeInspect(ctx, id, client.NodeInspectOptions{})
-	if err != nil {
-		return fmt.Errorf("%w: inspect Swarm node %s: %v", errSwarm, id, err)
-	}
-	spec := got.Node.Spec
-	if !change(&spec) {
-		return nil
-	}
-	if err := st.Check(ctx); err != nil {
-		return err
-	}
-	if _, err := st.cfg.Docker.NodeUpdate(ctx, id, client.NodeUpdateOptions{Version: got.Node.Version, Spec: spec}); err != nil {
-		return fmt.Errorf("%w: %s: %v", errSwarm, what, err)
-	}
-	return nil
-}
-
-// swarmRemove removes Swarm node id (a Down worker), fenced.
-func (st *leaderState) swarmRemove(ctx context.Context, id string) error {
-	if st.cfg.Docker == nil {
-		return errNoEngine
-	}
-	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
-	defer cancel()
-	if err := st.Check(ctx); err != nil {
-		return err
-	}
-	if _, err := st.cfg.Docker.NodeRemove(ctx, id, client.NodeRemoveOptions{}); err != nil {
-		return fmt.Errorf("%w: remove Swarm node %s: %v", errSwarm, id, err)
-	}
-	return nil
-}
-
-// requestSwarmJoin sets the Swarm join request in node id's record, for
-// its agent to answer. Called with muNodes.
-func (st *leaderState) requestSwarmJoin(ctx context.Context, id string) error {
-	return st.changeNodeLocked(ctx, id, func(n *pb.Node) bool {
-		n.SwarmJoinRequested = true
-		return true
-	})
-}
-
-// swarmPromoteFirst is a promotion's Swarm step, made before its etcd
-// step when the flavor is on: node n's Swarm worker is promoted, within
-// the Swarm's quorum. A node not in the Swarm yet is promoted in etcd
-// alone: the swarm sync promotes it in Swarm once its agent has joined.
-// Called with muNodes.
-func (st *leaderState) swarmPromoteFirst(ctx context.Context, cs *pb.ClusterState, n *pb.Node) error {
-	if !cs.Swarm || n.SwarmNodeId == "" {
-		return nil
-	}
-	seen, err := st.readSwarm(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: a promotion changes the Swarm first, and it cannot be read: %v", spec.ErrPrecondition, err)
-	}
-	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
-	sn, ok := v.Node(n.SwarmNodeId)
-	if !ok || sn.Manager {
-		return nil
-	}
-	if sn.State != swarm.NodeStateReady {
-		return fmt.Errorf("%w: node %s's Swarm node %s is %s, and a promotion changes the Swarm first: bring its Docker engine back", spec.ErrPrecondition, n.Id, sn.ID, sn.State)
-	}
-	if !slices.ContainsFunc(seen, func(sn decide.SwarmNode) bool { return sn.Leader }) {
-		return fmt.Errorf("%w: the Swarm's node list names no leader (its quorum is lost, or it is electing one): promote node %s once it has one", spec.ErrPrecondition, n.Id)
-	}
-	if err := v.CheckSwarmChange("", sn.ID); err != nil {
-		return fmt.Errorf("promote node %s's Swarm node %s: %w", n.Id, sn.ID, err)
-	}
-	if err := st.swarmSetRole(ctx, sn.ID, swarm.NodeRoleManager); errors.Is(err, errSwarm) {
-		return fmt.Errorf("%w: a promotion changes the Swarm first, and %v: try again", spec.ErrPrecondition, err)
-	} else if err != nil {
-		return err
-	}
-	faultPoint(FaultSwarmAfterPromote)
-	return nil
-}
-
-// swarmManagerToDemote returns node n's Swarm manager that its demotion
-// must demote first ("" for none: the flavor is off, or the node is not
-// a Swarm manager), checked against the Swarm's quorum. Called with
-// muNodes.
-func (st *leaderState) swarmManagerToDemote(ctx context.Context, n *pb.Node) (string, error) {
-	on, err := st.swarmOn(ctx)
-	if err != nil || !on || n.SwarmNodeId == "" {
-		return "", err
-	}
-	seen, err := st.readSwarm(ctx)
-	if err != nil {
-		return "", fmt.Errorf("%w: a demotion changes the Swarm first, and it cannot be read: %v", spec.ErrPrecondition, err)
-	}
-	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
-	sn, ok := v.Node(n.SwarmNodeId)
-	if !ok || !sn.Manager {
-		return "", nil
-	}
-	if err := v.CheckSwarmChange(sn.ID, ""); err != nil {
-		return "", fmt.Errorf("demote node %s's Swarm manager %s: %w", n.Id, sn.ID, err)
-	}
-	return sn.ID, nil
-}
-
-// swarmDemoteFirst demotes Swarm manager id ("": none), a demotion's
-// first step with the flavor on.
-func (st *leaderState) swarmDemoteFirst(ctx context.Context, id string) error {
-	if id == "" {
-		return nil
-	}
-	if err := st.swarmSetRole(ctx, id, swarm.NodeRoleWorker); err != nil {
-		return err
-	}
-	faultPoint(FaultSwarmAfterDemote)
-	return nil
-}
-
-// swarmManagersOf returns the demoting nodes whose Swarm node is still a
-// manager, for the demotions loop to wait on (nil when the flavor is off
-// or no other node is demoting).
-func (st *leaderState) swarmManagersOf(ctx context.Context, ms *decide.Membership) (map[string]bool, error) {
-	if !slices.ContainsFunc(ms.Nodes, func(n *pb.Node) bool { return n.Demoting && n.Id != ms.Self }) {
-		return nil, nil
-	}
-	on, err := st.swarmOn(ctx)
-	if err != nil || !on {
-		return nil, err
-	}
-	seen, err := st.readSwarm(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byID := map[string]decide.SwarmNode{}
-	for _, sn := range seen {
-		byID[sn.ID] = sn
-	}
-	out := map[string]bool{}
-	for _, n := range ms.Nodes {
-		if sn, ok := byID[n.SwarmNodeId]; ok && n.Demoting && sn.Manager {
-			out[n.Id] = true
-		}
-	}
-	return out, nil
-}
-
-// removeSwarmNodeOf removes node n's Swarm node, n's record just removed,
-// when the flavor is on and the Swarm shows it Down (a dead machine's, or
-// an engine that left): a manager is demoted first, within the Swarm's
-// quorum. It is the swarm sync's orphan rule made at once rather than on
-// its next tick, and what it cannot do now (the Swarm node still up, the
-// Swarm not read, a refusal) is left to that rule: said in the log, not
-// failed, since the node is gone already. Called with muNodes.
-func (st *leaderState) removeSwarmNodeOf(ctx context.Context, n *pb.Node) {
-	if n.SwarmNodeId == "" {
-		return
-	}
-	if on, err := st.swarmOn(ctx); err != nil || !on {
-		return
-	}
-	lg := st.cfg.Logger.With(zap.String("node", n.Id), zap.String("swarm_node", n.SwarmNodeId))
-	seen, err := st.readSwarm(ctx)
-	if err != nil {
-		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm cannot be read", zap.Error(err))
-		return
-	}
-	v := decide.NewSwarmView(decide.SwarmSnapshot{Swarm: seen})
-	sn, ok := v.Node(n.SwarmNodeId)
-	switch {
-	case !ok:
-		return
-	case sn.State != swarm.NodeStateDown:
-		lg.Info("node removed; its Swarm node is not down yet, and the swarm sync removes it once it is", zap.String("state", string(sn.State)))
-		return
-	case !slices.ContainsFunc(seen, func(sn decide.SwarmNode) bool { return sn.Leader }):
-		lg.Warn("node removed; its Swarm node is left to the swarm sync, the Swarm's node list names no leader")
-		return
-	}
-	if sn.Manager && sn.Reachability != "" { // one that never joined the Swarm's Raft is removed as it is
-		if err := v.CheckSwarmChange(sn.ID, ""); err != nil {
-			lg.Warn("node removed; its Swarm node, a down manager, is left to the swarm sync", zap.Error(err))
-			return
-		}
-		if err := st.swarmSetRole(ctx, sn.ID, swarm.NodeRoleWorker); err != nil {
-			lg.Warn("node removed; demoting its Swarm node, a down manager, failed: the swarm sync tries again", zap.Error(err))
-			return
-		}
-	}
-	if err := st.swarmRemove(ctx, sn.ID); err != nil {
-		lg.Warn("node removed; removing its Swarm node failed: the swarm sync tries again", zap.Error(err))
-		return
-	}
-	lg.Info("node removed, and its Swarm node")
 }

@@ -102,9 +102,9 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 	// one clears it.
 	st := svc.currentLeader()
 	func() {
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
-		if err := st.requestSwarmJoin(ctx, b.id); err != nil {
+		st.lead.muNodes.Lock()
+		defer st.lead.muNodes.Unlock()
+		if err := st.records.requestSwarmJoin(ctx, b.id); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -135,11 +135,11 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		t.Errorf("a left report without a request: %v", err)
 	}
 	func() {
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
+		st.lead.muNodes.Lock()
+		defer st.lead.muNodes.Unlock()
 		n := store.CloneNode(st.reg.Node(b.id))
-		n.SwarmLeaveRequested = st.timestamp()
-		if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+		n.SwarmLeaveRequested = st.events.timestamp()
+		if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -170,9 +170,9 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		return false
 	})
 	func() {
-		st.muNodes.Lock()
-		defer st.muNodes.Unlock()
-		if err := st.requestSwarmJoin(ctx, b.id); err != nil {
+		st.lead.muNodes.Lock()
+		defer st.lead.muNodes.Unlock()
+		if err := st.records.requestSwarmJoin(ctx, b.id); err != nil {
 			t.Fatal(err)
 		}
 	}()

@@ -139,7 +139,7 @@ func TestSwarmWatchWakes(t *testing.T) {
 	setSwarm(t, admin, true)
 	waitFor(t, "the swarm sync to have read the Swarm", func() bool {
 		st := svc.currentLeader()
-		return st != nil && st.swarmSeen.read()
+		return st != nil && st.swarm.seen.read()
 	})
 	if took := time.Since(on); took > 5*time.Second {
 		t.Errorf("the swarm sync read the Swarm %v after Swarm mode was set, want at once", took.Round(time.Millisecond))

@@ -27,11 +27,21 @@ import (
 // the registry: a leader that cannot find itself is reading something
 // wrong.
 
-func (l *leaderLoops) syncLoop() loopSpec {
-	return l.membershipLoop("consensus-sync", l.syncTick)
+type syncLoop struct {
+	cfg     *Config
+	members *members
+	roles   *roles
 }
 
-func (l *leaderLoops) syncTick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
+func newSyncLoop(st *leaderState) *syncLoop {
+	return &syncLoop{cfg: st.cfg, members: st.members, roles: st.roles}
+}
+
+func (l *syncLoop) spec() loopSpec {
+	return membershipLoop("consensus-sync", l.cfg, l.members, l.tick)
+}
+
+func (l *syncLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
 	a := decide.Sync(ms)
 	if a == nil {
 		return loopResult{}, nil
@@ -43,11 +53,11 @@ func (l *leaderLoops) syncTick(ctx context.Context, ms *decide.Membership) (loop
 		res.refused = true
 	case decide.SyncRemoveMember:
 		m, _ := ms.Member(a.MemberID)
-		err = l.removeFromEtcd(ctx, ms, m)
+		err = l.members.remove(ctx, ms, m)
 	case decide.SyncGrantRole:
-		err = l.grantConsensusRole(ctx, ms, ms.ByID[a.NodeID], a.MemberID)
+		err = l.roles.grantConsensusRole(ctx, ms, ms.ByID[a.NodeID], a.MemberID)
 	case decide.SyncClearRole:
-		err = l.clearConsensusRole(ctx, ms.ByID[a.NodeID])
+		err = l.roles.clearConsensusRole(ctx, ms.ByID[a.NodeID])
 	}
 	return res, err
 }

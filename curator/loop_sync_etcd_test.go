@@ -199,15 +199,15 @@ func saveAsLeader(t *testing.T, svc *Service, id string, mutate func(*pb.Node)) 
 	if st == nil {
 		t.Fatal("the curator does not lead")
 	}
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
+	st.lead.muNodes.Lock()
+	defer st.lead.muNodes.Unlock()
 	ctx := callCtx(t)
 	n, err := store.NodeLoad(ctx, svc.cfg.Etcd, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mutate(n)
-	if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -553,7 +553,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 
 	old := svc.currentLeader()
 	deposed := time.Now()
-	if _, err := c.cli.Delete(callCtx(t), old.Key()); err != nil {
+	if _, err := c.cli.Delete(callCtx(t), old.lead.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator stops leading", func() bool { return !svc.IsLeader() })

@@ -38,11 +38,26 @@ const (
 	upgradeCancelled = "cancelled"
 )
 
-func (l *leaderLoops) upgradeLoop() loopSpec {
+// upgradeLoop carries an upgrade on, group after group.
+type upgradeLoop struct {
+	cfg     *Config
+	fence   *store.Fence
+	reg     *store.Registry
+	groups  *groupRecords
+	events  *eventLog
+	metrics *Metrics
+	kick    chan struct{}
+}
+
+func newUpgradeLoop(st *leaderState, metrics *Metrics) *upgradeLoop {
+	return &upgradeLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, groups: st.groups, events: st.events, metrics: metrics, kick: st.kickUpgrade}
+}
+
+func (l *upgradeLoop) spec() loopSpec {
 	return loopSpec{
 		name:   "upgrade",
-		tick:   l.upgradeTick,
-		kick:   l.kickUpgrade,
+		tick:   l.tick,
+		kick:   l.kick,
 		resync: l.cfg.GroupInterval,
 	}
 }
@@ -50,24 +65,23 @@ func (l *leaderLoops) upgradeLoop() loopSpec {
 // kickUpgrade makes the upgrade loop look at once.
 func kickUpgrade(st *leaderState) { supervisor.Kick(st.kickUpgrade) }
 
-func (l *leaderLoops) upgradeTick(ctx context.Context) (loopResult, error) {
-	st := l.leaderState
+func (l *upgradeLoop) tick(ctx context.Context) (loopResult, error) {
 	if res, acted, err := l.migrateStorage(ctx); err != nil || acted {
 		return res, err
 	}
-	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	u, rev, err := store.UpgradeLoad(ctx, l.cfg.Etcd)
 	if err != nil || u == nil || u.State != pb.UpgradeState_UPGRADE_STATE_ROLLING {
 		return loopResult{}, err
 	}
 	// The group API's writes and the upgrade's are serialised: a cancel
 	// never lands between a group's commit and the record that says so.
-	st.muGroups.Lock()
-	defer st.muGroups.Unlock()
+	l.groups.mu.Lock()
+	defer l.groups.mu.Unlock()
 	for i, ug := range u.Groups {
 		if ug.State != upgradeWaiting && ug.State != upgradeRolling {
 			continue
 		}
-		g, err := store.GroupLoad(ctx, st.cfg.Etcd, ug.Name)
+		g, err := store.GroupLoad(ctx, l.cfg.Etcd, ug.Name)
 		switch {
 		case err != nil:
 			return loopResult{}, err
@@ -78,15 +92,14 @@ func (l *leaderLoops) upgradeTick(ctx context.Context) (loopResult, error) {
 		}
 		return l.upgradeFollow(ctx, u, rev, i, g)
 	}
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, st.timestamp()
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, l.events.timestamp()
 	reason := fmt.Sprintf("the cluster is upgraded to %s: every group rolled onto it", upgradeTarget(u))
 	return l.saveUpgrade(ctx, u, rev, "upgrade-done", reason)
 }
 
 // upgradeCommit commits group i of u (g, as it is now) onto the
 // upgrade's release.
-func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
-	st := l.leaderState
+func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
 	ug := u.Groups[i]
 	// The upgrade reads and commits as the admin who started it would:
 	// it only ever changes the binary or the image.
@@ -94,7 +107,7 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
 	spec.UpgradeProvider(gs, u.Binary, u.Image)
-	if err := st.recordRelease(as, gs, g, true); err != nil {
+	if err := recordRelease(as, gs, g, true); err != nil {
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
 	ug.PreviousSha = g.ConfigSha
@@ -104,11 +117,11 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		// that differs all the same (the binary at another path, the
 		// same bytes) is committed, which rolls nothing.
 		if !proto.Equal(g.Spec, gs) {
-			if _, _, err := st.commitGroupLocked(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
+			if _, _, err := l.groups.commit(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
 				return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 			}
 		}
-		r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+		r, _, err := store.RolloutLoad(ctx, l.cfg.Etcd, ug.Name)
 		if err != nil {
 			return loopResult{}, err
 		}
@@ -120,12 +133,12 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		ug.State, ug.Reason = upgradeDone, "it ran the release already"
 		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", upgradeTarget(u), ug.Name))
 	}
-	committed, _, err := st.commitGroupLocked(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
+	committed, _, err := l.groups.commit(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
 	if err != nil {
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 	}
 	ug.State, ug.TargetSha = upgradeRolling, committed.ConfigSha
-	kickGroups(st)
+	l.groups.kick()
 	return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s committed onto it (config SHA %s, was %s): rolling its machines",
 		upgradeTarget(u), ug.Name, spec.ShortSHA(ug.TargetSha), spec.ShortSHA(ug.PreviousSha)))
 }
@@ -133,10 +146,9 @@ func (l *leaderLoops) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 // upgradeFollow looks at the rollout of group i of u, committed onto the
 // release: done, the upgrade goes on; failed, rolled back, cancelled or
 // overtaken by another commit, it stops. g is the group as it is now.
-func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
-	st := l.leaderState
+func (l *upgradeLoop) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int64, i int, g *pb.Group) (loopResult, error) {
 	ug := u.Groups[i]
-	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+	r, _, err := store.RolloutLoad(ctx, l.cfg.Etcd, ug.Name)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -166,25 +178,25 @@ func (l *leaderLoops) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 }
 
 // skipGone marks group i of u skipped: it was destroyed meanwhile.
-func (l *leaderLoops) skipGone(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
+func (l *upgradeLoop) skipGone(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
 	ug := u.Groups[i]
 	ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
 	return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
 }
 
 // failUpgrade ends upgrade u at group i, saying why.
-func (l *leaderLoops) failUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, i int, why string) (loopResult, error) {
+func (l *upgradeLoop) failUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, i int, why string) (loopResult, error) {
 	ug := u.Groups[i]
 	ug.State, ug.Reason = upgradeFailed, why
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_FAILED, l.timestamp()
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_FAILED, l.events.timestamp()
 	u.Reason = fmt.Sprintf("group %s: %s; the groups after it were left as they are", ug.Name, why)
 	return l.saveUpgrade(ctx, u, rev, "upgrade-failed", fmt.Sprintf("upgrade to %s stopped at group %s: %s", upgradeTarget(u), ug.Name, why))
 }
 
 // saveUpgrade writes u (read at rev) with its event in one transaction;
 // a record changed meanwhile (a cancel) is read again at the next tick.
-func (l *leaderLoops) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, action, reason string) (loopResult, error) {
-	err := store.UpgradeSave(ctx, l.Fence, u, rev, l.event("upgrade", action, "", reason))
+func (l *upgradeLoop) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, action, reason string) (loopResult, error) {
+	err := store.UpgradeSave(ctx, l.fence, u, rev, l.events.event("upgrade", action, "", reason))
 	if errors.Is(err, store.ErrUpgradeChanged) {
 		return loopResult{again: true}, nil
 	}

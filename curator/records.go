@@ -6,24 +6,50 @@ import (
 	"math/big"
 	"slices"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
 
+// records are the node records of a leadership and what goes with them,
+// changed fenced under the lock of node records (lead.muNodes): a node's
+// record, its heartbeats and streams when it goes, and the etcd
+// certificates revoked with it.
+type records struct {
+	lead    *leadership
+	cfg     *Config
+	reg     *store.Registry
+	pki     *store.ClusterPKI
+	hb      *heartbeats
+	streams *nodeStreams
+}
+
+// destroyNode deletes node id's record, fenced (with the events evs that
+// explain it), forgets its heartbeats and ends its streams.
+func (r *records) destroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
+	if err := store.NodeDestroy(ctx, r.lead.Fence, id, evs...); err != nil {
+		return err
+	}
+	r.hb.forget(id)
+	r.streams.drop(id)
+	return nil
+}
+
 // currentCRL returns the list in force, making an empty one if there is
 // none yet.
-func (st *leaderState) currentCRL(ctx context.Context) ([]byte, error) {
-	der, err := store.CRLLoad(ctx, st.cfg.Etcd)
+func (r *records) currentCRL(ctx context.Context) ([]byte, error) {
+	der, err := store.CRLLoad(ctx, r.cfg.Etcd)
 	if err != nil || der != nil {
 		return der, err
 	}
-	der, err = st.pki.EtcdCA.NewCRL(nil, 1)
+	der, err = r.pki.EtcdCA.NewCRL(nil, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.CRLSave(ctx, st.Fence, der); err != nil {
+	if err := store.CRLSave(ctx, r.lead.Fence, der); err != nil {
 		return nil, err
 	}
 	return der, nil
@@ -32,7 +58,7 @@ func (st *leaderState) currentCRL(ctx context.Context) ([]byte, error) {
 // revokeEtcdCert lists the etcd certificate of join in the revocation
 // list, with the earlier ones a renewal retired that have not expired yet,
 // fenced. Revoking a certificate twice changes nothing.
-func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) error {
+func (r *records) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) error {
 	if join == nil {
 		return nil
 	}
@@ -50,11 +76,11 @@ func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoi
 	if len(revoke) == 0 {
 		return nil
 	}
-	der, err := st.currentCRL(ctx)
+	der, err := r.currentCRL(ctx)
 	if err != nil {
 		return err
 	}
-	number, serials, err := pki.ParseCRL(der, st.pki.EtcdCA.Cert)
+	number, serials, err := pki.ParseCRL(der, r.pki.EtcdCA.Cert)
 	if err != nil {
 		return err
 	}
@@ -68,11 +94,11 @@ func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoi
 	if !added {
 		return nil
 	}
-	next, err := st.pki.EtcdCA.NewCRL(serials, number+1)
+	next, err := r.pki.EtcdCA.NewCRL(serials, number+1)
 	if err != nil {
 		return err
 	}
-	if err := store.CRLSave(ctx, st.Fence, next); err != nil {
+	if err := store.CRLSave(ctx, r.lead.Fence, next); err != nil {
 		return fmt.Errorf("revoke etcd certificate: %w", err)
 	}
 	return nil
@@ -81,15 +107,15 @@ func (st *leaderState) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoi
 // changeNode changes node id's record under muNodes: change is given a
 // copy of it and says whether it changed anything; if so the copy is
 // saved, fenced, with its Updated time. A node that is gone is left so.
-func (st *leaderState) changeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
-	st.muNodes.Lock()
-	defer st.muNodes.Unlock()
-	return st.changeNodeLocked(ctx, id, change)
+func (r *records) changeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
+	r.lead.muNodes.Lock()
+	defer r.lead.muNodes.Unlock()
+	return r.changeNodeLocked(ctx, id, change)
 }
 
 // changeNodeLocked is changeNode for a caller that holds muNodes.
-func (st *leaderState) changeNodeLocked(ctx context.Context, id string, change func(n *pb.Node) bool) error {
-	shared := st.reg.Node(id)
+func (r *records) changeNodeLocked(ctx context.Context, id string, change func(n *pb.Node) bool) error {
+	shared := r.reg.Node(id)
 	if shared == nil {
 		return nil
 	}
@@ -97,19 +123,28 @@ func (st *leaderState) changeNodeLocked(ctx context.Context, id string, change f
 	if !change(n) {
 		return nil
 	}
-	n.Updated = st.timestamp()
-	return store.NodeSave(ctx, st.Fence, n)
+	n.Updated = timestamppb.New(r.cfg.Now())
+	return store.NodeSave(ctx, r.lead.Fence, n)
+}
+
+// requestSwarmJoin sets the Swarm join request in node id's record, for
+// its agent to answer. Called with muNodes.
+func (r *records) requestSwarmJoin(ctx context.Context, id string) error {
+	return r.changeNodeLocked(ctx, id, func(n *pb.Node) bool {
+		n.SwarmJoinRequested = true
+		return true
+	})
 }
 
 // lockCaller locks the node records for a read-modify-write of the calling
 // node's own (unlock when done) and returns its ID and record, shared:
 // ErrNotFound, unlocked, for a node that has no record.
-func (st *leaderState) lockCaller(ctx context.Context) (id string, shared *pb.Node, unlock func(), err error) {
+func (r *records) lockCaller(ctx context.Context) (id string, shared *pb.Node, unlock func(), err error) {
 	id = identityFrom(ctx).nodeID
-	st.muNodes.Lock()
-	if shared = st.reg.Node(id); shared == nil {
-		st.muNodes.Unlock()
+	r.lead.muNodes.Lock()
+	if shared = r.reg.Node(id); shared == nil {
+		r.lead.muNodes.Unlock()
 		return id, nil, nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
-	return id, shared, st.muNodes.Unlock, nil
+	return id, shared, r.lead.muNodes.Unlock, nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/spec"
@@ -28,9 +30,23 @@ import (
 // mark (the demotion loop finishes), a role without a member (the sync
 // clears it).
 
+// roles is the consensus role of nodes as a leadership changes it:
+// promote, demote and remove, each etcd first and the role second, and
+// with the Swarm flavor on, the Swarm before etcd.
+type roles struct {
+	lead    *leadership
+	cfg     *Config
+	pki     *store.ClusterPKI
+	records *records
+	members *members
+	swarm   *swarmEngine
+	// resign gives the leadership up (a leader demoting its own node).
+	resign func()
+}
+
 // promote gives node n the consensus role: a learner first. Called with
 // muNodes held.
-func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
+func (ro *roles) promote(ctx context.Context, n *pb.Node) error {
 	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return nil // already promoted, or being promoted: the learner loop finishes
 	}
@@ -42,11 +58,11 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	case n.Status != pb.NodeStatus_NODE_STATUS_READY:
 		return fmt.Errorf("%w: node %s is not ready (%s): a node that does not answer cannot catch up with etcd; bring it back first", spec.ErrPrecondition, n.Id, spec.StatusWord(n.Status.String()))
 	}
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, ro.cfg.Etcd)
 	if err != nil {
 		return err
 	}
-	ms, err := st.observeMembership(ctx)
+	ms, err := ro.members.observe(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,14 +80,14 @@ func (st *leaderState) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
-	if err := st.swarmPromoteFirst(ctx, cs, n); err != nil {
+	if err := ro.swarm.promoteFirst(ctx, cs, n); err != nil {
 		return err
 	}
-	join, err := st.addConsensusMember(ctx, n.Id, pub, ip, port, spec.CertTTL(cs))
+	join, err := ro.addConsensusMember(ctx, n.Id, pub, ip, port, spec.CertTTL(cs))
 	if err != nil {
 		return err
 	}
-	return st.saveConsensusRole(ctx, n, join)
+	return ro.saveConsensusRole(ctx, n, join)
 }
 
 // demoteOutcome says how far a demotion got; its String is DemoteNode's
@@ -98,8 +114,8 @@ const (
 // demote takes the consensus role from node n, with the guards. A leader
 // demoting its own node marks it and resigns; the next leader finishes.
 // Called with muNodes held.
-func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) {
-	ms, err := st.observeMembership(ctx)
+func (ro *roles) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) {
+	ms, err := ro.members.observe(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -111,7 +127,7 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 		}
 		// An approved manager the manager-approvals loop has not promoted
 		// yet: the operator's word wins.
-		calledOff, err := store.PromotionDrop(ctx, st.Fence, n.Id)
+		calledOff, err := store.PromotionDrop(ctx, ro.lead.Fence, n.Id)
 		if err != nil {
 			return "", err
 		}
@@ -126,27 +142,27 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 		}
 	}
 	// With the Swarm flavor on, the Swarm manager goes first.
-	swarmManager, err := st.swarmManagerToDemote(ctx, n)
+	swarmManager, err := ro.swarm.managerToDemote(ctx, n)
 	if err != nil {
 		return "", err
 	}
 	if !n.Demoting {
 		n.Demoting = true
-		n.Updated = st.timestamp()
-		if err := store.NodeSave(ctx, st.Fence, n); err != nil {
+		n.Updated = timestamppb.New(ro.cfg.Now())
+		if err := store.NodeSave(ctx, ro.lead.Fence, n); err != nil {
 			return "", err
 		}
 	}
-	if n.Id == st.cfg.NodeID {
-		st.resign()
+	if n.Id == ro.cfg.NodeID {
+		ro.resign()
 		return handedOver, nil
 	}
-	if err := st.swarmDemoteFirst(ctx, swarmManager); errors.Is(err, errSwarm) {
+	if err := ro.swarm.demoteFirst(ctx, swarmManager); errors.Is(err, errSwarm) {
 		return leftToLoops, nil
 	} else if err != nil {
 		return "", err
 	}
-	if _, err := st.finishDemotion(ctx, ms, n); err != nil {
+	if _, err := ro.finishDemotion(ctx, ms, n); err != nil {
 		return "", err
 	}
 	return demoted, nil
@@ -156,116 +172,76 @@ func (st *leaderState) demote(ctx context.Context, n *pb.Node) (demoteOutcome, e
 // not this curator's node), which the caller has checked against the
 // quorum guard: etcd leadership off it, the member removed, then the role
 // and the mark cleared.
-func (st *leaderState) finishDemotion(ctx context.Context, ms *decide.Membership, n *pb.Node) (string, error) {
+func (ro *roles) finishDemotion(ctx context.Context, ms *decide.Membership, n *pb.Node) (string, error) {
 	msg := fmt.Sprintf("node %s demoted: its etcd member was gone already; consensus role cleared", n.Id)
 	if m, member := ms.MemberOf[n.Id]; member {
 		msg = fmt.Sprintf("node %s demoted: etcd member %x removed, consensus role cleared", n.Id, m.ID)
-		if err := st.removeFromEtcd(ctx, ms, m); err != nil {
+		if err := ro.members.remove(ctx, ms, m); err != nil {
 			return "", err
 		}
 		faultPoint(FaultDemoteAfterMemberRemove)
 	}
-	if err := st.clearConsensusRole(ctx, n); err != nil {
+	if err := ro.clearConsensusRole(ctx, n); err != nil {
 		return "", err
 	}
 	return msg, nil
 }
 
-// removeFromEtcd takes member m out of etcd, which the caller has checked
-// against the quorum guard: a voter hands etcd leadership on first.
-func (st *leaderState) removeFromEtcd(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
-	faultPause(FaultBeforeMemberRemove)
-	if !m.IsLearner {
-		if err := st.moveEtcdLeaderOff(ctx, ms, m); err != nil {
-			return err
-		}
-	}
-	if err := st.RemoveMember(ctx, m.ID); err != nil {
-		return err
-	}
-	// Its curator can no longer reach etcd to take its election key
-	// away, and the other candidates queue behind that key until its lease
-	// expires: take it away for it.
-	if id := ms.NodeOf[m.ID]; id != "" {
-		return store.ElectionKeysDrop(ctx, st.Fence, id)
-	}
-	return nil
-}
-
 // clearConsensusRole takes the consensus role, the join parameters and
 // the demotion mark from node n, whose etcd member is gone, and revokes its
 // etcd certificate.
-func (st *leaderState) clearConsensusRole(ctx context.Context, n *pb.Node) error {
+func (ro *roles) clearConsensusRole(ctx context.Context, n *pb.Node) error {
 	n = store.CloneNode(n)
-	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
+	if err := ro.records.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
 	n.Roles = withoutRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 	n.Consensus = nil
 	n.Demoting = false
-	n.Updated = st.timestamp()
-	return store.NodeSave(ctx, st.Fence, n)
+	n.Updated = timestamppb.New(ro.cfg.Now())
+	return store.NodeSave(ctx, ro.lead.Fence, n)
 }
 
 // grantConsensusRole gives node n, which is etcd member memberID already,
 // the consensus role with its join parameters.
-func (st *leaderState) grantConsensusRole(ctx context.Context, ms *decide.Membership, n *pb.Node, memberID uint64) error {
+func (ro *roles) grantConsensusRole(ctx context.Context, ms *decide.Membership, n *pb.Node, memberID uint64) error {
 	n = store.CloneNode(n)
-	join, err := st.consensusJoinFor(ctx, n, ms, memberID)
+	join, err := ro.consensusJoinFor(ctx, n, ms, memberID)
 	if err != nil {
 		return err
 	}
-	return st.saveConsensusRole(ctx, n, join)
+	return ro.saveConsensusRole(ctx, n, join)
 }
 
 // saveConsensusRole writes node n (a copy to change) with the consensus
 // role and the join parameters join.
-func (st *leaderState) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.ConsensusJoin) error {
+func (ro *roles) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.ConsensusJoin) error {
 	n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 	n.Consensus = join
-	n.Updated = st.timestamp()
-	return store.NodeSave(ctx, st.Fence, n)
-}
-
-// moveEtcdLeaderOff moves etcd leadership away from member m if it held
-// it when ms was observed, to the voter ms.LeadershipTarget names: one
-// etcd hears from now, never one that just died (a transfer to it would
-// wait out its whole bound, and the removal after it would leave a dead
-// voter in a quorum of two). With none, the change is refused at once.
-func (st *leaderState) moveEtcdLeaderOff(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
-	if ms.EtcdLeader == 0 {
-		return fmt.Errorf("%w: etcd leadership cannot be moved off node %s: %s; retry in a few seconds", spec.ErrPrecondition, ms.NodeOf[m.ID], ms.Hearing)
-	}
-	if ms.EtcdLeader != m.ID {
-		return nil
-	}
-	to, err := ms.LeadershipTarget(m)
-	if err != nil {
-		return err
-	}
-	return st.MoveLeader(ctx, to.ID, st.cfg.MoveLeaderTimeout)
+	n.Updated = timestamppb.New(ro.cfg.Now())
+	return store.NodeSave(ctx, ro.lead.Fence, n)
 }
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
 // needs to start etcd.
-func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
-	etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
+func (ro *roles) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
+	etcdCert, err := ro.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate: %w", err)
 	}
-	params, memberID, err := st.AddLearner(ctx, id, consensus.PeerURL(ip.String(), port))
+	params, memberID, err := ro.lead.AddLearner(ctx, id, consensus.PeerURL(ip.String(), port))
 	if err != nil {
 		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
 	}
 	faultPoint(FaultPromoteAfterMemberAdd)
-	crl, err := st.currentCRL(ctx)
+	crl, err := ro.records.currentCRL(ctx)
 	if err != nil {
 		return nil, err
 	}
 	join := &pb.ConsensusJoin{
 		MemberId:      memberID,
 		EtcdCert:      pki.EncodeCert(etcdCert),
-		EtcdCa:        pki.EncodeCert(st.pki.EtcdCA.Cert),
+		EtcdCa:        pki.EncodeCert(ro.pki.EtcdCA.Cert),
 		EtcdClusterId: params.ClusterID,
 		EtcdCrl:       crl,
 	}
@@ -278,7 +254,7 @@ func (st *leaderState) addConsensusMember(ctx context.Context, id string, pub an
 // consensusJoinFor builds the join parameters of node n, which is (or is
 // about to be) etcd member memberID: the peers, and an etcd certificate for
 // its key.
-func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *decide.Membership, memberID uint64) (*pb.ConsensusJoin, error) {
+func (ro *roles) consensusJoinFor(ctx context.Context, n *pb.Node, ms *decide.Membership, memberID uint64) (*pb.ConsensusJoin, error) {
 	pub, err := spec.ParsePublicKey(n.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Id, err)
@@ -287,21 +263,21 @@ func (st *leaderState) consensusJoinFor(ctx context.Context, n *pb.Node, ms *dec
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Id, err)
 	}
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, ro.cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
+	cert, err := ro.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: n.Id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate for %s: %w", n.Id, err)
 	}
-	crl, err := st.currentCRL(ctx)
+	crl, err := ro.records.currentCRL(ctx)
 	if err != nil {
 		return nil, err
 	}
-	join := &pb.ConsensusJoin{MemberId: memberID, EtcdCert: pki.EncodeCert(cert), EtcdCa: pki.EncodeCert(st.pki.EtcdCA.Cert), EtcdCrl: crl}
-	if eps := st.cfg.Etcd.Endpoints(); len(eps) > 0 {
-		if status, err := st.cfg.Etcd.Status(ctx, eps[0]); err == nil {
+	join := &pb.ConsensusJoin{MemberId: memberID, EtcdCert: pki.EncodeCert(cert), EtcdCa: pki.EncodeCert(ro.pki.EtcdCA.Cert), EtcdCrl: crl}
+	if eps := ro.cfg.Etcd.Endpoints(); len(eps) > 0 {
+		if status, err := ro.cfg.Etcd.Status(ctx, eps[0]); err == nil {
 			join.EtcdClusterId = status.Header.GetClusterId()
 		}
 	}
@@ -331,11 +307,11 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 // Down (removeSwarmNodeOf). The
 // curator leader's own node is refused: it is demoted first, and the next
 // leader removes it. Called with muNodes.
-func (st *leaderState) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) error {
-	if n.Id == st.cfg.NodeID {
+func (ro *roles) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) error {
+	if n.Id == ro.cfg.NodeID {
 		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
-	ms, err := st.observeMembership(ctx)
+	ms, err := ro.members.observe(ctx)
 	if err != nil {
 		return err
 	}
@@ -343,16 +319,16 @@ func (st *leaderState) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Ev
 		if err := ms.CheckRemoval(mem, n.Id); err != nil {
 			return err
 		}
-		if err := st.removeFromEtcd(ctx, ms, mem); err != nil {
+		if err := ro.members.remove(ctx, ms, mem); err != nil {
 			return err
 		}
 	}
-	if err := st.revokeEtcdCert(ctx, n.Consensus); err != nil {
+	if err := ro.records.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
-	if err := st.destroyNode(ctx, n.Id, evs...); err != nil {
+	if err := ro.records.destroyNode(ctx, n.Id, evs...); err != nil {
 		return err
 	}
-	st.removeSwarmNodeOf(ctx, n)
+	ro.swarm.removeNodeOf(ctx, n)
 	return nil
 }

@@ -21,14 +21,13 @@ import (
 // storageMigrations rewrite the records into each storage version above
 // 1, by version. There are none yet: version 1 is the layout of the first
 // releases, which a cluster made before storage versions holds already.
-var storageMigrations = map[uint32]func(ctx context.Context, l *leaderLoops) error{}
+var storageMigrations = map[uint32]func(ctx context.Context, l *upgradeLoop) error{}
 
 // migrateStorage raises the cluster's storage version by one, if it is
 // below this release's and every manager reads the next. acted says
 // whether it wrote.
-func (l *leaderLoops) migrateStorage(ctx context.Context) (res loopResult, acted bool, err error) {
-	st := l.leaderState
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+func (l *upgradeLoop) migrateStorage(ctx context.Context) (res loopResult, acted bool, err error) {
+	cs, err := store.ClusterLoad(ctx, l.cfg.Etcd)
 	if err != nil {
 		return loopResult{}, false, err
 	}
@@ -41,7 +40,7 @@ func (l *leaderLoops) migrateStorage(ctx context.Context) (res loopResult, acted
 		next = 1 // the layout it has: named, nothing to migrate
 	}
 	var managers []string
-	for _, n := range st.reg.Nodes() {
+	for _, n := range l.reg.Nodes() {
 		if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 			managers = append(managers, n.Version)
 		}
@@ -58,7 +57,7 @@ func (l *leaderLoops) migrateStorage(ctx context.Context) (res loopResult, acted
 	}
 	layout, _ := spec.StorageLayoutOf(next)
 	reason := fmt.Sprintf("the records are at storage version %d: %s", next, layout.What)
-	if _, err := store.ClusterStorageRaise(ctx, l.Fence, next, l.event("upgrade", "storage-version", "", reason)); err != nil {
+	if _, err := store.ClusterStorageRaise(ctx, l.fence, next, l.events.event("upgrade", "storage-version", "", reason)); err != nil {
 		return loopResult{}, false, err
 	}
 	return loopResult{action: "storage-version", reason: reason, recorded: true}, true, nil
