@@ -12,8 +12,8 @@ import (
 // observeMembership reads etcd's members and, from the registry view,
 // the nodes that matter to membership: those that hold, held or hand back
 // the consensus role, and those the members belong to. A fleet's workers
-// are not read at all. The members' nodes recorded ready that this
-// leadership has neither heard nor judged (shownStatus: unknown) are
+// are not read at all. The members' nodes this leadership does not vouch
+// for (decide.Vouched: recorded ready, neither heard nor judged) are
 // Unvouched: no removal counts on them. The voters etcd does not hear
 // from now (consensus.Hearer, each member asked within a bound) are
 // Unheard: no removal counts on them either, and none takes etcd
@@ -36,7 +36,7 @@ func (st *leaderState) observeMembership(ctx context.Context) (*decide.Membershi
 	for id := range ms.MemberOf {
 		if n := ms.ByID[id]; n != nil {
 			last, seen := st.hb.get(id)
-			if shownStatus(n, last, seen, st.since, st.cfg.NodeID) == pb.NodeStatus_NODE_STATUS_UNKNOWN {
+			if !decide.Vouched(n, last, seen, st.since, st.cfg.NodeID) {
 				ms.Unvouched[id] = true
 			}
 		}

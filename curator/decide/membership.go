@@ -122,12 +122,13 @@ func (ms *Membership) Member(id uint64) (member.Member, bool) {
 	return ms.Members[i], true
 }
 
-// Healthy says whether member m counts towards a healthy quorum: its node
-// is ready, or it is this curator's own node (which runs: it observed
-// this). The one definition of a healthy voter.
+// Healthy says whether member m counts towards a healthy quorum: it has a
+// node, and its node is Ready (its record says ready, or it is this
+// curator's own node, which runs: it observed this). The one definition
+// of a healthy voter.
 func (ms *Membership) Healthy(m member.Member) bool {
 	n := ms.NodeOfMember(m)
-	return n != nil && (n.Id == ms.Self || n.Status == pb.NodeStatus_NODE_STATUS_READY)
+	return n != nil && Ready(n, ms.Self)
 }
 
 // HealthyForRemoval is Healthy, but a voter this leadership has not
