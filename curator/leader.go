@@ -100,13 +100,6 @@ func (st *leaderState) event(loop, action, nodeID, reason string) *pb.Event {
 	return &pb.Event{Time: st.timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: st.cfg.NodeID, Term: st.Rev()}
 }
 
-// beatingNow says whether node id has sent a heartbeat to this leader
-// within two intervals.
-func (st *leaderState) beatingNow(id string) bool {
-	last, ok := st.hb.get(id)
-	return ok && st.cfg.Now().Sub(last) <= 2*st.cfg.HeartbeatInterval
-}
-
 // destroyNode deletes node id's record, fenced (with the events evs that
 // explain it), forgets its heartbeats and ends its streams.
 func (st *leaderState) destroyNode(ctx context.Context, id string, evs ...*pb.Event) error {

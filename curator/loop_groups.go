@@ -252,7 +252,7 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 				Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 				Leader:    n.Id == st.cfg.NodeID,
 			}
-			gn.HealthyVoter = member && !mem.IsLearner && ms.HealthyForRemoval(mem)
+			gn.HealthyVoter = ms.HealthyVoter(n.Id)
 			gn.SwarmIn = n.SwarmNodeId != ""
 			if sn, ok := st.swarmSeen.get(n.SwarmNodeId); ok && snap.Swarm {
 				gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.Manager, sn.Reachable(), sn.Leader

@@ -2,51 +2,76 @@ package curator
 
 import (
 	"context"
+	"time"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
-	"github.com/curatorproject/curator/curator/store"
-	pb "github.com/curatorproject/curator/proto"
 )
 
-// observeMembership reads etcd's members and, from the registry view,
-// the nodes that matter to membership: those that hold, held or hand back
-// the consensus role, and those the members belong to. A fleet's workers
-// are not read at all. The members' nodes this leadership does not vouch
-// for (decide.Vouched: recorded ready, neither heard nor judged) are
-// Unvouched: no removal counts on them. The voters etcd does not hear
-// from now (consensus.Hearer, each member asked within a bound) are
-// Unheard: no removal counts on them either, and none takes etcd
-// leadership.
+// observeMembership is the membership snapshot: what gatherMembership
+// reads, built by decide.BuildMembership, the one builder the decide
+// tables and the removal fuzz property use too. The members' nodes this
+// leadership does not vouch for (decide.Vouched) are Unvouched, and the
+// voters etcd does not hear from now are Unheard: no removal counts on
+// either, and no Unheard voter takes etcd leadership.
 func (st *leaderState) observeMembership(ctx context.Context) (*decide.Membership, error) {
-	members, err := consensus.Members(ctx, st.cfg.Etcd)
+	in, err := st.gatherMembership(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ms := decide.NewMembership(st.cfg.NodeID, members, registryMembers{st.reg}, st.beatingNow)
-	h := st.hearer.Hear(ctx, members)
-	ms.EtcdLeader, ms.Hearing = h.Leader, h.Why
-	ms.Unheard = map[string]bool{}
-	for _, m := range ms.Members {
-		if id := ms.NodeOf[m.ID]; id != "" && !m.IsLearner && !h.Heard[m.ID] {
-			ms.Unheard[id] = true
-		}
+	return decide.BuildMembership(in), nil
+}
+
+// gatherMembership is all the reading of a membership snapshot, and all
+// of its I/O: etcd's members; from the registry view, the nodes that
+// matter to membership (those that hold, held or hand back the consensus
+// role, and those the members belong to: a fleet's workers are not read
+// at all); who etcd hears from now (consensus.Hearer, each member asked
+// within a bound); and this leader's heartbeats of the members' nodes. The
+// registry is read right after the members, so that the two match; the
+// heartbeats and the time last, after the members' answers.
+func (st *leaderState) gatherMembership(ctx context.Context) (decide.MembershipInputs, error) {
+	members, err := consensus.Members(ctx, st.cfg.Etcd)
+	if err != nil {
+		return decide.MembershipInputs{}, err
 	}
-	ms.Unvouched = map[string]bool{}
-	for id := range ms.MemberOf {
-		if n := ms.ByID[id]; n != nil {
-			last, seen := st.hb.get(id)
-			if !decide.Vouched(n, last, seen, st.since, st.cfg.NodeID) {
-				ms.Unvouched[id] = true
+	in := decide.MembershipInputs{
+		Self: st.cfg.NodeID, Members: members, Nodes: st.reg.MembershipNodes(),
+		PeerNodes: map[string]string{}, Heartbeats: map[string]time.Time{},
+		HeartbeatInterval: st.cfg.HeartbeatInterval, LeaderSince: st.since,
+	}
+	have := make(map[string]bool, len(in.Nodes))
+	for _, n := range in.Nodes {
+		have[n.Id] = true
+	}
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		id := m.NodeID
+		if id == "" {
+			if id = st.reg.NodeByPeerURL(m.PeerURL); id != "" {
+				in.PeerNodes[m.PeerURL] = id
+			}
+		}
+		if id == "" {
+			continue
+		}
+		ids = append(ids, id)
+		if !have[id] {
+			if n := st.reg.Node(id); n != nil {
+				// A member whose node lacks the role: a promote cut
+				// short.
+				in.Nodes = append(in.Nodes, n)
+				have[id] = true
 			}
 		}
 	}
-	return ms, nil
+	h := st.hearer.Hear(ctx, members)
+	in.EtcdHeard, in.EtcdLeader, in.Hearing = h.Heard, h.Leader, h.Why
+	for _, id := range ids {
+		if last, ok := st.hb.get(id); ok {
+			in.Heartbeats[id] = last
+		}
+	}
+	in.Now = st.cfg.Now()
+	return in, nil
 }
-
-// registryMembers is the registry view as decide.NewMembership reads it.
-type registryMembers struct{ reg *store.Registry }
-
-func (r registryMembers) MembershipNodes() []*pb.Node   { return r.reg.MembershipNodes() }
-func (r registryMembers) Node(id string) *pb.Node       { return r.reg.Node(id) }
-func (r registryMembers) NodeByPeerURL(u string) string { return r.reg.NodeByPeerURL(u) }

@@ -9,22 +9,6 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// fuzzNodes are the nodes of a fuzzed membership.
-type fuzzNodes []*pb.Node
-
-func (f fuzzNodes) MembershipNodes() []*pb.Node { return f }
-
-func (f fuzzNodes) Node(id string) *pb.Node {
-	for _, n := range f {
-		if n.Id == id {
-			return n
-		}
-	}
-	return nil
-}
-
-func (f fuzzNodes) NodeByPeerURL(string) string { return "" }
-
 // fuzzBytes hands out the fuzzer's bytes one at a time, zero when spent.
 type fuzzBytes []byte
 
@@ -59,7 +43,7 @@ func FuzzGroupRemovalAgreesWithCheck(f *testing.F) {
 		learners := b.next(3)
 		self := b.next(voters)
 		var (
-			nodes    fuzzNodes
+			nodes    []*pb.Node
 			members  []member.Member
 			machines []GroupMachine
 		)
@@ -77,8 +61,15 @@ func FuzzGroupRemovalAgreesWithCheck(f *testing.F) {
 			}
 		}
 		selfID := fmt.Sprintf("n%d", self)
-		ms := NewMembership(selfID, members, nodes, nil)
-		q := ms.QuorumAfter(0, 0)
+		// Every voter vouched for (heard when this leadership began)
+		// and heard by etcd.
+		in := MembershipInputs{Self: selfID, Members: members, Nodes: nodes, Heartbeats: map[string]time.Time{},
+			HeartbeatInterval: time.Second, LeaderSince: now, Now: now, EtcdHeard: map[uint64]bool{}}
+		for _, m := range members {
+			in.Heartbeats[m.NodeID], in.EtcdHeard[m.ID] = now, !m.IsLearner
+		}
+		ms := BuildMembership(in)
+		q := ms.RemovalQuorum(0)
 		s := GroupSnapshot{
 			Name: "g", Size: b.next(voters + learners + 2), Destroying: b.next(8) == 0,
 			ReplaceAfter: time.Minute, JoinTimeout: time.Minute, Machines: machines,
@@ -94,7 +85,7 @@ func FuzzGroupRemovalAgreesWithCheck(f *testing.F) {
 			s.Nodes = append(s.Nodes, GroupNode{
 				ID: n.Id, InstanceID: n.InstanceId, Status: n.Status, Since: now.Add(-time.Duration(b.next(3)) * time.Hour),
 				Consensus: true, Learner: mem.IsLearner, Drained: n.Availability == pb.Availability_AVAILABILITY_DRAIN,
-				Leader: n.Id == selfID, HealthyVoter: !mem.IsLearner && ms.Healthy(mem),
+				Leader: n.Id == selfID, HealthyVoter: ms.HealthyVoter(n.Id),
 			})
 		}
 		a := Group(s)

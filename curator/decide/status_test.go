@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/consensus/member"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -58,5 +60,46 @@ func TestStatusPredicates(t *testing.T) {
 				t.Errorf("Ready = %v, want %v", got, tc.wantReady)
 			}
 		})
+	}
+}
+
+// TestBuildMembershipMarks: the builder marks, among the members' nodes,
+// the ones heard just now, the ones this leadership does not vouch for,
+// and the voters etcd does not hear, from its inputs alone; a node that
+// is no member's is marked nothing, and a learner is never unheard.
+func TestBuildMembershipMarks(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	since := now.Add(-time.Minute)
+	stale := func(n *pb.Node) { n.StatusChanged = timestamppb.New(since.Add(-time.Hour)) }
+	nodes := []*pb.Node{tnode("self", stale), tnode("heard", stale), tnode("judged", func(n *pb.Node) { n.StatusChanged = timestamppb.New(since) }),
+		tnode("stale", stale), tnode("deaf", stale), tnode("learner", stale), tnode("other", stale)}
+	members := []member.Member{tvoter(1, "self"), tvoter(2, "heard"), tvoter(3, "judged"), tvoter(4, "stale"), tvoter(5, "deaf"), tlearner(6, "learner", false)}
+	in := MembershipInputs{
+		Self: "self", Members: members, Nodes: nodes, HeartbeatInterval: time.Second, LeaderSince: since, Now: now,
+		PeerNodes:  map[string]string{members[5].PeerURL: "learner"},
+		Heartbeats: map[string]time.Time{"heard": now.Add(-time.Second), "judged": since.Add(-time.Second), "deaf": now, "other": now, "learner": now.Add(-2 * time.Second)},
+		EtcdHeard:  map[uint64]bool{1: true, 2: true, 3: true, 4: true},
+	}
+	ms := BuildMembership(in)
+	want := map[string]map[string]bool{
+		"heard":     {"heard": true, "deaf": true, "learner": true},
+		"unvouched": {"stale": true},
+		"unheard":   {"deaf": true},
+	}
+	got := map[string]map[string]bool{"heard": ms.Heard, "unvouched": ms.Unvouched, "unheard": ms.Unheard}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("marks (-want +got):\n%s", diff)
+	}
+	if ms.NodeOf[6] != "learner" {
+		t.Errorf("the unstarted learner is matched to node %q, want learner (by its peer URL)", ms.NodeOf[6])
+	}
+	var healthy []string
+	for _, m := range ms.Members {
+		if ms.HealthyVoter(ms.NodeOf[m.ID]) {
+			healthy = append(healthy, ms.NodeOf[m.ID])
+		}
+	}
+	if diff := cmp.Diff([]string{"self", "heard", "judged"}, healthy); diff != "" {
+		t.Errorf("voters a removal counts healthy (-want +got):\n%s", diff)
 	}
 }
