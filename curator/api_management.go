@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -104,35 +103,12 @@ func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 	return nv
 }
 
-// status is node n's status as a reply shows it (shownStatus).
+// status is node n's status as a reply shows it (decide.ShownStatus):
+// unknown for a record's "ready" this leadership has neither heard nor
+// judged.
 func (v *clusterView) status(n *pb.Node) pb.NodeStatus {
 	last, seen := v.st.hb.get(n.Id)
-	return shownStatus(n, last, seen, v.st.hb.leaderSince(), v.ms.Self)
-}
-
-// shownStatus is the status a reply shows for node n, last heard by this
-// leader at last (seen false if never), the leader of node self leading
-// since since. A node its record says is ready, that this leadership has
-// neither heard from nor judged (its status was written before it began:
-// by the previous leader, or before a forced new cluster or a restore),
-// shows unknown: after a failover the record may be long stale, and a dead
-// machine must not look ready for the seconds until the health loop
-// judges it. The leader's own node runs: it is shown as recorded.
-//
-// Since is the leadership's start, not the end of a doubt of the lease
-// guard: a doubt loses no heartbeat, and counting from its end would show
-// every node unknown for an interval after each one.
-func shownStatus(n *pb.Node, last time.Time, seen bool, since time.Time, self string) pb.NodeStatus {
-	if n.Id == self || n.State != pb.NodeState_NODE_STATE_UP || n.Status != pb.NodeStatus_NODE_STATUS_READY {
-		return n.Status
-	}
-	if seen && !last.Before(since) {
-		return n.Status // heard by this leader
-	}
-	if n.StatusChanged != nil && !n.StatusChanged.AsTime().Before(since) {
-		return n.Status // judged by this leader
-	}
-	return pb.NodeStatus_NODE_STATUS_UNKNOWN
+	return decide.ShownStatus(n, last, seen, v.st.hb.leaderSince(), v.ms.Self)
 }
 
 // Pages of ListNodes.

@@ -3,47 +3,9 @@ package curator
 import (
 	"context"
 	"testing"
-	"time"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/curatorproject/curator/proto"
 )
-
-// TestShownStatus: a node recorded ready that this leadership has neither
-// heard nor judged shows unknown; heard or judged since the leadership
-// began, or not ready, or the leader's own, it shows as recorded.
-func TestShownStatus(t *testing.T) {
-	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	before, after := since.Add(-time.Minute), since.Add(time.Second)
-	node := func(id string, state pb.NodeState, status pb.NodeStatus, changed time.Time) *pb.Node {
-		return &pb.Node{Id: id, State: state, Status: status, StatusChanged: timestamppb.New(changed)}
-	}
-	up, ready, down := pb.NodeState_NODE_STATE_UP, pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN
-	unknown := pb.NodeStatus_NODE_STATUS_UNKNOWN
-	for _, tc := range []struct {
-		name string
-		n    *pb.Node
-		last time.Time
-		seen bool
-		want pb.NodeStatus
-	}{
-		{"ready by the previous leader, never heard: unknown", node("a", up, ready, before), time.Time{}, false, unknown},
-		{"heard only by the previous leader: unknown", node("a", up, ready, before), before, true, unknown},
-		{"heard by this leader", node("a", up, ready, before), after, true, ready},
-		{"judged ready by this leader", node("a", up, ready, after), time.Time{}, false, ready},
-		{"down stays down", node("a", up, down, before), time.Time{}, false, down},
-		{"the leader's own node", node("self", up, ready, before), time.Time{}, false, ready},
-		{"pending approval: as recorded", node("a", pb.NodeState_NODE_STATE_PENDING, ready, before), time.Time{}, false, ready},
-		{"no status change time: unknown", &pb.Node{Id: "a", State: up, Status: ready}, time.Time{}, false, unknown},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := shownStatus(tc.n, tc.last, tc.seen, since, "self"); got != tc.want {
-				t.Errorf("shownStatus = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 // TestUnheardNodeShowsUnknown: after a change of leadership, a node the
 // previous leader recorded ready shows unknown in ListNodes and in a

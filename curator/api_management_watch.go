@@ -34,7 +34,7 @@ const nodeWatchResync = time.Second
 type sentNode struct {
 	rec *pb.Node
 	ms  pb.ManagerStatus
-	// status is the status shown (shownStatus): a node unknown to a new
+	// status is the status shown (decide.ShownStatus): a node unknown to a new
 	// leader turns ready with its first heartbeat, which no record change
 	// reports.
 	status pb.NodeStatus

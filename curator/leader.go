@@ -178,13 +178,6 @@ func (h *heartbeats) read(f func(last func(id string) (time.Time, bool))) {
 	})
 }
 
-// beatingNow says whether node id has sent a heartbeat to this leader
-// within two intervals.
-func (h *heartbeats) beatingNow(id string) bool {
-	last, ok := h.get(id)
-	return ok && h.cfg.Now().Sub(last) <= 2*h.cfg.HeartbeatInterval
-}
-
 // leaderSince is when this leadership began: a node heard or judged
 // before then is vouched for by no one here (shownStatus).
 func (h *heartbeats) leaderSince() time.Time { return h.since }

@@ -238,7 +238,7 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 			Drained:   n.Availability == pb.Availability_AVAILABILITY_DRAIN,
 			Leader:    n.Id == l.cfg.NodeID,
 		}
-		gn.HealthyVoter = member && !mem.IsLearner && ms.HealthyForRemoval(mem)
+		gn.HealthyVoter = ms.HealthyVoter(n.Id)
 		gn.SwarmIn = n.SwarmNodeId != ""
 		if sn, ok := l.swarm.seen.get(n.SwarmNodeId); ok && snap.Swarm {
 			gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.Manager, sn.Reachable(), sn.Leader

@@ -59,7 +59,7 @@ func swarmSnapshotOf(self string, nodes []*pb.Node, seen []decide.SwarmNode, max
 			ID:            n.Id,
 			Consensus:     spec.HasRole(n, pb.Role_ROLE_CONSENSUS),
 			Demoting:      n.Demoting,
-			Ready:         n.Status == pb.NodeStatus_NODE_STATUS_READY || n.Id == self,
+			Ready:         decide.Ready(n, self),
 			Refused:       n.Refused != "",
 			SwarmID:       n.SwarmNodeId,
 			JoinRequested: n.SwarmJoinRequested,

@@ -3,12 +3,12 @@ package curator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
-	pb "github.com/curatorproject/curator/proto"
 )
 
 // members is etcd's membership as a leadership sees and changes it: the
@@ -45,47 +45,73 @@ func (mb *members) observeLocked(ctx context.Context) (*decide.Membership, error
 	return mb.observe(ctx)
 }
 
-// observe reads etcd's members and, from the registry view,
-// the nodes that matter to membership: those that hold, held or hand back
-// the consensus role, and those the members belong to. A fleet's workers
-// are not read at all. The members' nodes recorded ready that this
-// leadership has neither heard nor judged (shownStatus: unknown) are
-// Unvouched: no removal counts on them. The voters etcd does not hear
-// from now (consensus.Hearer, each member asked within a bound) are
-// Unheard: no removal counts on them either, and none takes etcd
-// leadership.
+// observe is the membership snapshot: what gather
+// reads, built by decide.BuildMembership, the one builder the decide
+// tables and the removal fuzz property use too. The members' nodes this
+// leadership does not vouch for (decide.Vouched) are Unvouched, and the
+// voters etcd does not hear from now are Unheard: no removal counts on
+// either, and no Unheard voter takes etcd leadership.
 func (mb *members) observe(ctx context.Context) (*decide.Membership, error) {
-	list, err := consensus.Members(ctx, mb.cfg.Etcd)
+	in, err := mb.gather(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ms := decide.NewMembership(mb.cfg.NodeID, list, registryMembers{mb.reg}, mb.hb.beatingNow)
-	h := mb.hearer.Hear(ctx, list)
-	ms.EtcdLeader, ms.Hearing = h.Leader, h.Why
-	ms.Unheard = map[string]bool{}
-	for _, m := range ms.Members {
-		if id := ms.NodeOf[m.ID]; id != "" && !m.IsLearner && !h.Heard[m.ID] {
-			ms.Unheard[id] = true
-		}
+	return decide.BuildMembership(in), nil
+}
+
+// gather is all the reading of a membership snapshot, and all
+// of its I/O: etcd's members; from the registry view, the nodes that
+// matter to membership (those that hold, held or hand back the consensus
+// role, and those the members belong to: a fleet's workers are not read
+// at all); who etcd hears from now (consensus.Hearer, each member asked
+// within a bound); and this leader's heartbeats of the members' nodes. The
+// registry is read right after the members, so that the two match; the
+// heartbeats and the time last, after the members' answers.
+func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) {
+	list, err := consensus.Members(ctx, mb.cfg.Etcd)
+	if err != nil {
+		return decide.MembershipInputs{}, err
 	}
-	ms.Unvouched = map[string]bool{}
-	for id := range ms.MemberOf {
-		if n := ms.ByID[id]; n != nil {
-			last, seen := mb.hb.get(id)
-			if shownStatus(n, last, seen, mb.hb.leaderSince(), mb.cfg.NodeID) == pb.NodeStatus_NODE_STATUS_UNKNOWN {
-				ms.Unvouched[id] = true
+	in := decide.MembershipInputs{
+		Self: mb.cfg.NodeID, Members: list, Nodes: mb.reg.MembershipNodes(),
+		PeerNodes: map[string]string{}, Heartbeats: map[string]time.Time{},
+		HeartbeatInterval: mb.cfg.HeartbeatInterval, LeaderSince: mb.hb.leaderSince(),
+	}
+	have := make(map[string]bool, len(in.Nodes))
+	for _, n := range in.Nodes {
+		have[n.Id] = true
+	}
+	ids := make([]string, 0, len(list))
+	for _, m := range list {
+		id := m.NodeID
+		if id == "" {
+			if id = mb.reg.NodeByPeerURL(m.PeerURL); id != "" {
+				in.PeerNodes[m.PeerURL] = id
+			}
+		}
+		if id == "" {
+			continue
+		}
+		ids = append(ids, id)
+		if !have[id] {
+			if n := mb.reg.Node(id); n != nil {
+				// A member whose node lacks the role: a promote cut
+				// short.
+				in.Nodes = append(in.Nodes, n)
+				have[id] = true
 			}
 		}
 	}
-	return ms, nil
+	h := mb.hearer.Hear(ctx, list)
+	in.EtcdHeard, in.EtcdLeader, in.Hearing = h.Heard, h.Leader, h.Why
+	for _, id := range ids {
+		if last, ok := mb.hb.get(id); ok {
+			in.Heartbeats[id] = last
+		}
+	}
+	in.Now = mb.cfg.Now()
+	return in, nil
 }
-
-// registryMembers is the registry view as decide.NewMembership reads it.
-type registryMembers struct{ reg *store.Registry }
-
-func (r registryMembers) MembershipNodes() []*pb.Node   { return r.reg.MembershipNodes() }
-func (r registryMembers) Node(id string) *pb.Node       { return r.reg.Node(id) }
-func (r registryMembers) NodeByPeerURL(u string) string { return r.reg.NodeByPeerURL(u) }
 
 // remove takes member m out of etcd, which the caller has checked
 // against the quorum guard: a voter hands etcd leadership on first.

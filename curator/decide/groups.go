@@ -141,7 +141,7 @@ type GroupNode struct {
 	// Leader: the node is the curator leader's own.
 	Leader bool
 	// HealthyVoter: the membership counts the node's etcd member a
-	// healthy voter (Membership.Healthy: the one definition). The quorum
+	// healthy voter for a removal (Membership.HealthyVoter). The quorum
 	// arithmetic of a removal reads it, never Status, so that the group
 	// loop and the removal check cannot disagree (a leader's own node is
 	// a healthy voter whatever its record still says).

@@ -8,26 +8,6 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// HealthStatus is the health rule. A node is ready while
-// its last heartbeat is younger than downAfter, and down once it is older.
-// A node this leader has not heard from since it took over (or came back
-// from doubt) is judged on its own silence: down once it has been silent
-// for downAfter from that moment (graceFrom). Health holds the downs
-// back while streams are still moving to a new leader.
-func HealthStatus(cur pb.NodeStatus, last time.Time, seen bool, graceFrom, now time.Time, downAfter time.Duration) pb.NodeStatus {
-	if seen && now.Sub(last) < downAfter {
-		return pb.NodeStatus_NODE_STATUS_READY
-	}
-	if seen && last.After(graceFrom) {
-		// Heard by this leader, then silent.
-		return pb.NodeStatus_NODE_STATUS_DOWN
-	}
-	if now.Sub(graceFrom) >= downAfter {
-		return pb.NodeStatus_NODE_STATUS_DOWN
-	}
-	return cur
-}
-
 // HealthNode is a node as the health loop sees it.
 type HealthNode struct {
 	ID     string
@@ -123,7 +103,7 @@ func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Durat
 		if n.Seen && now.Sub(n.Last) < downAfter {
 			d.Heard++
 		}
-		if n.Seen && !n.Last.Before(leaderSince) {
+		if HeardSince(n.Last, n.Seen, leaderSince) {
 			d.Arrived++
 		}
 	}
@@ -165,7 +145,7 @@ func Health(nodes []HealthNode, leaderSince, now time.Time, downAfter time.Durat
 				reason = fmt.Sprintf("node %s sent no heartbeat since %s (limit %s)", n.ID, n.Last.Format(time.RFC3339Nano), downAfter)
 			}
 		}
-		own := want == pb.NodeStatus_NODE_STATUS_DOWN && n.Seen && !n.Last.Before(leaderSince)
+		own := want == pb.NodeStatus_NODE_STATUS_DOWN && HeardSince(n.Last, n.Seen, leaderSince)
 		d.Changes = append(d.Changes, HealthAction{NodeID: n.ID, To: want, Reason: reason, OwnSilence: own})
 	}
 	if downs == 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/curatorproject/curator/consensus/member"
 	"github.com/curatorproject/curator/curator/spec"
@@ -18,8 +19,9 @@ import (
 // place that matches members to nodes, says which voter is healthy, and
 // counts a quorum (QuorumAfter).
 //
-// It is plain data: the decide functions that read it are pure, and their
-// tests build one with NewMembership.
+// It is plain data, built by one pure function (BuildMembership) from what
+// the runtime gathered: the loops, the replies, the decide tables and the
+// removal fuzz property all build theirs with it.
 type Membership struct {
 	// Self is the node of the curator that observed it.
 	Self string
@@ -34,12 +36,13 @@ type Membership struct {
 	// NodeOf maps member IDs to node IDs ("" when none matches).
 	NodeOf map[uint64]string
 	// Heard holds the members' nodes (voters' and learners') that sent
-	// this leader a heartbeat just now (leaderState.beatingNow).
+	// this leader a heartbeat just now: within two heartbeat intervals.
 	Heard map[string]bool
-	// Unvouched holds the members' nodes that their records call ready
-	// but that this leadership has neither heard from nor judged yet (the
-	// status is the previous leader's, or from before a restore): they
-	// count as healthy for what a reply shows, never for a removal
+	// Unvouched holds the members' nodes this leadership does not vouch
+	// for (Vouched): their records call them ready, but it has neither
+	// heard from nor judged them yet (the status is the previous
+	// leader's, or from before a restore), or they were never judged.
+	// They count as healthy for what a reply shows, never for a removal
 	// (RemovalQuorum). A leader that took over a moment ago does not take
 	// a dead voter's stale "ready" for a live one.
 	Unvouched map[string]bool
@@ -57,54 +60,77 @@ type Membership struct {
 	Hearing    string
 }
 
-// MemberNodes is where NewMembership finds nodes: the registry view, or a
-// test's list.
-type MemberNodes interface {
-	// MembershipNodes returns the nodes that hold, held or hand back the
-	// consensus role.
-	MembershipNodes() []*pb.Node
-	// Node returns node id or nil.
-	Node(id string) *pb.Node
-	// NodeByPeerURL returns the ID of the node whose etcd peer URL is u,
-	// or "".
-	NodeByPeerURL(u string) string
+// MembershipInputs is what a membership snapshot is built from: plain
+// values the runtime gathered (curator/membership_observe.go: etcd's
+// members and who etcd hears, the registry's nodes, this leader's
+// heartbeats) or a test wrote. BuildMembership reads nothing else.
+type MembershipInputs struct {
+	// Self is the node of the curator that observes.
+	Self string
+	// Members are etcd's members.
+	Members []member.Member
+	// Nodes are the nodes that hold, held or hand back the consensus
+	// role, and the nodes of members that lack it (a promote cut short).
+	// They are the registry view's, shared: never changed.
+	Nodes []*pb.Node
+	// PeerNodes maps the peer URL of a member whose etcd has not started
+	// (it has no name yet) to the ID of the node it was added for.
+	PeerNodes map[string]string
+	// Heartbeats holds when this leader last heard each member's node; a
+	// node absent never sent it one.
+	Heartbeats map[string]time.Time
+	// HeartbeatInterval is the agents' interval: a node heard within two
+	// of Now is heard just now (Membership.Heard).
+	HeartbeatInterval time.Duration
+	// LeaderSince is when this leadership began (not the end of a doubt:
+	// see ShownStatus); Now is the time of the observation.
+	LeaderSince, Now time.Time
+	// EtcdHeard holds the voters etcd hears from now (consensus.Hearing);
+	// a voter absent is unheard. EtcdLeader is the member that answered
+	// as etcd's leader (0: none did), and Hearing says why none did.
+	EtcdHeard  map[uint64]bool
+	EtcdLeader uint64
+	Hearing    string
 }
 
-// NewMembership matches etcd's members to nodes. A member that has started
-// carries its node's ID as its name; a learner that has not started yet is
-// matched by the peer URL it was added with. heard says whether a node was
-// heard from just now.
-func NewMembership(self string, members []member.Member, nodes MemberNodes, heard func(id string) bool) *Membership {
-	ms := &Membership{Self: self, Nodes: slices.Clone(nodes.MembershipNodes()), Members: slices.Clone(members),
-		MemberOf: map[string]member.Member{}, NodeOf: map[uint64]string{}, Heard: map[string]bool{}}
+// BuildMembership is the membership snapshot of in, with no I/O. It
+// matches etcd's members to nodes (a member that has started carries its
+// node's ID as its name; one that has not is matched by the peer URL it
+// was added with), and marks, among the members' nodes, those heard just
+// now (Heard), those this leadership does not vouch for (Unvouched, by
+// Vouched) and the voters etcd does not hear (Unheard). It changes none
+// of in.
+func BuildMembership(in MembershipInputs) *Membership {
+	ms := &Membership{Self: in.Self, Nodes: slices.Clone(in.Nodes), Members: slices.Clone(in.Members),
+		MemberOf: map[string]member.Member{}, NodeOf: map[uint64]string{}, Heard: map[string]bool{},
+		Unvouched: map[string]bool{}, Unheard: map[string]bool{}, EtcdLeader: in.EtcdLeader, Hearing: in.Hearing}
 	ms.ByID = make(map[string]*pb.Node, len(ms.Nodes))
 	for _, n := range ms.Nodes {
 		ms.ByID[n.Id] = n
 	}
+	slices.SortFunc(ms.Nodes, func(a, b *pb.Node) int { return cmp.Compare(a.Id, b.Id) })
 	slices.SortFunc(ms.Members, func(a, b member.Member) int { return cmp.Compare(a.ID, b.ID) })
 	for _, m := range ms.Members {
 		id := m.NodeID
 		if id == "" {
-			id = nodes.NodeByPeerURL(m.PeerURL)
+			id = in.PeerNodes[m.PeerURL]
 		}
 		ms.NodeOf[m.ID] = id
 		if id == "" {
 			continue
 		}
 		ms.MemberOf[id] = m
-		if _, ok := ms.ByID[id]; !ok {
-			if n := nodes.Node(id); n != nil {
-				// A member whose node lacks the role: a promote cut
-				// short.
-				ms.ByID[id] = n
-				ms.Nodes = append(ms.Nodes, n)
-			}
-		}
-		if heard != nil && heard(id) {
+		last, seen := in.Heartbeats[id]
+		if seen && in.Now.Sub(last) <= 2*in.HeartbeatInterval {
 			ms.Heard[id] = true
 		}
+		if !m.IsLearner && !in.EtcdHeard[m.ID] {
+			ms.Unheard[id] = true
+		}
+		if n := ms.ByID[id]; n != nil && !Vouched(n, last, seen, in.LeaderSince, in.Self) {
+			ms.Unvouched[id] = true
+		}
 	}
-	slices.SortFunc(ms.Nodes, func(a, b *pb.Node) int { return cmp.Compare(a.Id, b.Id) })
 	return ms
 }
 
@@ -122,12 +148,13 @@ func (ms *Membership) Member(id uint64) (member.Member, bool) {
 	return ms.Members[i], true
 }
 
-// Healthy says whether member m counts towards a healthy quorum: its node
-// is ready, or it is this curator's own node (which runs: it observed
-// this). The one definition of a healthy voter.
+// Healthy says whether member m counts towards a healthy quorum: it has a
+// node, and its node is Ready (its record says ready, or it is this
+// curator's own node, which runs: it observed this). The one definition
+// of a healthy voter.
 func (ms *Membership) Healthy(m member.Member) bool {
 	n := ms.NodeOfMember(m)
-	return n != nil && (n.Id == ms.Self || n.Status == pb.NodeStatus_NODE_STATUS_READY)
+	return n != nil && Ready(n, ms.Self)
 }
 
 // HealthyForRemoval is Healthy, but a voter this leadership has not
@@ -139,6 +166,14 @@ func (ms *Membership) Healthy(m member.Member) bool {
 func (ms *Membership) HealthyForRemoval(m member.Member) bool {
 	id := ms.NodeOf[m.ID]
 	return ms.Healthy(m) && !ms.Unvouched[id] && !ms.Unheard[id]
+}
+
+// HealthyVoter says whether the member of node id is a voter a removal
+// may count as healthy (HealthyForRemoval): what the group loop's
+// snapshot carries for each node (GroupNode.HealthyVoter).
+func (ms *Membership) HealthyVoter(id string) bool {
+	m, ok := ms.MemberOf[id]
+	return ok && !m.IsLearner && ms.HealthyForRemoval(m)
 }
 
 // LeadershipTarget is the voter that takes etcd leadership from voter m,

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/consensus/member"
@@ -18,8 +20,8 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// testNodes is a list of nodes as newMembership reads them, in place of the
-// registry view.
+// testNodes is a list of nodes as the runtime's gather reads the registry
+// view (curator/membership_observe.go), in place of it.
 type testNodes []*pb.Node
 
 func (t testNodes) MembershipNodes() []*pb.Node {
@@ -94,20 +96,57 @@ func tlearner(id uint64, node string, started bool) member.Member {
 // snapshot is the membership curator self observes; heard are the nodes it
 // heard from just now.
 func snapshot(self string, nodes []*pb.Node, members []member.Member, heard ...string) *Membership {
-	return NewMembership(self, members, testNodes(nodes), func(id string) bool { return slices.Contains(heard, id) })
+	return BuildMembership(gather(self, nodes, members, heard...))
 }
 
-func TestNewMembershipMatchesAndKeepsItsInput(t *testing.T) {
+// gather is what the runtime's gather (curator/membership_observe.go)
+// would read of nodes and members for curator self: the nodes that matter
+// to membership and the members' nodes, matched as the registry matches
+// them; heard are the nodes heard just now, every other member's node was
+// heard when the leadership began (vouched for, not heard now); etcd
+// hears every voter.
+func gather(self string, nodes testNodes, members []member.Member, heard ...string) MembershipInputs {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	in := MembershipInputs{Self: self, Members: members, Nodes: nodes.MembershipNodes(), PeerNodes: map[string]string{},
+		Heartbeats: map[string]time.Time{}, HeartbeatInterval: time.Second, LeaderSince: now.Add(-time.Minute), Now: now,
+		EtcdHeard: map[uint64]bool{}}
+	for _, m := range members {
+		id := m.NodeID
+		if id == "" {
+			if id = nodes.NodeByPeerURL(m.PeerURL); id != "" {
+				in.PeerNodes[m.PeerURL] = id
+			}
+		}
+		if !m.IsLearner {
+			in.EtcdHeard[m.ID] = true
+		}
+		if id == "" {
+			continue
+		}
+		in.Heartbeats[id] = in.LeaderSince
+		if !slices.ContainsFunc(in.Nodes, func(n *pb.Node) bool { return n.Id == id }) {
+			if n := nodes.Node(id); n != nil {
+				in.Nodes = append(in.Nodes, n)
+			}
+		}
+	}
+	for _, id := range heard {
+		in.Heartbeats[id] = now
+	}
+	return in
+}
+
+func TestBuildMembershipMatchesAndKeepsItsInput(t *testing.T) {
 	nodes := []*pb.Node{tnode("c"), tnode("b", noRole), tnode("a"), tnode("w", func(n *pb.Node) { n.Roles = nil })}
 	members := []member.Member{tvoter(3, "c"), tlearner(2, "b", false), tvoter(1, "a"), tvoter(9, "")}
 	nodesBefore := slices.Clone(nodes)
 	membersBefore := slices.Clone(members)
 	ms := snapshot("a", nodes, members, "c")
 	if diff := cmp.Diff(nodesBefore, nodes, protocmp.Transform()); diff != "" {
-		t.Errorf("newMembership changed its nodes (-before +after):\n%s", diff)
+		t.Errorf("BuildMembership changed its nodes (-before +after):\n%s", diff)
 	}
 	if diff := cmp.Diff(membersBefore, members); diff != "" {
-		t.Errorf("newMembership changed its members (-before +after):\n%s", diff)
+		t.Errorf("BuildMembership changed its members (-before +after):\n%s", diff)
 	}
 	var ids []string
 	for _, n := range ms.Nodes {
@@ -208,11 +247,19 @@ func cloneNodes(nodes []*pb.Node) []*pb.Node {
 func TestRemovalCountsOnlyVouchedVoters(t *testing.T) {
 	nodes := []*pb.Node{tnode("a"), tnode("b"), tnode("c")}
 	members := []member.Member{tvoter(1, "a"), tvoter(2, "b"), tvoter(3, "c")}
-	ms := snapshot("a", nodes, members, "b", "c")
+	in := gather("a", nodes, members, "b", "c")
+	ms := BuildMembership(in)
 	if err := ms.CheckRemoval(members[2], "c"); err != nil {
 		t.Fatalf("every voter vouched for: removing c refused: %v", err)
 	}
-	ms.Unvouched = map[string]bool{"b": true}
+	// b was heard by the previous leader only, which also judged it.
+	in.Heartbeats["b"] = in.LeaderSince.Add(-time.Second)
+	nodes[1] = tnode("b", func(n *pb.Node) { n.StatusChanged = timestamppb.New(in.LeaderSince.Add(-time.Minute)) })
+	in.Nodes = testNodes(nodes).MembershipNodes()
+	ms = BuildMembership(in)
+	if diff := cmp.Diff(map[string]bool{"b": true}, ms.Unvouched); diff != "" {
+		t.Fatalf("unvouched (-want +got):\n%s", diff)
+	}
 	if err := ms.CheckRemoval(members[2], "c"); err == nil {
 		t.Error("removing c, leaving the leader and b that it has not heard yet: allowed")
 	}
@@ -258,11 +305,13 @@ func TestUnheardVotersCountForNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ms := snapshot(tt.self, nodes, tt.members)
-			ms.Unheard = map[string]bool{}
-			for _, id := range tt.unheard {
-				ms.Unheard[id] = true
+			in := gather(tt.self, nodes, tt.members)
+			for _, m := range tt.members {
+				if slices.Contains(tt.unheard, m.NodeID) {
+					delete(in.EtcdHeard, m.ID)
+				}
 			}
+			ms := BuildMembership(in)
 			off, _ := ms.Member(tt.off)
 			to, err := ms.LeadershipTarget(off)
 			switch {
