@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -105,7 +106,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
 		return nil, err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
 		return nil, err
 	}
 	if err := saveManagers(dir, reg.Managers); err != nil {

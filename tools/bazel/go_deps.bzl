@@ -214,6 +214,15 @@ def go_dependencies():
         version = "v0.7.0",
     )
     go_repository(
+        name = "com_github_google_renameio_v2",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/google/renameio/v2",
+        sum = "h1:qKZs+tfn+arruZZhQ7TKC/ergJunuJicWS6gLDt/dGw=",
+        version = "v2.0.2",
+    )
+
+    go_repository(
         name = "com_github_google_uuid",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
