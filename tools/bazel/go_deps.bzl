@@ -190,6 +190,15 @@ def go_dependencies():
         version = "v1.2.2",
     )
     go_repository(
+        name = "com_github_gofrs_flock",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/gofrs/flock",
+        sum = "h1:9o62TArG4T0f8L46kSf8sLtNUGvJEfiCK9md7/ilko0=",
+        version = "v0.13.2",
+    )
+
+    go_repository(
         name = "com_github_golang_jwt_jwt_v5",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
