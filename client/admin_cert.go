@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -58,7 +59,7 @@ func (c *Client) RenewAdminCert(ctx context.Context, cfg *Config, configPath str
 	if err := pki.Verify(cert, cred.ca); err != nil {
 		return nil, fmt.Errorf("renew admin certificate: %w: keeping %s", err, cred.certPath)
 	}
-	if err := pki.WriteFileAtomic(cred.certPath, pki.EncodeCert(cert), 0o644); err != nil {
+	if err := atomicfile.Write(cred.certPath, pki.EncodeCert(cert), 0o644); err != nil {
 		return nil, fmt.Errorf("renew admin certificate: %w", err)
 	}
 	return cert, nil

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/internal/atomicfile"
 )
 
 // CacheSuffix is appended to a config file's path to name its manager cache:
@@ -54,5 +54,5 @@ func writeCache(path, clusterID string, managers []string, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	return pki.WriteFileAtomic(path, append(data, '\n'), 0o600)
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/internal/backoff"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/transport"
 )
@@ -287,7 +288,7 @@ func (c *Client) manage(ctx context.Context, timeout time.Duration, fn func(cont
 func (c *Client) call(ctx context.Context, timeout time.Duration, fn func(context.Context, pb.ManagementClient) error) (string, error) {
 	failed := map[string]error{} // the last error of each manager tried
 	var order []string           // of first failure, for the message
-	pause := c.o.roundPause
+	pauses := backoff.Policy{Initial: c.o.roundPause, Factor: 2, Max: max(maxWaitPause, c.o.roundPause)}
 	started := time.Now()
 	for round := 0; ; round++ {
 		if round >= c.o.rounds {
@@ -303,9 +304,8 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, fn func(contex
 			select {
 			case <-ctx.Done():
 				return "", c.giveUp(ctx.Err(), order, failed)
-			case <-time.After(pause):
+			case <-time.After(pauses.Wait(round - 1)):
 			}
-			pause = min(2*pause, max(maxWaitPause, c.o.roundPause))
 		}
 		for _, addr := range c.Managers() {
 			if ctx.Err() != nil {

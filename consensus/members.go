@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/curatorproject/curator/consensus/member"
+	"github.com/curatorproject/curator/internal/backoff"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -144,19 +145,19 @@ func RemoveMember(ctx context.Context, cli *clientv3.Client, memberID uint64) er
 //
 // If ctx ends first, the error says what etcd last answered.
 func retryReconfig(ctx context.Context, change func() error) error {
-	const maxWait = 2 * time.Second
-	wait := 100 * time.Millisecond
-	for {
+	for n := 0; ; n++ {
 		err := change()
 		if err == nil || !(errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrUnhealthy)) {
 			return err
 		}
-		if serr := supervisor.Sleep(ctx, wait); serr != nil {
+		if serr := supervisor.Sleep(ctx, reconfigBackoff.Wait(n)); serr != nil {
 			return fmt.Errorf("%w (gave up: %w)", err, serr)
 		}
-		wait = min(2*wait, maxWait)
 	}
 }
+
+// reconfigBackoff is retryReconfig's wait between refusals.
+var reconfigBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Factor: 2, Max: 2 * time.Second}
 
 // statusTimeout bounds each endpoint's Status call in Leader, so that one
 // dead member does not use up the caller's whole deadline.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/internal/atomicfile"
 )
 
 // Certificate rotation. etcd reads its certificate and key files again on
@@ -79,7 +79,7 @@ func (s *Service) RotateCert(certPEM []byte) error {
 	// Before the first Run there is no file yet: Run writes it from
 	// certPEM.
 	if _, err := os.Stat(filepath.Dir(path)); err == nil {
-		if err := pki.WriteFileAtomic(path, certPEM, 0o644); err != nil {
+		if err := atomicfile.Write(path, certPEM, 0o644); err != nil {
 			return fmt.Errorf("rotate etcd certificate: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

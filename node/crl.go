@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -37,7 +38,7 @@ func updateCRL(path string, der []byte, ca *x509.Certificate) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return pki.WriteFileAtomic(path, der, 0o600)
+	return atomicfile.Write(path, der, 0o600)
 }
 
 // followCRL keeps the file at path in step with the cluster's list.

@@ -17,6 +17,7 @@ import (
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -199,7 +200,7 @@ func Init(cfg InitConfig) (*InitResult, error) {
 	if err := pki.WriteFiles(dir, nodeCertName, nodeCert, key); err != nil {
 		return nil, err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca.Cert), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, caCertFile), pki.EncodeCert(ca.Cert), 0o644); err != nil {
 		return nil, err
 	}
 	if err := saveConsensus(dir, join); err != nil {

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/internal/atomicfile"
+	"github.com/curatorproject/curator/internal/backoff"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -105,7 +107,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
 		return nil, err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
 		return nil, err
 	}
 	if err := saveManagers(dir, reg.Managers); err != nil {
@@ -208,12 +210,16 @@ func register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 // up to a second, each spread over half again at random (u uniform in
 // [0, 1)), so the machines of a group made at once do not ask in step.
 func registerDelay(attempt int, hint time.Duration, u float64) time.Duration {
-	d := time.Duration(min(attempt+1, 5)) * 200 * time.Millisecond
+	d := registerBackoff.Wait(attempt)
 	if hint > 0 {
 		d = min(hint, 5*time.Second)
 	}
 	return d + time.Duration(min(max(u, 0), 1)*float64(d/2))
 }
+
+// registerBackoff is the wait between rounds of a join's attempts, before
+// a manager's word and the spread.
+var registerBackoff = backoff.Policy{Initial: 200 * time.Millisecond, Step: 200 * time.Millisecond, Max: time.Second}
 
 // addressHeld says whether err is the cluster's answer that the joiner's
 // address is still named by a stale node record.

@@ -13,6 +13,7 @@ import (
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -143,7 +144,7 @@ func Restore(cfg RestoreConfig) (res *RestoreResult, err error) {
 	if err = pki.WriteFiles(dir, nodeCertName, nodeCert, key); err != nil {
 		return nil, err
 	}
-	if err = pki.WriteFileAtomic(filepath.Join(dir, caCertFile), pki.EncodeCert(backup.CA.Cert), 0o644); err != nil {
+	if err = atomicfile.Write(filepath.Join(dir, caCertFile), pki.EncodeCert(backup.CA.Cert), 0o644); err != nil {
 		return nil, err
 	}
 	if err = saveConsensus(dir, join); err != nil {

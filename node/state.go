@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -89,7 +90,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return pki.WriteFileAtomic(path, append(data, '\n'), 0o600)
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }
 
 // readJSONRecord reads the JSON record file in dir into a new T; a record
@@ -133,7 +134,7 @@ func saveConsensus(dir string, join *pb.ConsensusJoin) error {
 	if err != nil {
 		return err
 	}
-	return pki.WriteFileAtomic(filepath.Join(dir, consensusFile), data, 0o600)
+	return atomicfile.Write(filepath.Join(dir, consensusFile), data, 0o600)
 }
 
 // loadConsensus returns nil, nil when the node has no consensus role.

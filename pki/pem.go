@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/curatorproject/curator/internal/atomicfile"
 )
 
 const (
@@ -100,11 +102,11 @@ func WriteFiles(dir, name string, cert *x509.Certificate, key crypto.Signer) err
 		if err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
-		if err := WriteFileAtomic(KeyPath(dir, name), keyPEM, 0o600); err != nil {
+		if err := atomicfile.Write(KeyPath(dir, name), keyPEM, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	if err := WriteFileAtomic(CertPath(dir, name), EncodeCert(cert), 0o644); err != nil {
+	if err := atomicfile.Write(CertPath(dir, name), EncodeCert(cert), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
@@ -168,32 +170,4 @@ func checkKeyPair(cert *x509.Certificate, key crypto.Signer) error {
 		return fmt.Errorf("the key does not belong to the certificate of %q", cert.Subject.CommonName)
 	}
 	return nil
-}
-
-// WriteFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so a crash leaves either the old file or the new
-// one, never a torn key or certificate. Other packages use it for their
-// state files too.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

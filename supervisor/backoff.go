@@ -3,6 +3,8 @@ package supervisor
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/curatorproject/curator/internal/backoff"
 )
 
 // Clock is the supervisor's only source of time.
@@ -18,16 +20,10 @@ func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // nextBackoff returns the nominal backoff after a failure, given the nominal
-// backoff before it (zero if the runnable has not failed yet or was reset).
+// backoff before it (zero if the runnable has not failed yet or was reset):
+// the initial wait, doubled after each further failure up to maximum.
 func nextBackoff(prev, initial, maximum time.Duration) time.Duration {
-	switch {
-	case prev <= 0:
-		return initial
-	case prev >= maximum/2:
-		return maximum
-	default:
-		return 2 * prev
-	}
+	return backoff.Policy{Initial: initial, Factor: 2, Max: maximum}.Next(prev)
 }
 
 // jittered shortens d by up to fraction of it; r is a uniform sample in [0, 1).

@@ -8,6 +8,7 @@ package main
 // reading etcd's revision.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -24,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -448,22 +451,32 @@ func (c *cluster) etcdKeysWritten(ctx context.Context, m *managerProc) (uint64, 
 // counters reads the values of the unlabelled metrics names from a
 // Prometheus text exposition.
 func counters(body []byte, names ...string) ([]float64, error) {
-	out := make([]float64, len(names))
-	found := make([]bool, len(names))
-	for line := range strings.Lines(string(body)) {
-		for i, name := range names {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", name, err)
-				}
-				out[i], found[i] = f, true
-			}
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
-	for i, ok := range found {
-		if !ok {
-			return nil, fmt.Errorf("no %s", names[i])
+	out := make([]float64, len(names))
+	for i, name := range names {
+		found := false
+		for _, m := range families[name].GetMetric() {
+			if len(m.GetLabel()) > 0 {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				out[i] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[i] = m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				out[i] = m.GetUntyped().GetValue()
+			default:
+				return nil, fmt.Errorf("%s is not a single value", name)
+			}
+			found = true
+		}
+		if !found {
+			return nil, fmt.Errorf("no %s", name)
 		}
 	}
 	return out, nil

@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // latencyHist is a lock-free log-linear histogram of durations in
@@ -117,85 +116,59 @@ func quantile(d []time.Duration, q float64) time.Duration {
 
 // userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, which
 // Linux fixes at 100 for user space on every architecture it supports.
+// procfs gives the times in these ticks; counting them keeps the
+// durations exact.
 const userHZ = 100
 
 // procCPU is the CPU time (user + system, all threads) process pid has
 // used, from /proc/PID/stat.
 func procCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// count fields from the last ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	var ticks uint64
-	for _, field := range f[11:13] {
-		v, err := strconv.ParseUint(field, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	return time.Duration(st.UTime+st.STime) * time.Second / userHZ, nil
 }
 
-// procRSS is the resident set of process pid in bytes (VmRSS).
+// procRSS is the resident set of process pid in bytes (VmRSS, from
+// /proc/PID/status).
 func procRSS(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.Lines(string(data)) {
-		v, ok := strings.CutPrefix(line, "VmRSS:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/status: VmRSS: %w", pid, err)
-		}
-		return kb * 1024, nil
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	if st.VmRSS == 0 {
+		return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	}
+	return st.VmRSS, nil
 }
 
-// hostCPU returns the host's busy and total CPU time in ticks, from the
+// hostCPU returns the host's busy and total CPU time in seconds, from the
 // first line of /proc/stat. Over a window, busy/total is how loaded the
 // whole machine was (the bench shares it with whatever else runs).
-func hostCPU() (busy, total uint64, err error) {
-	data, err := os.ReadFile("/proc/stat")
+func hostCPU() (busy, total float64, err error) {
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, err
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, 0, err
 	}
-	for i, field := range f[1:] {
-		v, err := strconv.ParseUint(field, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
-		}
-		total += v
-		// idle (4th) and iowait (5th) are not busy; guest times are
-		// already counted in user, but so few hosts run guests that the
-		// double count does not matter here.
-		if i != 3 && i != 4 {
-			busy += v
-		}
-	}
-	return busy, total, nil
+	c := st.CPUTotal
+	// idle and iowait are not busy; guest times are already counted in
+	// user, but so few hosts run guests that the double count does not
+	// matter here.
+	busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal + c.Guest + c.GuestNice
+	return busy, busy + c.Idle + c.Iowait, nil
 }
 
 // cpuWindow measures the CPU time of processes and of the host over a
@@ -203,7 +176,7 @@ func hostCPU() (busy, total uint64, err error) {
 type cpuWindow struct {
 	start               time.Time
 	cpu                 map[int]time.Duration
-	hostBusy, hostTotal uint64
+	hostBusy, hostTotal float64
 }
 
 func startCPUWindow(pids ...int) *cpuWindow {
@@ -238,7 +211,7 @@ func (w *cpuWindow) hostPct() float64 {
 	if err != nil || total <= w.hostTotal {
 		return -1
 	}
-	return 100 * float64(busy-w.hostBusy) / float64(total-w.hostTotal)
+	return 100 * (busy - w.hostBusy) / (total - w.hostTotal)
 }
 
 // ms is d in milliseconds, rounded to the microsecond, for the JSON line.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ func TestProcReaders(t *testing.T) {
 		t.Errorf("procRSS = %d, %v; want a size", rss, err)
 	}
 	if busy, total, err := hostCPU(); err != nil || total == 0 || busy > total {
-		t.Errorf("hostCPU = %d, %d, %v", busy, total, err)
+		t.Errorf("hostCPU = %g, %g, %v", busy, total, err)
 	}
 	_ = x
 }
@@ -151,5 +152,41 @@ func TestStreamErrorKey(t *testing.T) {
 		if got := streamErrorKey("session", err); got != tc.want {
 			t.Errorf("streamErrorKey(%v) = %q, want %q", err, got, tc.want)
 		}
+	}
+}
+
+func TestCounters(t *testing.T) {
+	body := []byte(`# HELP etcd_mvcc_put_total Total number of puts seen by this member.
+# TYPE etcd_mvcc_put_total counter
+etcd_mvcc_put_total 1234
+# HELP etcd_mvcc_delete_total Total number of deletes seen by this member.
+# TYPE etcd_mvcc_delete_total counter
+etcd_mvcc_delete_total 5.6e+01
+# TYPE curator_sessions_refused_total counter
+curator_sessions_refused_total{reason="paced"} 7
+curator_sessions_refused_total 3
+`)
+	for _, tc := range []struct {
+		names   []string
+		want    []float64
+		wantErr string
+	}{
+		{[]string{"etcd_mvcc_put_total", "etcd_mvcc_delete_total"}, []float64{1234, 56}, ""},
+		{[]string{"curator_sessions_refused_total"}, []float64{3}, ""}, // the unlabelled one
+		{[]string{"etcd_mvcc_put_total", "etcd_mvcc_range_total"}, nil, "no etcd_mvcc_range_total"},
+	} {
+		got, err := counters(body, tc.names...)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("counters(%v): %v, %v; want the error %q", tc.names, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("counters(%v) = %v, %v; want %v", tc.names, got, err, tc.want)
+		}
+	}
+	if _, err := counters([]byte("etcd_mvcc_put_total one\n"), "etcd_mvcc_put_total"); err == nil {
+		t.Error("a value that is not a number: no error")
 	}
 }

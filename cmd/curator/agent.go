@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -79,9 +80,9 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	}
 	enc := zap.NewDevelopmentEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	if underJournal() {
+	if ok, _ := journal.StderrIsJournalStream(); ok {
 		// journald stamps each line itself: a second time only
-		// widens it.
+		// widens it. (An unreadable JOURNAL_STREAM is not journald's.)
 		enc.TimeKey = ""
 	}
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), l)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/curatorproject/curator/deploy/systemd"
+	"golang.org/x/sys/unix"
 )
 
 // The unit in the repository is what install-unit writes by default, so
@@ -71,9 +72,19 @@ func TestAgentLogUnderJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	saved := os.Stderr
-	os.Stderr = f
-	defer func() { os.Stderr = saved }()
+	// journald's check reads file descriptor 2, so the file takes its
+	// place there for the test.
+	saved, err := unix.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		unix.Dup2(saved, 2)
+		unix.Close(saved)
+	}()
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		t.Fatal(err)

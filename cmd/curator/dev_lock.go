@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/gofrs/flock"
 )
 
 // devLockFile is the lock a live dev holds on its dir: flock'd, with the
@@ -21,7 +22,7 @@ var errDevBusy = errors.New("in use by another curator dev")
 
 // openDir is the dev cluster's dir as an absolute path (--dir, or a new
 // temporary one), locked for this process until lock is closed.
-func (c *devConfig) openDir() (dir string, lock *os.File, err error) {
+func (c *devConfig) openDir() (dir string, lock *flock.Flock, err error) {
 	if dir = c.dir; dir == "" {
 		if dir, err = os.MkdirTemp("", "curator-dev-"); err != nil {
 			return "", nil, err
@@ -35,22 +36,18 @@ func (c *devConfig) openDir() (dir string, lock *os.File, err error) {
 }
 
 // lockDevDir takes dir's lock for this process, or says which process holds
-// it. The returned file holds the lock until it is closed (or the process
-// ends).
-func lockDevDir(dir string) (*os.File, error) {
+// it. The returned lock is held until it is closed (or the process ends).
+func lockDevDir(dir string) (*flock.Flock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, devLockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	lock := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
+	ok, err := lock.TryLock()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
+	if !ok {
 		holder := "another process"
 		if data, rerr := os.ReadFile(path); rerr == nil {
 			if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil {
@@ -59,13 +56,11 @@ func lockDevDir(dir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("%s is %w: %s holds %s; stop it first (Ctrl-C there, or kill -TERM it), or choose another --dir", dir, errDevBusy, holder, path)
 	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
+	// The pid is written through a second open of the file: the lock
+	// belongs to the first, which stays open until lock is closed.
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		lock.Close()
 		return nil, err
 	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return lock, nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/client"
-	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/internal/atomicfile"
 )
 
 // devSettingsFile holds, in DIR, the settings dev made its cluster with:
@@ -59,7 +59,7 @@ func (s devSettings) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	return pki.WriteFileAtomic(filepath.Join(dir, devSettingsFile), append(b, '\n'), 0o600)
+	return atomicfile.Write(filepath.Join(dir, devSettingsFile), append(b, '\n'), 0o600)
 }
 
 // flags is s as dev's flags.

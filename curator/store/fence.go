@@ -13,6 +13,7 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/internal/backoff"
 )
 
 // Fence is what a curator holds while it leads: the election key and the
@@ -80,6 +81,10 @@ func (l *Fence) txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRespo
 // leader after a promotion) or an election lasts a few election ticks.
 const droppedRetries = 20
 
+// droppedBackoff is the wait before proposing a dropped transaction again:
+// 50ms more after each drop.
+var droppedBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Step: 50 * time.Millisecond}
+
 // commit commits txn, again while raft drops the proposal. A dropped
 // proposal never entered the log, so proposing it again cannot apply it
 // twice; etcd's client does not retry it, as it cannot tell it from a
@@ -96,7 +101,7 @@ func commit(ctx context.Context, txn clientv3.Txn) (*clientv3.TxnResponse, error
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("leader transaction: %w", err)
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-time.After(droppedBackoff.Wait(attempt - 1)):
 		}
 	}
 }

@@ -6,11 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
 )
+
+// lockPoll is how often lock tries the lock again while another holds it.
+const lockPoll = 10 * time.Millisecond
 
 // lock takes the host-wide lock on DIR/lock, an flock(2): it serialises
 // Provision and Prune between every Provider on the host, in this process
@@ -19,31 +24,17 @@ import (
 // dies, so a crashed leader cannot wedge the next one. It waits for the
 // lock until ctx is done.
 func (p *Provider) lock(ctx context.Context) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(p.cfg.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	fd := int(f.Fd())
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
+	path := filepath.Join(p.cfg.Dir, "lock")
+	l := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
+	if _, err := l.TryLockContext(ctx, lockPoll); err != nil {
+		var open *fs.PathError
+		if errors.As(err, &open) && open.Op == "open" {
+			return nil, fmt.Errorf("lock: %w", err)
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), ctx.Err())
-		case <-tick.C:
-		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() {
 		// Closing the file drops the lock.
-		f.Close()
+		l.Close()
 	}, nil
 }

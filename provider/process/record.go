@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/curatorproject/curator/pki"
+	"github.com/curatorproject/curator/internal/atomicfile"
 )
 
 // record is what the provider knows of one instance: the file
@@ -87,7 +87,7 @@ func (p *Provider) recordSave(r record) error {
 	if err != nil {
 		return err
 	}
-	return pki.WriteFileAtomic(filepath.Join(p.instanceDir(r.ID), recordFile), append(b, '\n'), 0o600)
+	return atomicfile.Write(filepath.Join(p.instanceDir(r.ID), recordFile), append(b, '\n'), 0o600)
 }
 
 // recordIDs lists the instance dirs, sorted; each may or may not hold a

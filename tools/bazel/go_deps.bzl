@@ -190,6 +190,15 @@ def go_dependencies():
         version = "v1.2.2",
     )
     go_repository(
+        name = "com_github_gofrs_flock",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/gofrs/flock",
+        sum = "h1:9o62TArG4T0f8L46kSf8sLtNUGvJEfiCK9md7/ilko0=",
+        version = "v0.13.2",
+    )
+
+    go_repository(
         name = "com_github_golang_jwt_jwt_v5",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
@@ -213,6 +222,15 @@ def go_dependencies():
         sum = "h1:wk8382ETsv4JYUZwIsn6YpYiWiBsYLSJiTsyBybVuN8=",
         version = "v0.7.0",
     )
+    go_repository(
+        name = "com_github_google_renameio_v2",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/google/renameio/v2",
+        sum = "h1:qKZs+tfn+arruZZhQ7TKC/ergJunuJicWS6gLDt/dGw=",
+        version = "v2.0.2",
+    )
+
     go_repository(
         name = "com_github_google_uuid",
         build_file_generation = "on",
