@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/internal/backoff"
 	"github.com/curatorproject/curator/supervisor"
 )
 
@@ -24,9 +25,9 @@ import (
 //
 // The watch is the loop's: it starts when the loop's runnable starts and
 // ends with it, and while the loop runs it opens the stream again when it
-// ends, after a backoff (swarmWatchMinBackoff doubled up to
-// swarmWatchMaxBackoff, back to the least after a stream that brought an
-// event or lasted longer than that). A stream
+// ends, after a wait (swarmWatchBackoff: 100 ms doubled up to 5 s, back
+// to the least after a stream that brought an event or lasted longer
+// than the most). A stream
 // opened again starts at the last event's time (the engine's clock), so
 // the engine replays what came while it was down.
 
@@ -35,33 +36,31 @@ type swarmEventer interface {
 	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 }
 
-const (
-	swarmWatchMinBackoff = 100 * time.Millisecond
-	swarmWatchMaxBackoff = 5 * time.Second
-)
+// swarmWatchBackoff is the wait before the stream is opened again.
+var swarmWatchBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Factor: 2, Max: 5 * time.Second}
 
 // watchSwarm kicks ch on each Swarm node event of engine, until ctx ends.
 func watchSwarm(ctx context.Context, engine swarmEventer, ch chan struct{}) {
 	lg := supervisor.Logger(ctx)
-	backoff := swarmWatchMinBackoff
+	wait := swarmWatchBackoff.Initial
 	var since string
 	for ctx.Err() == nil {
 		opened := time.Now()
 		got, err := watchSwarmOnce(ctx, engine, since, ch)
-		if got != "" || time.Since(opened) > swarmWatchMaxBackoff {
+		if got != "" || time.Since(opened) > swarmWatchBackoff.Max {
 			since = got
-			backoff = swarmWatchMinBackoff
+			wait = swarmWatchBackoff.Initial
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		lg.Debug("swarm event stream ended; opening it again", zap.Duration("backoff", backoff), zap.Error(err))
+		lg.Debug("swarm event stream ended; opening it again", zap.Duration("backoff", wait), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, swarmWatchMaxBackoff)
+		wait = swarmWatchBackoff.Next(wait)
 	}
 }
 
