@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/internal/backoff"
 )
 
 // A group whose new machines die before their nodes join (a bad template
@@ -34,10 +35,9 @@ import (
 // the loop made counts as well as what it saw, since a machine can be
 // made and die between two looks.
 
-const (
-	crashBackoffFirst = time.Second
-	crashBackoffMax   = time.Minute
-)
+// crashBackoff's wait after the n-th failure in a row: 1 s doubled up to
+// a minute.
+var crashWait = backoff.Policy{Initial: time.Second, Factor: 2, Max: time.Minute}
 
 // crashBackoff is the group loop's memory of deaths before joining, per
 // group; the zero value is ready to use.
@@ -142,7 +142,7 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 // not, and returns how long the group's next provider call waits.
 func (g *groupCrashes) fail(now time.Time, destroy bool) time.Duration {
 	g.deaths++
-	wait := min(crashBackoffFirst<<min(g.deaths-1, 16), crashBackoffMax)
+	wait := crashWait.Wait(g.deaths - 1)
 	g.until, g.destroyRefused = now.Add(wait), destroy
 	return wait
 }
