@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,7 +57,7 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := checkProviderOnHost(gs); err != nil {
 		return nil, err
 	}
-	if err := recordRelease(ctx, gs, old, false); err != nil {
+	if err := recordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	if old != nil && proto.Equal(old.Spec, gs) {
@@ -203,7 +202,8 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
 func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	return st.groups.commit(ctx, m.s.metrics, gs, old, why)
+	noteChanges(ctx, groupChanges(committedSpec(old), gs))
+	return st.groups.commit(ctx, identityFrom(ctx).caller(), m.s.metrics, gs, old, why)
 }
 
 // checkProviderOnHost refuses a spec whose provider could not make a
@@ -254,7 +254,7 @@ func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Gr
 		return nil, err
 	}
 	if r != nil && r.TargetSha == g.ConfigSha {
-		v.RolloutState = rolloutWord(r.State)
+		v.RolloutState = spec.RolloutWord(r.State)
 		r = live.rollout(r)
 		v.RolloutUpdated, v.RolloutTotal = r.Updated, r.Total
 	}
@@ -312,12 +312,6 @@ func (live *liveGroup) rollout(r *pb.Rollout) *pb.Rollout {
 		r.Node, r.Step = "", ""
 	}
 	return r
-}
-
-// rolloutWord is a rollout state as the CLI shows it: rolling, paused,
-// done, cancelled, failed.
-func rolloutWord(s pb.RolloutState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "ROLLOUT_STATE_"))
 }
 
 func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutRequest) (*pb.Rollout, error) {
@@ -441,7 +435,7 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *p
 	case r.State == want:
 		return r, true, nil
 	case !slices.Contains(from, r.State):
-		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State), word)
+		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.RolloutWord(r.State), word)
 	}
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED && failedPaused(g, r) {
 		back, err := cancelFailed(ctx, st, r, rev)

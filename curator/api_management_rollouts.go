@@ -21,36 +21,8 @@ import (
 // and `rollout restart` starts a cancelled or failed rollout anew, or the
 // one a rollback undid. SHAs may be given by a unique prefix.
 
-// maxRolloutHistory bounds the configs a rollout record keeps.
-const maxRolloutHistory = 10
-
 // minSHAPrefix is the shortest prefix of a config SHA taken.
 const minSHAPrefix = 4
-
-// summaryOf is rollout r, to a config of template t, as history keeps it.
-func summaryOf(r *pb.Rollout, t *pb.InstanceTemplate) *pb.RolloutSummary {
-	s := &pb.RolloutSummary{Sha: r.TargetSha, Template: t, State: r.State, Reason: r.Reason, Started: r.Started, Finished: r.Finished, RollbackOf: r.RollbackOf}
-	if r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED {
-		s.Reason = "replaced by a new config before it ended"
-	}
-	return s
-}
-
-// rolloutHistory is the history of a rollout that replaces group old's
-// config: old's own (its rollout prev, or, with none, its first commit),
-// then prev's history, at most maxRolloutHistory.
-func rolloutHistory(old *pb.Group, prev *pb.Rollout) []*pb.RolloutSummary {
-	var h []*pb.RolloutSummary
-	if prev != nil && prev.TargetSha == old.ConfigSha {
-		h = append(h, summaryOf(prev, old.Spec.GetTemplate()))
-	} else {
-		h = append(h, &pb.RolloutSummary{Sha: old.ConfigSha, Template: old.Spec.GetTemplate(), Started: old.Created, Reason: "the group's config before any rollout"})
-	}
-	if prev != nil {
-		h = append(h, prev.History...)
-	}
-	return h[:min(len(h), maxRolloutHistory)]
-}
 
 // knownSHAs are the config SHAs rollout r knows of: its target, the
 // previous one and its history's.
@@ -151,7 +123,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	case "restart":
 		switch {
 		case r.State == pb.RolloutState_ROLLOUT_STATE_CANCELLED || r.State == pb.RolloutState_ROLLOUT_STATE_FAILED:
-			was := rolloutWord(r.State)
+			was := spec.RolloutWord(r.State)
 			r.State, r.Finished, r.Failures, r.LastFailure = pb.RolloutState_ROLLOUT_STATE_ROLLING, nil, 0, ""
 			r.Started, r.Reason = st.events.timestamp(), "restarted by an operator after it was "+was
 			if err := store.RolloutSave(ctx, st.lead.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
@@ -166,7 +138,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 		case r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_DONE:
 			to, why = r.RollbackOf, "restart by an operator of the rollout a rollback undid"
 		default:
-			return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: only a cancelled or failed one, or one a rollback undid, can be restarted", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State))
+			return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: only a cancelled or failed one, or one a rollback undid, can be restarted", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.RolloutWord(r.State))
 		}
 	}
 	t := templateOf(r, to)
@@ -178,7 +150,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	// What ran with that template runs again: its binary or image, its
 	// digest read anew (a binary replaced in place since is another).
 	spec.ProviderFromRelease(gs)
-	if err := recordRelease(ctx, gs, g, t.Release != nil); err != nil {
+	if err := recordRelease(ctx, gs, g, t.Release != nil, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	_, back, err := m.commitLocked(ctx, st, gs, g, why)

@@ -1,7 +1,6 @@
 package curator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -238,42 +237,6 @@ func (st *leaderState) recordNodeEvent(ctx context.Context, id, action, reason s
 	}
 }
 
-// checkJoin checks node, about to join, against the registry: again is
-// true for a retry of a registration that went through (same key, same
-// node: its certificate is handed out again). Call with muNodes.
-func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
-	if n := st.reg.Node(node.Id); n != nil {
-		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", spec.ErrDenied, node.Id)
-		}
-		return true, nil
-	}
-	// Commands take a name wherever they take an ID: one must never read
-	// as the other.
-	if node.Name == node.Id {
-		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name))
-	}
-	if n := st.reg.Node(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name), n.Id)
-	}
-	if n := st.reg.NodeNamed(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", spec.ErrExists, node.Name, n.Id)
-	}
-	if n := st.reg.NodeAt(node.Address); n != nil {
-		if node.InstanceId != "" {
-			// A provider's machine: its provider gave it the address
-			// because none of its machines holds it, so the record is a
-			// machine's that is gone (killed, not yet found down).
-			// Refusing for good would have the group make machine after
-			// machine at that address until the record goes.
-			return false, fmt.Errorf("%w: the address %s is still named by node %s (%s), whose machine no longer has it: waiting for that record to go (its group removes it once the node is down; a node joined by hand: `curator node rm %s`)",
-				spec.ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
-		}
-		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", spec.ErrExists, node.Address, n.Id, n.Name)
-	}
-	return false, nil
-}
-
 // registerManager joins a node with the manager token: within the voter
 // limit it becomes an etcd learner first, then its record is written with
 // the role and the join parameters (if we die in between, the consensus
@@ -282,7 +245,7 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	s := a.s
 	st.lead.muNodes.Lock()
 	defer st.lead.muNodes.Unlock()
-	if again, err := checkJoin(st, node); again || err != nil {
+	if again, err := checkJoin(st.reg, node); again || err != nil {
 		return again, err
 	}
 	members, err := consensus.Members(ctx, s.cfg.Etcd)
@@ -486,7 +449,8 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 	if err != nil {
 		return nil, err
 	}
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.records.lockCaller(id)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,8 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	if !swarmNodeIDPattern.MatchString(req.SwarmNodeId) {
 		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", spec.ErrInvalid, spec.QuoteShort(req.SwarmNodeId))
 	}
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.records.lockCaller(id)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,8 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 // record asked; its Swarm node ID is cleared, which tells the group loop
 // its machine may go (leaveSwarmFirst).
 func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.ReportSwarmNodeResponse, error) {
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.records.lockCaller(id)
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,10 @@ func (id identity) String() string {
 	return id.role
 }
 
+// caller is who the leader judges a change by (an admin certificate's
+// operator role and name).
+func (id identity) caller() Caller { return Caller{OpRole: id.opRole, Name: id.name} }
+
 // forwarded is the identity as a follower forwards it (forwardedForKey):
 // "node:ID", "anonymous", or "admin:ROLE:SERIAL:NAME" (the name last, so
 // that any name survives). A leader reads a bare "admin", from a follower

@@ -28,16 +28,16 @@ import (
 // unless force (an upgrade): its SHA stays as it was, and reading it
 // rolls nothing.
 //
-// It reads only what an admin chose: a caller who may not choose what
-// machines run (an operator) and whose spec names another provider than
+// It reads only what an admin chose: a caller whose operator role
+// (opRole) may not choose what machines run (an operator) and whose spec names another provider than
 // the group's, or a new group, gets the group's release back untouched,
 // and the commit is then refused for the provider it changed
 // (spec.CheckGroupChange), before the leader has read or made anything
 // the spec names.
-func recordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force bool) error {
+func recordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force bool, opRole string) error {
 	gs.Template.Release = nil
 	sameProvider := old != nil && proto.Equal(old.Spec.GetProvider(), gs.GetProvider())
-	if !sameProvider && !pki.OperatorRoleAllows(identityFrom(ctx).opRole, pki.OperatorAdmin) {
+	if !sameProvider && !pki.OperatorRoleAllows(opRole, pki.OperatorAdmin) {
 		if r := old.GetSpec().GetTemplate().GetRelease(); r != nil {
 			gs.Template.Release = proto.Clone(r).(*pb.MachineRelease)
 		}

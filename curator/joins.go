@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -91,7 +92,7 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 	var written []*pendingJoin
 	for _, p := range batch {
 		n := p.node
-		again, err := checkJoin(st, n)
+		again, err := checkJoin(st.reg, n)
 		switch {
 		case err == nil && !again && ids[n.Id]:
 			// The same node twice in one batch (a retry): once is enough.
@@ -116,4 +117,40 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 		p.done <- joinOutcome{err: err}
 	}
 	return err
+}
+
+// checkJoin checks node, about to join, against the registry: again is
+// true for a retry of a registration that went through (same key, same
+// node: its certificate is handed out again). Call with muNodes.
+func checkJoin(reg *store.Registry, node *pb.Node) (again bool, err error) {
+	if n := reg.Node(node.Id); n != nil {
+		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
+			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", spec.ErrDenied, node.Id)
+		}
+		return true, nil
+	}
+	// Commands take a name wherever they take an ID: one must never read
+	// as the other.
+	if node.Name == node.Id {
+		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name))
+	}
+	if n := reg.Node(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name), n.Id)
+	}
+	if n := reg.NodeNamed(node.Name); n != nil {
+		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", spec.ErrExists, node.Name, n.Id)
+	}
+	if n := reg.NodeAt(node.Address); n != nil {
+		if node.InstanceId != "" {
+			// A provider's machine: its provider gave it the address
+			// because none of its machines holds it, so the record is a
+			// machine's that is gone (killed, not yet found down).
+			// Refusing for good would have the group make machine after
+			// machine at that address until the record goes.
+			return false, fmt.Errorf("%w: the address %s is still named by node %s (%s), whose machine no longer has it: waiting for that record to go (its group removes it once the node is down; a node joined by hand: `curator node rm %s`)",
+				spec.ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
+		}
+		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", spec.ErrExists, node.Address, n.Id, n.Name)
+	}
+	return false, nil
 }

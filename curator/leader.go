@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/curatorproject/curator/consensus"
@@ -233,4 +234,23 @@ func (ns *nodeStreams) drop(id string) {
 		delete(ns.byNode[id], key)
 	}
 	delete(ns.byNode, id)
+}
+
+// knocks remembers when a node last knocked at this manager and was
+// turned away before its session began: a set-up paced by the gate or
+// told to come back later, a TLS handshake shed. Nodes still knocking are
+// nodes still arriving: a new leader's health loop does not end the
+// failover's hold while they do (decide.Health).
+type knocks struct {
+	at atomic.Int64 // Unix nanoseconds; 0: never
+}
+
+func (k *knocks) note(t time.Time) { k.at.Store(t.UnixNano()) }
+
+// last is when a node was last turned away (zero: never).
+func (k *knocks) last() time.Time {
+	if ns := k.at.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }

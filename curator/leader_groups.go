@@ -40,17 +40,37 @@ func (gr *groupRecords) recordEvent(ctx context.Context, action, reason string) 
 	}
 }
 
-// commit is commitLocked for a caller of the leader's own (the
-// upgrade loop), whose ctx carries the identity the change is judged by.
-func (gr *groupRecords) commit(ctx context.Context, metrics *Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	var from *pb.GroupSpec
-	if old != nil {
-		from = proto.Clone(old.Spec).(*pb.GroupSpec)
-		spec.NormalizeGroupSpec(from)
+// Caller is who a change is judged by and logged as: an operator
+// certificate's role and name, which the API read from the call, or the
+// admin a loop acts for (the upgrade loop, as whoever started it).
+type Caller struct {
+	// OpRole is the operator role (pki.OperatorRoles).
+	OpRole string
+	Name   string
+}
+
+func (c Caller) String() string { return c.Name + " (" + c.OpRole + ")" }
+
+// committedSpec is old's spec as a commit compares with it (nil for a
+// new group): normalized, a copy.
+func committedSpec(old *pb.Group) *pb.GroupSpec {
+	if old == nil {
+		return nil
 	}
-	noteChanges(ctx, groupChanges(from, gs))
-	id := identityFrom(ctx)
-	if err := spec.CheckGroupChange(id.opRole, id.name, from, gs); err != nil {
+	from := proto.Clone(old.Spec).(*pb.GroupSpec)
+	spec.NormalizeGroupSpec(from)
+	return from
+}
+
+// commit stores gs over group old (nil: a new group), with mu held,
+// judged as who's change (spec.CheckGroupChange: an operator may not
+// change what the machines run). When the config SHA changes, it starts
+// a rollout to it that replaces any other and keeps the configs before it
+// (the previous one, what a rollback returns to, and the history). why,
+// if given, says why in the event (an undo, an upgrade).
+func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	from := committedSpec(old)
+	if err := spec.CheckGroupChange(who.OpRole, who.Name, from, gs); err != nil {
 		return nil, nil, err
 	}
 	now := timestamppb.New(gr.cfg.Now())
@@ -67,7 +87,7 @@ func (gr *groupRecords) commit(ctx context.Context, metrics *Metrics, gs *pb.Gro
 				return nil, nil, err
 			}
 			rollout = &pb.Rollout{Group: gs.Name, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: gs.Size,
-				PreviousSha: old.ConfigSha, PreviousTemplate: old.Spec.Template, History: rolloutHistory(old, prev)}
+				PreviousSha: old.ConfigSha, PreviousTemplate: old.Spec.Template, History: spec.RolloutHistory(old, prev)}
 		}
 	}
 	if err := store.GroupCommit(ctx, gr.fence, g, rollout); err != nil {
@@ -84,7 +104,7 @@ func (gr *groupRecords) commit(ctx context.Context, metrics *Metrics, gs *pb.Gro
 		reason += " (" + why + ")"
 	}
 	gr.recordEvent(ctx, action, reason)
-	gr.cfg.Logger.With(zap.Stringer("caller", identityFrom(ctx))).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
+	gr.cfg.Logger.With(zap.Stringer("caller", who)).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
 	gr.kick()
 	return g, rollout, nil
 }
@@ -112,8 +132,8 @@ func (gr *groupRecords) rollBackLocked(ctx context.Context, r *pb.Rollout, rev i
 		PreviousSha: r.TargetSha, PreviousTemplate: bad, RollbackOf: r.TargetSha,
 		Reason: rollingBackPrefix + r.Reason,
 	}
-	back.History = append([]*pb.RolloutSummary{summaryOf(r, bad)}, r.History...)
-	back.History = back.History[:min(len(back.History), maxRolloutHistory)]
+	back.History = append([]*pb.RolloutSummary{spec.SummaryOf(r, bad)}, r.History...)
+	back.History = back.History[:min(len(back.History), spec.MaxRolloutHistory)]
 	evs = append(evs, gr.events.event("groups", "rollback-rollout", "", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason)))
 	if err := store.RolloutRollBack(ctx, gr.fence, g, back, rev, evs...); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -188,7 +189,7 @@ func (sw *swarmEngine) promoteFirst(ctx context.Context, cs *pb.ClusterState, n 
 	} else if err != nil {
 		return err
 	}
-	faultPoint(FaultSwarmAfterPromote)
+	faults.Point(faults.SwarmAfterPromote)
 	return nil
 }
 
@@ -225,7 +226,7 @@ func (sw *swarmEngine) demoteFirst(ctx context.Context, id string) error {
 	if err := sw.setRole(ctx, id, swarm.NodeRoleWorker); err != nil {
 		return err
 	}
-	faultPoint(FaultSwarmAfterDemote)
+	faults.Point(faults.SwarmAfterDemote)
 	return nil
 }
 

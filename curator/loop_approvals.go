@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -94,7 +95,7 @@ func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
 	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
 	if a.Kind == decide.ApprovalPromote {
 		if err := l.roles.promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
-			if isPrecondition(err) {
+			if errors.Is(err, spec.ErrPrecondition) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.
 				return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("promoting approved node %s: %v", a.NodeID, err)}, nil

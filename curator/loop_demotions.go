@@ -2,9 +2,11 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/spec"
 )
 
 // The demotion loop finishes demotions a leader started and did not end:
@@ -51,7 +53,7 @@ func (l *demotionLoop) tick(ctx context.Context, ms *decide.Membership) (loopRes
 		return loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}, nil
 	}
 	msg, err := l.roles.finishDemotion(ctx, ms, ms.ByID[a.NodeID])
-	if isPrecondition(err) {
+	if errors.Is(err, spec.ErrPrecondition) {
 		// What the decision could not see (no voter to take etcd
 		// leadership): say so, and look again next tick.
 		return loopResult{refused: true, nodeID: a.NodeID, reason: err.Error()}, nil

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -250,7 +251,7 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 			gn.LastHeard = last
 		}
 		if snap.Rolling && gn.Learner && n.ConfigSha == g.ConfigSha {
-			faultPoint(FaultRolloutSurgeLearner)
+			faults.Point(faults.RolloutSurgeLearner)
 		}
 		snap.Nodes = append(snap.Nodes, gn)
 	}
@@ -429,7 +430,7 @@ func (l *groupLoop) rollBack(ctx context.Context, r *pb.Rollout, rev int64, evs 
 	if err != nil {
 		return err
 	}
-	faultPoint(FaultRolloutAfterRollBack)
+	faults.Point(faults.RolloutAfterRollBack)
 	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
 	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", back.TargetSha), zap.String("reason", r.Reason))
 	l.groups.kick()
@@ -465,7 +466,7 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 		a.Reason += ": made machine " + inst.ID
 		l.crashes.made(g.Spec.GetName(), inst.ID, g.ConfigSha)
 		if a.Step != "" {
-			faultPoint(FaultRolloutAfterProvision)
+			faults.Point(faults.RolloutAfterProvision)
 		}
 		return nil
 	case decide.GroupRepairHold, decide.GroupRepairResume:
@@ -501,7 +502,7 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 			return err
 		}
 		if a.Step != "" {
-			faultPoint(FaultRolloutAfterDestroy)
+			faults.Point(faults.RolloutAfterDestroy)
 		}
 		return nil
 	case decide.GroupDrain:
@@ -542,7 +543,7 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 			return err
 		}
 		if a.Step != "" {
-			faultPoint(FaultRolloutAfterDemote)
+			faults.Point(faults.RolloutAfterDemote)
 		}
 		return nil
 	case decide.GroupDelete:

@@ -8,6 +8,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -209,10 +210,10 @@ func (l *swarmLoop) act(ctx context.Context, a *decide.SwarmAction) (loopResult,
 		})
 	case decide.SwarmPromote:
 		err = l.swarm.setRole(ctx, a.SwarmID, swarm.NodeRoleManager)
-		faultPoint(FaultSwarmAfterPromote)
+		faults.Point(faults.SwarmAfterPromote)
 	case decide.SwarmDemote:
 		err = l.swarm.setRole(ctx, a.SwarmID, swarm.NodeRoleWorker)
-		faultPoint(FaultSwarmAfterDemote)
+		faults.Point(faults.SwarmAfterDemote)
 	case decide.SwarmGrantRole:
 		n := l.reg.Node(a.NodeID)
 		if n == nil {
@@ -221,7 +222,7 @@ func (l *swarmLoop) act(ctx context.Context, a *decide.SwarmAction) (loopResult,
 		// The promotion carries on at its etcd step, with its guards
 		// (the voter limit among them).
 		err = l.roles.promote(ctx, store.CloneNode(n))
-		if isPrecondition(err) {
+		if errors.Is(err, spec.ErrPrecondition) {
 			return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.Reason, err)}, nil
 		}
 	case decide.SwarmRemoveNode:

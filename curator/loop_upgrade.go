@@ -103,11 +103,11 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 	ug := u.Groups[i]
 	// The upgrade reads and commits as the admin who started it would:
 	// it only ever changes the binary or the image.
-	as := context.WithValue(ctx, identityKey{}, identity{role: pki.RoleAdmin, opRole: pki.OperatorAdmin, name: "upgrade started by " + u.StartedBy})
+	as := Caller{OpRole: pki.OperatorAdmin, Name: "upgrade started by " + u.StartedBy}
 	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
 	spec.UpgradeProvider(gs, u.Binary, u.Image)
-	if err := recordRelease(as, gs, g, true); err != nil {
+	if err := recordRelease(ctx, gs, g, true, as.OpRole); err != nil {
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
 	ug.PreviousSha = g.ConfigSha
@@ -117,7 +117,7 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		// that differs all the same (the binary at another path, the
 		// same bytes) is committed, which rolls nothing.
 		if !proto.Equal(g.Spec, gs) {
-			if _, _, err := l.groups.commit(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
+			if _, _, err := l.groups.commit(ctx, as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
 				return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 			}
 		}
@@ -133,7 +133,7 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		ug.State, ug.Reason = upgradeDone, "it ran the release already"
 		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", upgradeTarget(u), ug.Name))
 	}
-	committed, _, err := l.groups.commit(as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
+	committed, _, err := l.groups.commit(ctx, as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
 	if err != nil {
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 	}
@@ -172,9 +172,9 @@ func (l *upgradeLoop) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 		ug.State = upgradeDone
 		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it (%d machines)", upgradeTarget(u), ug.Name, r.Total))
 	case pb.RolloutState_ROLLOUT_STATE_FAILED, pb.RolloutState_ROLLOUT_STATE_CANCELLED:
-		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s is %s: %s", spec.ShortSHA(ug.TargetSha), rolloutWord(r.State), r.Reason))
+		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s is %s: %s", spec.ShortSHA(ug.TargetSha), spec.RolloutWord(r.State), r.Reason))
 	}
-	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", upgradeTarget(u), ug.Name, rolloutWord(r.State))}, nil
+	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", upgradeTarget(u), ug.Name, spec.RolloutWord(r.State))}, nil
 }
 
 // skipGone marks group i of u skipped: it was destroyed meanwhile.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 )
@@ -116,7 +117,7 @@ func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) 
 // remove takes member m out of etcd, which the caller has checked
 // against the quorum guard: a voter hands etcd leadership on first.
 func (mb *members) remove(ctx context.Context, ms *decide.Membership, m consensus.Member) error {
-	faultPause(FaultBeforeMemberRemove)
+	faults.Pause(faults.BeforeMemberRemove)
 	if !m.IsLearner {
 		if err := mb.moveLeaderOff(ctx, ms, m); err != nil {
 			return err

@@ -137,14 +137,13 @@ func (r *records) requestSwarmJoin(ctx context.Context, id string) error {
 }
 
 // lockCaller locks the node records for a read-modify-write of the calling
-// node's own (unlock when done) and returns its ID and record, shared:
+// node's own, id (unlock when done), and returns its record, shared:
 // ErrNotFound, unlocked, for a node that has no record.
-func (r *records) lockCaller(ctx context.Context) (id string, shared *pb.Node, unlock func(), err error) {
-	id = identityFrom(ctx).nodeID
+func (r *records) lockCaller(id string) (shared *pb.Node, unlock func(), err error) {
 	r.lead.muNodes.Lock()
 	if shared = r.reg.Node(id); shared == nil {
 		r.lead.muNodes.Unlock()
-		return id, nil, nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
+		return nil, nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
-	return id, shared, r.lead.muNodes.Unlock, nil
+	return shared, r.lead.muNodes.Unlock, nil
 }

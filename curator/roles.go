@@ -12,6 +12,7 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -179,7 +180,7 @@ func (ro *roles) finishDemotion(ctx context.Context, ms *decide.Membership, n *p
 		if err := ro.members.remove(ctx, ms, m); err != nil {
 			return "", err
 		}
-		faultPoint(FaultDemoteAfterMemberRemove)
+		faults.Point(faults.DemoteAfterMemberRemove)
 	}
 	if err := ro.clearConsensusRole(ctx, n); err != nil {
 		return "", err
@@ -233,7 +234,7 @@ func (ro *roles) addConsensusMember(ctx context.Context, id string, pub any, ip 
 	if err != nil {
 		return nil, fmt.Errorf("add %s to etcd as a learner: %w", id, err)
 	}
-	faultPoint(FaultPromoteAfterMemberAdd)
+	faults.Point(faults.PromoteAfterMemberAdd)
 	crl, err := ro.records.currentCRL(ctx)
 	if err != nil {
 		return nil, err

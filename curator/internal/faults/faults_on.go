@@ -1,6 +1,6 @@
 //go:build faults
 
-package curator
+package faults
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // flushed, the election lease is left to expire.
 var faultPoints = func() map[string]bool {
 	m := map[string]bool{}
-	for _, p := range strings.Split(os.Getenv(FaultEnv), ",") {
+	for _, p := range strings.Split(os.Getenv(Env), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			m[p] = true
 		}
@@ -22,10 +22,12 @@ var faultPoints = func() map[string]bool {
 	return m
 }()
 
-// FaultsEnabled says whether this binary was built with fault points.
-const FaultsEnabled = true
+// Enabled says whether this binary was built with fault points.
+const Enabled = true
 
-func faultPoint(name string) {
+// Point is a point at which the process dies at once, if CURATOR_FAULT
+// names it.
+func Point(name string) {
 	if faultPoints[name] {
 		fmt.Fprintf(os.Stderr, "CURATOR_FAULT: dying at %s\n", name)
 		os.Exit(99)
