@@ -169,6 +169,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// leader is what a leadership reads of c (defaults applied).
+func (c *Config) leader() *leaderConfig {
+	return &leaderConfig{
+		NodeID: c.NodeID, Etcd: c.Etcd, Docker: c.Docker, Now: c.Now, Logger: c.Logger,
+		HeartbeatInterval: c.HeartbeatInterval, DownAfter: c.DownAfter,
+		SyncInterval: c.SyncInterval, MinActionGap: c.MinActionGap, PollOnly: c.PollOnly,
+		LearnerDownLimit: c.LearnerDownLimit, PromoteTimeout: c.PromoteTimeout, MoveLeaderTimeout: c.MoveLeaderTimeout,
+		PlacementInterval: c.PlacementInterval, PlacementGap: c.PlacementGap, PlacementMoveTimeout: c.PlacementMoveTimeout,
+		ApprovalInterval: c.ApprovalInterval, GroupInterval: c.GroupInterval, ReapAfter: c.ReapAfter,
+		SwarmInterval: c.SwarmInterval, SwarmTimeout: c.SwarmTimeout,
+	}
+}
+
 // Timers are the curator's timings an operator sets, as the agent's flags
 // of the same names.
 type Timers struct {

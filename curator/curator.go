@@ -195,7 +195,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
 	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
-	st := newLeaderState(lctx, &s.cfg, l, reg, cp, guard, s.knocks)
+	st := newLeaderState(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
 	defer st.close()
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/store"
 )
@@ -30,7 +33,7 @@ type leaderState struct {
 	// lead is the fence and the lock of node records.
 	lead *leadership
 	// cfg is the curator's configuration (read only).
-	cfg *Config
+	cfg *leaderConfig
 	// ctx ends when the leadership does; streams served as leader use it.
 	ctx context.Context
 	pki *store.ClusterPKI
@@ -70,9 +73,30 @@ type leaderState struct {
 	resignOnce sync.Once
 }
 
+// leaderConfig is what a leadership reads of the curator's configuration
+// (Config, whose fields of the same names say what each is, with their
+// defaults applied): its node, its etcd client and Docker engine, its
+// clock and logger, and the loops' timings. It is never changed.
+type leaderConfig struct {
+	NodeID string
+	Etcd   *clientv3.Client
+	// Docker is nil without the Swarm flavor's engine.
+	Docker SwarmEngine
+	Now    func() time.Time
+	Logger *zap.Logger
+
+	HeartbeatInterval, DownAfter                          time.Duration
+	SyncInterval, MinActionGap                            time.Duration
+	PollOnly                                              bool
+	LearnerDownLimit, PromoteTimeout, MoveLeaderTimeout   time.Duration
+	PlacementInterval, PlacementGap, PlacementMoveTimeout time.Duration
+	ApprovalInterval, GroupInterval, ReapAfter            time.Duration
+	SwarmInterval, SwarmTimeout                           time.Duration
+}
+
 // newLeaderState wires the parts of a leadership: lead is its fence, reg
 // its registry view, guard its lease guard.
-func newLeaderState(ctx context.Context, cfg *Config, lead *leadership, reg *store.Registry, cp *store.ClusterPKI, guard *leaseGuard, kn *knocks) *leaderState {
+func newLeaderState(ctx context.Context, cfg *leaderConfig, lead *leadership, reg *store.Registry, cp *store.ClusterPKI, guard *leaseGuard, kn *knocks) *leaderState {
 	st := &leaderState{
 		lead: lead, cfg: cfg, ctx: ctx, pki: cp, reg: reg, guard: guard, knocks: kn,
 		joins:       newJoinQueue(),
@@ -126,7 +150,7 @@ func (st *leaderState) resign() {
 // fleet at rest writes nothing. It counts from when this leader began to
 // serve (servingSince): heartbeats before then went elsewhere.
 type heartbeats struct {
-	cfg *Config
+	cfg *leaderConfig
 	// since is when the leadership began; guard says when it last came
 	// back from doubt.
 	since time.Time
@@ -136,7 +160,7 @@ type heartbeats struct {
 	last map[string]time.Time
 }
 
-func newHeartbeats(cfg *Config, since time.Time, guard *leaseGuard) *heartbeats {
+func newHeartbeats(cfg *leaderConfig, since time.Time, guard *leaseGuard) *heartbeats {
 	return &heartbeats{cfg: cfg, since: since, guard: guard, last: map[string]time.Time{}}
 }
 

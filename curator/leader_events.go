@@ -19,7 +19,7 @@ import (
 // that repeats every tick is recorded once.
 type eventLog struct {
 	fence *store.Fence
-	cfg   *Config
+	cfg   *leaderConfig
 
 	mu          sync.Mutex
 	lastRefusal map[string]string

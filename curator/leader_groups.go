@@ -22,7 +22,7 @@ import (
 // (kick).
 type groupRecords struct {
 	fence  *store.Fence
-	cfg    *Config
+	cfg    *leaderConfig
 	events *eventLog
 	mu     sync.Mutex
 	// kicks makes the group loop look at once.

@@ -27,7 +27,7 @@ import (
 // last read it.
 type swarmEngine struct {
 	fence *store.Fence
-	cfg   *Config
+	cfg   *leaderConfig
 	seen  swarmSeen
 }
 

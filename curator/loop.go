@@ -46,7 +46,7 @@ type loopResult struct {
 // guard, its outcome counted, logged and recorded (events). One is made
 // per leadership, and lives as long as it.
 type loopRunner struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	guard   *leaseGuard
 	reg     *store.Registry
 	metrics *Metrics
@@ -93,7 +93,7 @@ func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
 // on SyncInterval (etcd's member list has no watch). The snapshot is
 // observed under muNodes (members.locked), so that no other change of a
 // node comes between what a loop decided on and its act.
-func membershipLoop(name string, cfg *Config, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
+func membershipLoop(name string, cfg *leaderConfig, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
 	return loopSpec{
 		name:        name,
 		tick:        m.locked(tick),

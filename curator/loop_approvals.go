@@ -37,7 +37,7 @@ import (
 const approvalsLoopName = "manager-approvals"
 
 type approvalLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	lead    *leadership
 	reg     *store.Registry
 	members *members

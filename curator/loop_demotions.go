@@ -16,7 +16,7 @@ import (
 // majority waits, refused with the reason, until the voters are back.
 
 type demotionLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	members *members
 	roles   *roles
 	swarm   *swarmEngine

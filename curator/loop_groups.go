@@ -45,7 +45,7 @@ const JoinTokenEnv = "CURATOR_JOIN_TOKEN"
 // the provisions it holds back for groups whose new machines die before
 // their nodes join), which no other loop or handler reaches.
 type groupLoop struct {
-	cfg      *Config
+	cfg      *leaderConfig
 	lead     *leadership
 	reg      *store.Registry
 	pki      *store.ClusterPKI

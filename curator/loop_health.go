@@ -22,7 +22,7 @@ import (
 // writes nothing. It owns what it remembers between ticks (mem: see
 // decide.Health), which no other loop reaches.
 type healthLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	fence   *store.Fence
 	reg     *store.Registry
 	hb      *heartbeats

@@ -26,7 +26,7 @@ import (
 // learnerLoop is the learners loop; it owns what it remembers between
 // ticks (mem), which no other loop reaches.
 type learnerLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	lead    *leadership
 	members *members
 	groups  *groupRecords

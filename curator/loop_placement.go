@@ -13,7 +13,7 @@ import (
 // carries leases across its own leader change).
 
 type placementLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	lead    *leadership
 	members *members
 }

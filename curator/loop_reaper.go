@@ -17,7 +17,7 @@ import (
 // first; the curator leader's own node is never reaped.
 
 type reaperLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	lead    *leadership
 	reg     *store.Registry
 	members *members

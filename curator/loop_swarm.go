@@ -99,7 +99,7 @@ func swarmChange(old, new *pb.Node) bool {
 // swarmLoop is the swarm sync; it owns its memory of the changes held
 // back after failed Swarm calls (holds), which no other loop reaches.
 type swarmLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	lead    *leadership
 	reg     *store.Registry
 	swarm   *swarmEngine

@@ -28,7 +28,7 @@ import (
 // wrong.
 
 type syncLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	members *members
 	roles   *roles
 }

@@ -40,7 +40,7 @@ const (
 
 // upgradeLoop carries an upgrade on, group after group.
 type upgradeLoop struct {
-	cfg     *Config
+	cfg     *leaderConfig
 	fence   *store.Fence
 	reg     *store.Registry
 	groups  *groupRecords

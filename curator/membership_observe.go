@@ -17,7 +17,7 @@ import (
 // a member (remove), fenced.
 type members struct {
 	lead   *leadership
-	cfg    *Config
+	cfg    *leaderConfig
 	reg    *store.Registry
 	hb     *heartbeats
 	hearer *consensus.Hearer

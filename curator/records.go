@@ -20,7 +20,7 @@ import (
 // certificates revoked with it.
 type records struct {
 	lead    *leadership
-	cfg     *Config
+	cfg     *leaderConfig
 	reg     *store.Registry
 	pki     *store.ClusterPKI
 	hb      *heartbeats

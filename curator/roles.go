@@ -36,7 +36,7 @@ import (
 // with the Swarm flavor on, the Swarm before etcd.
 type roles struct {
 	lead    *leadership
-	cfg     *Config
+	cfg     *leaderConfig
 	pki     *store.ClusterPKI
 	records *records
 	members *members
