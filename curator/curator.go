@@ -230,7 +230,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	defer s.metrics.IsLeader.Set(0)
 	defer s.metrics.CertEarliestExpiry.Set(0)
 	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
-	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
+	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return st.run(ctx, s.metrics) }); err != nil {
 		return err
 	}
 	select {

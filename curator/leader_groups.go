@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -68,7 +69,7 @@ func committedSpec(old *pb.Group) *pb.GroupSpec {
 // a rollout to it that replaces any other and keeps the configs before it
 // (the previous one, what a rollback returns to, and the history). why,
 // if given, says why in the event (an undo, an upgrade).
-func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *metrics.Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
 	from := committedSpec(old)
 	if err := spec.CheckGroupChange(who.OpRole, who.Name, from, gs); err != nil {
 		return nil, nil, err

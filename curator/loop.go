@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -49,14 +50,14 @@ type loopRunner struct {
 	cfg     *leaderConfig
 	guard   *leaseGuard
 	reg     *store.Registry
-	metrics *Metrics
+	metrics *metrics.Metrics
 	events  *eventLog
 }
 
 // loops lists every loop a leader runs, each given the parts it uses. A
 // new loop is a file loop_<name>.go with its type, observe, decide and
 // act, and one line here.
-func loops(st *leaderState, metrics *Metrics) []loopSpec {
+func loops(st *leaderState, metrics *metrics.Metrics) []loopSpec {
 	return []loopSpec{
 		newSyncLoop(st).spec(),
 		newDemotionLoop(st).spec(),
@@ -71,13 +72,14 @@ func loops(st *leaderState, metrics *Metrics) []loopSpec {
 	}
 }
 
-// runLeader runs the leader's runnables: the join batches and every loop.
-func (s *Service) runLeader(ctx context.Context, st *leaderState) error {
-	r := &loopRunner{cfg: st.cfg, guard: st.guard, reg: st.reg, metrics: s.metrics, events: st.events}
+// run runs the leader's runnables: the join batches and every loop,
+// counted in metrics.
+func (st *leaderState) run(ctx context.Context, metrics *metrics.Metrics) error {
+	r := &loopRunner{cfg: st.cfg, guard: st.guard, reg: st.reg, metrics: metrics, events: st.events}
 	runnables := map[string]supervisor.Runnable{
 		"joins": st.runJoins,
 	}
-	for _, spec := range loops(st, s.metrics) {
+	for _, spec := range loops(st, metrics) {
 		runnables[spec.name] = func(ctx context.Context) error { return r.run(ctx, spec) }
 	}
 	if err := supervisor.RunGroup(ctx, runnables); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/internal/faults"
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -57,11 +58,11 @@ type groupLoop struct {
 	machines *machines
 	swarm    *swarmEngine
 	events   *eventLog
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	crashes  crashBackoff
 }
 
-func newGroupLoop(st *leaderState, metrics *Metrics) *groupLoop {
+func newGroupLoop(st *leaderState, metrics *metrics.Metrics) *groupLoop {
 	return &groupLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, pki: st.pki, hb: st.hb, members: st.members, roles: st.roles,
 		records: st.records, groups: st.groups, machines: st.machines, swarm: st.swarm, events: st.events, metrics: metrics}
 }
@@ -589,8 +590,8 @@ func machineSpec(cs *pb.ClusterState, caFingerprint string, g *pb.Group, manager
 	// A fault armed in the leader (a test binary built with -tags
 	// faults) is not passed on to the machines it makes, which a process
 	// provider starts with the leader's environment.
-	if _, set := env[FaultEnv]; !set {
-		env[FaultEnv] = ""
+	if _, set := env[faults.Env]; !set {
+		env[faults.Env] = ""
 	}
 	return provider.Spec{
 		Labels: map[string]string{

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -27,12 +28,12 @@ type healthLoop struct {
 	reg     *store.Registry
 	hb      *heartbeats
 	knocks  *knocks
-	metrics *Metrics
+	metrics *metrics.Metrics
 	kick    chan struct{}
 	mem     decide.HealthMemory
 }
 
-func newHealthLoop(st *leaderState, metrics *Metrics) *healthLoop {
+func newHealthLoop(st *leaderState, metrics *metrics.Metrics) *healthLoop {
 	return &healthLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, hb: st.hb, knocks: st.knocks, metrics: metrics, kick: st.kickHealth}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/internal/faults"
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -106,12 +107,12 @@ type swarmLoop struct {
 	roles   *roles
 	records *records
 	groups  *groupRecords
-	metrics *Metrics
+	metrics *metrics.Metrics
 	kick    chan struct{}
 	holds   swarmHolds
 }
 
-func newSwarmLoop(st *leaderState, metrics *Metrics) *swarmLoop {
+func newSwarmLoop(st *leaderState, metrics *metrics.Metrics) *swarmLoop {
 	return &swarmLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, swarm: st.swarm, roles: st.roles, records: st.records,
 		groups: st.groups, metrics: metrics, kick: st.kickSwarm}
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/metrics"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -45,11 +46,11 @@ type upgradeLoop struct {
 	reg     *store.Registry
 	groups  *groupRecords
 	events  *eventLog
-	metrics *Metrics
+	metrics *metrics.Metrics
 	kick    chan struct{}
 }
 
-func newUpgradeLoop(st *leaderState, metrics *Metrics) *upgradeLoop {
+func newUpgradeLoop(st *leaderState, metrics *metrics.Metrics) *upgradeLoop {
 	return &upgradeLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, groups: st.groups, events: st.events, metrics: metrics, kick: st.kickUpgrade}
 }
 
