@@ -35,9 +35,9 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := spec.ValidateGroupSpec(gs); err != nil {
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
-	old, err := store.GroupLoad(ctx, st.cfg.Etcd, gs.Name)
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
+	old, err := store.GroupLoad(ctx, st.Cfg.Etcd, gs.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	// value through a commit (a scale, say): the loop repairs it after
 	// the floor.
 	if old == nil || old.Spec.GetReplaceAfter().AsDuration() != gs.GetReplaceAfter().AsDuration() {
-		if err := spec.CheckReplaceAfterFloor(gs, st.cfg.DownAfter, st.cfg.HeartbeatInterval); err != nil {
+		if err := spec.CheckReplaceAfterFloor(gs, st.Cfg.DownAfter, st.Cfg.HeartbeatInterval); err != nil {
 			return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 		}
 	}
@@ -57,7 +57,7 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := checkProviderOnHost(gs); err != nil {
 		return nil, err
 	}
-	if err := recordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
+	if err := RecordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	if old != nil && proto.Equal(old.Spec, gs) {
@@ -77,7 +77,7 @@ func (m *managementAPI) ListGroups(ctx context.Context, _ *pb.ListGroupsRequest)
 	if err != nil {
 		return nil, err
 	}
-	groups, err := store.GroupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +112,14 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !g.Destroying {
-		ms, err := st.members.observeLocked(ctx)
+		ms, err := st.Members.ObserveLocked(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -130,12 +130,12 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 				spec.ErrPrecondition, g.Spec.Name, q.Voters-left.Voters, q.Voters, left.Voters)
 		}
 		g.Destroying = true
-		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
+		g.Updated = timestamppb.New(st.Cfg.Now())
+		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.groups.recordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
-		st.groups.kick()
+		st.Groups.RecordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
+		st.Groups.Kick()
 	}
 	return m.groupView(ctx, st, g)
 }
@@ -148,11 +148,11 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	var groups []*pb.Group
 	if req.All {
-		if groups, err = store.GroupList(ctx, st.cfg.Etcd); err != nil {
+		if groups, err = store.GroupList(ctx, st.Cfg.Etcd); err != nil {
 			return nil, err
 		}
 	} else {
@@ -170,16 +170,16 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 			continue // already as asked
 		}
 		action, reason := "suspend-group", fmt.Sprintf("group %s is suspended by an operator: its loop makes and destroys nothing until `curator group resume %s`", name, name)
-		g.Suspended = "suspended by an operator at " + st.cfg.Now().UTC().Format(time.RFC3339)
+		g.Suspended = "suspended by an operator at " + st.Cfg.Now().UTC().Format(time.RFC3339)
 		if req.Resume {
 			action, reason = "resume-group", fmt.Sprintf("group %s is resumed: its loop makes and destroys its machines again (it was %s)", name, was)
 			g.Suspended = ""
 		}
-		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
+		g.Updated = timestamppb.New(st.Cfg.Now())
+		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.groups.recordEvent(ctx, action, reason)
+		st.Groups.RecordEvent(ctx, action, reason)
 		m.s.logger(ctx).Info(action, zap.String("group", name), zap.String("was", was))
 		v, err := m.groupView(ctx, st, g)
 		if err != nil {
@@ -187,7 +187,7 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 		}
 		out.Groups = append(out.Groups, v)
 	}
-	st.groups.kick()
+	st.Groups.Kick()
 	return out, nil
 }
 
@@ -201,9 +201,9 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // holds for each: the caller's role may make the change (an operator may
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
-func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	noteChanges(ctx, groupChanges(committedSpec(old), gs))
-	return st.groups.commit(ctx, identityFrom(ctx).caller(), m.s.metrics, gs, old, why)
+func (m *managementAPI) commitLocked(ctx context.Context, st *LeaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	noteChanges(ctx, groupChanges(CommittedSpec(old), gs))
+	return st.Groups.Commit(ctx, identityFrom(ctx).caller(), m.s.metrics, gs, old, why)
 }
 
 // checkProviderOnHost refuses a spec whose provider could not make a
@@ -219,11 +219,11 @@ func checkProviderOnHost(gs *pb.GroupSpec) error {
 }
 
 // groupNamed loads a group or says it does not exist.
-func groupNamed(ctx context.Context, st *leaderState, name string) (*pb.Group, error) {
+func groupNamed(ctx context.Context, st *LeaderState, name string) (*pb.Group, error) {
 	if err := spec.ValidateGroupName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	g, err := store.GroupLoad(ctx, st.cfg.Etcd, name)
+	g, err := store.GroupLoad(ctx, st.Cfg.Etcd, name)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func groupNamed(ctx context.Context, st *leaderState, name string) (*pb.Group, e
 
 // groupView is a group with what the leader sees of it: its machines
 // (through its provider) and its nodes, and its rollout's progress.
-func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Group) (*pb.GroupView, error) {
+func (m *managementAPI) groupView(ctx context.Context, st *LeaderState, g *pb.Group) (*pb.GroupView, error) {
 	v := &pb.GroupView{Group: g}
 	live, err := observeGroup(ctx, st, g)
 	if err != nil {
@@ -249,7 +249,7 @@ func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Gr
 	}
 	slices.Sort(v.NodeIds)
 	v.Machines = uint32(len(live.machines))
-	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, g.Spec.GetName())
+	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, g.Spec.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -269,18 +269,18 @@ type liveGroup struct {
 }
 
 // observeGroup reads group g's nodes and machines.
-func observeGroup(ctx context.Context, st *leaderState, g *pb.Group) (*liveGroup, error) {
+func observeGroup(ctx context.Context, st *LeaderState, g *pb.Group) (*liveGroup, error) {
 	live := &liveGroup{machines: map[string]bool{}}
-	for _, n := range st.reg.Nodes() {
+	for _, n := range st.Reg.Nodes() {
 		if n.Group == g.Spec.GetName() {
 			live.nodes = append(live.nodes, n)
 		}
 	}
-	p, err := st.machines.provider(g)
+	p, err := st.Machines.Provider(g)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +323,7 @@ func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutReques
 	if err != nil {
 		return nil, err
 	}
-	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -365,8 +365,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return nil, fmt.Errorf("%w: rollout action %s: want cancel, pause, resume, restart or undo", spec.ErrInvalid, spec.QuoteShort(req.Action))
 	}
 	word := map[string]string{"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[req.Action]
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
 	if err != nil {
 		return nil, err
@@ -400,12 +400,12 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	case err != nil:
 		return nil, err
 	case done:
-		st.groups.kick()
+		st.Groups.Kick()
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.groups.recordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
-	st.groups.kick()
+	st.Groups.RecordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
+	st.Groups.Kick()
 	return r, nil
 }
 
@@ -413,8 +413,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 // now (of group g); done when the rollout is already in the state asked
 // for, or the change recorded its own events (a cancel of a failed
 // rollout, which rolls back).
-func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
-	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+func changeRolloutOnce(ctx context.Context, st *LeaderState, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
+	r, rev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, false, err
 	}
@@ -443,8 +443,8 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *p
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {
-		r.Finished = st.events.timestamp()
+		r.Finished = st.Events.Timestamp()
 		r.Reason = "cancelled by an operator"
 	}
-	return r, false, store.RolloutSave(ctx, st.lead.Fence, r, rev)
+	return r, false, store.RolloutSave(ctx, st.Lead.Fence, r, rev)
 }

@@ -186,7 +186,7 @@ func TestUpgradeStops(t *testing.T) {
 	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: f.b}); err != nil {
 		t.Fatal(err)
 	}
-	rolling := func(u *pb.Upgrade) bool { return u.Groups[0].State == upgradeRolling }
+	rolling := func(u *pb.Upgrade) bool { return u.Groups[0].State == UpgradeRolling }
 	u := f.waitUpgrade(t, rolling)
 	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: f.a}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("a second upgrade beside the first: %v, want FailedPrecondition", err)
@@ -246,7 +246,7 @@ func TestUpgradeAfterACrash(t *testing.T) {
 	}
 	m := f.group(t, "m")
 	data := &pb.Upgrade{Binary: f.b, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, StartedBy: "admin",
-		Groups: []*pb.UpgradeGroup{{Name: "m", State: upgradeWaiting}, {Name: "w", State: upgradeWaiting}}}
+		Groups: []*pb.UpgradeGroup{{Name: "m", State: UpgradeWaiting}, {Name: "w", State: UpgradeWaiting}}}
 	raw, err := proto.Marshal(data)
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +254,8 @@ func TestUpgradeAfterACrash(t *testing.T) {
 	if _, err := f.c.cli.Put(context.Background(), store.Keys.Upgrade(), string(raw)); err != nil {
 		t.Fatal(err)
 	}
-	u := f.waitUpgrade(t, func(u *pb.Upgrade) bool { return u.Groups[0].State != upgradeWaiting })
-	if u.Groups[0].State != upgradeRolling || u.Groups[0].TargetSha != m.ConfigSha || u.Groups[1].State != upgradeWaiting {
+	u := f.waitUpgrade(t, func(u *pb.Upgrade) bool { return u.Groups[0].State != UpgradeWaiting })
+	if u.Groups[0].State != UpgradeRolling || u.Groups[0].TargetSha != m.ConfigSha || u.Groups[1].State != UpgradeWaiting {
 		t.Errorf("after the crash: %s, m's target %s: want m rolling to %s, w waiting", groupStates(u), spec.ShortSHA(u.Groups[0].TargetSha), spec.ShortSHA(m.ConfigSha))
 	}
 }

@@ -105,9 +105,9 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 	}
 	ctx := stream.Context()
 	q := &nodeChangeQueue{kick: make(chan struct{}, 1)}
-	_, unsubscribe := st.reg.Subscribe(q.add)
+	_, unsubscribe := st.Reg.Subscribe(q.add)
 	defer unsubscribe()
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	resync := time.NewTicker(nodeWatchResync)
 	defer resync.Stop()
 	sent := map[string]sentNode{}
@@ -120,7 +120,7 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 		select {
 		case <-q.kick:
 		case <-resync.C:
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return spec.ErrNotLeader
 		case <-doubt:
 			return spec.ErrNotLeader
@@ -133,13 +133,13 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 // sendNodes sends what changed since the last call: a snapshot of every
 // node (the first time, or after the queue overflowed), else the queued
 // changes, then the manager statuses that moved.
-func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *leaderState, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
+func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *LeaderState, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
 	changes, overflow := q.take()
 	// The revision and the nodes are read before the members: a record
 	// the registry has since replaced is sent by the next call.
-	rev := st.reg.Revision()
-	nodes := st.reg.Nodes()
-	ms, err := st.members.observe(stream.Context())
+	rev := st.Reg.Revision()
+	nodes := st.Reg.Nodes()
+	ms, err := st.Members.Observe(stream.Context())
 	if err != nil {
 		return fmt.Errorf("list etcd members: %w", err)
 	}
@@ -211,7 +211,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		return err
 	}
 	ctx := stream.Context()
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	after := req.AfterRevision
 	backlog := int64(req.Backlog)
 	first := true
@@ -241,7 +241,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 // followEvents sends the events etcd records after revision after until
 // the watch ends (it returns the revision sent up to, to read again from)
 // or the stream or the leadership does (an error).
-func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leaderState, doubt <-chan struct{}, after int64) (int64, error) {
+func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *LeaderState, doubt <-chan struct{}, after int64) (int64, error) {
 	ctx := stream.Context()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -251,7 +251,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 		var ok bool
 		select {
 		case wr, ok = <-wch:
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return 0, spec.ErrNotLeader
 		case <-doubt:
 			return 0, spec.ErrNotLeader

@@ -110,7 +110,7 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	st := s.currentLeader()
 	var l *store.Fence
 	if st != nil {
-		l = st.lead.Fence
+		l = st.Lead.Fence
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
@@ -128,8 +128,8 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 		reason += "; set " + e.Changes
 	}
 	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: e.Call, Reason: reason,
-		Leader: s.cfg.NodeID, Term: st.lead.Rev(), Actor: e.Name + " (" + e.Role + ")"}
-	if rerr := store.EventRecord(ctx, st.lead.Fence, ev); rerr != nil {
+		Leader: s.cfg.NodeID, Term: st.Lead.Rev(), Actor: e.Name + " (" + e.Role + ")"}
+	if rerr := store.EventRecord(ctx, st.Lead.Fence, ev); rerr != nil {
 		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", e.Call), zap.Error(rerr))
 	}
 }
@@ -151,7 +151,7 @@ func (s *Service) auditEntry(id identity, method string, req any, nodeID string,
 // auditNode is the ID of the node a request names (its "id" field: an
 // ID, a prefix or a name), as the registry resolves it now; empty when it
 // names none.
-func (st *leaderState) auditNode(req any) string {
+func (st *LeaderState) auditNode(req any) string {
 	m, ok := req.(proto.Message)
 	if !ok || m == nil {
 		return ""
@@ -161,7 +161,7 @@ func (st *leaderState) auditNode(req any) string {
 	if fd == nil || fd.Kind() != protoreflect.StringKind || !r.Has(fd) {
 		return ""
 	}
-	n, err := store.NodeResolve(st.reg.Nodes(), r.Get(fd).String())
+	n, err := store.NodeResolve(st.Reg.Nodes(), r.Get(fd).String())
 	if err != nil {
 		return ""
 	}

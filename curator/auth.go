@@ -236,7 +236,7 @@ func authorize(id identity, method string) error {
 // that ask together).
 func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
 	if st := s.currentLeader(); st != nil {
-		if n := st.reg.Node(id); n != nil {
+		if n := st.Reg.Node(id); n != nil {
 			return n, nil
 		}
 		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
@@ -414,7 +414,7 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 		// when to come back (admission.go).
 		if err := s.sessions.admit(s.cfg.Now()); err != nil {
 			s.metrics.SessionsRefused.Inc()
-			s.knocks.note(s.cfg.Now())
+			s.knocks.Note(s.cfg.Now())
 			return toStatus(err)
 		}
 	}

@@ -170,8 +170,8 @@ func (c Config) withDefaults() Config {
 }
 
 // leader is what a leadership reads of c (defaults applied).
-func (c *Config) leader() *leaderConfig {
-	return &leaderConfig{
+func (c *Config) leader() *LeaderConfig {
+	return &LeaderConfig{
 		NodeID: c.NodeID, Etcd: c.Etcd, Docker: c.Docker, Now: c.Now, Logger: c.Logger,
 		HeartbeatInterval: c.HeartbeatInterval, DownAfter: c.DownAfter,
 		SyncInterval: c.SyncInterval, MinActionGap: c.MinActionGap, PollOnly: c.PollOnly,

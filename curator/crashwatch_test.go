@@ -39,7 +39,7 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	}
 	supervisor.TestHarness(t, svc.Run)
 	waitFor(t, "the first curator leads", svc.IsLeader)
-	key := svc.currentLeader().lead.Key()
+	key := svc.currentLeader().Lead.Key()
 	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	follower, _ := c.startCurator(m2, c.etcdClient())
@@ -56,7 +56,7 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 		if probe(context.Background(), c.first.address) == decide.ProbeRefused {
 			refused = true
 		}
-		if st := svc.currentLeader(); st == nil || st.lead.Key() != key {
+		if st := svc.currentLeader(); st == nil || st.Lead.Key() != key {
 			t.Fatal("the leader lost its leadership while its gRPC server restarted")
 		}
 		time.Sleep(20 * time.Millisecond)

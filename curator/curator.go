@@ -42,7 +42,7 @@ type Service struct {
 	// shed (handshakeWait; tests shorten it).
 	shedAfter time.Duration
 	// leader is set while this curator leads.
-	leader  atomic.Pointer[leaderState]
+	leader  atomic.Pointer[LeaderState]
 	fwd     forwarder
 	metrics *Metrics
 	// health is the gRPC health service (see servingStatus).
@@ -52,7 +52,7 @@ type Service struct {
 	// sessions admits the nodes' session set-ups (admission.go).
 	sessions *sessionGate
 	// knocks is when a node was last turned away (admission.go).
-	knocks *knocks
+	knocks *Knocks
 	// stopping is set once Run's ctx ended: forwarded session streams
 	// end with the connection to the leader, not forwarded again.
 	stopping atomic.Bool
@@ -91,7 +91,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
+	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &Knocks{}, nodes: nodes,
 		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
 	s.revocationWatch = s.runRevocationWatch
 	return s, nil
@@ -101,10 +101,10 @@ func New(cfg Config) (*Service, error) {
 // it is in doubt about its lease).
 func (s *Service) IsLeader() bool {
 	st := s.currentLeader()
-	return st != nil && st.guard.held()
+	return st != nil && st.Guard.Held()
 }
 
-func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
+func (s *Service) currentLeader() *LeaderState { return s.leader.Load() }
 
 // Run is the curator's runnable: the gRPC server and the election. Once ctx
 // ends it returns when they have, within stopTimeout: the agent stops etcd
@@ -185,7 +185,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := store.NewRegistry(s.cfg.Etcd)
-	l := &leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
+	l := &Leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
 	cp, err := store.PKILoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
@@ -194,13 +194,13 @@ func (s *Service) runElection(ctx context.Context) error {
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
-	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
-	st := newLeaderState(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
-	defer st.close()
+	guard := NewLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
+	st := NewLeaderState(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
+	defer st.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { guard.run(lctx) })
+	wg.Go(func() { guard.Run(lctx) })
 	// Leadership ends when our key goes, whoever deletes it (the lease
 	// expiring, an operator): watch it, rather than wait for the session to
 	// notice, so the loops stop at once. Only the key's deletion ends it:
@@ -211,13 +211,13 @@ func (s *Service) runElection(ctx context.Context) error {
 	wg.Go(func() { defer close(keyGone); s.watchOwnKey(lctx, l) })
 	regErr := make(chan error, 1)
 	wg.Go(func() { regErr <- reg.Run(lctx) })
-	wg.Go(func() { st.pushes.run(lctx, reg) })
+	wg.Go(func() { st.Pushes.Run(lctx, reg) })
 	select {
 	case <-reg.Ready():
 	case err := <-regErr:
 		return fmt.Errorf("leader: %w", err)
-	case <-guard.lost():
-		return fmt.Errorf("lost leadership before serving: %v", guard.why())
+	case <-guard.Lost():
+		return fmt.Errorf("lost leadership before serving: %v", guard.Why())
 	case <-keyGone:
 		return errors.New("lost leadership before serving: the election key is gone")
 	case <-ctx.Done():
@@ -230,7 +230,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	defer s.metrics.IsLeader.Set(0)
 	defer s.metrics.CertEarliestExpiry.Set(0)
 	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
-	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return st.run(ctx, s.metrics) }); err != nil {
+	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return st.Run(ctx, s.metrics) }); err != nil {
 		return err
 	}
 	select {
@@ -238,17 +238,17 @@ func (s *Service) runElection(ctx context.Context) error {
 		s.leader.Store(nil)
 		lg.Info("stepping down")
 		return ctx.Err()
-	case <-guard.lost():
+	case <-guard.Lost():
 		// Not the session's own keepalive giving up: it counts the TTL
 		// from its last answer, and gives up while etcd elects a leader,
 		// when no lease can expire. The guard renews the lease too, and
 		// only etcd saying it is gone ends the leadership.
 		s.leader.Store(nil)
-		return fmt.Errorf("lost leadership: %v", guard.why())
-	case <-st.resigned:
+		return fmt.Errorf("lost leadership: %v", guard.Why())
+	case <-st.Resigned:
 		s.leader.Store(nil)
 		lg.Info("resigned to hand over the demotion of this node")
-		return errResigned
+		return ErrResigned
 	case <-keyGone:
 		s.leader.Store(nil)
 		if ctx.Err() != nil {
@@ -289,7 +289,7 @@ func (s *Service) waitNotDemoting(ctx context.Context) error {
 
 // watchOwnKey returns when the election key l.Key() is deleted (or ctx
 // ends). A watch that fails is opened again from where it stopped.
-func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
+func (s *Service) watchOwnKey(ctx context.Context, l *Leadership) {
 	rev := l.Rev()
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
@@ -329,9 +329,9 @@ func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
 
 // leaderFor returns the leadership a handler acts under, or ErrNotLeader
 // (ErrQuorum when a leader in doubt about its lease finds the quorum lost).
-func (s *Service) leaderFor() (*leaderState, error) {
+func (s *Service) leaderFor() (*LeaderState, error) {
 	st := s.currentLeader()
-	if st != nil && st.guard.held() {
+	if st != nil && st.Guard.Held() {
 		return st, nil
 	}
 	if st != nil {

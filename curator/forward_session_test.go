@@ -111,10 +111,10 @@ func TestReplayedHeartbeatIsNoNews(t *testing.T) {
 	if st == nil {
 		t.Fatal("m2 does not lead")
 	}
-	if at, heard := st.hb.get(frozen.id); heard {
+	if at, heard := st.Heartbeats.Get(frozen.id); heard {
 		t.Errorf("the new leader heard the frozen node at %v: its replayed heartbeat taken for news", at)
 	}
-	if _, heard := st.hb.get(beating.id); !heard {
+	if _, heard := st.Heartbeats.Get(beating.id); !heard {
 		t.Error("the new leader did not hear the node that goes on beating")
 	}
 }
@@ -279,7 +279,7 @@ func TestSessionAdmission(t *testing.T) {
 	}
 	// The refused node knocked: the leader's health loop counts it as
 	// still arriving.
-	if k := svc.knocks.last(); k.IsZero() || time.Since(k) > 5*time.Second {
+	if k := svc.knocks.Last(); k.IsZero() || time.Since(k) > 5*time.Second {
 		t.Errorf("after a paced set-up, the last knock is %v, want just now", k)
 	}
 	time.Sleep(retry)

@@ -34,7 +34,7 @@ import (
 // and the commit is then refused for the provider it changed
 // (spec.CheckGroupChange), before the leader has read or made anything
 // the spec names.
-func recordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force bool, opRole string) error {
+func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force bool, opRole string) error {
 	gs.Template.Release = nil
 	sameProvider := old != nil && proto.Equal(old.Spec.GetProvider(), gs.GetProvider())
 	if !sameProvider && !pki.OperatorRoleAllows(opRole, pki.OperatorAdmin) {

@@ -35,14 +35,14 @@ func newJoinQueue() *joinQueue {
 	return &joinQueue{ch: make(chan *pendingJoin, 4*store.MaxNodesPerTxn)}
 }
 
-// submit queues node and waits until it is written (or refused).
-func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) (again bool, err error) {
+// Submit queues node and waits until it is written (or refused).
+func (q *joinQueue) Submit(ctx context.Context, st *LeaderState, node *pb.Node) (again bool, err error) {
 	p := &pendingJoin{node: node, done: make(chan joinOutcome, 1)}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():
 		return false, ctx.Err()
-	case <-st.ctx.Done():
+	case <-st.Ctx.Done():
 		return false, spec.ErrNotLeader
 	}
 	select {
@@ -50,27 +50,27 @@ func (q *joinQueue) submit(ctx context.Context, st *leaderState, node *pb.Node) 
 		return out.again, out.err
 	case <-ctx.Done():
 		return false, ctx.Err()
-	case <-st.ctx.Done():
+	case <-st.Ctx.Done():
 		return false, spec.ErrNotLeader
 	}
 }
 
 // runJoins writes queued joins, as many as are waiting (up to one
 // transaction's worth) at a time.
-func (st *leaderState) runJoins(ctx context.Context) error {
+func (st *LeaderState) runJoins(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.Healthy)
 	for {
 		var batch []*pendingJoin
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case p := <-st.joins.ch:
+		case p := <-st.Joins.ch:
 			batch = append(batch, p)
 		}
 	more:
 		for len(batch) < store.MaxNodesPerTxn {
 			select {
-			case p := <-st.joins.ch:
+			case p := <-st.Joins.ch:
 				batch = append(batch, p)
 			default:
 				break more
@@ -84,15 +84,15 @@ func (st *leaderState) runJoins(ctx context.Context) error {
 
 // writeJoins checks each join against the registry and the rest of the
 // batch, writes those that pass in one transaction, and answers each.
-func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) error {
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
+func (st *LeaderState) writeJoins(ctx context.Context, batch []*pendingJoin) error {
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
 	names, addrs, ids := map[string]string{}, map[string]string{}, map[string]bool{}
 	var write []*pb.Node
 	var written []*pendingJoin
 	for _, p := range batch {
 		n := p.node
-		again, err := checkJoin(st.reg, n)
+		again, err := CheckJoin(st.Reg, n)
 		switch {
 		case err == nil && !again && ids[n.Id]:
 			// The same node twice in one batch (a retry): once is enough.
@@ -112,7 +112,7 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 		write = append(write, n)
 		written = append(written, p)
 	}
-	err := store.NodeJoinAll(ctx, st.lead.Fence, write)
+	err := store.NodeJoinAll(ctx, st.Lead.Fence, write)
 	for _, p := range written {
 		p.done <- joinOutcome{err: err}
 	}
@@ -122,7 +122,7 @@ func (st *leaderState) writeJoins(ctx context.Context, batch []*pendingJoin) err
 // checkJoin checks node, about to join, against the registry: again is
 // true for a retry of a registration that went through (same key, same
 // node: its certificate is handed out again). Call with muNodes.
-func checkJoin(reg *store.Registry, node *pb.Node) (again bool, err error) {
+func CheckJoin(reg *store.Registry, node *pb.Node) (again bool, err error) {
 	if n := reg.Node(node.Id); n != nil {
 		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
 			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", spec.ErrDenied, node.Id)

@@ -29,47 +29,47 @@ import (
 //
 // The layer test (layers_test.go) holds the Swarm's and the providers'
 // calls to their parts.
-type leaderState struct {
+type LeaderState struct {
 	// lead is the fence and the lock of node records.
-	lead *leadership
+	Lead *Leadership
 	// cfg is the curator's configuration (read only).
-	cfg *leaderConfig
+	Cfg *LeaderConfig
 	// ctx ends when the leadership does; streams served as leader use it.
-	ctx context.Context
-	pki *store.ClusterPKI
+	Ctx context.Context
+	PKI *store.ClusterPKI
 	// reg is the leader's watch-fed view of the node records.
-	reg *store.Registry
+	Reg *store.Registry
 	// joins queues the registrations that are written in batches.
-	joins *joinQueue
+	Joins *joinQueue
 	// guard says whether the election lease is surely still ours.
-	guard *leaseGuard
+	Guard *leaseGuard
 	// knocks is when a node was last turned away by this manager.
-	knocks *knocks
+	Knocks *Knocks
 	// pushes carries record and manager changes to the session streams.
-	pushes *sessionPushes
+	Pushes *sessionPushes
 
-	hb       *heartbeats
-	streams  *nodeStreams
-	events   *eventLog
-	records  *records
-	members  *members
-	roles    *roles
-	swarm    *swarmEngine
-	machines *machines
-	groups   *groupRecords
+	Heartbeats *heartbeats
+	Streams    *nodeStreams
+	Events     *eventLog
+	Records    *records
+	Members    *members
+	Roles      *roles
+	Swarm      *swarmEngine
+	Machines   *machines
+	Groups     *groupRecords
 
 	// kickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
-	kickHealth chan struct{}
+	KickHealth chan struct{}
 	// kickSwarm makes the swarm sync look at once (a Swarm node event,
 	// the cluster's Swarm mode set).
-	kickSwarm chan struct{}
+	KickSwarm chan struct{}
 	// kickUpgrade makes the upgrade loop look at once (an upgrade
 	// started or cancelled).
 	kickUpgrade chan struct{}
 
 	// resigned is closed by resign.
-	resigned   chan struct{}
+	Resigned   chan struct{}
 	resignOnce sync.Once
 }
 
@@ -77,7 +77,7 @@ type leaderState struct {
 // (Config, whose fields of the same names say what each is, with their
 // defaults applied): its node, its etcd client and Docker engine, its
 // clock and logger, and the loops' timings. It is never changed.
-type leaderConfig struct {
+type LeaderConfig struct {
 	NodeID string
 	Etcd   *clientv3.Client
 	// Docker is nil without the Swarm flavor's engine.
@@ -96,53 +96,53 @@ type leaderConfig struct {
 
 // newLeaderState wires the parts of a leadership: lead is its fence, reg
 // its registry view, guard its lease guard.
-func newLeaderState(ctx context.Context, cfg *leaderConfig, lead *leadership, reg *store.Registry, cp *store.ClusterPKI, guard *leaseGuard, kn *knocks) *leaderState {
-	st := &leaderState{
-		lead: lead, cfg: cfg, ctx: ctx, pki: cp, reg: reg, guard: guard, knocks: kn,
-		joins:       newJoinQueue(),
-		pushes:      newSessionPushes(),
-		streams:     &nodeStreams{},
-		kickHealth:  make(chan struct{}, 1),
+func NewLeaderState(ctx context.Context, cfg *LeaderConfig, lead *Leadership, reg *store.Registry, cp *store.ClusterPKI, guard *leaseGuard, kn *Knocks) *LeaderState {
+	st := &LeaderState{
+		Lead: lead, Cfg: cfg, Ctx: ctx, PKI: cp, Reg: reg, Guard: guard, Knocks: kn,
+		Joins:       newJoinQueue(),
+		Pushes:      newSessionPushes(),
+		Streams:     &nodeStreams{},
+		KickHealth:  make(chan struct{}, 1),
 		kickUpgrade: make(chan struct{}, 1),
-		kickSwarm:   make(chan struct{}, 1),
-		resigned:    make(chan struct{}),
+		KickSwarm:   make(chan struct{}, 1),
+		Resigned:    make(chan struct{}),
 	}
-	st.hb = newHeartbeats(cfg, cfg.Now(), guard)
-	st.events = &eventLog{fence: lead.Fence, cfg: cfg}
-	st.records = &records{lead: lead, cfg: cfg, reg: reg, pki: cp, hb: st.hb, streams: st.streams}
-	st.members = &members{lead: lead, cfg: cfg, reg: reg, hb: st.hb, hearer: consensus.NewHearer(cfg.Etcd)}
-	st.swarm = &swarmEngine{fence: lead.Fence, cfg: cfg}
-	st.machines = &machines{fence: lead.Fence, lg: cfg.Logger}
-	st.roles = &roles{lead: lead, cfg: cfg, pki: cp, records: st.records, members: st.members, swarm: st.swarm, resign: st.resign}
-	st.groups = &groupRecords{fence: lead.Fence, cfg: cfg, events: st.events, kicks: make(chan struct{}, 1)}
+	st.Heartbeats = newHeartbeats(cfg, cfg.Now(), guard)
+	st.Events = &eventLog{fence: lead.Fence, cfg: cfg}
+	st.Records = &records{lead: lead, cfg: cfg, reg: reg, pki: cp, hb: st.Heartbeats, streams: st.Streams}
+	st.Members = &members{lead: lead, cfg: cfg, reg: reg, hb: st.Heartbeats, hearer: consensus.NewHearer(cfg.Etcd)}
+	st.Swarm = &swarmEngine{fence: lead.Fence, cfg: cfg}
+	st.Machines = &machines{fence: lead.Fence, lg: cfg.Logger}
+	st.Roles = &roles{lead: lead, cfg: cfg, pki: cp, records: st.Records, members: st.Members, swarm: st.Swarm, resign: st.resign}
+	st.Groups = &groupRecords{fence: lead.Fence, cfg: cfg, events: st.Events, kicks: make(chan struct{}, 1)}
 	return st
 }
 
 // close ends what the parts hold open: the hearer's connections and the
 // providers'.
-func (st *leaderState) close() {
-	st.members.hearer.Close()
-	st.machines.close()
+func (st *LeaderState) Close() {
+	st.Members.hearer.Close()
+	st.Machines.close()
 }
 
 // leadership is the fence of a leadership (store.Fence: every write and
 // membership change goes through it) and the lock of its read-modify-write
 // sequences on node records.
-type leadership struct {
+type Leadership struct {
 	*store.Fence
 	// muNodes serialises read-modify-write sequences on node records, so a
 	// status change and a role change on the same node do not lose each
 	// other's write.
-	muNodes sync.Mutex
+	MuNodes sync.Mutex
 }
 
 // errResigned ends a leadership given up on purpose.
-var errResigned = errors.New("resigned leadership")
+var ErrResigned = errors.New("resigned leadership")
 
 // resign gives up leadership: the election runnable returns, revoking the
 // lease, and another curator takes over.
-func (st *leaderState) resign() {
-	st.resignOnce.Do(func() { close(st.resigned) })
+func (st *LeaderState) resign() {
+	st.resignOnce.Do(func() { close(st.Resigned) })
 }
 
 // heartbeats is the leader's memory of when each node last sent a
@@ -150,7 +150,7 @@ func (st *leaderState) resign() {
 // fleet at rest writes nothing. It counts from when this leader began to
 // serve (servingSince): heartbeats before then went elsewhere.
 type heartbeats struct {
-	cfg *leaderConfig
+	cfg *LeaderConfig
 	// since is when the leadership began; guard says when it last came
 	// back from doubt.
 	since time.Time
@@ -160,18 +160,18 @@ type heartbeats struct {
 	last map[string]time.Time
 }
 
-func newHeartbeats(cfg *leaderConfig, since time.Time, guard *leaseGuard) *heartbeats {
+func newHeartbeats(cfg *LeaderConfig, since time.Time, guard *leaseGuard) *heartbeats {
 	return &heartbeats{cfg: cfg, since: since, guard: guard, last: map[string]time.Time{}}
 }
 
-func (h *heartbeats) beat(id string, t time.Time) {
+func (h *heartbeats) Beat(id string, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.last[id] = t
 }
 
 // beatAll notes a heartbeat of each node of ids at t (a liveness digest).
-func (h *heartbeats) beatAll(ids []string, t time.Time) {
+func (h *heartbeats) BeatAll(ids []string, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
@@ -185,7 +185,7 @@ func (h *heartbeats) forget(id string) {
 	delete(h.last, id)
 }
 
-func (h *heartbeats) get(id string) (time.Time, bool) {
+func (h *heartbeats) Get(id string) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.last[id]
@@ -205,11 +205,11 @@ func (h *heartbeats) read(f func(last func(id string) (time.Time, bool))) {
 
 // leaderSince is when this leadership began: a node heard or judged
 // before then is vouched for by no one here (shownStatus).
-func (h *heartbeats) leaderSince() time.Time { return h.since }
+func (h *heartbeats) LeaderSince() time.Time { return h.since }
 
 // servingSince is when this leader last started to serve: its election,
 // or its coming back from doubt. Heartbeats before then went elsewhere.
-func (h *heartbeats) servingSince() time.Time {
+func (h *heartbeats) ServingSince() time.Time {
 	since := h.since
 	if h.guard != nil {
 		if r := h.guard.resumedAt(); r.After(since) {
@@ -230,7 +230,7 @@ type nodeStreams struct {
 
 // open registers a stream of node id; dropped is closed when the node is
 // removed, release unregisters the stream.
-func (ns *nodeStreams) open(id string) (dropped <-chan struct{}, release func()) {
+func (ns *nodeStreams) Open(id string) (dropped <-chan struct{}, release func()) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if ns.byNode == nil {
@@ -265,14 +265,14 @@ func (ns *nodeStreams) drop(id string) {
 // told to come back later, a TLS handshake shed. Nodes still knocking are
 // nodes still arriving: a new leader's health loop does not end the
 // failover's hold while they do (decide.Health).
-type knocks struct {
+type Knocks struct {
 	at atomic.Int64 // Unix nanoseconds; 0: never
 }
 
-func (k *knocks) note(t time.Time) { k.at.Store(t.UnixNano()) }
+func (k *Knocks) Note(t time.Time) { k.at.Store(t.UnixNano()) }
 
 // last is when a node was last turned away (zero: never).
-func (k *knocks) last() time.Time {
+func (k *Knocks) Last() time.Time {
 	if ns := k.at.Load(); ns != 0 {
 		return time.Unix(0, ns)
 	}

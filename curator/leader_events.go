@@ -19,19 +19,19 @@ import (
 // that repeats every tick is recorded once.
 type eventLog struct {
 	fence *store.Fence
-	cfg   *leaderConfig
+	cfg   *LeaderConfig
 
 	mu          sync.Mutex
 	lastRefusal map[string]string
 }
 
 // timestamp is the clock's now, for a record.
-func (e *eventLog) timestamp() *timestamppb.Timestamp { return timestamppb.New(e.cfg.Now()) }
+func (e *eventLog) Timestamp() *timestamppb.Timestamp { return timestamppb.New(e.cfg.Now()) }
 
 // event is an event of this leadership, now: loop's action on node
 // nodeID (may be empty), for reason.
-func (e *eventLog) event(loop, action, nodeID, reason string) *pb.Event {
-	return &pb.Event{Time: e.timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: e.cfg.NodeID, Term: e.fence.Rev()}
+func (e *eventLog) Event(loop, action, nodeID, reason string) *pb.Event {
+	return &pb.Event{Time: e.Timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: e.cfg.NodeID, Term: e.fence.Rev()}
 }
 
 // record writes event ev, fenced.
@@ -54,7 +54,7 @@ func (e *eventLog) recordResult(ctx context.Context, loop string, res loopResult
 	if res.recorded {
 		return
 	}
-	if err := e.record(ctx, e.event(loop, action, res.nodeID, res.reason)); err != nil && !errors.Is(err, context.Canceled) {
+	if err := e.record(ctx, e.Event(loop, action, res.nodeID, res.reason)); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
 	}
 }

@@ -23,20 +23,20 @@ import (
 // (kick).
 type groupRecords struct {
 	fence  *store.Fence
-	cfg    *leaderConfig
+	cfg    *LeaderConfig
 	events *eventLog
-	mu     sync.Mutex
+	Mu     sync.Mutex
 	// kicks makes the group loop look at once.
 	kicks chan struct{}
 }
 
 // kick makes the group loop look at once.
-func (gr *groupRecords) kick() { supervisor.Kick(gr.kicks) }
+func (gr *groupRecords) Kick() { supervisor.Kick(gr.kicks) }
 
 // recordEvent records an event of the group loop's name; failing to is
 // logged, the change itself made.
-func (gr *groupRecords) recordEvent(ctx context.Context, action, reason string) {
-	if err := gr.events.record(ctx, gr.events.event("groups", action, "", reason)); err != nil {
+func (gr *groupRecords) RecordEvent(ctx context.Context, action, reason string) {
+	if err := gr.events.record(ctx, gr.events.Event("groups", action, "", reason)); err != nil {
 		gr.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }
@@ -54,7 +54,7 @@ func (c Caller) String() string { return c.Name + " (" + c.OpRole + ")" }
 
 // committedSpec is old's spec as a commit compares with it (nil for a
 // new group): normalized, a copy.
-func committedSpec(old *pb.Group) *pb.GroupSpec {
+func CommittedSpec(old *pb.Group) *pb.GroupSpec {
 	if old == nil {
 		return nil
 	}
@@ -69,8 +69,8 @@ func committedSpec(old *pb.Group) *pb.GroupSpec {
 // a rollout to it that replaces any other and keeps the configs before it
 // (the previous one, what a rollback returns to, and the history). why,
 // if given, says why in the event (an undo, an upgrade).
-func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *metrics.Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	from := committedSpec(old)
+func (gr *groupRecords) Commit(ctx context.Context, who Caller, metrics *metrics.Metrics, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	from := CommittedSpec(old)
 	if err := spec.CheckGroupChange(who.OpRole, who.Name, from, gs); err != nil {
 		return nil, nil, err
 	}
@@ -104,9 +104,9 @@ func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *metrics
 	if why != "" {
 		reason += " (" + why + ")"
 	}
-	gr.recordEvent(ctx, action, reason)
+	gr.RecordEvent(ctx, action, reason)
 	gr.cfg.Logger.With(zap.Stringer("caller", who)).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
-	gr.kick()
+	gr.Kick()
 	return g, rollout, nil
 }
 
@@ -117,7 +117,7 @@ func (gr *groupRecords) commit(ctx context.Context, who Caller, metrics *metrics
 // failed rollout's reason is kept in the rollback's. It returns the
 // rollback's record, or nil when the group is gone or was committed
 // anew meanwhile (nothing to roll back).
-func (gr *groupRecords) rollBackLocked(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) (*pb.Rollout, error) {
+func (gr *groupRecords) RollBackLocked(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) (*pb.Rollout, error) {
 	g, err := store.GroupLoad(ctx, gr.cfg.Etcd, r.Group)
 	if err != nil || g == nil || g.Destroying || g.ConfigSha != r.TargetSha {
 		return nil, err // gone, or committed anew meanwhile
@@ -135,7 +135,7 @@ func (gr *groupRecords) rollBackLocked(ctx context.Context, r *pb.Rollout, rev i
 	}
 	back.History = append([]*pb.RolloutSummary{spec.SummaryOf(r, bad)}, r.History...)
 	back.History = back.History[:min(len(back.History), spec.MaxRolloutHistory)]
-	evs = append(evs, gr.events.event("groups", "rollback-rollout", "", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason)))
+	evs = append(evs, gr.events.Event("groups", "rollback-rollout", "", fmt.Sprintf("group %s rolls back from %s to its previous config %s: %s", r.Group, spec.ShortSHA(r.TargetSha), spec.ShortSHA(g.ConfigSha), r.Reason)))
 	if err := store.RolloutRollBack(ctx, gr.fence, g, back, rev, evs...); err != nil {
 		return nil, err
 	}
@@ -145,8 +145,8 @@ func (gr *groupRecords) rollBackLocked(ctx context.Context, r *pb.Rollout, rev i
 // change changes group name's record (as change says), fenced, with
 // the group API's lock held so that a commit meanwhile is not lost.
 func (gr *groupRecords) change(ctx context.Context, name string, change func(*pb.Group)) error {
-	gr.mu.Lock()
-	defer gr.mu.Unlock()
+	gr.Mu.Lock()
+	defer gr.Mu.Unlock()
 	g, err := store.GroupLoad(ctx, gr.cfg.Etcd, name)
 	if err != nil || g == nil {
 		return err

@@ -33,7 +33,7 @@ type machines struct {
 
 // provider returns the provider of group g, made from its spec (made
 // anew when the spec's provider settings change).
-func (m *machines) provider(g *pb.Group) (provider.Provider, error) {
+func (m *machines) Provider(g *pb.Group) (provider.Provider, error) {
 	return m.providers.get(g, m.lg)
 }
 

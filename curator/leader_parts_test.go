@@ -23,7 +23,7 @@ func TestDeposedPartsChangeNothing(t *testing.T) {
 	old := svc.currentLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if _, err := c.cli.Delete(ctx, old.lead.Key()); err != nil {
+	if _, err := c.cli.Delete(ctx, old.Lead.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator leads under a new leadership", func() bool {
@@ -36,13 +36,13 @@ func TestDeposedPartsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := map[string]string{provider.LabelCluster: "deposed", provider.LabelGroup: "g"}
-	if _, err := old.machines.provision(ctx, p, provider.Spec{Labels: labels, Args: []string{"version"}}); !errors.Is(err, spec.ErrNotLeader) {
+	if _, err := old.Machines.provision(ctx, p, provider.Spec{Labels: labels, Args: []string{"version"}}); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("provision by a deposed leader = %v, want ErrNotLeader", err)
 	}
 	if got, err := p.List(ctx, labels); err != nil || len(got) != 0 {
 		t.Errorf("machines after a deposed leader's provision = %v, %v; want none", got, err)
 	}
-	if err := old.machines.destroy(ctx, p, "any"); !errors.Is(err, spec.ErrNotLeader) {
+	if err := old.Machines.destroy(ctx, p, "any"); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("destroy by a deposed leader = %v, want ErrNotLeader", err)
 	}
 
@@ -53,9 +53,9 @@ func TestDeposedPartsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer engine.Close()
-	cfg := *old.cfg
+	cfg := *old.Cfg
 	cfg.Docker = engine
-	sw := &swarmEngine{fence: old.lead.Fence, cfg: &cfg}
+	sw := &swarmEngine{fence: old.Lead.Fence, cfg: &cfg}
 	if err := sw.remove(ctx, "any"); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("Swarm node removal by a deposed leader = %v, want ErrNotLeader", err)
 	}

@@ -27,8 +27,8 @@ import (
 // last read it.
 type swarmEngine struct {
 	fence *store.Fence
-	cfg   *leaderConfig
-	seen  swarmSeen
+	cfg   *LeaderConfig
+	Seen  swarmSeen
 }
 
 // swarmSeen is the Swarm's node list as the swarm sync last read it (nil
@@ -63,14 +63,14 @@ func (s *swarmSeen) set(nodes []decide.SwarmNode) bool {
 }
 
 // read says whether the Swarm has been read (with the flavor on).
-func (s *swarmSeen) read() bool {
+func (s *swarmSeen) Read() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.byID != nil
 }
 
 // get returns Swarm node id as last read.
-func (s *swarmSeen) get(id string) (decide.SwarmNode, bool) {
+func (s *swarmSeen) Get(id string) (decide.SwarmNode, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, ok := s.byID[id]
@@ -78,7 +78,7 @@ func (s *swarmSeen) get(id string) (decide.SwarmNode, bool) {
 }
 
 // on says whether the cluster's Swarm flavor is on.
-func (sw *swarmEngine) on(ctx context.Context) (bool, error) {
+func (sw *swarmEngine) On(ctx context.Context) (bool, error) {
 	cs, err := store.ClusterLoad(ctx, sw.cfg.Etcd)
 	if err != nil {
 		return false, err
@@ -93,17 +93,17 @@ var errSwarm = errors.New("the Swarm did not take the change")
 
 // errNoEngine: the flavor is on, and this curator has no engine to act
 // through.
-var errNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", spec.ErrPrecondition)
+var ErrNoEngine = fmt.Errorf("%w: the cluster's Swarm flavor is on, but this curator's agent runs without a Docker engine: restart its agent with --docker-socket, or turn the flavor off with `curator cluster update --swarm=false`", spec.ErrPrecondition)
 
 // read reads the Swarm's node list through this node's engine,
 // within SwarmTimeout.
 func (sw *swarmEngine) read(ctx context.Context) ([]decide.SwarmNode, error) {
 	if sw.cfg.Docker == nil {
-		return nil, errNoEngine
+		return nil, ErrNoEngine
 	}
 	ctx, cancel := context.WithTimeout(ctx, sw.cfg.SwarmTimeout)
 	defer cancel()
-	return observeSwarm(ctx, sw.cfg.Docker)
+	return ObserveSwarm(ctx, sw.cfg.Docker)
 }
 
 // setRole promotes or demotes Swarm node id, fenced.
@@ -120,7 +120,7 @@ func (sw *swarmEngine) setRole(ctx context.Context, id string, role swarm.NodeRo
 // names the change in an error.
 func (sw *swarmEngine) update(ctx context.Context, id, what string, change func(*swarm.NodeSpec) bool) error {
 	if sw.cfg.Docker == nil {
-		return errNoEngine
+		return ErrNoEngine
 	}
 	ctx, cancel := context.WithTimeout(ctx, sw.cfg.SwarmTimeout)
 	defer cancel()
@@ -144,7 +144,7 @@ func (sw *swarmEngine) update(ctx context.Context, id, what string, change func(
 // remove removes Swarm node id (a Down worker), fenced.
 func (sw *swarmEngine) remove(ctx context.Context, id string) error {
 	if sw.cfg.Docker == nil {
-		return errNoEngine
+		return ErrNoEngine
 	}
 	ctx, cancel := context.WithTimeout(ctx, sw.cfg.SwarmTimeout)
 	defer cancel()
@@ -198,7 +198,7 @@ func (sw *swarmEngine) promoteFirst(ctx context.Context, cs *pb.ClusterState, n 
 // a Swarm manager), checked against the Swarm's quorum. Called with
 // muNodes.
 func (sw *swarmEngine) managerToDemote(ctx context.Context, n *pb.Node) (string, error) {
-	on, err := sw.on(ctx)
+	on, err := sw.On(ctx)
 	if err != nil || !on || n.SwarmNodeId == "" {
 		return "", err
 	}
@@ -237,7 +237,7 @@ func (sw *swarmEngine) managersOf(ctx context.Context, ms *decide.Membership) (m
 	if !slices.ContainsFunc(ms.Nodes, func(n *pb.Node) bool { return n.Demoting && n.Id != ms.Self }) {
 		return nil, nil
 	}
-	on, err := sw.on(ctx)
+	on, err := sw.On(ctx)
 	if err != nil || !on {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (sw *swarmEngine) removeNodeOf(ctx context.Context, n *pb.Node) {
 	if n.SwarmNodeId == "" {
 		return
 	}
-	if on, err := sw.on(ctx); err != nil || !on {
+	if on, err := sw.On(ctx); err != nil || !on {
 		return
 	}
 	lg := sw.cfg.Logger.With(zap.String("node", n.Id), zap.String("swarm_node", n.SwarmNodeId))

@@ -55,7 +55,7 @@ type leaseGuard struct {
 	reason error
 }
 
-func newLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, now func() time.Time, lg *zap.Logger) *leaseGuard {
+func NewLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, now func() time.Time, lg *zap.Logger) *leaseGuard {
 	// The campaign has just written with this lease, and the session
 	// renews it every third of the TTL: it lives at least a while yet.
 	// The first renewal comes at once and sets the real deadline.
@@ -69,7 +69,7 @@ func leaseMargin(ttl time.Duration) time.Duration { return ttl / 4 }
 
 // held says whether the lease is surely ours right now: the leader may
 // answer and act.
-func (g *leaseGuard) held() bool {
+func (g *leaseGuard) Held() bool {
 	if g == nil {
 		return true
 	}
@@ -86,7 +86,7 @@ func (g *leaseGuard) held() bool {
 // servingDone returns a channel closed when the lease may have expired:
 // the leader's node streams must end then (at once if that time has
 // passed).
-func (g *leaseGuard) servingDone() <-chan struct{} {
+func (g *leaseGuard) ServingDone() <-chan struct{} {
 	if g == nil {
 		return nil
 	}
@@ -113,10 +113,10 @@ func (g *leaseGuard) resumedAt() time.Time {
 }
 
 // lost is closed once the lease is gone for good.
-func (g *leaseGuard) lost() <-chan struct{} { return g.lostCh }
+func (g *leaseGuard) Lost() <-chan struct{} { return g.lostCh }
 
 // why says why the lease was given up.
-func (g *leaseGuard) why() error { return g.reason }
+func (g *leaseGuard) Why() error { return g.reason }
 
 func (g *leaseGuard) lose(err error) {
 	g.once.Do(func() {
@@ -178,7 +178,7 @@ func (g *leaseGuard) doubt() error {
 
 // run renews the lease every quarter TTL until ctx ends or the lease is
 // gone.
-func (g *leaseGuard) run(ctx context.Context) {
+func (g *leaseGuard) Run(ctx context.Context) {
 	every := g.ttl / 4
 	for {
 		sent := g.now()

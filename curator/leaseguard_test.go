@@ -59,27 +59,27 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		}
 	}()
 
-	g := newLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
+	g := NewLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); g.run(ctx) }()
+	go func() { defer close(done); g.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
 	// Renewed all along: held for longer than a TTL.
 	deadline := time.Now().Add(3 * ttl / 2)
 	for time.Now().Before(deadline) {
-		if !g.held() {
-			t.Fatalf("lease guard gave up a lease it renews: %v", g.why())
+		if !g.Held() {
+			t.Fatalf("lease guard gave up a lease it renews: %v", g.Why())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	streams := g.servingDone()
+	streams := g.ServingDone()
 	bridge.Blackhole()
 	silent := time.Now()
 	var stopped, streamsEnded time.Time
 	for deadline := time.Now().Add(2 * ttl); stopped.IsZero(); {
-		if !g.held() {
+		if !g.Held() {
 			stopped = time.Now()
 		}
 		if time.Now().After(deadline) {
@@ -94,8 +94,8 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 		t.Fatalf("the nodes' streams still open %s after etcd went silent", 2*ttl)
 	}
 	select {
-	case <-g.lost():
-		t.Fatalf("silence alone lost the lease: %v", g.why())
+	case <-g.Lost():
+		t.Fatalf("silence alone lost the lease: %v", g.Why())
 	default:
 	}
 	var expiredAt time.Time
@@ -124,11 +124,11 @@ func TestLeaseGuardStopsBeforeTheLeaseExpires(t *testing.T) {
 	// ends for good.
 	bridge.Unblackhole()
 	select {
-	case <-g.lost():
+	case <-g.Lost():
 	case <-time.After(2 * ttl):
 		t.Fatal("the guard did not learn that its lease expired")
 	}
-	if g.held() {
+	if g.Held() {
 		t.Error("held() after the lease was lost")
 	}
 }
@@ -145,26 +145,26 @@ func TestLeaseGuardServesAgainAfterAShortSilence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
+	g := NewLeaseGuard(cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); g.run(ctx) }()
+	go func() { defer close(done); g.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "the guard serves", g.held)
+	waitFor(t, "the guard serves", g.Held)
 	time.Sleep(ttl / 2)
 
-	streams := g.servingDone()
+	streams := g.ServingDone()
 	bridge.Blackhole()
-	waitFor(t, "the guard is in doubt", func() bool { return !g.held() })
+	waitFor(t, "the guard is in doubt", func() bool { return !g.Held() })
 	bridge.Unblackhole()
 	healed := time.Now()
-	waitFor(t, "the guard serves again", g.held)
+	waitFor(t, "the guard serves again", g.Held)
 	if r := g.resumedAt(); r.Before(healed) {
 		t.Errorf("resumedAt = %v, before the network healed (%v)", r, healed)
 	}
 	select {
-	case <-g.lost():
-		t.Fatalf("a short silence lost the lease: %v", g.why())
+	case <-g.Lost():
+		t.Fatalf("a short silence lost the lease: %v", g.Why())
 	case <-streams:
 		t.Error("a doubt shorter than the margin ended the nodes' streams")
 	default:
@@ -181,16 +181,16 @@ func TestLeaseGuardLosesARevokedLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newLeaseGuard(c.cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
+	g := NewLeaseGuard(c.cli, lease.ID, ttl, time.Now, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); g.run(ctx) }()
+	go func() { defer close(done); g.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	if _, err := c.cli.Revoke(callCtx(t), lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-g.lost():
+	case <-g.Lost():
 	case <-time.After(ttl):
 		t.Fatal("lease guard holds a revoked lease")
 	}

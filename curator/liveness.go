@@ -226,10 +226,10 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	if n := st.reg.Node(id); n == nil || !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if n := st.Reg.Node(id); n == nil || !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return fmt.Errorf("%w: node %s is not a manager: only a manager reports the liveness of the sessions it holds", spec.ErrDenied, id)
 	}
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	interval := uint32(s.cfg.HeartbeatInterval / time.Millisecond)
 	for {
 		rep, err := stream.Recv()
@@ -240,7 +240,7 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 			return err
 		}
 		select {
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return spec.ErrNotLeader
 		case <-doubt:
 			return spec.ErrNotLeader
@@ -256,11 +256,11 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 
 // hearDigest takes the nodes of a liveness report as heard at now. A node
 // with no record (removed) is not heard: its stream ends.
-func (st *leaderState) hearDigest(ids []string, now time.Time) {
+func (st *LeaderState) hearDigest(ids []string, now time.Time) {
 	kick := false
 	heard := make([]string, 0, len(ids))
 	for _, id := range ids {
-		n := st.reg.Node(id)
+		n := st.Reg.Node(id)
 		if n == nil {
 			continue
 		}
@@ -270,8 +270,8 @@ func (st *leaderState) hearDigest(ids []string, now time.Time) {
 		}
 	}
 	// One lock for the report, not taken under the registry's.
-	st.hb.beatAll(heard, now)
+	st.Heartbeats.BeatAll(heard, now)
 	if kick {
-		supervisor.Kick(st.kickHealth)
+		supervisor.Kick(st.KickHealth)
 	}
 }

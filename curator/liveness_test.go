@@ -41,7 +41,7 @@ func TestLivenessDigestsCarrySessions(t *testing.T) {
 	if got := metricValue(t, first.metrics.SessionHeartbeats); got != read {
 		t.Errorf("the leader read %v heartbeats on the node's stream after it was switched to digests, want 0", got-read)
 	}
-	if at, ok := first.currentLeader().hb.get(w1.id); !ok || time.Since(at) > 3*testHeartbeat {
+	if at, ok := first.currentLeader().Heartbeats.Get(w1.id); !ok || time.Since(at) > 3*testHeartbeat {
 		t.Errorf("the leader last heard the node at %v (heard: %v), want within %v", at, ok, 3*testHeartbeat)
 	}
 
@@ -150,7 +150,7 @@ func TestLivenessOnlyFromManagers(t *testing.T) {
 		t.Fatalf("a worker's liveness report: %v, want PermissionDenied", err)
 	}
 	for _, w := range []*testNode{w1, w2} {
-		if at, heard := leader.currentLeader().hb.get(w.id); heard {
+		if at, heard := leader.currentLeader().Heartbeats.Get(w.id); heard {
 			t.Errorf("node %s heard at %v from a worker's report", w.id, at)
 		}
 	}

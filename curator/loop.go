@@ -47,7 +47,7 @@ type loopResult struct {
 // guard, its outcome counted, logged and recorded (events). One is made
 // per leadership, and lives as long as it.
 type loopRunner struct {
-	cfg     *leaderConfig
+	cfg     *LeaderConfig
 	guard   *leaseGuard
 	reg     *store.Registry
 	metrics *metrics.Metrics
@@ -57,7 +57,7 @@ type loopRunner struct {
 // loops lists every loop a leader runs, each given the parts it uses. A
 // new loop is a file loop_<name>.go with its type, observe, decide and
 // act, and one line here.
-func loops(st *leaderState, metrics *metrics.Metrics) []loopSpec {
+func loops(st *LeaderState, metrics *metrics.Metrics) []loopSpec {
 	return []loopSpec{
 		newSyncLoop(st).spec(),
 		newDemotionLoop(st).spec(),
@@ -74,8 +74,8 @@ func loops(st *leaderState, metrics *metrics.Metrics) []loopSpec {
 
 // run runs the leader's runnables: the join batches and every loop,
 // counted in metrics.
-func (st *leaderState) run(ctx context.Context, metrics *metrics.Metrics) error {
-	r := &loopRunner{cfg: st.cfg, guard: st.guard, reg: st.reg, metrics: metrics, events: st.events}
+func (st *LeaderState) Run(ctx context.Context, metrics *metrics.Metrics) error {
+	r := &loopRunner{cfg: st.Cfg, guard: st.Guard, reg: st.Reg, metrics: metrics, events: st.Events}
 	runnables := map[string]supervisor.Runnable{
 		"joins": st.runJoins,
 	}
@@ -95,7 +95,7 @@ func (st *leaderState) run(ctx context.Context, metrics *metrics.Metrics) error 
 // on SyncInterval (etcd's member list has no watch). The snapshot is
 // observed under muNodes (members.locked), so that no other change of a
 // node comes between what a loop decided on and its act.
-func membershipLoop(name string, cfg *leaderConfig, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
+func membershipLoop(name string, cfg *LeaderConfig, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
 	return loopSpec{
 		name:        name,
 		tick:        m.locked(tick),
@@ -151,7 +151,7 @@ func (l *loopRunner) run(ctx context.Context, spec loopSpec) error {
 	defer resync.Stop()
 	var divergedAt time.Time
 	for {
-		if !l.guard.held() {
+		if !l.guard.Held() {
 			// In doubt about the lease: act on nothing until it is
 			// renewed (or lost, which ends the leadership).
 			select {

@@ -34,23 +34,23 @@ import (
 // demote of the node calls it off (see demote), so the loop never undoes
 // an operator's decision.
 
-const approvalsLoopName = "manager-approvals"
+const ApprovalsLoopName = "manager-approvals"
 
 type approvalLoop struct {
-	cfg     *leaderConfig
-	lead    *leadership
+	cfg     *LeaderConfig
+	lead    *Leadership
 	reg     *store.Registry
 	members *members
 	roles   *roles
 }
 
-func newApprovalLoop(st *leaderState) *approvalLoop {
-	return &approvalLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, members: st.members, roles: st.roles}
+func newApprovalLoop(st *LeaderState) *approvalLoop {
+	return &approvalLoop{cfg: st.Cfg, lead: st.Lead, reg: st.Reg, members: st.Members, roles: st.Roles}
 }
 
 func (l *approvalLoop) spec() loopSpec {
 	return loopSpec{
-		name: approvalsLoopName,
+		name: ApprovalsLoopName,
 		tick: l.tick,
 		// An approval changes the node's state in the transaction that
 		// records its promotion; then its status, role or existence
@@ -62,13 +62,13 @@ func (l *approvalLoop) spec() loopSpec {
 }
 
 func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
-	l.lead.muNodes.Lock()
-	defer l.lead.muNodes.Unlock()
+	l.lead.MuNodes.Lock()
+	defer l.lead.MuNodes.Unlock()
 	pending, err := store.PromotionList(ctx, l.cfg.Etcd)
 	if err != nil || len(pending) == 0 {
 		return loopResult{}, err
 	}
-	ms, err := l.members.observe(ctx)
+	ms, err := l.members.Observe(ctx)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -94,7 +94,7 @@ func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
 	}
 	res := loopResult{action: string(a.Kind), nodeID: a.NodeID, reason: a.Reason}
 	if a.Kind == decide.ApprovalPromote {
-		if err := l.roles.promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
+		if err := l.roles.Promote(ctx, store.CloneNode(l.reg.Node(a.NodeID))); err != nil {
 			if errors.Is(err, spec.ErrPrecondition) {
 				// What the snapshot did not show (a race with an
 				// operator): say so, and look again next tick.

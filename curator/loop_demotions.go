@@ -16,15 +16,15 @@ import (
 // majority waits, refused with the reason, until the voters are back.
 
 type demotionLoop struct {
-	cfg     *leaderConfig
+	cfg     *LeaderConfig
 	members *members
 	roles   *roles
 	swarm   *swarmEngine
 	resign  func()
 }
 
-func newDemotionLoop(st *leaderState) *demotionLoop {
-	return &demotionLoop{cfg: st.cfg, members: st.members, roles: st.roles, swarm: st.swarm, resign: st.resign}
+func newDemotionLoop(st *LeaderState) *demotionLoop {
+	return &demotionLoop{cfg: st.Cfg, members: st.Members, roles: st.Roles, swarm: st.Swarm, resign: st.resign}
 }
 
 func (l *demotionLoop) spec() loopSpec {

@@ -46,8 +46,8 @@ const JoinTokenEnv = "CURATOR_JOIN_TOKEN"
 // the provisions it holds back for groups whose new machines die before
 // their nodes join), which no other loop or handler reaches.
 type groupLoop struct {
-	cfg      *leaderConfig
-	lead     *leadership
+	cfg      *LeaderConfig
+	lead     *Leadership
 	reg      *store.Registry
 	pki      *store.ClusterPKI
 	hb       *heartbeats
@@ -62,9 +62,9 @@ type groupLoop struct {
 	crashes  crashBackoff
 }
 
-func newGroupLoop(st *leaderState, metrics *metrics.Metrics) *groupLoop {
-	return &groupLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, pki: st.pki, hb: st.hb, members: st.members, roles: st.roles,
-		records: st.records, groups: st.groups, machines: st.machines, swarm: st.swarm, events: st.events, metrics: metrics}
+func newGroupLoop(st *LeaderState, metrics *metrics.Metrics) *groupLoop {
+	return &groupLoop{cfg: st.Cfg, lead: st.Lead, reg: st.Reg, pki: st.PKI, hb: st.Heartbeats, members: st.Members, roles: st.Roles,
+		records: st.Records, groups: st.Groups, machines: st.Machines, swarm: st.Swarm, events: st.Events, metrics: metrics}
 }
 
 func (l *groupLoop) spec() loopSpec {
@@ -140,7 +140,7 @@ func (l *groupLoop) observe(ctx context.Context) (*groupsSeen, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := l.members.observeLocked(ctx)
+	ms, err := l.members.ObserveLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 	name := g.Spec.GetName()
 	gs := &groupSeen{g: g}
 	var err error
-	gs.p, err = l.machines.provider(g)
+	gs.p, err = l.machines.Provider(g)
 	sel := map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: name}
 	var keepsDead bool
 	gs.dk, keepsDead = gs.p.(deadKeeper)
@@ -188,7 +188,7 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 // node list). It reads nothing else.
 func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot {
 	g, ro := gs.g, gs.ro
-	pol := spec.NormalRolloutPolicy(proto.Clone(orEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
+	pol := spec.NormalRolloutPolicy(proto.Clone(OrEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
 	snap := decide.GroupSnapshot{
 		Name: g.Spec.GetName(), Size: int(g.Spec.GetSize()), Destroying: g.Destroying,
 		ReplaceAfter: g.Spec.GetReplaceAfter().AsDuration(), JoinTimeout: g.Spec.GetJoinTimeout().AsDuration(),
@@ -196,7 +196,7 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		Rolling:   ro != nil && ro.State == pb.RolloutState_ROLLOUT_STATE_ROLLING && ro.TargetSha == g.ConfigSha,
 		TargetSHA: g.ConfigSha, MaxParallel: int(g.Spec.GetMaxParallel()),
 		ConsensusGroup: slices.Contains(g.Spec.GetRoles(), pb.Role_ROLE_CONSENSUS),
-		Swarm:          w.cs.Swarm && l.swarm.seen.read(),
+		Swarm:          w.cs.Swarm && l.swarm.Seen.Read(),
 		Monitor:        pol.Monitor.AsDuration(), ProgressDeadline: pol.ProgressDeadline.AsDuration(),
 		MaxFailures: int(pol.MaxFailures), MaxSurge: int(pol.GetMaxSurge()), MaxUnavailable: int(pol.GetMaxUnavailable()),
 		Held: ro != nil && ro.TargetSha == g.ConfigSha && ro.State == pb.RolloutState_ROLLOUT_STATE_PAUSED,
@@ -222,7 +222,7 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 	// The ceiling over the group: replace_after at least its floor,
 	// and nodes this leader has not heard lately counted.
 	snap.ReplaceAfterFloor = spec.ReplaceAfterFloor(l.cfg.DownAfter, l.cfg.HeartbeatInterval)
-	snap.SuspectAfter, snap.HeardSince = decide.SuspectAfter(l.cfg.HeartbeatInterval), l.hb.servingSince()
+	snap.SuspectAfter, snap.HeardSince = decide.SuspectAfter(l.cfg.HeartbeatInterval), l.hb.ServingSince()
 	if snap.Rolling {
 		snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 		snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
@@ -242,13 +242,13 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		}
 		gn.HealthyVoter = ms.HealthyVoter(n.Id)
 		gn.SwarmIn = n.SwarmNodeId != ""
-		if sn, ok := l.swarm.seen.get(n.SwarmNodeId); ok && snap.Swarm {
+		if sn, ok := l.swarm.Seen.Get(n.SwarmNodeId); ok && snap.Swarm {
 			gn.SwarmManager, gn.SwarmVoter, gn.SwarmLeader = sn.Manager, sn.Reachable(), sn.Leader
 		}
 		if n.SwarmLeaveRequested != nil {
 			gn.SwarmLeaveAsked = n.SwarmLeaveRequested.AsTime()
 		}
-		if last, ok := l.hb.get(n.Id); ok {
+		if last, ok := l.hb.Get(n.Id); ok {
 			gn.LastHeard = last
 		}
 		if snap.Rolling && gn.Learner && n.ConfigSha == g.ConfigSha {
@@ -358,7 +358,7 @@ func (l *groupLoop) machineExited(ctx context.Context, p provider.Provider, name
 	supervisor.Logger(ctx).Warn(res.action, zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
 	l.events.recordResult(ctx, "groups", res)
-	time.AfterFunc(d.Wait, l.groups.kick)
+	time.AfterFunc(d.Wait, l.groups.Kick)
 	return res.reason
 }
 
@@ -380,7 +380,7 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 	supervisor.Logger(ctx).Warn(action, zap.String("group", s.Name), zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", action).Inc()
 	l.events.recordResult(ctx, "groups", res)
-	time.AfterFunc(wait, l.groups.kick)
+	time.AfterFunc(wait, l.groups.Kick)
 	// `group ls` shows the group failing, with the reason.
 	if err := l.groups.change(ctx, s.Name, func(g *pb.Group) { g.ProviderFailing = res.reason }); err != nil {
 		return err
@@ -394,7 +394,7 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 
 // orEmptyPolicy is r, or an empty policy for a group committed before
 // there were policies (normalRolloutPolicy gives it the defaults).
-func orEmptyPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
+func OrEmptyPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
 	if r == nil {
 		return &pb.RolloutPolicy{}
 	}
@@ -422,9 +422,9 @@ func onFailure(pol *pb.RolloutPolicy, ro *pb.Rollout) (what string, rollBack, pa
 // carries the rollback on and a commit meanwhile wins. The events evs
 // (the failure's) and the rollback's own go in the same transaction.
 func (l *groupLoop) rollBack(ctx context.Context, r *pb.Rollout, rev int64, evs ...*pb.Event) error {
-	l.groups.mu.Lock()
-	defer l.groups.mu.Unlock()
-	back, err := l.groups.rollBackLocked(ctx, r, rev, evs...)
+	l.groups.Mu.Lock()
+	defer l.groups.Mu.Unlock()
+	back, err := l.groups.RollBackLocked(ctx, r, rev, evs...)
 	if errors.Is(err, store.ErrRolloutChanged) || err == nil && back == nil {
 		return nil
 	}
@@ -434,7 +434,7 @@ func (l *groupLoop) rollBack(ctx context.Context, r *pb.Rollout, rev int64, evs 
 	faults.Point(faults.RolloutAfterRollBack)
 	l.metrics.Rollouts.WithLabelValues("rollback").Inc()
 	supervisor.Logger(ctx).Warn("rollout failed: rolling back", zap.String("group", r.Group), zap.String("from", r.TargetSha), zap.String("to", back.TargetSha), zap.String("reason", r.Reason))
-	l.groups.kick()
+	l.groups.Kick()
 	return nil
 }
 
@@ -507,40 +507,40 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 		}
 		return nil
 	case decide.GroupDrain:
-		return l.records.changeNode(ctx, a.Node, func(n *pb.Node) bool {
+		return l.records.ChangeNode(ctx, a.Node, func(n *pb.Node) bool {
 			n.Availability = pb.Availability_AVAILABILITY_DRAIN
 			return true
 		})
 	case decide.GroupRolloutDone, decide.GroupRolloutFail:
 		return nil // noteRollout writes the outcome
 	case decide.GroupSwarmLeave:
-		return l.records.changeNode(ctx, a.Node, func(n *pb.Node) bool {
-			n.SwarmLeaveRequested = l.events.timestamp()
+		return l.records.ChangeNode(ctx, a.Node, func(n *pb.Node) bool {
+			n.SwarmLeaveRequested = l.events.Timestamp()
 			n.SwarmJoinRequested = false
 			return true
 		})
 	case decide.GroupSwarmStay:
-		return l.records.changeNode(ctx, a.Node, func(n *pb.Node) bool {
+		return l.records.ChangeNode(ctx, a.Node, func(n *pb.Node) bool {
 			had := n.SwarmLeaveRequested != nil
 			n.SwarmLeaveRequested = nil
 			return had
 		})
 	case decide.GroupRemoveNode:
-		l.lead.muNodes.Lock()
-		defer l.lead.muNodes.Unlock()
+		l.lead.MuNodes.Lock()
+		defer l.lead.MuNodes.Unlock()
 		n := l.reg.Node(a.Node)
 		if n == nil {
 			return nil // gone already
 		}
-		return l.roles.removeNode(ctx, n)
+		return l.roles.RemoveNode(ctx, n)
 	case decide.GroupDemote:
-		l.lead.muNodes.Lock()
-		defer l.lead.muNodes.Unlock()
+		l.lead.MuNodes.Lock()
+		defer l.lead.MuNodes.Unlock()
 		n := l.reg.Node(a.Node)
 		if n == nil {
 			return nil
 		}
-		if _, err := l.roles.demote(ctx, store.CloneNode(n)); err != nil {
+		if _, err := l.roles.Demote(ctx, store.CloneNode(n)); err != nil {
 			return err
 		}
 		if a.Step != "" {
@@ -633,7 +633,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 		}
 		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", why
 		l.metrics.Rollouts.WithLabelValues("done").Inc()
-		evs, recorded = []*pb.Event{l.events.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.events.Event("groups", a.Kind.String(), a.Node, a.Reason)}, true
 	case decide.GroupRolloutFail:
 		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
 		r.Failures = uint32(max(snap.Failures, int(r.Failures)))
@@ -642,7 +642,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 			r.LastFailure = a.Reason
 		}
 		l.metrics.Rollouts.WithLabelValues("failed").Inc()
-		evs, recorded = []*pb.Event{l.events.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.events.Event("groups", a.Kind.String(), a.Node, a.Reason)}, true
 		if snap.PauseOnFailure {
 			r.State, r.Finished = pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
 		}

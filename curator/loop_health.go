@@ -23,18 +23,18 @@ import (
 // writes nothing. It owns what it remembers between ticks (mem: see
 // decide.Health), which no other loop reaches.
 type healthLoop struct {
-	cfg     *leaderConfig
+	cfg     *LeaderConfig
 	fence   *store.Fence
 	reg     *store.Registry
 	hb      *heartbeats
-	knocks  *knocks
+	knocks  *Knocks
 	metrics *metrics.Metrics
 	kick    chan struct{}
 	mem     decide.HealthMemory
 }
 
-func newHealthLoop(st *leaderState, metrics *metrics.Metrics) *healthLoop {
-	return &healthLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, hb: st.hb, knocks: st.knocks, metrics: metrics, kick: st.kickHealth}
+func newHealthLoop(st *LeaderState, metrics *metrics.Metrics) *healthLoop {
+	return &healthLoop{cfg: st.Cfg, fence: st.Lead.Fence, reg: st.Reg, hb: st.Heartbeats, knocks: st.Knocks, metrics: metrics, kick: st.KickHealth}
 }
 
 func (l *healthLoop) spec() loopSpec {
@@ -43,7 +43,7 @@ func (l *healthLoop) spec() loopSpec {
 		tick:   l.tick,
 		kick:   l.kick,
 		resync: l.cfg.HeartbeatInterval / 2,
-		minGap: healthGap(l.cfg.HeartbeatInterval),
+		minGap: HealthGap(l.cfg.HeartbeatInterval),
 	}
 }
 
@@ -52,7 +52,7 @@ func (l *healthLoop) spec() loopSpec {
 // then marked ready together, in one write and one event (a join wave
 // kicks the loop hundreds of times a second, and each tick reads the
 // whole fleet). A twentieth of the heartbeat interval, at most 100 ms.
-func healthGap(interval time.Duration) time.Duration {
+func HealthGap(interval time.Duration) time.Duration {
 	return min(interval/20, 100*time.Millisecond)
 }
 
@@ -66,9 +66,9 @@ func (l *healthLoop) tick(ctx context.Context) (loopResult, error) {
 	// A leader that stopped serving for a while (in doubt about its
 	// lease) heard nothing meanwhile: count from when it came back, as a
 	// new leader counts from its election.
-	since := l.hb.servingSince()
+	since := l.hb.ServingSince()
 	mem := &l.mem
-	d := decide.Health(hn, since, now, l.cfg.DownAfter, l.knocks.last(), *mem)
+	d := decide.Health(hn, since, now, l.cfg.DownAfter, l.knocks.Last(), *mem)
 	if !mem.Since.Equal(since) {
 		mem.Settled = time.Time{}
 	}

@@ -26,15 +26,15 @@ import (
 // learnerLoop is the learners loop; it owns what it remembers between
 // ticks (mem), which no other loop reaches.
 type learnerLoop struct {
-	cfg     *leaderConfig
-	lead    *leadership
+	cfg     *LeaderConfig
+	lead    *Leadership
 	members *members
 	groups  *groupRecords
 	mem     decide.LearnerMemory
 }
 
-func newLearnerLoop(st *leaderState) *learnerLoop {
-	return &learnerLoop{cfg: st.cfg, lead: st.lead, members: st.members, groups: st.groups}
+func newLearnerLoop(st *LeaderState) *learnerLoop {
+	return &learnerLoop{cfg: st.Cfg, lead: st.Lead, members: st.Members, groups: st.Groups}
 }
 
 func (l *learnerLoop) spec() loopSpec {
@@ -70,6 +70,6 @@ func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResu
 		return loopResult{}, err
 	}
 	// A new voter is what a rollout of a consensus group waits for.
-	l.groups.kick()
+	l.groups.Kick()
 	return loopResult{action: "promote", nodeID: a.NodeID, reason: a.Reason}, nil
 }

@@ -13,13 +13,13 @@ import (
 // carries leases across its own leader change).
 
 type placementLoop struct {
-	cfg     *leaderConfig
-	lead    *leadership
+	cfg     *LeaderConfig
+	lead    *Leadership
 	members *members
 }
 
-func newPlacementLoop(st *leaderState) *placementLoop {
-	return &placementLoop{cfg: st.cfg, lead: st.lead, members: st.members}
+func newPlacementLoop(st *LeaderState) *placementLoop {
+	return &placementLoop{cfg: st.Cfg, lead: st.Lead, members: st.Members}
 }
 
 func (l *placementLoop) spec() loopSpec {

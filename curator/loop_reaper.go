@@ -17,16 +17,16 @@ import (
 // first; the curator leader's own node is never reaped.
 
 type reaperLoop struct {
-	cfg     *leaderConfig
-	lead    *leadership
+	cfg     *LeaderConfig
+	lead    *Leadership
 	reg     *store.Registry
 	members *members
 	roles   *roles
 	events  *eventLog
 }
 
-func newReaperLoop(st *leaderState) *reaperLoop {
-	return &reaperLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, members: st.members, roles: st.roles, events: st.events}
+func newReaperLoop(st *LeaderState) *reaperLoop {
+	return &reaperLoop{cfg: st.Cfg, lead: st.Lead, reg: st.Reg, members: st.Members, roles: st.Roles, events: st.Events}
 }
 
 func (l *reaperLoop) spec() loopSpec {
@@ -72,9 +72,9 @@ func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 	if decide.Reap(snap) == nil {
 		return loopResult{}, nil // the common case, without reading etcd's members
 	}
-	l.lead.muNodes.Lock()
-	defer l.lead.muNodes.Unlock()
-	ms, err := l.members.observe(ctx)
+	l.lead.MuNodes.Lock()
+	defer l.lead.MuNodes.Unlock()
+	ms, err := l.members.Observe(ctx)
 	if err != nil {
 		return loopResult{}, err
 	}
@@ -97,7 +97,7 @@ func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 	}
 	// The event goes in the record's removal: a leader that dies between
 	// the two would lose it.
-	if err := l.roles.removeNode(ctx, n, l.events.event("reaper", "reap", a.Node, a.Reason)); err != nil {
+	if err := l.roles.RemoveNode(ctx, n, l.events.Event("reaper", "reap", a.Node, a.Reason)); err != nil {
 		return loopResult{}, err
 	}
 	return loopResult{action: "reap", nodeID: a.Node, reason: a.Reason, recorded: true}, nil

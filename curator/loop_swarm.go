@@ -100,8 +100,8 @@ func swarmChange(old, new *pb.Node) bool {
 // swarmLoop is the swarm sync; it owns its memory of the changes held
 // back after failed Swarm calls (holds), which no other loop reaches.
 type swarmLoop struct {
-	cfg     *leaderConfig
-	lead    *leadership
+	cfg     *LeaderConfig
+	lead    *Leadership
 	reg     *store.Registry
 	swarm   *swarmEngine
 	roles   *roles
@@ -112,9 +112,9 @@ type swarmLoop struct {
 	holds   swarmHolds
 }
 
-func newSwarmLoop(st *leaderState, metrics *metrics.Metrics) *swarmLoop {
-	return &swarmLoop{cfg: st.cfg, lead: st.lead, reg: st.reg, swarm: st.swarm, roles: st.roles, records: st.records,
-		groups: st.groups, metrics: metrics, kick: st.kickSwarm}
+func newSwarmLoop(st *LeaderState, metrics *metrics.Metrics) *swarmLoop {
+	return &swarmLoop{cfg: st.Cfg, lead: st.Lead, reg: st.Reg, swarm: st.Swarm, roles: st.Roles, records: st.Records,
+		groups: st.Groups, metrics: metrics, kick: st.KickSwarm}
 }
 
 // spec: the swarm sync ticks on node changes, on the Swarm's node events
@@ -131,7 +131,7 @@ func (l *swarmLoop) spec() loopSpec {
 		minGap:      l.cfg.MinActionGap,
 	}
 	if l.cfg.Docker != nil {
-		spec.watch = func(ctx context.Context) { watchSwarm(ctx, l.cfg.Docker, l.kick) }
+		spec.watch = func(ctx context.Context) { WatchSwarm(ctx, l.cfg.Docker, l.kick) }
 	}
 	return spec
 }
@@ -142,7 +142,7 @@ func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
 		return loopResult{}, err
 	}
 	if !cs.Swarm {
-		l.swarm.seen.set(nil)
+		l.swarm.Seen.set(nil)
 		l.metrics.SwarmNodes.Reset()
 		return loopResult{}, nil
 	}
@@ -151,8 +151,8 @@ func (l *swarmLoop) tick(ctx context.Context) (loopResult, error) {
 		return *orEmpty(refusal), err
 	}
 	l.countSwarm(seen)
-	l.lead.muNodes.Lock()
-	defer l.lead.muNodes.Unlock()
+	l.lead.MuNodes.Lock()
+	defer l.lead.MuNodes.Unlock()
 	a := l.decide(cs, seen)
 	if a != nil && a.Kind != decide.SwarmRefuse {
 		// The list was read before muNodes: a promote or demote of the
@@ -183,8 +183,8 @@ func (l *swarmLoop) observe(ctx context.Context) ([]decide.SwarmNode, *loopResul
 		}
 		return nil, &loopResult{refused: true, reason: fmt.Sprintf("cannot read the Swarm through this node's Docker engine, so nothing in it is changed: %v", err)}, nil
 	}
-	if l.swarm.seen.set(seen) {
-		l.groups.kick()
+	if l.swarm.Seen.set(seen) {
+		l.groups.Kick()
 	}
 	return seen, nil, nil
 }
@@ -222,14 +222,14 @@ func (l *swarmLoop) act(ctx context.Context, a *decide.SwarmAction) (loopResult,
 		}
 		// The promotion carries on at its etcd step, with its guards
 		// (the voter limit among them).
-		err = l.roles.promote(ctx, store.CloneNode(n))
+		err = l.roles.Promote(ctx, store.CloneNode(n))
 		if errors.Is(err, spec.ErrPrecondition) {
 			return loopResult{refused: true, nodeID: a.NodeID, reason: fmt.Sprintf("%s, but the promotion cannot go on: %v", a.Reason, err)}, nil
 		}
 	case decide.SwarmRemoveNode:
 		err = l.swarm.remove(ctx, a.SwarmID)
 	case decide.SwarmJoin:
-		err = l.records.requestSwarmJoin(ctx, a.NodeID)
+		err = l.records.RequestSwarmJoin(ctx, a.NodeID)
 	}
 	if errors.Is(err, errSwarm) && ctx.Err() == nil {
 		// Not a failed tick: say what the Swarm answered, hold the

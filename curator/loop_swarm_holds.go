@@ -21,7 +21,7 @@ import (
 
 const (
 	swarmHoldFirst = 2 * time.Second
-	swarmHoldMax   = time.Minute
+	SwarmHoldMax   = time.Minute
 )
 
 // swarmHolds is the swarm sync's memory of failed changes; the zero
@@ -55,10 +55,10 @@ func (h *swarmHolds) fail(a *decide.SwarmAction, err error, now time.Time) time.
 	hd.failures++
 	hd.last = err
 	wait := swarmHoldFirst
-	for i := 1; i < hd.failures && wait < swarmHoldMax; i++ {
+	for i := 1; i < hd.failures && wait < SwarmHoldMax; i++ {
 		wait *= 2
 	}
-	wait = min(wait, swarmHoldMax)
+	wait = min(wait, SwarmHoldMax)
 	hd.until = now.Add(wait)
 	return wait
 }

@@ -35,7 +35,7 @@ type SwarmEngine interface {
 // the call fails, after Swarm's own timeout, while the Swarm has no
 // leader). A worker's engine answers with an error saying it is not a
 // manager.
-func observeSwarm(ctx context.Context, engine swarmNodeLister) ([]decide.SwarmNode, error) {
+func ObserveSwarm(ctx context.Context, engine swarmNodeLister) ([]decide.SwarmNode, error) {
 	res, err := engine.NodeList(ctx, client.NodeListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list the Swarm's nodes: %w", err)

@@ -37,7 +37,7 @@ func TestObserveSwarm(t *testing.T) {
 	})
 	// Through the leader's engine and through a follower's: one list.
 	for _, e := range []*swarmtest.Engine{m0, m1} {
-		got, err := observeSwarm(ctx, e.Client)
+		got, err := ObserveSwarm(ctx, e.Client)
 		if err != nil {
 			t.Fatalf("through %s: %v", e.Name, err)
 		}
@@ -46,7 +46,7 @@ func TestObserveSwarm(t *testing.T) {
 		}
 	}
 	// A worker's engine cannot list the Swarm.
-	if _, err := observeSwarm(ctx, w.Client); err == nil {
+	if _, err := ObserveSwarm(ctx, w.Client); err == nil {
 		t.Errorf("a worker's engine listed the Swarm's nodes")
 	} else {
 		t.Logf("through the worker: %v", err)
@@ -58,7 +58,7 @@ func TestObserveSwarm(t *testing.T) {
 		{ID: "n0", Consensus: true, Ready: true, SwarmID: m0.NodeID},
 		{ID: "n1", Consensus: true, Ready: true, SwarmID: m1.NodeID},
 	}
-	got, err := observeSwarm(ctx, m0.Client)
+	got, err := ObserveSwarm(ctx, m0.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestObserveSwarm(t *testing.T) {
 	}
 	start := time.Now()
 	testenv.Eventually(t, 30*time.Second, "the dead worker's Swarm node to be removed", func() error {
-		got, err := observeSwarm(ctx, m0.Client)
+		got, err := ObserveSwarm(ctx, m0.Client)
 		if err != nil {
 			return err
 		}

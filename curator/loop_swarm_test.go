@@ -76,7 +76,7 @@ func runSwarmAgent(t *testing.T, c *testCluster, id string, conn *grpc.ClientCon
 func swarmNodes(ctx context.Context, e *swarmtest.Engine) (map[string]decide.SwarmNode, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	list, err := observeSwarm(ctx, e.Client)
+	list, err := ObserveSwarm(ctx, e.Client)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func TestSwarmSync(t *testing.T) {
 		// The engine answers again: the held change goes through.
 		engine.failUpdates()
 		healed := time.Now()
-		testenv.Eventually(t, swarmTestTimeout+swarmHoldMax, "the first node's Swarm node drained", func() error {
+		testenv.Eventually(t, swarmTestTimeout+SwarmHoldMax, "the first node's Swarm node drained", func() error {
 			return avails(map[*swarmtest.Engine]swarm.NodeAvailability{firstEngine: swarm.NodeAvailabilityDrain})
 		})
 		t.Logf("the held change made %v after the engine answered again", time.Since(healed).Round(time.Millisecond))

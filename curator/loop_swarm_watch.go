@@ -40,7 +40,7 @@ type swarmEventer interface {
 var swarmWatchBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Factor: 2, Max: 5 * time.Second}
 
 // watchSwarm kicks ch on each Swarm node event of engine, until ctx ends.
-func watchSwarm(ctx context.Context, engine swarmEventer, ch chan struct{}) {
+func WatchSwarm(ctx context.Context, engine swarmEventer, ch chan struct{}) {
 	lg := supervisor.Logger(ctx)
 	wait := swarmWatchBackoff.Initial
 	var since string

@@ -82,7 +82,7 @@ func TestWatchSwarm(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchSwarm(ctx, f, ch)
+		WatchSwarm(ctx, f, ch)
 	}()
 	for i := range 2 {
 		select {
@@ -139,7 +139,7 @@ func TestSwarmWatchWakes(t *testing.T) {
 	setSwarm(t, admin, true)
 	waitFor(t, "the swarm sync to have read the Swarm", func() bool {
 		st := svc.currentLeader()
-		return st != nil && st.swarm.seen.read()
+		return st != nil && st.Swarm.Seen.Read()
 	})
 	if took := time.Since(on); took > 5*time.Second {
 		t.Errorf("the swarm sync read the Swarm %v after Swarm mode was set, want at once", took.Round(time.Millisecond))

@@ -28,13 +28,13 @@ import (
 // wrong.
 
 type syncLoop struct {
-	cfg     *leaderConfig
+	cfg     *LeaderConfig
 	members *members
 	roles   *roles
 }
 
-func newSyncLoop(st *leaderState) *syncLoop {
-	return &syncLoop{cfg: st.cfg, members: st.members, roles: st.roles}
+func newSyncLoop(st *LeaderState) *syncLoop {
+	return &syncLoop{cfg: st.Cfg, members: st.Members, roles: st.Roles}
 }
 
 func (l *syncLoop) spec() loopSpec {

@@ -199,15 +199,15 @@ func saveAsLeader(t *testing.T, svc *Service, id string, mutate func(*pb.Node)) 
 	if st == nil {
 		t.Fatal("the curator does not lead")
 	}
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
 	ctx := callCtx(t)
 	n, err := store.NodeLoad(ctx, svc.cfg.Etcd, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mutate(n)
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -276,7 +276,7 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 			plant: func(t *testing.T, f *syncFixture) (string, func() error) {
 				w := f.worker("w1")
 				saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-					n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+					n.Roles = WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 					n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 				})
 				before := len(f.members(t))
@@ -553,7 +553,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 
 	old := svc.currentLeader()
 	deposed := time.Now()
-	if _, err := c.cli.Delete(callCtx(t), old.lead.Key()); err != nil {
+	if _, err := c.cli.Delete(callCtx(t), old.Lead.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator stops leading", func() bool { return !svc.IsLeader() })
@@ -597,7 +597,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 	if got := syncActions(t, svc, "grant-role"); got != actions {
 		t.Errorf("grant-role actions went from %v to %v after losing leadership", actions, got)
 	}
-	if old.ctx.Err() == nil {
+	if old.Ctx.Err() == nil {
 		t.Error("the old leadership's context is still live")
 	}
 
@@ -633,7 +633,7 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-		n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+		n.Roles = WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 	})
 	waitFor(t, "both are repaired", func() bool {

@@ -31,17 +31,17 @@ import (
 
 // Upgrade group states (UpgradeGroup.state).
 const (
-	upgradeWaiting   = "waiting"
-	upgradeRolling   = "rolling"
+	UpgradeWaiting   = "waiting"
+	UpgradeRolling   = "rolling"
 	upgradeDone      = "done"
 	upgradeFailed    = "failed"
-	upgradeSkipped   = "skipped"
-	upgradeCancelled = "cancelled"
+	UpgradeSkipped   = "skipped"
+	UpgradeCancelled = "cancelled"
 )
 
 // upgradeLoop carries an upgrade on, group after group.
 type upgradeLoop struct {
-	cfg     *leaderConfig
+	cfg     *LeaderConfig
 	fence   *store.Fence
 	reg     *store.Registry
 	groups  *groupRecords
@@ -50,8 +50,8 @@ type upgradeLoop struct {
 	kick    chan struct{}
 }
 
-func newUpgradeLoop(st *leaderState, metrics *metrics.Metrics) *upgradeLoop {
-	return &upgradeLoop{cfg: st.cfg, fence: st.lead.Fence, reg: st.reg, groups: st.groups, events: st.events, metrics: metrics, kick: st.kickUpgrade}
+func newUpgradeLoop(st *LeaderState, metrics *metrics.Metrics) *upgradeLoop {
+	return &upgradeLoop{cfg: st.Cfg, fence: st.Lead.Fence, reg: st.Reg, groups: st.Groups, events: st.Events, metrics: metrics, kick: st.kickUpgrade}
 }
 
 func (l *upgradeLoop) spec() loopSpec {
@@ -64,7 +64,7 @@ func (l *upgradeLoop) spec() loopSpec {
 }
 
 // kickUpgrade makes the upgrade loop look at once.
-func kickUpgrade(st *leaderState) { supervisor.Kick(st.kickUpgrade) }
+func KickUpgrade(st *LeaderState) { supervisor.Kick(st.kickUpgrade) }
 
 func (l *upgradeLoop) tick(ctx context.Context) (loopResult, error) {
 	if res, acted, err := l.migrateStorage(ctx); err != nil || acted {
@@ -76,10 +76,10 @@ func (l *upgradeLoop) tick(ctx context.Context) (loopResult, error) {
 	}
 	// The group API's writes and the upgrade's are serialised: a cancel
 	// never lands between a group's commit and the record that says so.
-	l.groups.mu.Lock()
-	defer l.groups.mu.Unlock()
+	l.groups.Mu.Lock()
+	defer l.groups.Mu.Unlock()
 	for i, ug := range u.Groups {
-		if ug.State != upgradeWaiting && ug.State != upgradeRolling {
+		if ug.State != UpgradeWaiting && ug.State != UpgradeRolling {
 			continue
 		}
 		g, err := store.GroupLoad(ctx, l.cfg.Etcd, ug.Name)
@@ -88,13 +88,13 @@ func (l *upgradeLoop) tick(ctx context.Context) (loopResult, error) {
 			return loopResult{}, err
 		case g == nil || g.Destroying:
 			return l.skipGone(ctx, u, rev, i)
-		case ug.State == upgradeWaiting:
+		case ug.State == UpgradeWaiting:
 			return l.upgradeCommit(ctx, u, rev, i, g)
 		}
 		return l.upgradeFollow(ctx, u, rev, i, g)
 	}
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, l.events.timestamp()
-	reason := fmt.Sprintf("the cluster is upgraded to %s: every group rolled onto it", upgradeTarget(u))
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_DONE, l.events.Timestamp()
+	reason := fmt.Sprintf("the cluster is upgraded to %s: every group rolled onto it", UpgradeTarget(u))
 	return l.saveUpgrade(ctx, u, rev, "upgrade-done", reason)
 }
 
@@ -108,7 +108,7 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 	gs := proto.Clone(g.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
 	spec.UpgradeProvider(gs, u.Binary, u.Image)
-	if err := recordRelease(ctx, gs, g, true, as.OpRole); err != nil {
+	if err := RecordRelease(ctx, gs, g, true, as.OpRole); err != nil {
 		return l.failUpgrade(ctx, u, rev, i, err.Error())
 	}
 	ug.PreviousSha = g.ConfigSha
@@ -118,7 +118,7 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		// that differs all the same (the binary at another path, the
 		// same bytes) is committed, which rolls nothing.
 		if !proto.Equal(g.Spec, gs) {
-			if _, _, err := l.groups.commit(ctx, as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u)); err != nil {
+			if _, _, err := l.groups.Commit(ctx, as, l.metrics, gs, g, "upgrade to "+UpgradeTarget(u)); err != nil {
 				return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 			}
 		}
@@ -128,20 +128,20 @@ func (l *upgradeLoop) upgradeCommit(ctx context.Context, u *pb.Upgrade, rev int6
 		}
 		ug.TargetSha = g.ConfigSha
 		if r != nil && r.TargetSha == g.ConfigSha && r.State != pb.RolloutState_ROLLOUT_STATE_DONE {
-			ug.State, ug.PreviousSha = upgradeRolling, r.PreviousSha
-			return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s rolls onto it (committed before a new leader)", upgradeTarget(u), ug.Name))
+			ug.State, ug.PreviousSha = UpgradeRolling, r.PreviousSha
+			return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s rolls onto it (committed before a new leader)", UpgradeTarget(u), ug.Name))
 		}
 		ug.State, ug.Reason = upgradeDone, "it ran the release already"
-		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", upgradeTarget(u), ug.Name))
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it already", UpgradeTarget(u), ug.Name))
 	}
-	committed, _, err := l.groups.commit(ctx, as, l.metrics, gs, g, "upgrade to "+upgradeTarget(u))
+	committed, _, err := l.groups.Commit(ctx, as, l.metrics, gs, g, "upgrade to "+UpgradeTarget(u))
 	if err != nil {
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("commit: %v", err))
 	}
-	ug.State, ug.TargetSha = upgradeRolling, committed.ConfigSha
-	l.groups.kick()
+	ug.State, ug.TargetSha = UpgradeRolling, committed.ConfigSha
+	l.groups.Kick()
 	return l.saveUpgrade(ctx, u, rev, "upgrade-group", fmt.Sprintf("upgrade to %s: group %s committed onto it (config SHA %s, was %s): rolling its machines",
-		upgradeTarget(u), ug.Name, spec.ShortSHA(ug.TargetSha), spec.ShortSHA(ug.PreviousSha)))
+		UpgradeTarget(u), ug.Name, spec.ShortSHA(ug.TargetSha), spec.ShortSHA(ug.PreviousSha)))
 }
 
 // upgradeFollow looks at the rollout of group i of u, committed onto the
@@ -171,33 +171,33 @@ func (l *upgradeLoop) upgradeFollow(ctx context.Context, u *pb.Upgrade, rev int6
 	switch r.State {
 	case pb.RolloutState_ROLLOUT_STATE_DONE:
 		ug.State = upgradeDone
-		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it (%d machines)", upgradeTarget(u), ug.Name, r.Total))
+		return l.saveUpgrade(ctx, u, rev, "upgrade-group-done", fmt.Sprintf("upgrade to %s: group %s runs it (%d machines)", UpgradeTarget(u), ug.Name, r.Total))
 	case pb.RolloutState_ROLLOUT_STATE_FAILED, pb.RolloutState_ROLLOUT_STATE_CANCELLED:
 		return l.failUpgrade(ctx, u, rev, i, fmt.Sprintf("its rollout to %s is %s: %s", spec.ShortSHA(ug.TargetSha), spec.RolloutWord(r.State), r.Reason))
 	}
-	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", upgradeTarget(u), ug.Name, spec.RolloutWord(r.State))}, nil
+	return loopResult{waiting: true, reason: fmt.Sprintf("upgrade to %s: group %s is rolling onto it (%s)", UpgradeTarget(u), ug.Name, spec.RolloutWord(r.State))}, nil
 }
 
 // skipGone marks group i of u skipped: it was destroyed meanwhile.
 func (l *upgradeLoop) skipGone(ctx context.Context, u *pb.Upgrade, rev int64, i int) (loopResult, error) {
 	ug := u.Groups[i]
-	ug.State, ug.Reason = upgradeSkipped, "the group was destroyed during the upgrade"
-	return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", upgradeTarget(u), ug.Name, ug.Reason))
+	ug.State, ug.Reason = UpgradeSkipped, "the group was destroyed during the upgrade"
+	return l.saveUpgrade(ctx, u, rev, "upgrade-group-skipped", fmt.Sprintf("upgrade to %s: group %s skipped: %s", UpgradeTarget(u), ug.Name, ug.Reason))
 }
 
 // failUpgrade ends upgrade u at group i, saying why.
 func (l *upgradeLoop) failUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, i int, why string) (loopResult, error) {
 	ug := u.Groups[i]
 	ug.State, ug.Reason = upgradeFailed, why
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_FAILED, l.events.timestamp()
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_FAILED, l.events.Timestamp()
 	u.Reason = fmt.Sprintf("group %s: %s; the groups after it were left as they are", ug.Name, why)
-	return l.saveUpgrade(ctx, u, rev, "upgrade-failed", fmt.Sprintf("upgrade to %s stopped at group %s: %s", upgradeTarget(u), ug.Name, why))
+	return l.saveUpgrade(ctx, u, rev, "upgrade-failed", fmt.Sprintf("upgrade to %s stopped at group %s: %s", UpgradeTarget(u), ug.Name, why))
 }
 
 // saveUpgrade writes u (read at rev) with its event in one transaction;
 // a record changed meanwhile (a cancel) is read again at the next tick.
 func (l *upgradeLoop) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64, action, reason string) (loopResult, error) {
-	err := store.UpgradeSave(ctx, l.fence, u, rev, l.events.event("upgrade", action, "", reason))
+	err := store.UpgradeSave(ctx, l.fence, u, rev, l.events.Event("upgrade", action, "", reason))
 	if errors.Is(err, store.ErrUpgradeChanged) {
 		return loopResult{again: true}, nil
 	}
@@ -208,13 +208,13 @@ func (l *upgradeLoop) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64,
 }
 
 // upgradeTarget names u's release: its binary, its image, or both.
-func upgradeTarget(u *pb.Upgrade) string {
+func UpgradeTarget(u *pb.Upgrade) string {
 	return spec.QuoteShort(spec.ReleaseName(u.Binary, u.Image))
 }
 
 // upgradeOrder is the order an upgrade takes groups in: those with the
 // consensus role first, then the others, each by name.
-func upgradeOrder(groups []*pb.Group) []*pb.Group {
+func UpgradeOrder(groups []*pb.Group) []*pb.Group {
 	out := slices.Clone(groups)
 	slices.SortStableFunc(out, func(a, b *pb.Group) int { return spec.ConsensusFirst(a.Spec, b.Spec) })
 	return out

@@ -16,8 +16,8 @@ import (
 // snapshot every membership decision reads (observe), and the removal of
 // a member (remove), fenced.
 type members struct {
-	lead   *leadership
-	cfg    *leaderConfig
+	lead   *Leadership
+	cfg    *LeaderConfig
 	reg    *store.Registry
 	hb     *heartbeats
 	hearer *consensus.Hearer
@@ -28,9 +28,9 @@ type members struct {
 // and its act, and hand the snapshot to tick.
 func (mb *members) locked(tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) func(context.Context) (loopResult, error) {
 	return func(ctx context.Context) (loopResult, error) {
-		mb.lead.muNodes.Lock()
-		defer mb.lead.muNodes.Unlock()
-		ms, err := mb.observe(ctx)
+		mb.lead.MuNodes.Lock()
+		defer mb.lead.MuNodes.Unlock()
+		ms, err := mb.Observe(ctx)
 		if err != nil {
 			return loopResult{}, err
 		}
@@ -40,10 +40,10 @@ func (mb *members) locked(tick func(ctx context.Context, ms *decide.Membership) 
 
 // observeLocked observes the membership, taking muNodes for the read
 // only (a loop that does not change membership with it).
-func (mb *members) observeLocked(ctx context.Context) (*decide.Membership, error) {
-	mb.lead.muNodes.Lock()
-	defer mb.lead.muNodes.Unlock()
-	return mb.observe(ctx)
+func (mb *members) ObserveLocked(ctx context.Context) (*decide.Membership, error) {
+	mb.lead.MuNodes.Lock()
+	defer mb.lead.MuNodes.Unlock()
+	return mb.Observe(ctx)
 }
 
 // observe is the membership snapshot: what gather
@@ -52,7 +52,7 @@ func (mb *members) observeLocked(ctx context.Context) (*decide.Membership, error
 // leadership does not vouch for (decide.Vouched) are Unvouched, and the
 // voters etcd does not hear from now are Unheard: no removal counts on
 // either, and no Unheard voter takes etcd leadership.
-func (mb *members) observe(ctx context.Context) (*decide.Membership, error) {
+func (mb *members) Observe(ctx context.Context) (*decide.Membership, error) {
 	in, err := mb.gather(ctx)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) 
 	in := decide.MembershipInputs{
 		Self: mb.cfg.NodeID, Members: list, Nodes: mb.reg.MembershipNodes(),
 		PeerNodes: map[string]string{}, Heartbeats: map[string]time.Time{},
-		HeartbeatInterval: mb.cfg.HeartbeatInterval, LeaderSince: mb.hb.leaderSince(),
+		HeartbeatInterval: mb.cfg.HeartbeatInterval, LeaderSince: mb.hb.LeaderSince(),
 	}
 	have := make(map[string]bool, len(in.Nodes))
 	for _, n := range in.Nodes {
@@ -106,7 +106,7 @@ func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) 
 	h := mb.hearer.Hear(ctx, list)
 	in.EtcdHeard, in.EtcdLeader, in.Hearing = h.Heard, h.Leader, h.Why
 	for _, id := range ids {
-		if last, ok := mb.hb.get(id); ok {
+		if last, ok := mb.hb.Get(id); ok {
 			in.Heartbeats[id] = last
 		}
 	}

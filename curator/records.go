@@ -19,8 +19,8 @@ import (
 // record, its heartbeats and streams when it goes, and the etcd
 // certificates revoked with it.
 type records struct {
-	lead    *leadership
-	cfg     *leaderConfig
+	lead    *Leadership
+	cfg     *LeaderConfig
 	reg     *store.Registry
 	pki     *store.ClusterPKI
 	hb      *heartbeats
@@ -29,7 +29,7 @@ type records struct {
 
 // destroyNode deletes node id's record, fenced (with the events evs that
 // explain it), forgets its heartbeats and ends its streams.
-func (r *records) destroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
+func (r *records) DestroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
 	if err := store.NodeDestroy(ctx, r.lead.Fence, id, evs...); err != nil {
 		return err
 	}
@@ -107,9 +107,9 @@ func (r *records) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) er
 // changeNode changes node id's record under muNodes: change is given a
 // copy of it and says whether it changed anything; if so the copy is
 // saved, fenced, with its Updated time. A node that is gone is left so.
-func (r *records) changeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
-	r.lead.muNodes.Lock()
-	defer r.lead.muNodes.Unlock()
+func (r *records) ChangeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
+	r.lead.MuNodes.Lock()
+	defer r.lead.MuNodes.Unlock()
 	return r.changeNodeLocked(ctx, id, change)
 }
 
@@ -129,7 +129,7 @@ func (r *records) changeNodeLocked(ctx context.Context, id string, change func(n
 
 // requestSwarmJoin sets the Swarm join request in node id's record, for
 // its agent to answer. Called with muNodes.
-func (r *records) requestSwarmJoin(ctx context.Context, id string) error {
+func (r *records) RequestSwarmJoin(ctx context.Context, id string) error {
 	return r.changeNodeLocked(ctx, id, func(n *pb.Node) bool {
 		n.SwarmJoinRequested = true
 		return true
@@ -139,11 +139,11 @@ func (r *records) requestSwarmJoin(ctx context.Context, id string) error {
 // lockCaller locks the node records for a read-modify-write of the calling
 // node's own, id (unlock when done), and returns its record, shared:
 // ErrNotFound, unlocked, for a node that has no record.
-func (r *records) lockCaller(id string) (shared *pb.Node, unlock func(), err error) {
-	r.lead.muNodes.Lock()
+func (r *records) LockCaller(id string) (shared *pb.Node, unlock func(), err error) {
+	r.lead.MuNodes.Lock()
 	if shared = r.reg.Node(id); shared == nil {
-		r.lead.muNodes.Unlock()
+		r.lead.MuNodes.Unlock()
 		return nil, nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
-	return shared, r.lead.muNodes.Unlock, nil
+	return shared, r.lead.MuNodes.Unlock, nil
 }

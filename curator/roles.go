@@ -35,8 +35,8 @@ import (
 // promote, demote and remove, each etcd first and the role second, and
 // with the Swarm flavor on, the Swarm before etcd.
 type roles struct {
-	lead    *leadership
-	cfg     *leaderConfig
+	lead    *Leadership
+	cfg     *LeaderConfig
 	pki     *store.ClusterPKI
 	records *records
 	members *members
@@ -47,7 +47,7 @@ type roles struct {
 
 // promote gives node n the consensus role: a learner first. Called with
 // muNodes held.
-func (ro *roles) promote(ctx context.Context, n *pb.Node) error {
+func (ro *roles) Promote(ctx context.Context, n *pb.Node) error {
 	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return nil // already promoted, or being promoted: the learner loop finishes
 	}
@@ -63,7 +63,7 @@ func (ro *roles) promote(ctx context.Context, n *pb.Node) error {
 	if err != nil {
 		return err
 	}
-	ms, err := ro.members.observe(ctx)
+	ms, err := ro.members.Observe(ctx)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (ro *roles) promote(ctx context.Context, n *pb.Node) error {
 	if err := ro.swarm.promoteFirst(ctx, cs, n); err != nil {
 		return err
 	}
-	join, err := ro.addConsensusMember(ctx, n.Id, pub, ip, port, spec.CertTTL(cs))
+	join, err := ro.AddConsensusMember(ctx, n.Id, pub, ip, port, spec.CertTTL(cs))
 	if err != nil {
 		return err
 	}
@@ -93,30 +93,30 @@ func (ro *roles) promote(ctx context.Context, n *pb.Node) error {
 
 // demoteOutcome says how far a demotion got; its String is DemoteNode's
 // outcome, which the CLI prints.
-type demoteOutcome string
+type DemoteOutcome string
 
-func (o demoteOutcome) String() string { return string(o) }
+func (o DemoteOutcome) String() string { return string(o) }
 
 const (
-	demoted    demoteOutcome = "demoted"
-	handedOver demoteOutcome = "handed-over"
+	Demoted    DemoteOutcome = "demoted"
+	HandedOver DemoteOutcome = "handed-over"
 	// leftToLoops: with the Swarm flavor on, the node is marked demoting
 	// but the Swarm did not take its manager's demotion yet; the swarm
 	// sync and the demotions loop finish.
-	leftToLoops demoteOutcome = "left-to-loops"
+	LeftToLoops DemoteOutcome = "left-to-loops"
 	// notManager: the node holds no consensus role and is no etcd member;
 	// nothing changed.
-	notManager demoteOutcome = "not-a-manager"
+	NotManager DemoteOutcome = "not-a-manager"
 	// promotionCalledOff: the node was approved as a manager but not yet
 	// promoted; it stays a worker.
-	promotionCalledOff demoteOutcome = "promotion-called-off"
+	PromotionCalledOff DemoteOutcome = "promotion-called-off"
 )
 
 // demote takes the consensus role from node n, with the guards. A leader
 // demoting its own node marks it and resigns; the next leader finishes.
 // Called with muNodes held.
-func (ro *roles) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) {
-	ms, err := ro.members.observe(ctx)
+func (ro *roles) Demote(ctx context.Context, n *pb.Node) (DemoteOutcome, error) {
+	ms, err := ro.members.Observe(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -133,9 +133,9 @@ func (ro *roles) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) 
 			return "", err
 		}
 		if calledOff {
-			return promotionCalledOff, nil
+			return PromotionCalledOff, nil
 		}
-		return notManager, nil
+		return NotManager, nil
 	}
 	if member {
 		if err := ms.CheckRemoval(m, n.Id); err != nil {
@@ -156,17 +156,17 @@ func (ro *roles) demote(ctx context.Context, n *pb.Node) (demoteOutcome, error) 
 	}
 	if n.Id == ro.cfg.NodeID {
 		ro.resign()
-		return handedOver, nil
+		return HandedOver, nil
 	}
 	if err := ro.swarm.demoteFirst(ctx, swarmManager); errors.Is(err, errSwarm) {
-		return leftToLoops, nil
+		return LeftToLoops, nil
 	} else if err != nil {
 		return "", err
 	}
 	if _, err := ro.finishDemotion(ctx, ms, n); err != nil {
 		return "", err
 	}
-	return demoted, nil
+	return Demoted, nil
 }
 
 // finishDemotion does the rest of a demotion of node n (marked demoting,
@@ -217,7 +217,7 @@ func (ro *roles) grantConsensusRole(ctx context.Context, ms *decide.Membership, 
 // saveConsensusRole writes node n (a copy to change) with the consensus
 // role and the join parameters join.
 func (ro *roles) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.ConsensusJoin) error {
-	n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+	n.Roles = WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 	n.Consensus = join
 	n.Updated = timestamppb.New(ro.cfg.Now())
 	return store.NodeSave(ctx, ro.lead.Fence, n)
@@ -225,7 +225,7 @@ func (ro *roles) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.Con
 
 // addConsensusMember adds a node to etcd as a learner and returns what it
 // needs to start etcd.
-func (ro *roles) addConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
+func (ro *roles) AddConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
 	etcdCert, err := ro.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("issue etcd certificate: %w", err)
@@ -288,7 +288,7 @@ func (ro *roles) consensusJoinFor(ctx context.Context, n *pb.Node, ms *decide.Me
 	return join, nil
 }
 
-func withRole(roles []pb.Role, r pb.Role) []pb.Role {
+func WithRole(roles []pb.Role, r pb.Role) []pb.Role {
 	if slices.Contains(roles, r) {
 		return roles
 	}
@@ -308,11 +308,11 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 // Down (removeSwarmNodeOf). The
 // curator leader's own node is refused: it is demoted first, and the next
 // leader removes it. Called with muNodes.
-func (ro *roles) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) error {
+func (ro *roles) RemoveNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) error {
 	if n.Id == ro.cfg.NodeID {
 		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
-	ms, err := ro.members.observe(ctx)
+	ms, err := ro.members.Observe(ctx)
 	if err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (ro *roles) removeNode(ctx context.Context, n *pb.Node, evs ...*pb.Event) e
 	if err := ro.records.revokeEtcdCert(ctx, n.Consensus); err != nil {
 		return err
 	}
-	if err := ro.records.destroyNode(ctx, n.Id, evs...); err != nil {
+	if err := ro.records.DestroyNode(ctx, n.Id, evs...); err != nil {
 		return err
 	}
 	ro.swarm.removeNodeOf(ctx, n)

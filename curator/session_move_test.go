@@ -28,7 +28,7 @@ func TestLeaderSendsDirectSessionsAway(t *testing.T) {
 	own := dial(t, c.first.address, c.first.tlsCert(), c.root.Cert)
 
 	waitFor(t, "the leader has led for down-after", func() bool {
-		return time.Since(leader.currentLeader().hb.servingSince()) > testDownAfter
+		return time.Since(leader.currentLeader().Heartbeats.ServingSince()) > testDownAfter
 	})
 	if got := firstMoveWithin(t, direct); got != 0 {
 		t.Errorf("no other manager ready: move_within_ms %d, want 0", got)

@@ -19,7 +19,7 @@ import (
 // carried yet; a stream's answers to heartbeats carry it too.
 type sessionPushes struct {
 	mu      sync.Mutex
-	streams map[string]map[*sessionStream]struct{}
+	streams map[string]map[*SessionStream]struct{}
 	// pending are the nodes whose records changed since run last looked;
 	// managers says the manager list did (every stream is concerned).
 	pending  map[string]struct{}
@@ -27,7 +27,7 @@ type sessionPushes struct {
 }
 
 func newSessionPushes() *sessionPushes {
-	return &sessionPushes{streams: map[string]map[*sessionStream]struct{}{}, pending: map[string]struct{}{}}
+	return &sessionPushes{streams: map[string]map[*SessionStream]struct{}{}, pending: map[string]struct{}{}}
 }
 
 // note is the registry subscription's filter, called under the
@@ -48,7 +48,7 @@ func (p *sessionPushes) note(old, new *pb.Node) bool {
 
 // run pushes the registry's changes to the streams concerned until ctx
 // ends.
-func (p *sessionPushes) run(ctx context.Context, reg *store.Registry) {
+func (p *sessionPushes) Run(ctx context.Context, reg *store.Registry) {
 	kick, unsubscribe := reg.Subscribe(p.note)
 	defer unsubscribe()
 	for {
@@ -58,17 +58,17 @@ func (p *sessionPushes) run(ctx context.Context, reg *store.Registry) {
 			return
 		}
 		for _, ss := range p.take() {
-			ss.kick()
+			ss.Kick()
 		}
 	}
 }
 
 // take returns the streams concerned by the changes noted since the last
 // take.
-func (p *sessionPushes) take() []*sessionStream {
+func (p *sessionPushes) take() []*SessionStream {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*sessionStream
+	var out []*SessionStream
 	if p.managers {
 		for _, set := range p.streams {
 			for ss := range set {
@@ -88,19 +88,19 @@ func (p *sessionPushes) take() []*sessionStream {
 }
 
 // open registers a session stream; the function returned unregisters it.
-func (p *sessionPushes) open(ss *sessionStream) func() {
+func (p *sessionPushes) Open(ss *SessionStream) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.streams[ss.id] == nil {
-		p.streams[ss.id] = map[*sessionStream]struct{}{}
+	if p.streams[ss.ID] == nil {
+		p.streams[ss.ID] = map[*SessionStream]struct{}{}
 	}
-	p.streams[ss.id][ss] = struct{}{}
+	p.streams[ss.ID][ss] = struct{}{}
 	return func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		delete(p.streams[ss.id], ss)
-		if len(p.streams[ss.id]) == 0 {
-			delete(p.streams, ss.id)
+		delete(p.streams[ss.ID], ss)
+		if len(p.streams[ss.ID]) == 0 {
+			delete(p.streams, ss.ID)
 		}
 	}
 }
@@ -108,15 +108,15 @@ func (p *sessionPushes) open(ss *sessionStream) func() {
 // sessionStream is one node's session stream as the leader holds it:
 // what it last carried of the node's record and the manager list, and
 // the one send at a time gRPC allows.
-type sessionStream struct {
-	id       string
-	reg      *store.Registry
-	leader   string
-	interval uint32 // milliseconds
-	send     func(*pb.HeartbeatResponse) error
+type SessionStream struct {
+	ID       string
+	Reg      *store.Registry
+	Leader   string
+	Interval uint32 // milliseconds
+	Send     func(*pb.HeartbeatResponse) error
 	// moveWithin, if set, is the window in which the node is to move its
 	// session to another manager (0: stay), read at each answer.
-	moveWithin func() uint32
+	MoveWithin func() uint32
 
 	mu       sync.Mutex
 	node     *pb.Node
@@ -130,23 +130,23 @@ type sessionStream struct {
 
 // answer answers the heartbeat seq (0: the stream's opening), with what
 // the stream has not carried yet.
-func (ss *sessionStream) answer(seq uint64) error {
+func (ss *SessionStream) Answer(seq uint64) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	resp := &pb.HeartbeatResponse{IntervalMs: ss.interval, Seq: seq, Leader: ss.leader}
+	resp := &pb.HeartbeatResponse{IntervalMs: ss.Interval, Seq: seq, Leader: ss.Leader}
 	ss.fill(resp)
-	if ss.moveWithin != nil {
-		resp.MoveWithinMs = ss.moveWithin()
+	if ss.MoveWithin != nil {
+		resp.MoveWithinMs = ss.MoveWithin()
 	}
-	return ss.send(resp)
+	return ss.Send(resp)
 }
 
 // fill puts in resp what the stream has not carried yet of the node's
 // record and the manager list, and says whether there was any. A node
 // removed has nothing more: its stream ends at its next heartbeat. Call
 // with mu.
-func (ss *sessionStream) fill(resp *pb.HeartbeatResponse) bool {
-	n, mgrs := ss.reg.NodeAndManagers(ss.id)
+func (ss *SessionStream) fill(resp *pb.HeartbeatResponse) bool {
+	n, mgrs := ss.Reg.NodeAndManagers(ss.ID)
 	if n == nil || (n == ss.node && slices.Equal(mgrs, ss.managers)) {
 		return false
 	}
@@ -156,7 +156,7 @@ func (ss *sessionStream) fill(resp *pb.HeartbeatResponse) bool {
 }
 
 // close ends the stream's sends: its handler returns.
-func (ss *sessionStream) close() {
+func (ss *SessionStream) Close() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closed = true
@@ -165,7 +165,7 @@ func (ss *sessionStream) close() {
 // kick has a sender push what changed, at once. At most one sender runs
 // per stream; a change it may have missed makes it look again. A send
 // that fails shows in the handler's next Recv.
-func (ss *sessionStream) kick() {
+func (ss *SessionStream) Kick() {
 	ss.dirty.Store(true)
 	if ss.sending.Swap(true) {
 		return
@@ -174,9 +174,9 @@ func (ss *sessionStream) kick() {
 		for {
 			ss.dirty.Store(false)
 			ss.mu.Lock()
-			resp := &pb.HeartbeatResponse{Leader: ss.leader}
+			resp := &pb.HeartbeatResponse{Leader: ss.Leader}
 			if !ss.closed && ss.fill(resp) {
-				_ = ss.send(resp)
+				_ = ss.Send(resp)
 			}
 			ss.mu.Unlock()
 			ss.sending.Store(false)

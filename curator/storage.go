@@ -57,7 +57,7 @@ func (l *upgradeLoop) migrateStorage(ctx context.Context) (res loopResult, acted
 	}
 	layout, _ := spec.StorageLayoutOf(next)
 	reason := fmt.Sprintf("the records are at storage version %d: %s", next, layout.What)
-	if _, err := store.ClusterStorageRaise(ctx, l.fence, next, l.events.event("upgrade", "storage-version", "", reason)); err != nil {
+	if _, err := store.ClusterStorageRaise(ctx, l.fence, next, l.events.Event("upgrade", "storage-version", "", reason)); err != nil {
 		return loopResult{}, false, err
 	}
 	return loopResult{action: "storage-version", reason: reason, recorded: true}, true, nil
