@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -31,7 +32,7 @@ type managementAPI struct {
 // clusterView is one consistent look at the cluster for the read calls:
 // every node, and the membership snapshot the loops decide on.
 type clusterView struct {
-	st         *LeaderState
+	st         *leader.State
 	nodes      []*pb.Node
 	ms         *decide.Membership
 	etcdLeader uint64
@@ -49,7 +50,7 @@ func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
 
 // observe reads the registry view and etcd's members. The nodes are the
 // view's, shared: read only.
-func (m *managementAPI) observe(ctx context.Context, st *LeaderState) (*clusterView, error) {
+func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*clusterView, error) {
 	ms, err := st.Members.Observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
@@ -227,7 +228,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 }
 
 // tokenCall starts a token call: the leadership, and the token asked for.
-func (m *managementAPI) tokenCall(role string) (*LeaderState, spec.JoinRole, error) {
+func (m *managementAPI) tokenCall(role string) (*leader.State, spec.JoinRole, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, "", err

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -57,7 +58,7 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err := checkProviderOnHost(gs); err != nil {
 		return nil, err
 	}
-	if err := RecordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
+	if err := leader.RecordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	if old != nil && proto.Equal(old.Spec, gs) {
@@ -201,8 +202,8 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // holds for each: the caller's role may make the change (an operator may
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
-func (m *managementAPI) commitLocked(ctx context.Context, st *LeaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	noteChanges(ctx, groupChanges(CommittedSpec(old), gs))
+func (m *managementAPI) commitLocked(ctx context.Context, st *leader.State, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	noteChanges(ctx, groupChanges(leader.CommittedSpec(old), gs))
 	return st.Groups.Commit(ctx, identityFrom(ctx).caller(), m.s.metrics, gs, old, why)
 }
 
@@ -219,7 +220,7 @@ func checkProviderOnHost(gs *pb.GroupSpec) error {
 }
 
 // groupNamed loads a group or says it does not exist.
-func groupNamed(ctx context.Context, st *LeaderState, name string) (*pb.Group, error) {
+func groupNamed(ctx context.Context, st *leader.State, name string) (*pb.Group, error) {
 	if err := spec.ValidateGroupName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
@@ -235,7 +236,7 @@ func groupNamed(ctx context.Context, st *LeaderState, name string) (*pb.Group, e
 
 // groupView is a group with what the leader sees of it: its machines
 // (through its provider) and its nodes, and its rollout's progress.
-func (m *managementAPI) groupView(ctx context.Context, st *LeaderState, g *pb.Group) (*pb.GroupView, error) {
+func (m *managementAPI) groupView(ctx context.Context, st *leader.State, g *pb.Group) (*pb.GroupView, error) {
 	v := &pb.GroupView{Group: g}
 	live, err := observeGroup(ctx, st, g)
 	if err != nil {
@@ -269,7 +270,7 @@ type liveGroup struct {
 }
 
 // observeGroup reads group g's nodes and machines.
-func observeGroup(ctx context.Context, st *LeaderState, g *pb.Group) (*liveGroup, error) {
+func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGroup, error) {
 	live := &liveGroup{machines: map[string]bool{}}
 	for _, n := range st.Reg.Nodes() {
 		if n.Group == g.Spec.GetName() {
@@ -413,7 +414,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 // now (of group g); done when the rollout is already in the state asked
 // for, or the change recorded its own events (a cancel of a failed
 // rollout, which rolls back).
-func changeRolloutOnce(ctx context.Context, st *LeaderState, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
+func changeRolloutOnce(ctx context.Context, st *leader.State, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
 	r, rev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, false, err

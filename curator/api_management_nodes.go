@@ -2,12 +2,12 @@ package curator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -18,11 +18,9 @@ import (
 // the guards (each refusal says why and what to do, and changes nothing),
 // and acts under muNodes.
 
-func isPrecondition(err error) bool { return errors.Is(err, spec.ErrPrecondition) }
-
 // changeNode resolves query in the registry view under muNodes, and hands
 // change a copy of the node to change. It returns the copy.
-func changeNode(st *LeaderState, query string, change func(n *pb.Node) error) (*pb.Node, error) {
+func changeNode(st *leader.State, query string, change func(n *pb.Node) error) (*pb.Node, error) {
 	st.Lead.MuNodes.Lock()
 	defer st.Lead.MuNodes.Unlock()
 	n, err := store.NodeResolve(st.Reg.Nodes(), query)
@@ -34,7 +32,7 @@ func changeNode(st *LeaderState, query string, change func(n *pb.Node) error) (*
 }
 
 // view renders a node for a reply.
-func (m *managementAPI) view(ctx context.Context, st *LeaderState, id string) (*pb.NodeView, error) {
+func (m *managementAPI) view(ctx context.Context, st *leader.State, id string) (*pb.NodeView, error) {
 	v, err := m.observe(ctx, st)
 	if err != nil {
 		return nil, err
@@ -47,7 +45,7 @@ func (m *managementAPI) view(ctx context.Context, st *LeaderState, id string) (*
 
 // changeAndView changes one node (changeNode) and answers the node as it
 // is then.
-func (m *managementAPI) changeAndView(ctx context.Context, query string, change func(st *LeaderState, n *pb.Node) error) (*pb.NodeView, error) {
+func (m *managementAPI) changeAndView(ctx context.Context, query string, change func(st *leader.State, n *pb.Node) error) (*pb.NodeView, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
@@ -60,7 +58,7 @@ func (m *managementAPI) changeAndView(ctx context.Context, query string, change 
 }
 
 func (m *managementAPI) PromoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	return m.changeAndView(ctx, req.Id, func(st *LeaderState, n *pb.Node) error { return st.Roles.Promote(ctx, n) })
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error { return st.Roles.Promote(ctx, n) })
 }
 
 func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
@@ -68,7 +66,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	var outcome DemoteOutcome
+	var outcome leader.DemoteOutcome
 	n, err := changeNode(st, req.Id, func(n *pb.Node) (err error) {
 		outcome, err = st.Roles.Demote(ctx, n)
 		return err
@@ -77,7 +75,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 		return nil, err
 	}
 	resp := &pb.DemoteResponse{Outcome: outcome.String()}
-	if outcome == Demoted {
+	if outcome == leader.Demoted {
 		if resp.Node, err = m.view(ctx, st, n.Id); err != nil {
 			return nil, err
 		}
@@ -89,7 +87,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 
 func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
 	// The interceptor checked the request (CheckManagementRequest).
-	return m.changeAndView(ctx, req.Id, func(st *LeaderState, n *pb.Node) error {
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error {
 		if req.Availability != pb.Availability_AVAILABILITY_UNSPECIFIED {
 			n.Availability = req.Availability
 		}
@@ -112,7 +110,7 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 }
 
 func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	return m.changeAndView(ctx, req.Id, func(st *LeaderState, n *pb.Node) error {
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error {
 		if n.State != pb.NodeState_NODE_STATE_PENDING {
 			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", spec.ErrExists, n.Id, spec.StateWord(n.State))
 		}
@@ -140,7 +138,7 @@ func (m *managementAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeReques
 
 // remove takes node n out of the cluster: its etcd member (within the
 // quorum guard), its etcd certificate and its record. Called with muNodes.
-func (m *managementAPI) remove(ctx context.Context, st *LeaderState, n *pb.Node, force bool) error {
+func (m *managementAPI) remove(ctx context.Context, st *leader.State, n *pb.Node, force bool) error {
 	ms, err := st.Members.Observe(ctx)
 	if err != nil {
 		return err

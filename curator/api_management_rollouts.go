@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -82,7 +83,7 @@ func templateOf(r *pb.Rollout, sha string) *pb.InstanceTemplate {
 //   - restart: a cancelled or failed rollout to the group's config rolls
 //     again, its failures forgotten; a rollback that is done restarts the
 //     rollout it undid (a commit of that config again).
-func (m *managementAPI) redoRollout(ctx context.Context, st *LeaderState, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
+func (m *managementAPI) redoRollout(ctx context.Context, st *leader.State, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
 	st.Groups.Mu.Lock()
 	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
@@ -150,7 +151,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *LeaderState, req *p
 	// What ran with that template runs again: its binary or image, its
 	// digest read anew (a binary replaced in place since is another).
 	spec.ProviderFromRelease(gs)
-	if err := RecordRelease(ctx, gs, g, t.Release != nil, identityFrom(ctx).opRole); err != nil {
+	if err := leader.RecordRelease(ctx, gs, g, t.Release != nil, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	_, back, err := m.commitLocked(ctx, st, gs, g, why)
@@ -164,7 +165,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *LeaderState, req *p
 // failure (failure_action pause): as many of its machines failed as the
 // policy's max_failures, so a resume would fail it again at once.
 func failedPaused(g *pb.Group, r *pb.Rollout) bool {
-	pol := spec.NormalRolloutPolicy(proto.Clone(OrEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
+	pol := spec.NormalRolloutPolicy(proto.Clone(leader.OrEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
 	return r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED && r.TargetSha == g.ConfigSha &&
 		r.Failures >= max(1, pol.MaxFailures)
 }
@@ -178,7 +179,7 @@ func failedPaused(g *pb.Group, r *pb.Rollout) bool {
 // previous template, or itself a rollback (its previous template is the
 // one that failed before), is refused, saying how to get back. muGroups
 // is held.
-func cancelFailed(ctx context.Context, st *LeaderState, r *pb.Rollout, rev int64) (*pb.Rollout, error) {
+func cancelFailed(ctx context.Context, st *leader.State, r *pb.Rollout, rev int64) (*pb.Rollout, error) {
 	short := spec.ShortSHA(r.TargetSha)
 	switch {
 	case r.RollbackOf != "":

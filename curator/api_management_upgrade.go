@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -52,7 +53,7 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 		return nil, err
 	}
 	if old != nil && old.State == pb.UpgradeState_UPGRADE_STATE_ROLLING {
-		return nil, fmt.Errorf("%w: an upgrade to %s is under way: `curator upgrade status` shows where it is, `curator upgrade cancel` stops it", spec.ErrPrecondition, UpgradeTarget(old))
+		return nil, fmt.Errorf("%w: an upgrade to %s is under way: `curator upgrade status` shows where it is, `curator upgrade cancel` stops it", spec.ErrPrecondition, leader.UpgradeTarget(old))
 	}
 	groups, err := store.GroupList(ctx, st.Cfg.Etcd)
 	if err != nil {
@@ -60,14 +61,14 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	}
 	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.Events.Timestamp(), StartedBy: identityFrom(ctx).name}
 	waiting := 0
-	for _, g := range UpgradeOrder(groups) {
-		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: UpgradeWaiting, PreviousSha: g.ConfigSha}
+	for _, g := range leader.UpgradeOrder(groups) {
+		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: leader.UpgradeWaiting, PreviousSha: g.ConfigSha}
 		_, skip := spec.UpgradeProvider(proto.Clone(g.Spec).(*pb.GroupSpec), req.Binary, req.Image)
 		switch {
 		case g.Destroying:
-			ug.State, ug.Reason = UpgradeSkipped, "it is being destroyed"
+			ug.State, ug.Reason = leader.UpgradeSkipped, "it is being destroyed"
 		case skip != "":
-			ug.State, ug.Reason = UpgradeSkipped, skip
+			ug.State, ug.Reason = leader.UpgradeSkipped, skip
 		default:
 			waiting++
 		}
@@ -76,12 +77,12 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	if waiting == 0 {
 		return nil, fmt.Errorf("%w: no group runs on a provider the upgrade names a release for (%d groups): nothing to upgrade", spec.ErrPrecondition, len(groups))
 	}
-	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", UpgradeTarget(u), waiting)
+	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", leader.UpgradeTarget(u), waiting)
 	if err := store.UpgradeSave(ctx, st.Lead.Fence, u, rev, st.Events.Event("upgrade", "start-upgrade", "", reason)); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("upgrade started", zap.String("binary", u.Binary), zap.String("image", u.Image), zap.Int("groups", waiting))
-	KickUpgrade(st)
+	leader.KickUpgrade(st)
 	return u, nil
 }
 
@@ -120,7 +121,7 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 	where := "before its first group"
 	for _, ug := range u.Groups {
 		switch ug.State {
-		case UpgradeRolling:
+		case leader.UpgradeRolling:
 			where = "at group " + ug.Name
 			r, rrev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, ug.Name)
 			if err != nil {
@@ -132,14 +133,14 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 					return nil, fmt.Errorf("cancel the rollout of group %s: %w: try again", ug.Name, err)
 				}
 			}
-			ug.State = UpgradeCancelled
-		case UpgradeWaiting:
-			ug.State = UpgradeCancelled
+			ug.State = leader.UpgradeCancelled
+		case leader.UpgradeWaiting:
+			ug.State = leader.UpgradeCancelled
 		}
 	}
 	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.Events.Timestamp()
 	u.Reason = fmt.Sprintf("cancelled by %s %s", identityFrom(ctx).name, where)
-	if err := store.UpgradeSave(ctx, st.Lead.Fence, u, rev, st.Events.Event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", UpgradeTarget(u), u.Reason))); err != nil {
+	if err := store.UpgradeSave(ctx, st.Lead.Fence, u, rev, st.Events.Event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", leader.UpgradeTarget(u), u.Reason))); err != nil {
 		return nil, err
 	}
 	st.Groups.Kick()

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -133,7 +134,7 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 // sendNodes sends what changed since the last call: a snapshot of every
 // node (the first time, or after the queue overflowed), else the queued
 // changes, then the manager statuses that moved.
-func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *LeaderState, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
+func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *leader.State, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
 	changes, overflow := q.take()
 	// The revision and the nodes are read before the members: a record
 	// the registry has since replaced is sent by the next call.
@@ -241,7 +242,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 // followEvents sends the events etcd records after revision after until
 // the watch ends (it returns the revision sent up to, to read again from)
 // or the stream or the leadership does (an error).
-func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *LeaderState, doubt <-chan struct{}, after int64) (int64, error) {
+func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leader.State, doubt <-chan struct{}, after int64) (int64, error) {
 	ctx := stream.Context()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

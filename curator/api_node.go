@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -60,7 +61,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if !ok {
 		return nil, s.refuseJoin(ctx, st, refusedSecret, req.Name, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied))
 	}
-	if err := spec.CheckReleaseSkew(role, req.Version, st.managerReleases("")); err != nil {
+	if err := spec.CheckReleaseSkew(role, req.Version, managerReleases(st, "")); err != nil {
 		return nil, s.refuseJoin(ctx, st, refusedRelease, req.Name, err)
 	}
 	pub, err := spec.ParsePublicKey(req.PublicKey)
@@ -157,9 +158,9 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		return nil, err
 	}
 	if !again && vouched != "" {
-		st.recordNodeEvent(ctx, id, "approve-group-machine", fmt.Sprintf("node %s (%s) joins without waiting for approval (require-approval is on): %s", id, name, vouched))
+		recordNodeEvent(ctx, st, id, "approve-group-machine", fmt.Sprintf("node %s (%s) joins without waiting for approval (require-approval is on): %s", id, name, vouched))
 	} else if !again && requireApproval {
-		st.recordNodeEvent(ctx, id, "pending-approval", fmt.Sprintf("node %s (%s) joined and waits for an operator's approval (require-approval is on; not a machine a group made): `curator node approve %s`", id, name, id))
+		recordNodeEvent(ctx, st, id, "pending-approval", fmt.Sprintf("node %s (%s) joined and waits for an operator's approval (require-approval is on; not a machine a group made): `curator node approve %s`", id, name, id))
 	}
 	if !again {
 		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.Stringer("token", role))
@@ -190,7 +191,7 @@ const sessionMoveWindow = 4
 // down-after and another manager is ready and heard by this leader within
 // down-after (a record's "ready" may be the previous leader's word about a
 // manager that died with it).
-func (st *LeaderState) sessionMoveWithin(now time.Time) uint32 {
+func sessionMoveWithin(st *leader.State, now time.Time) uint32 {
 	if now.Sub(st.Heartbeats.ServingSince()) < st.Cfg.DownAfter {
 		return 0
 	}
@@ -209,7 +210,7 @@ func (st *LeaderState) sessionMoveWithin(now time.Time) uint32 {
 // groupMade says why the leader vouches for instance of group (a
 // machine its group's provider lists with the cluster's and the group's
 // labels, so the leader made it), or "" when it does not.
-func groupMade(ctx context.Context, st *LeaderState, cs *pb.ClusterState, group, instance string) string {
+func groupMade(ctx context.Context, st *leader.State, cs *pb.ClusterState, group, instance string) string {
 	g, err := store.GroupLoad(ctx, st.Cfg.Etcd, group)
 	if err != nil || g == nil {
 		return ""
@@ -231,7 +232,7 @@ func groupMade(ctx context.Context, st *LeaderState, cs *pb.ClusterState, group,
 }
 
 // recordNodeEvent records an event about node id, from the node API.
-func (st *LeaderState) recordNodeEvent(ctx context.Context, id, action, reason string) {
+func recordNodeEvent(ctx context.Context, st *leader.State, id, action, reason string) {
 	if err := store.EventRecord(ctx, st.Lead.Fence, st.Events.Event("joins", action, id, reason)); err != nil {
 		st.Cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
@@ -241,11 +242,11 @@ func (st *LeaderState) recordNodeEvent(ctx context.Context, id, action, reason s
 // limit it becomes an etcd learner first, then its record is written with
 // the role and the join parameters (if we die in between, the consensus
 // sync finishes or undoes it).
-func (a *nodeAPI) registerManager(ctx context.Context, st *LeaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
+func (a *nodeAPI) registerManager(ctx context.Context, st *leader.State, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
 	s := a.s
 	st.Lead.MuNodes.Lock()
 	defer st.Lead.MuNodes.Unlock()
-	if again, err := CheckJoin(st.Reg, node); again || err != nil {
+	if again, err := leader.CheckJoin(st.Reg, node); again || err != nil {
 		return again, err
 	}
 	members, err := consensus.Members(ctx, s.cfg.Etcd)
@@ -281,14 +282,14 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 	}
 	id := identityFrom(stream.Context()).nodeID
 	forwarded := len(metadata.ValueFromIncomingContext(stream.Context(), forwardedForKey)) > 0
-	ss := &SessionStream{
+	ss := &leader.SessionStream{
 		ID: id, Reg: st.Reg, Leader: s.cfg.NodeID, Interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
 		Send: stream.Send,
 	}
 	if id != s.cfg.NodeID && !forwarded {
 		// The node reached the leader itself, not through another
 		// manager.
-		ss.MoveWithin = func() uint32 { return st.sessionMoveWithin(s.cfg.Now()) }
+		ss.MoveWithin = func() uint32 { return sessionMoveWithin(st, s.cfg.Now()) }
 	}
 	defer ss.Close()
 	if err := ss.Answer(0); err != nil {
@@ -333,14 +334,14 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 				supervisor.Kick(st.KickHealth)
 			}
 			if n != nil && req.Version != "" && req.Version != n.Version && req.Version != noted {
-				if err := st.sessionReleaseCheck(id, req.Version); err != nil {
+				if err := sessionReleaseCheck(st, id, req.Version); err != nil {
 					return err
 				}
 				// The node runs another release than its record says
 				// (restarted on a new binary): recorded beside the
 				// session, which does not wait on the node records.
 				noted = req.Version
-				go st.noteRelease(id, req.Version)
+				go noteRelease(st, id, req.Version)
 			}
 		}
 		replayed = false
@@ -357,7 +358,7 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 
 // managerReleases lists the releases the managers' records say they run,
 // but node except's.
-func (st *LeaderState) managerReleases(except string) []string {
+func managerReleases(st *leader.State, except string) []string {
 	var out []string
 	for _, n := range st.Reg.MembershipNodes() {
 		if n.Id != except && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
@@ -370,19 +371,19 @@ func (st *LeaderState) managerReleases(except string) []string {
 // sessionReleaseCheck judges the release node id's session reports
 // against the managers' (spec.CheckReleaseSkew), as a manager when its
 // record holds the consensus role.
-func (st *LeaderState) sessionReleaseCheck(id, release string) error {
+func sessionReleaseCheck(st *leader.State, id, release string) error {
 	role := spec.JoinWorker
 	if n := st.Reg.Node(id); n != nil && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		role = spec.JoinManager
 	}
-	return spec.CheckReleaseSkew(role, release, st.managerReleases(id))
+	return spec.CheckReleaseSkew(role, release, managerReleases(st, id))
 }
 
 // noteRelease records in node id's record the release its session
 // reports, within a heartbeat interval's bound or two seconds, whichever
 // is longer: a record not changed now is changed at the node's next
 // session.
-func (st *LeaderState) noteRelease(id, release string) {
+func noteRelease(st *leader.State, id, release string) {
 	ctx, cancel := context.WithTimeout(st.Ctx, max(2*time.Second, st.Cfg.HeartbeatInterval))
 	defer cancel()
 	err := st.Records.ChangeNode(ctx, id, func(n *pb.Node) bool {
@@ -398,7 +399,7 @@ func (st *LeaderState) noteRelease(id, release string) {
 // awaitSessionEnd holds a session stream whose heartbeats come in a
 // follower's liveness digests until it ends: the node removed, the
 // leadership over or in doubt, or the follower ending it.
-func awaitSessionEnd(ctx context.Context, st *LeaderState, dropped <-chan struct{}, doubt <-chan struct{}, id string) error {
+func awaitSessionEnd(ctx context.Context, st *leader.State, dropped <-chan struct{}, doubt <-chan struct{}, id string) error {
 	select {
 	case <-dropped:
 		return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
@@ -474,10 +475,10 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 		if err != nil {
 			return nil, err
 		}
-		if outcome == HandedOver {
+		if outcome == leader.HandedOver {
 			return leaveResponse(leaveDemoting, "this node led the curators: it resigned, and the next leader finishes its demotion"), nil
 		}
-		if outcome == LeftToLoops {
+		if outcome == leader.LeftToLoops {
 			return leaveResponse(leaveDemoting, "the Swarm did not take the demotion of this node's Swarm manager yet: the leader's loops finish its demotion"), nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -67,7 +68,7 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 // reportSwarmLeft: the calling node's engine left the Swarm, as its
 // record asked; its Swarm node ID is cleared, which tells the group loop
 // its machine may go (leaveSwarmFirst).
-func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *LeaderState) (*pb.ReportSwarmNodeResponse, error) {
+func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leader.State) (*pb.ReportSwarmNodeResponse, error) {
 	id := identityFrom(ctx).nodeID
 	shared, unlock, err := st.Records.LockCaller(id)
 	if err != nil {
@@ -113,7 +114,7 @@ func (a *nodeAPI) SwarmJoin(ctx context.Context, _ *pb.SwarmJoinRequest) (*pb.Sw
 		return nil, err
 	}
 	if st.Cfg.Docker == nil {
-		return nil, ErrNoEngine
+		return nil, leader.ErrNoEngine
 	}
 	ctx, cancel := context.WithTimeout(ctx, st.Cfg.SwarmTimeout)
 	defer cancel()

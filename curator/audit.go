@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -151,7 +152,7 @@ func (s *Service) auditEntry(id identity, method string, req any, nodeID string,
 // auditNode is the ID of the node a request names (its "id" field: an
 // ID, a prefix or a name), as the registry resolves it now; empty when it
 // names none.
-func (st *LeaderState) auditNode(req any) string {
+func auditNode(st *leader.State, req any) string {
 	m, ok := req.(proto.Message)
 	if !ok || m == nil {
 		return ""

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -68,7 +69,7 @@ func (id identity) String() string {
 
 // caller is who the leader judges a change by (an admin certificate's
 // operator role and name).
-func (id identity) caller() Caller { return Caller{OpRole: id.opRole, Name: id.name} }
+func (id identity) caller() leader.Caller { return leader.Caller{OpRole: id.opRole, Name: id.name} }
 
 // forwarded is the identity as a follower forwards it (forwardedForKey):
 // "node:ID", "anonymous", or "admin:ROLE:SERIAL:NAME" (the name last, so
@@ -306,7 +307,7 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		// removed by the call is gone after.
 		var on string
 		if mgmt {
-			on = l.auditNode(req)
+			on = auditNode(l, req)
 			ctx, _ = withAuditNote(ctx)
 		}
 		resp, err := handler(ctx, req)

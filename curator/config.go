@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 )
@@ -170,8 +171,8 @@ func (c Config) withDefaults() Config {
 }
 
 // leader is what a leadership reads of c (defaults applied).
-func (c *Config) leader() *LeaderConfig {
-	return &LeaderConfig{
+func (c *Config) leader() *leader.Config {
+	return &leader.Config{
 		NodeID: c.NodeID, Etcd: c.Etcd, Docker: c.Docker, Now: c.Now, Logger: c.Logger,
 		HeartbeatInterval: c.HeartbeatInterval, DownAfter: c.DownAfter,
 		SyncInterval: c.SyncInterval, MinActionGap: c.MinActionGap, PollOnly: c.PollOnly,

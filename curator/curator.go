@@ -1,12 +1,12 @@
 // Package curator is the control plane. Every consensus member runs one
 // curator; they elect a leader through etcd. The leader serves the node
 // API (nodeAPI, api_node.go) and the management API (managementAPI,
-// api_management*.go), and runs the loops (leaderLoops: the list is in
-// loop.go, each loop in loop_<name>.go); followers forward every call to
-// it. All of them act through the one leaderState of the leadership
-// (leader.go), and every write the leader makes is fenced on its election
-// key (see leadership). Membership decisions read one snapshot
-// (membership.go). How the parts fit and why they are safe is in
+// api_management*.go), and runs the loops (curator/internal/leader:
+// the list is in loop.go, each loop in loop_<name>.go); followers forward
+// every call to it. The APIs and the loops act through the one
+// leader.State of the leadership, and every write the leader makes is
+// fenced on its election key (store.Fence). Membership decisions read one
+// snapshot (decide.Membership). How the parts fit and why they are safe is in
 // docs/architecture.md.
 package curator
 
@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -42,7 +43,7 @@ type Service struct {
 	// shed (handshakeWait; tests shorten it).
 	shedAfter time.Duration
 	// leader is set while this curator leads.
-	leader  atomic.Pointer[LeaderState]
+	leader  atomic.Pointer[leader.State]
 	fwd     forwarder
 	metrics *Metrics
 	// health is the gRPC health service (see servingStatus).
@@ -52,7 +53,7 @@ type Service struct {
 	// sessions admits the nodes' session set-ups (admission.go).
 	sessions *sessionGate
 	// knocks is when a node was last turned away (admission.go).
-	knocks *Knocks
+	knocks *leader.Knocks
 	// stopping is set once Run's ctx ended: forwarded session streams
 	// end with the connection to the leader, not forwarded again.
 	stopping atomic.Bool
@@ -91,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &Knocks{}, nodes: nodes,
+	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &leader.Knocks{}, nodes: nodes,
 		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
 	s.revocationWatch = s.runRevocationWatch
 	return s, nil
@@ -104,7 +105,7 @@ func (s *Service) IsLeader() bool {
 	return st != nil && st.Guard.Held()
 }
 
-func (s *Service) currentLeader() *LeaderState { return s.leader.Load() }
+func (s *Service) currentLeader() *leader.State { return s.leader.Load() }
 
 // Run is the curator's runnable: the gRPC server and the election. Once ctx
 // ends it returns when they have, within stopTimeout: the agent stops etcd
@@ -185,7 +186,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := store.NewRegistry(s.cfg.Etcd)
-	l := &Leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
+	l := &leader.Leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
 	cp, err := store.PKILoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
@@ -194,8 +195,8 @@ func (s *Service) runElection(ctx context.Context) error {
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
-	guard := NewLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
-	st := NewLeaderState(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
+	guard := leader.NewLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
+	st := leader.New(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
 	defer st.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -248,7 +249,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	case <-st.Resigned:
 		s.leader.Store(nil)
 		lg.Info("resigned to hand over the demotion of this node")
-		return ErrResigned
+		return leader.ErrResigned
 	case <-keyGone:
 		s.leader.Store(nil)
 		if ctx.Err() != nil {
@@ -289,7 +290,7 @@ func (s *Service) waitNotDemoting(ctx context.Context) error {
 
 // watchOwnKey returns when the election key l.Key() is deleted (or ctx
 // ends). A watch that fails is opened again from where it stopped.
-func (s *Service) watchOwnKey(ctx context.Context, l *Leadership) {
+func (s *Service) watchOwnKey(ctx context.Context, l *leader.Leadership) {
 	rev := l.Rev()
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
@@ -329,7 +330,7 @@ func (s *Service) watchOwnKey(ctx context.Context, l *Leadership) {
 
 // leaderFor returns the leadership a handler acts under, or ErrNotLeader
 // (ErrQuorum when a leader in doubt about its lease finds the quorum lost).
-func (s *Service) leaderFor() (*LeaderState, error) {
+func (s *Service) leaderFor() (*leader.State, error) {
 	st := s.currentLeader()
 	if st != nil && st.Guard.Held() {
 		return st, nil

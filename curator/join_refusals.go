@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 )
@@ -143,7 +144,7 @@ func peerHost(addr string) string {
 
 // refuseJoin records a join refused for reason, from the caller of ctx,
 // and returns err, the refusal the caller is told.
-func (s *Service) refuseJoin(ctx context.Context, st *LeaderState, reason joinRefusal, name string, err error) error {
+func (s *Service) refuseJoin(ctx context.Context, st *leader.State, reason joinRefusal, name string, err error) error {
 	s.metrics.JoinsRefused.WithLabelValues(string(reason)).Inc()
 	peer := identityFrom(ctx).peer
 	ok, suppressed, key := s.joinRefusals.allow(refusalKey{host: peerHost(peer), reason: reason}, s.cfg.Now())

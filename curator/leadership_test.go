@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -18,13 +19,13 @@ import (
 func TestDeposedLeaderCannotWrite(t *testing.T) {
 	c := newTestCluster(t)
 	svc := c.startLeader()
-	var deposed *Leadership
+	var deposed *leader.Leadership
 
 	for _, tc := range []struct {
 		name   string
-		depose func(ctx context.Context, l *Leadership) error
+		depose func(ctx context.Context, l *leader.Leadership) error
 	}{
-		{"election lease revoked", func(ctx context.Context, l *Leadership) error {
+		{"election lease revoked", func(ctx context.Context, l *leader.Leadership) error {
 			resp, err := c.cli.Get(ctx, l.Key())
 			if err != nil {
 				return err
@@ -35,7 +36,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			_, err = c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
 			return err
 		}},
-		{"election key deleted", func(ctx context.Context, l *Leadership) error {
+		{"election key deleted", func(ctx context.Context, l *leader.Leadership) error {
 			_, err := c.cli.Delete(ctx, l.Key())
 			return err
 		}},

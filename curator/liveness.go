@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -246,7 +247,7 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 			return spec.ErrNotLeader
 		default:
 		}
-		st.hearDigest(rep.NodeIds, s.cfg.Now())
+		hearDigest(st, rep.NodeIds, s.cfg.Now())
 		s.metrics.LivenessHeartbeats.Add(float64(len(rep.NodeIds)))
 		if err := stream.Send(&pb.LivenessAck{Batch: rep.Batch, Leader: s.cfg.NodeID, IntervalMs: interval}); err != nil {
 			return err
@@ -256,7 +257,7 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 
 // hearDigest takes the nodes of a liveness report as heard at now. A node
 // with no record (removed) is not heard: its stream ends.
-func (st *LeaderState) hearDigest(ids []string, now time.Time) {
+func hearDigest(st *leader.State, ids []string, now time.Time) {
 	kick := false
 	heard := make([]string, 0, len(ids))
 	for _, id := range ids {

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	pb "github.com/curatorproject/curator/proto"
@@ -82,7 +83,7 @@ func TestWatchSwarm(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchSwarm(ctx, f, ch)
+		leader.WatchSwarm(ctx, f, ch)
 	}()
 	for i := range 2 {
 		select {

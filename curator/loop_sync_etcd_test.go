@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -276,7 +277,7 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 			plant: func(t *testing.T, f *syncFixture) (string, func() error) {
 				w := f.worker("w1")
 				saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-					n.Roles = WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+					n.Roles = leader.WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 					n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 				})
 				before := len(f.members(t))
@@ -633,7 +634,7 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-		n.Roles = WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+		n.Roles = leader.WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 	})
 	waitFor(t, "both are repaired", func() bool {
