@@ -61,20 +61,32 @@ func (l *approvalLoop) spec() loopSpec {
 	}
 }
 
+// tick observes the pending promotions, decides and acts, under
+// muNodes.
 func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
 	l.lead.MuNodes.Lock()
 	defer l.lead.MuNodes.Unlock()
+	snap, err := l.observe(ctx)
+	if err != nil || len(snap.Pending) == 0 {
+		return loopResult{}, err
+	}
+	return l.act(ctx, decide.Approvals(snap))
+}
+
+// observe reads the pending promotions and what decides them: the
+// membership's size and the voter limit, and each pending node's record.
+func (l *approvalLoop) observe(ctx context.Context) (decide.ApprovalSnapshot, error) {
 	pending, err := store.PromotionList(ctx, l.cfg.Etcd)
 	if err != nil || len(pending) == 0 {
-		return loopResult{}, err
+		return decide.ApprovalSnapshot{}, err
 	}
 	ms, err := l.members.Observe(ctx)
 	if err != nil {
-		return loopResult{}, err
+		return decide.ApprovalSnapshot{}, err
 	}
 	cs, err := store.ClusterLoad(ctx, l.cfg.Etcd)
 	if err != nil {
-		return loopResult{}, err
+		return decide.ApprovalSnapshot{}, err
 	}
 	// The pending nodes are looked up by ID: a fleet's other nodes are not
 	// read at all.
@@ -88,7 +100,12 @@ func (l *approvalLoop) tick(ctx context.Context) (loopResult, error) {
 		}
 		snap.Pending = append(snap.Pending, an)
 	}
-	a := decide.Approvals(snap)
+	return snap, nil
+}
+
+// act promotes the node a approves (nil: none) and drops its pending
+// promotion, or only drops it.
+func (l *approvalLoop) act(ctx context.Context, a *decide.ApprovalAction) (loopResult, error) {
 	if a == nil {
 		return loopResult{}, nil
 	}

@@ -31,8 +31,9 @@ func (l *demotionLoop) spec() loopSpec {
 	return membershipLoop("demotions", l.cfg, l.members, l.tick)
 }
 
+// tick observes the Swarm managers a demotion waits on (beside the
+// membership snapshot ms), decides and acts.
 func (l *demotionLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
-	// Observe: the Swarm managers a demotion waits on.
 	swarmManager, err := l.swarm.managersOf(ctx, ms)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -40,7 +41,11 @@ func (l *demotionLoop) tick(ctx context.Context, ms *decide.Membership) (loopRes
 		}
 		return loopResult{refused: true, reason: fmt.Sprintf("a demotion changes the Swarm first, and the Swarm cannot be read to see whether it has: %v", err)}, nil
 	}
-	a := decide.Demotions(ms, swarmManager)
+	return l.act(ctx, ms, decide.Demotions(ms, swarmManager))
+}
+
+// act takes the step of a demotion that a (nil: none) names.
+func (l *demotionLoop) act(ctx context.Context, ms *decide.Membership, a *decide.DemotionAction) (loopResult, error) {
 	switch {
 	case a == nil:
 		return loopResult{}, nil

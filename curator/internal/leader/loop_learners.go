@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/curatorproject/curator/curator/decide"
 )
@@ -41,6 +42,7 @@ func (l *learnerLoop) spec() loopSpec {
 	return membershipLoop("learners", l.cfg, l.members, l.tick)
 }
 
+// tick observes what the learners' memory keeps of ms, decides and acts.
 func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
 	now := l.cfg.Now()
 	l.mem.Observe(ms, now)
@@ -52,6 +54,12 @@ func (l *learnerLoop) tick(ctx context.Context, ms *decide.Membership) (loopResu
 		}
 		return loopResult{}, nil
 	}
+	return l.act(ctx, a, now)
+}
+
+// act removes or promotes the learner a names; a promotion etcd refuses
+// for now (not caught up) is held back a moment in the memory.
+func (l *learnerLoop) act(ctx context.Context, a *decide.LearnerAction, now time.Time) (loopResult, error) {
 	if !a.Promote {
 		if err := l.lead.RemoveMember(ctx, a.MemberID); err != nil {
 			return loopResult{}, err

@@ -37,7 +37,11 @@ func (l *placementLoop) tick(ctx context.Context, ms *decide.Membership) (loopRe
 	// onto a member that a demotion or removal is taking out.
 	// The etcd leader is the one that answered for itself when ms was
 	// observed (0: none did, and nothing moves).
-	a := decide.Placement(ms, ms.EtcdLeader)
+	return l.act(ctx, decide.Placement(ms, ms.EtcdLeader))
+}
+
+// act moves etcd leadership as a says (nil: it stays).
+func (l *placementLoop) act(ctx context.Context, a *decide.PlacementAction) (loopResult, error) {
 	if a == nil {
 		return loopResult{}, nil
 	}

@@ -44,7 +44,27 @@ func (l *reaperLoop) spec() loopSpec {
 	}
 }
 
+// tick observes the nodes that are down, decides and acts. A fleet at
+// rest (none down) costs no read of etcd.
 func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
+	snap, err := l.observe(ctx)
+	if err != nil || len(snap.Nodes) == 0 {
+		return loopResult{}, err
+	}
+	if decide.Reap(snap) == nil {
+		return loopResult{}, nil // the common case, without reading etcd's members
+	}
+	l.lead.MuNodes.Lock()
+	defer l.lead.MuNodes.Unlock()
+	if err := l.observeVoters(ctx, &snap); err != nil {
+		return loopResult{}, err
+	}
+	return l.act(ctx, decide.Reap(snap))
+}
+
+// observe is the reaper's snapshot of the nodes that are down, with
+// whether their group still exists (no voter counts yet).
+func (l *reaperLoop) observe(ctx context.Context) (decide.ReapSnapshot, error) {
 	var down []*pb.Node
 	for _, n := range l.reg.Nodes() {
 		if n.Status == pb.NodeStatus_NODE_STATUS_DOWN {
@@ -52,11 +72,11 @@ func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 		}
 	}
 	if len(down) == 0 {
-		return loopResult{}, nil // at rest, without reading etcd
+		return decide.ReapSnapshot{}, nil // at rest, without reading etcd
 	}
 	groups, err := store.GroupList(ctx, l.cfg.Etcd)
 	if err != nil {
-		return loopResult{}, err
+		return decide.ReapSnapshot{}, err
 	}
 	exists := map[string]bool{}
 	for _, g := range groups {
@@ -69,14 +89,16 @@ func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 			Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Grouped: exists[n.Group], Leader: n.Id == l.cfg.NodeID,
 		})
 	}
-	if decide.Reap(snap) == nil {
-		return loopResult{}, nil // the common case, without reading etcd's members
-	}
-	l.lead.MuNodes.Lock()
-	defer l.lead.MuNodes.Unlock()
+	return snap, nil
+}
+
+// observeVoters adds to snap what a removal is judged by: the voters
+// and the healthy ones, and which down nodes are etcd members. Call with
+// muNodes held, as the removal is made.
+func (l *reaperLoop) observeVoters(ctx context.Context, snap *decide.ReapSnapshot) error {
 	ms, err := l.members.Observe(ctx)
 	if err != nil {
-		return loopResult{}, err
+		return err
 	}
 	q := ms.RemovalQuorum(0)
 	snap.Voters, snap.HealthyVoters = q.Voters, q.Healthy
@@ -84,7 +106,12 @@ func (l *reaperLoop) tick(ctx context.Context) (loopResult, error) {
 		_, member := ms.MemberOf[n.ID]
 		snap.Nodes[i].Consensus = n.Consensus || member
 	}
-	a := decide.Reap(snap)
+	return nil
+}
+
+// act reaps the node a names (nil: none), its event in the removal's
+// transaction.
+func (l *reaperLoop) act(ctx context.Context, a *decide.ReapAction) (loopResult, error) {
 	switch {
 	case a == nil:
 		return loopResult{}, nil

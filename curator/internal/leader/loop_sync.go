@@ -41,8 +41,14 @@ func (l *syncLoop) spec() loopSpec {
 	return membershipLoop("consensus-sync", l.cfg, l.members, l.tick)
 }
 
+// tick decides on the membership snapshot (observed by membershipLoop)
+// and acts.
 func (l *syncLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
-	a := decide.Sync(ms)
+	return l.act(ctx, ms, decide.Sync(ms))
+}
+
+// act makes change a (nil: none) of snapshot ms.
+func (l *syncLoop) act(ctx context.Context, ms *decide.Membership, a *decide.SyncAction) (loopResult, error) {
 	if a == nil {
 		return loopResult{}, nil
 	}
