@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/internal/backoff"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -99,7 +100,12 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 	failed := map[string]error{}
 	var order []string
 	misses := 0
-	pause := c.o.roundPause
+	// pauses are the waits after each round of the managers in which none
+	// answered (round counts them); once the rounds are used up and the
+	// watch waits for a manager to come back, they stop growing at
+	// maxWaitPause.
+	pauses := backoff.Policy{Initial: c.o.roundPause, Factor: 2}
+	round := 0
 	waiting := false // for managers to come back (WithFollowUntilCancelled)
 	for {
 		addrs := c.Managers()
@@ -125,7 +131,7 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 		}
 		if got {
 			c.answered(addr)
-			misses, pause = 0, c.o.roundPause
+			misses, round, pauses.Max = 0, 0, 0
 			clear(failed)
 			order = order[:0]
 		} else {
@@ -143,12 +149,13 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 					c.o.note(c.o.followNote, fmt.Sprintf("no manager answers (%v): waiting for one to come back; Ctrl-C to stop", c.giveUp(nil, order, failed)))
 					waiting = true
 				}
-				pause = min(pause, maxWaitPause)
+				pauses.Max = maxWaitPause
 			}
 		}
 		wait := reopenPause
 		if !got && misses%len(addrs) == 0 {
-			wait, pause = pause, pause*2
+			wait = pauses.Wait(round)
+			round++
 		}
 		select {
 		case <-ctx.Done():
