@@ -345,6 +345,7 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 			}
 		}
 		replayed = false
+		s.trace(livenessEvent{kind: answeredHere, manager: s.cfg.NodeID, node: id, seq: req.Seq, follow: req.DigestsFollow && forwarded})
 		if err := ss.Answer(req.Seq); err != nil {
 			return err
 		}

@@ -76,6 +76,10 @@ type Service struct {
 	// joinRefusals limits the events of refused joins
 	// (join_refusals.go).
 	joinRefusals *refusalLimiter
+	// livenessTrace, set by a test, is told each answer to a heartbeat
+	// and each digest taken (liveness.go): the history the digests'
+	// promise is checked on.
+	livenessTrace atomic.Pointer[func(livenessEvent)]
 }
 
 // New checks cfg and returns a curator; Run runs it.

@@ -3,6 +3,8 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +154,17 @@ type sessionFollower struct {
 	answers chan *pb.HeartbeatResponse
 	watched chan *pb.WatchNodeResponse
 	ended   chan error
+
+	mu sync.Mutex
+	// got is every answer to a heartbeat (seq > 0), in order.
+	got []*pb.HeartbeatResponse
+}
+
+// answered is every answer to a heartbeat the node got so far.
+func (f *sessionFollower) answered() []*pb.HeartbeatResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
 }
 
 func followSession(t *testing.T, conn *grpc.ClientConn) *sessionFollower {
@@ -172,6 +185,11 @@ func followSession(t *testing.T, conn *grpc.ClientConn) *sessionFollower {
 			}
 			if resp.Watch != nil {
 				f.watched <- resp.Watch
+			}
+			if resp.Seq > 0 {
+				f.mu.Lock()
+				f.got = append(f.got, resp)
+				f.mu.Unlock()
 			}
 			f.answers <- resp
 		}

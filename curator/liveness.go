@@ -34,6 +34,43 @@ import (
 // leader for what the leader pushes (the node's record, the manager list)
 // and for its end (the node removed, the leadership over).
 
+// The promise of the digests, which a test checks on the history of
+// livenessEvents: a node's heartbeat is answered in a leader's name only
+// by that leader itself, or by a follower once that leader took a digest
+// that named the node (one take for each such answer).
+
+// livenessEvent is one step of that history.
+type livenessEvent struct {
+	kind livenessEventKind
+	// manager is the leader that answered or took; for answeredFor, the
+	// leader whose name the follower answered in.
+	manager string
+	node    string
+	seq     uint64
+	// ids are the nodes a digest named (took).
+	ids []string
+	// follow: the heartbeat answered here switched its stream to digests.
+	follow bool
+}
+
+type livenessEventKind int
+
+const (
+	// answeredHere: the leader answered a heartbeat it read itself.
+	answeredHere livenessEventKind = iota
+	// took: the leader took a digest (before it acknowledged it).
+	took
+	// answeredFor: a follower answered a heartbeat in the leader's name.
+	answeredFor
+)
+
+// trace tells a test's livenessTrace of ev (nothing without one).
+func (s *Service) trace(ev livenessEvent) {
+	if f := s.livenessTrace.Load(); f != nil {
+		(*f)(ev)
+	}
+}
+
 // digestPeriod is how long a follower gathers heartbeats before it reports
 // them: a twentieth of an interval, at most 100 ms (an answer comes that
 // much later than a forwarded one did; a node waits two intervals).
@@ -249,6 +286,7 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 		}
 		hearDigest(st, rep.NodeIds, s.cfg.Now())
 		s.metrics.LivenessHeartbeats.Add(float64(len(rep.NodeIds)))
+		s.trace(livenessEvent{kind: took, manager: s.cfg.NodeID, ids: rep.NodeIds})
 		if err := stream.Send(&pb.LivenessAck{Batch: rep.Batch, Leader: s.cfg.NodeID, IntervalMs: interval}); err != nil {
 			return err
 		}

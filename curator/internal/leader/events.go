@@ -25,10 +25,10 @@ type eventLog struct {
 	lastRefusal map[string]string
 }
 
-// timestamp is the clock's now, for a record.
+// Timestamp is the clock's now, for a record.
 func (e *eventLog) Timestamp() *timestamppb.Timestamp { return timestamppb.New(e.cfg.Now()) }
 
-// event is an event of this leadership, now: loop's action on node
+// Event is an event of this leadership, now: loop's action on node
 // nodeID (may be empty), for reason.
 func (e *eventLog) Event(loop, action, nodeID, reason string) *pb.Event {
 	return &pb.Event{Time: e.Timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: e.cfg.NodeID, Term: e.fence.Rev()}

@@ -20,7 +20,7 @@ import (
 // rebuilt in place, rolls the group, and a rollback or an undo brings the
 // binary or image back with the rest of the template.
 
-// recordRelease sets gs's template.release from its provider as it is
+// RecordRelease sets gs's template.release from its provider as it is
 // now on the leader's host (the binary's digest, the image's ID), over
 // whatever the request carried: it is the leader's to say, never the
 // spec's. A group committed before releases were recorded (old without

@@ -30,10 +30,10 @@ type groupRecords struct {
 	kicks chan struct{}
 }
 
-// kick makes the group loop look at once.
+// Kick makes the group loop look at once.
 func (gr *groupRecords) Kick() { supervisor.Kick(gr.kicks) }
 
-// recordEvent records an event of the group loop's name; failing to is
+// RecordEvent records an event of the group loop's name; failing to is
 // logged, the change itself made.
 func (gr *groupRecords) RecordEvent(ctx context.Context, action, reason string) {
 	if err := gr.events.record(ctx, gr.events.Event("groups", action, "", reason)); err != nil {
@@ -52,7 +52,7 @@ type Caller struct {
 
 func (c Caller) String() string { return c.Name + " (" + c.OpRole + ")" }
 
-// committedSpec is old's spec as a commit compares with it (nil for a
+// CommittedSpec is old's spec as a commit compares with it (nil for a
 // new group): normalized, a copy.
 func CommittedSpec(old *pb.Group) *pb.GroupSpec {
 	if old == nil {
@@ -63,7 +63,7 @@ func CommittedSpec(old *pb.Group) *pb.GroupSpec {
 	return from
 }
 
-// commit stores gs over group old (nil: a new group), with mu held,
+// Commit stores gs over group old (nil: a new group), with mu held,
 // judged as who's change (spec.CheckGroupChange: an operator may not
 // change what the machines run). When the config SHA changes, it starts
 // a rollout to it that replaces any other and keeps the configs before it
@@ -110,7 +110,7 @@ func (gr *groupRecords) Commit(ctx context.Context, who Caller, metrics *metrics
 	return g, rollout, nil
 }
 
-// rollBackLocked is rollBack's transaction, with muGroups held: the
+// RollBackLocked is rollBack's transaction, with muGroups held: the
 // group's template becomes the previous one again and a new record
 // rolls to it, both in one fenced transaction on the failed record (r,
 // at mod revision rev; store.ErrRolloutChanged if it changed). The

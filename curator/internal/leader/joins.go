@@ -119,7 +119,7 @@ func (st *State) writeJoins(ctx context.Context, batch []*pendingJoin) error {
 	return err
 }
 
-// checkJoin checks node, about to join, against the registry: again is
+// CheckJoin checks node, about to join, against the registry: again is
 // true for a retry of a registration that went through (same key, same
 // node: its certificate is handed out again). Call with muNodes.
 func CheckJoin(reg *store.Registry, node *pb.Node) (again bool, err error) {

@@ -36,22 +36,22 @@ import (
 // The layer test (curator/layers_test.go) holds the Swarm's and the
 // providers' calls to their parts.
 type State struct {
-	// lead is the fence and the lock of node records.
+	// Lead is the fence and the lock of node records.
 	Lead *Leadership
-	// cfg is the curator's configuration (read only).
+	// Cfg is the curator's configuration (read only).
 	Cfg *Config
-	// ctx ends when the leadership does; streams served as leader use it.
+	// Ctx ends when the leadership does; streams served as leader use it.
 	Ctx context.Context
 	PKI *store.ClusterPKI
-	// reg is the leader's watch-fed view of the node records.
+	// Reg is the leader's watch-fed view of the node records.
 	Reg *store.Registry
-	// joins queues the registrations that are written in batches.
+	// Joins queues the registrations that are written in batches.
 	Joins *joinQueue
-	// guard says whether the election lease is surely still ours.
+	// Guard says whether the election lease is surely still ours.
 	Guard *leaseGuard
-	// knocks is when a node was last turned away by this manager.
+	// Knocks is when a node was last turned away by this manager.
 	Knocks *Knocks
-	// pushes carries record and manager changes to the session streams.
+	// Pushes carries record and manager changes to the session streams.
 	Pushes *sessionPushes
 
 	Heartbeats *heartbeats
@@ -64,17 +64,17 @@ type State struct {
 	Machines   *machines
 	Groups     *groupRecords
 
-	// kickHealth makes the health loop look at once (a heartbeat from a
+	// KickHealth makes the health loop look at once (a heartbeat from a
 	// node that is not ready).
 	KickHealth chan struct{}
-	// kickSwarm makes the swarm sync look at once (a Swarm node event,
+	// KickSwarm makes the swarm sync look at once (a Swarm node event,
 	// the cluster's Swarm mode set).
 	KickSwarm chan struct{}
 	// kickUpgrade makes the upgrade loop look at once (an upgrade
 	// started or cancelled).
 	kickUpgrade chan struct{}
 
-	// resigned is closed by resign.
+	// Resigned is closed by resign.
 	Resigned   chan struct{}
 	resignOnce sync.Once
 }
@@ -124,19 +124,19 @@ func New(ctx context.Context, cfg *Config, lead *Leadership, reg *store.Registry
 	return st
 }
 
-// close ends what the parts hold open: the hearer's connections and the
+// Close ends what the parts hold open: the hearer's connections and the
 // providers'.
 func (st *State) Close() {
 	st.Members.hearer.Close()
 	st.Machines.close()
 }
 
-// leadership is the fence of a leadership (store.Fence: every write and
+// Leadership is the fence of a leadership (store.Fence: every write and
 // membership change goes through it) and the lock of its read-modify-write
 // sequences on node records.
 type Leadership struct {
 	*store.Fence
-	// muNodes serialises read-modify-write sequences on node records, so a
+	// MuNodes serialises read-modify-write sequences on node records, so a
 	// status change and a role change on the same node do not lose each
 	// other's write.
 	MuNodes sync.Mutex
@@ -176,7 +176,7 @@ func (h *heartbeats) Beat(id string, t time.Time) {
 	h.last[id] = t
 }
 
-// beatAll notes a heartbeat of each node of ids at t (a liveness digest).
+// BeatAll notes a heartbeat of each node of ids at t (a liveness digest).
 func (h *heartbeats) BeatAll(ids []string, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -209,11 +209,11 @@ func (h *heartbeats) read(f func(last func(id string) (time.Time, bool))) {
 	})
 }
 
-// leaderSince is when this leadership began: a node heard or judged
+// LeaderSince is when this leadership began: a node heard or judged
 // before then is vouched for by no one here (shownStatus).
 func (h *heartbeats) LeaderSince() time.Time { return h.since }
 
-// servingSince is when this leader last started to serve: its election,
+// ServingSince is when this leader last started to serve: its election,
 // or its coming back from doubt. Heartbeats before then went elsewhere.
 func (h *heartbeats) ServingSince() time.Time {
 	since := h.since
@@ -234,7 +234,7 @@ type nodeStreams struct {
 	byNode map[string]map[int]chan struct{}
 }
 
-// open registers a stream of node id; dropped is closed when the node is
+// Open registers a stream of node id; dropped is closed when the node is
 // removed, release unregisters the stream.
 func (ns *nodeStreams) Open(id string) (dropped <-chan struct{}, release func()) {
 	ns.mu.Lock()
@@ -266,7 +266,7 @@ func (ns *nodeStreams) drop(id string) {
 	delete(ns.byNode, id)
 }
 
-// knocks remembers when a node last knocked at this manager and was
+// Knocks remembers when a node last knocked at this manager and was
 // turned away before its session began: a set-up paced by the gate or
 // told to come back later, a TLS handshake shed. Nodes still knocking are
 // nodes still arriving: a new leader's health loop does not end the
@@ -277,7 +277,7 @@ type Knocks struct {
 
 func (k *Knocks) Note(t time.Time) { k.at.Store(t.UnixNano()) }
 
-// last is when a node was last turned away (zero: never).
+// Last is when a node was last turned away (zero: never).
 func (k *Knocks) Last() time.Time {
 	if ns := k.at.Load(); ns != 0 {
 		return time.Unix(0, ns)

@@ -67,7 +67,7 @@ func NewLeaseGuard(cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Durati
 // serving. It covers the time a renewal spends on the way, and clock rates.
 func leaseMargin(ttl time.Duration) time.Duration { return ttl / 4 }
 
-// held says whether the lease is surely ours right now: the leader may
+// Held says whether the lease is surely ours right now: the leader may
 // answer and act.
 func (g *leaseGuard) Held() bool {
 	if g == nil {
@@ -83,7 +83,7 @@ func (g *leaseGuard) Held() bool {
 	return !g.inDoubt && g.now().Before(g.until)
 }
 
-// servingDone returns a channel closed when the lease may have expired:
+// ServingDone returns a channel closed when the lease may have expired:
 // the leader's node streams must end then (at once if that time has
 // passed).
 func (g *leaseGuard) ServingDone() <-chan struct{} {
@@ -112,10 +112,10 @@ func (g *leaseGuard) resumedAt() time.Time {
 	return g.resumed
 }
 
-// lost is closed once the lease is gone for good.
+// Lost is closed once the lease is gone for good.
 func (g *leaseGuard) Lost() <-chan struct{} { return g.lostCh }
 
-// why says why the lease was given up.
+// Why says why the lease was given up.
 func (g *leaseGuard) Why() error { return g.reason }
 
 func (g *leaseGuard) lose(err error) {
@@ -176,7 +176,7 @@ func (g *leaseGuard) doubt() error {
 	return g.doubtErr
 }
 
-// run renews the lease every quarter TTL until ctx ends or the lease is
+// Run renews the lease every quarter TTL until ctx ends or the lease is
 // gone.
 func (g *leaseGuard) Run(ctx context.Context) {
 	every := g.ttl / 4

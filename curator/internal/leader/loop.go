@@ -72,7 +72,7 @@ func loops(st *State, metrics *metrics.Metrics) []loopSpec {
 	}
 }
 
-// run runs the leader's runnables: the join batches and every loop,
+// Run runs the leader's runnables: the join batches and every loop,
 // counted in metrics.
 func (st *State) Run(ctx context.Context, metrics *metrics.Metrics) error {
 	r := &loopRunner{cfg: st.Cfg, guard: st.Guard, reg: st.Reg, metrics: metrics, events: st.Events}

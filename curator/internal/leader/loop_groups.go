@@ -392,7 +392,7 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 	return nil
 }
 
-// orEmptyPolicy is r, or an empty policy for a group committed before
+// OrEmptyPolicy is r, or an empty policy for a group committed before
 // there were policies (normalRolloutPolicy gives it the defaults).
 func OrEmptyPolicy(r *pb.RolloutPolicy) *pb.RolloutPolicy {
 	if r == nil {

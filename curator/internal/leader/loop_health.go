@@ -47,7 +47,7 @@ func (l *healthLoop) spec() loopSpec {
 	}
 }
 
-// healthGap is the health loop's pause after it changed statuses, before
+// HealthGap is the health loop's pause after it changed statuses, before
 // it looks again: the nodes that sent their first heartbeat meanwhile are
 // then marked ready together, in one write and one event (a join wave
 // kicks the loop hundreds of times a second, and each tick reads the

@@ -31,7 +31,7 @@ type SwarmEngine interface {
 	SwarmInspect(ctx context.Context, options client.SwarmInspectOptions) (client.SwarmInspectResult, error)
 }
 
-// observeSwarm reads the Swarm's node list through one manager's engine
+// ObserveSwarm reads the Swarm's node list through one manager's engine
 // (any manager: a follower forwards the call to the Swarm's leader, and
 // the call fails, after Swarm's own timeout, while the Swarm has no
 // leader). A worker's engine answers with an error saying it is not a

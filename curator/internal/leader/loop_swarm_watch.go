@@ -39,7 +39,7 @@ type swarmEventer interface {
 // swarmWatchBackoff is the wait before the stream is opened again.
 var swarmWatchBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Factor: 2, Max: 5 * time.Second}
 
-// watchSwarm kicks ch on each Swarm node event of engine, until ctx ends.
+// WatchSwarm kicks ch on each Swarm node event of engine, until ctx ends.
 func WatchSwarm(ctx context.Context, engine swarmEventer, ch chan struct{}) {
 	lg := supervisor.Logger(ctx)
 	wait := swarmWatchBackoff.Initial

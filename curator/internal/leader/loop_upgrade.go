@@ -63,7 +63,7 @@ func (l *upgradeLoop) spec() loopSpec {
 	}
 }
 
-// kickUpgrade makes the upgrade loop look at once.
+// KickUpgrade makes the upgrade loop look at once.
 func KickUpgrade(st *State) { supervisor.Kick(st.kickUpgrade) }
 
 func (l *upgradeLoop) tick(ctx context.Context) (loopResult, error) {
@@ -207,12 +207,12 @@ func (l *upgradeLoop) saveUpgrade(ctx context.Context, u *pb.Upgrade, rev int64,
 	return loopResult{action: action, reason: reason, recorded: true}, nil
 }
 
-// upgradeTarget names u's release: its binary, its image, or both.
+// UpgradeTarget names u's release: its binary, its image, or both.
 func UpgradeTarget(u *pb.Upgrade) string {
 	return spec.QuoteShort(spec.ReleaseName(u.Binary, u.Image))
 }
 
-// upgradeOrder is the order an upgrade takes groups in: those with the
+// UpgradeOrder is the order an upgrade takes groups in: those with the
 // consensus role first, then the others, each by name.
 func UpgradeOrder(groups []*pb.Group) []*pb.Group {
 	out := slices.Clone(groups)

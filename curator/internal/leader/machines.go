@@ -31,7 +31,7 @@ type machines struct {
 	providers groupProviders
 }
 
-// provider returns the provider of group g, made from its spec (made
+// Provider returns the provider of group g, made from its spec (made
 // anew when the spec's provider settings change).
 func (m *machines) Provider(g *pb.Group) (provider.Provider, error) {
 	return m.providers.get(g, m.lg)

@@ -38,7 +38,7 @@ func (mb *members) locked(tick func(ctx context.Context, ms *decide.Membership) 
 	}
 }
 
-// observeLocked observes the membership, taking muNodes for the read
+// ObserveLocked observes the membership, taking muNodes for the read
 // only (a loop that does not change membership with it).
 func (mb *members) ObserveLocked(ctx context.Context) (*decide.Membership, error) {
 	mb.lead.MuNodes.Lock()
@@ -46,7 +46,7 @@ func (mb *members) ObserveLocked(ctx context.Context) (*decide.Membership, error
 	return mb.Observe(ctx)
 }
 
-// observe is the membership snapshot: what gather
+// Observe is the membership snapshot: what gather
 // reads, built by decide.BuildMembership, the one builder the decide
 // tables and the removal fuzz property use too. The members' nodes this
 // leadership does not vouch for (decide.Vouched) are Unvouched, and the

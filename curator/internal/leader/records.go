@@ -27,7 +27,7 @@ type records struct {
 	streams *nodeStreams
 }
 
-// destroyNode deletes node id's record, fenced (with the events evs that
+// DestroyNode deletes node id's record, fenced (with the events evs that
 // explain it), forgets its heartbeats and ends its streams.
 func (r *records) DestroyNode(ctx context.Context, id string, evs ...*pb.Event) error {
 	if err := store.NodeDestroy(ctx, r.lead.Fence, id, evs...); err != nil {
@@ -104,7 +104,7 @@ func (r *records) revokeEtcdCert(ctx context.Context, join *pb.ConsensusJoin) er
 	return nil
 }
 
-// changeNode changes node id's record under muNodes: change is given a
+// ChangeNode changes node id's record under muNodes: change is given a
 // copy of it and says whether it changed anything; if so the copy is
 // saved, fenced, with its Updated time. A node that is gone is left so.
 func (r *records) ChangeNode(ctx context.Context, id string, change func(n *pb.Node) bool) error {
@@ -127,7 +127,7 @@ func (r *records) changeNodeLocked(ctx context.Context, id string, change func(n
 	return store.NodeSave(ctx, r.lead.Fence, n)
 }
 
-// requestSwarmJoin sets the Swarm join request in node id's record, for
+// RequestSwarmJoin sets the Swarm join request in node id's record, for
 // its agent to answer. Called with muNodes.
 func (r *records) RequestSwarmJoin(ctx context.Context, id string) error {
 	return r.changeNodeLocked(ctx, id, func(n *pb.Node) bool {
@@ -136,7 +136,7 @@ func (r *records) RequestSwarmJoin(ctx context.Context, id string) error {
 	})
 }
 
-// lockCaller locks the node records for a read-modify-write of the calling
+// LockCaller locks the node records for a read-modify-write of the calling
 // node's own, id (unlock when done), and returns its record, shared:
 // ErrNotFound, unlocked, for a node that has no record.
 func (r *records) LockCaller(id string) (shared *pb.Node, unlock func(), err error) {

@@ -45,7 +45,7 @@ type roles struct {
 	resign func()
 }
 
-// promote gives node n the consensus role: a learner first. Called with
+// Promote gives node n the consensus role: a learner first. Called with
 // muNodes held.
 func (ro *roles) Promote(ctx context.Context, n *pb.Node) error {
 	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
@@ -91,7 +91,7 @@ func (ro *roles) Promote(ctx context.Context, n *pb.Node) error {
 	return ro.saveConsensusRole(ctx, n, join)
 }
 
-// demoteOutcome says how far a demotion got; its String is DemoteNode's
+// DemoteOutcome says how far a demotion got; its String is DemoteNode's
 // outcome, which the CLI prints.
 type DemoteOutcome string
 
@@ -100,19 +100,19 @@ func (o DemoteOutcome) String() string { return string(o) }
 const (
 	Demoted    DemoteOutcome = "demoted"
 	HandedOver DemoteOutcome = "handed-over"
-	// leftToLoops: with the Swarm flavor on, the node is marked demoting
+	// LeftToLoops: with the Swarm flavor on, the node is marked demoting
 	// but the Swarm did not take its manager's demotion yet; the swarm
 	// sync and the demotions loop finish.
 	LeftToLoops DemoteOutcome = "left-to-loops"
-	// notManager: the node holds no consensus role and is no etcd member;
+	// NotManager: the node holds no consensus role and is no etcd member;
 	// nothing changed.
 	NotManager DemoteOutcome = "not-a-manager"
-	// promotionCalledOff: the node was approved as a manager but not yet
+	// PromotionCalledOff: the node was approved as a manager but not yet
 	// promoted; it stays a worker.
 	PromotionCalledOff DemoteOutcome = "promotion-called-off"
 )
 
-// demote takes the consensus role from node n, with the guards. A leader
+// Demote takes the consensus role from node n, with the guards. A leader
 // demoting its own node marks it and resigns; the next leader finishes.
 // Called with muNodes held.
 func (ro *roles) Demote(ctx context.Context, n *pb.Node) (DemoteOutcome, error) {
@@ -223,7 +223,7 @@ func (ro *roles) saveConsensusRole(ctx context.Context, n *pb.Node, join *pb.Con
 	return store.NodeSave(ctx, ro.lead.Fence, n)
 }
 
-// addConsensusMember adds a node to etcd as a learner and returns what it
+// AddConsensusMember adds a node to etcd as a learner and returns what it
 // needs to start etcd.
 func (ro *roles) AddConsensusMember(ctx context.Context, id string, pub any, ip net.IP, port int, ttl time.Duration) (*pb.ConsensusJoin, error) {
 	etcdCert, err := ro.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
@@ -301,7 +301,7 @@ func withoutRole(roles []pb.Role, r pb.Role) []pb.Role {
 	return slices.DeleteFunc(slices.Clone(roles), func(x pb.Role) bool { return x == r })
 }
 
-// removeNode takes node n out of the cluster: its etcd member first
+// RemoveNode takes node n out of the cluster: its etcd member first
 // (within the quorum guard), then its etcd certificate and its record
 // (with the events evs that explain the removal, in one transaction),
 // then, with the Swarm flavor on, its Swarm node if the Swarm shows it

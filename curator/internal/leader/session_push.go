@@ -46,7 +46,7 @@ func (p *sessionPushes) note(old, new *pb.Node) bool {
 	return true
 }
 
-// run pushes the registry's changes to the streams concerned until ctx
+// Run pushes the registry's changes to the streams concerned until ctx
 // ends.
 func (p *sessionPushes) Run(ctx context.Context, reg *store.Registry) {
 	kick, unsubscribe := reg.Subscribe(p.note)
@@ -87,7 +87,7 @@ func (p *sessionPushes) take() []*SessionStream {
 	return out
 }
 
-// open registers a session stream; the function returned unregisters it.
+// Open registers a session stream; the function returned unregisters it.
 func (p *sessionPushes) Open(ss *SessionStream) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -105,7 +105,7 @@ func (p *sessionPushes) Open(ss *SessionStream) func() {
 	}
 }
 
-// sessionStream is one node's session stream as the leader holds it:
+// SessionStream is one node's session stream as the leader holds it:
 // what it last carried of the node's record and the manager list, and
 // the one send at a time gRPC allows.
 type SessionStream struct {
@@ -114,7 +114,7 @@ type SessionStream struct {
 	Leader   string
 	Interval uint32 // milliseconds
 	Send     func(*pb.HeartbeatResponse) error
-	// moveWithin, if set, is the window in which the node is to move its
+	// MoveWithin, if set, is the window in which the node is to move its
 	// session to another manager (0: stay), read at each answer.
 	MoveWithin func() uint32
 
@@ -128,7 +128,7 @@ type SessionStream struct {
 	sending, dirty atomic.Bool
 }
 
-// answer answers the heartbeat seq (0: the stream's opening), with what
+// Answer answers the heartbeat seq (0: the stream's opening), with what
 // the stream has not carried yet.
 func (ss *SessionStream) Answer(seq uint64) error {
 	ss.mu.Lock()
@@ -155,14 +155,14 @@ func (ss *SessionStream) fill(resp *pb.HeartbeatResponse) bool {
 	return true
 }
 
-// close ends the stream's sends: its handler returns.
+// Close ends the stream's sends: its handler returns.
 func (ss *SessionStream) Close() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closed = true
 }
 
-// kick has a sender push what changed, at once. At most one sender runs
+// Kick has a sender push what changed, at once. At most one sender runs
 // per stream; a change it may have missed makes it look again. A send
 // that fails shows in the handler's next Recv.
 func (ss *SessionStream) Kick() {

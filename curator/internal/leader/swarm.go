@@ -62,14 +62,14 @@ func (s *swarmSeen) set(nodes []decide.SwarmNode) bool {
 	return changed
 }
 
-// read says whether the Swarm has been read (with the flavor on).
+// Read says whether the Swarm has been read (with the flavor on).
 func (s *swarmSeen) Read() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.byID != nil
 }
 
-// get returns Swarm node id as last read.
+// Get returns Swarm node id as last read.
 func (s *swarmSeen) Get(id string) (decide.SwarmNode, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,7 +77,7 @@ func (s *swarmSeen) Get(id string) (decide.SwarmNode, bool) {
 	return sn, ok && id != ""
 }
 
-// on says whether the cluster's Swarm flavor is on.
+// On says whether the cluster's Swarm flavor is on.
 func (sw *swarmEngine) On(ctx context.Context) (bool, error) {
 	cs, err := store.ClusterLoad(ctx, sw.cfg.Etcd)
 	if err != nil {
