@@ -21,6 +21,7 @@ import (
 	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -364,6 +365,47 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSyncWakesOnMembershipChange: with a resync of a minute, the two
+// half-applied changes that only etcd's membership shows (a member
+// without its role, a role without its member) are repaired within a
+// second all the same: the local etcd member tells the leader of each
+// membership change it applies (Config.MembershipChanges), and the
+// membership loops look at once.
+func TestSyncWakesOnMembershipChange(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.curatorConfig(c.first, c.cli)
+	cfg.SyncInterval = time.Minute
+	cfg.LearnerDownLimit = time.Hour // the planted learner never starts
+	svc, _ := c.runCurator(cfg)
+	waitFor(t, "the first curator leads", svc.IsLeader)
+	adminCert := c.adminCert()
+	admin, anon := dial(t, c.first.address, &adminCert, c.root.Cert), dial(t, c.first.address, nil, c.root.Cert)
+	w, _ := c.register(anon, c.token(admin, "worker"), "w1")
+	// The first ticks after the join are over: only a change wakes the
+	// loops from here.
+	time.Sleep(100 * time.Millisecond)
+
+	const within = time.Second
+	planted := time.Now()
+	_, memberID, err := consensus.AddLearner(callCtx(t), c.cli, w.id, peerURLOf(t, w.address))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, within, "the role granted to the member added behind the leader's back", func() bool {
+		return spec.HasRole(c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+	})
+	t.Logf("member without role repaired in %v", time.Since(planted).Round(time.Millisecond))
+
+	planted = time.Now()
+	if err := consensus.RemoveMember(callCtx(t), c.cli, memberID); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, within, "the role cleared of the member removed behind the leader's back", func() bool {
+		return !spec.HasRole(c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+	})
+	t.Logf("role without member repaired in %v", time.Since(planted).Round(time.Millisecond))
 }
 
 func (f *syncFixture) mustNodes(t *testing.T) []*pb.Node {

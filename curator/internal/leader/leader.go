@@ -90,6 +90,10 @@ type Config struct {
 	Docker SwarmEngine
 	Now    func() time.Time
 	Logger *zap.Logger
+	// MembershipChanges tells of each membership change the local etcd
+	// member applies (nil: the membership loops see changes at their
+	// resync only).
+	MembershipChanges func(ctx context.Context, changed func())
 
 	HeartbeatInterval, DownAfter                          time.Duration
 	SyncInterval, MinActionGap                            time.Duration

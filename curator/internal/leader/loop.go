@@ -77,7 +77,8 @@ func loops(st *State, metrics *metrics.Metrics) []loopSpec {
 func (st *State) Run(ctx context.Context, metrics *metrics.Metrics) error {
 	r := &loopRunner{cfg: st.Cfg, guard: st.Guard, reg: st.Reg, metrics: metrics, events: st.Events}
 	runnables := map[string]supervisor.Runnable{
-		"joins": st.runJoins,
+		"joins":              st.runJoins,
+		"membership-changes": st.Members.follow,
 	}
 	for _, spec := range loops(st, metrics) {
 		runnables[spec.name] = func(ctx context.Context) error { return r.run(ctx, spec) }
@@ -91,8 +92,9 @@ func (st *State) Run(ctx context.Context, metrics *metrics.Metrics) error {
 }
 
 // membershipLoop is the spec of a loop that decides on the membership
-// snapshot: it ticks on changes of the nodes that matter to membership and
-// on SyncInterval (etcd's member list has no watch). The snapshot is
+// snapshot: it ticks on changes of the nodes that matter to membership,
+// on each membership change the local etcd member applies (members.follow)
+// and on SyncInterval (etcd's member list has no watch: the safety net). The snapshot is
 // observed under muNodes (members.locked), so that no other change of a
 // node comes between what a loop decided on and its act.
 func membershipLoop(name string, cfg *Config, m *members, tick func(ctx context.Context, ms *decide.Membership) (loopResult, error)) loopSpec {
@@ -100,6 +102,7 @@ func membershipLoop(name string, cfg *Config, m *members, tick func(ctx context.
 		name:        name,
 		tick:        m.locked(tick),
 		nodeChanges: store.MembershipChange,
+		kick:        m.changes.subscribe(),
 		resync:      cfg.SyncInterval,
 		minGap:      cfg.MinActionGap,
 	}

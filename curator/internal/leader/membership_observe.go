@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/curatorproject/curator/consensus"
@@ -10,6 +11,7 @@ import (
 	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/supervisor"
 )
 
 // members is etcd's membership as a leadership sees and changes it: the
@@ -21,6 +23,47 @@ type members struct {
 	reg    *store.Registry
 	hb     *heartbeats
 	hearer *consensus.Hearer
+	// changes wakes the membership loops when the local etcd member
+	// applies a change of the membership.
+	changes memberChanges
+}
+
+// memberChanges wakes each loop that decides on the membership when the
+// local etcd member applies a change of it (Config.MembershipChanges):
+// etcd's member list has no watch, and the loops' resync would find the
+// change only at SyncInterval.
+type memberChanges struct {
+	mu    sync.Mutex
+	kicks []chan struct{}
+}
+
+// subscribe is a loop's kick: it fires after each change.
+func (c *memberChanges) subscribe() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	c.kicks = append(c.kicks, ch)
+	return ch
+}
+
+// changed kicks every loop that subscribed.
+func (c *memberChanges) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.kicks {
+		supervisor.Kick(ch)
+	}
+}
+
+// follow runs Config.MembershipChanges for the leadership, if set: a
+// runnable of State.Run. With PollOnly (a fixed poll) it waits only.
+func (mb *members) follow(ctx context.Context) error {
+	supervisor.Signal(ctx, supervisor.Healthy)
+	if mb.cfg.MembershipChanges != nil && !mb.cfg.PollOnly {
+		mb.cfg.MembershipChanges(ctx, mb.changes.changed)
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // locked makes a loop's tick observe the membership with muNodes held, so
