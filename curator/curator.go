@@ -76,6 +76,10 @@ type Service struct {
 	// joinRefusals limits the events of refused joins
 	// (join_refusals.go).
 	joinRefusals *refusalLimiter
+	// crashEvery is the crash watch's period (0: crashProbeEvery; tests
+	// lengthen it), and crashProbes counts its looks at the leader.
+	crashEvery  time.Duration
+	crashProbes atomic.Int64
 	// livenessTrace, set by a test, is told each answer to a heartbeat
 	// and each digest taken (liveness.go): the history the digests'
 	// promise is checked on.

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -48,6 +49,36 @@ type forwarder struct {
 	// session (transport.SharedSessions): a new leader's connection
 	// resumes it.
 	creds credentials.TransportCredentials
+	// dropped is kicked when the connection to the leader, ready, is
+	// lost (watchConn): the crash watch probes the leader at once.
+	dropped chan struct{}
+}
+
+// drops is the channel the crash watch waits on for a lost connection.
+func (f *forwarder) drops() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dropped == nil {
+		f.dropped = make(chan struct{}, 1)
+	}
+	return f.dropped
+}
+
+// watchConn kicks dropped each time conn, to the leader, loses its
+// connection after it was ready, until conn is closed. A leader whose
+// process died resets its connections the moment it dies (the kernel
+// closes its sockets), so the crash watch probes it at once rather than
+// at its next period; a frozen or cut-off leader resets nothing, and the
+// probes decide as before.
+func (f *forwarder) watchConn(conn *grpc.ClientConn, dropped chan struct{}) {
+	state := conn.GetState()
+	for state != connectivity.Shutdown && conn.WaitForStateChange(context.Background(), state) {
+		next := conn.GetState()
+		if state == connectivity.Ready && next != connectivity.Ready {
+			supervisor.Kick(dropped)
+		}
+		state = next
+	}
 }
 
 // leaderInfo is the leader as the election names it: its node, its
@@ -122,6 +153,33 @@ func (f *forwarder) leader(ctx context.Context) (leaderInfo, error) {
 			return leaderInfo{}, fmt.Errorf("%w: %v", spec.ErrNoLeader, ctx.Err())
 		case <-t.C:
 			return leaderInfo{}, fmt.Errorf("%w: this manager does not know of one (it may be cut off from etcd): try another manager", spec.ErrNoLeader)
+		}
+	}
+}
+
+// awaitNext waits until the election names another leader than was (a
+// newer election key), at most d, and says whether it did.
+func (f *forwarder) awaitNext(ctx context.Context, was *leaderInfo, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		li := f.known
+		if li != nil && (was == nil || li.rev != was.rev) {
+			f.mu.Unlock()
+			return true
+		}
+		if f.learned == nil {
+			f.learned = make(chan struct{})
+		}
+		learned := f.learned
+		f.mu.Unlock()
+		select {
+		case <-learned:
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
 		}
 	}
 }
@@ -210,6 +268,10 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial leader %s at %s: %w", li.id, li.addr, err)
 	}
 	f.conn, f.addr = conn, li.addr
+	if f.dropped == nil {
+		f.dropped = make(chan struct{}, 1)
+	}
+	go f.watchConn(conn, f.dropped)
 	return conn, nil
 }
 
@@ -250,15 +312,27 @@ func (s *Service) forwardUnary(ctx context.Context, id identity, method string, 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	conn, err := s.leaderConn(ctx)
-	if err != nil {
-		return nil, toStatus(err)
+	for again := false; ; again = true {
+		was := s.fwd.knownLeader()
+		conn, err := s.leaderConn(ctx)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out := outType.New().Interface()
+		err = conn.Invoke(forwardContext(ctx, id), method, req, out)
+		if err == nil {
+			return out, nil
+		}
+		// The leader went away under the call (it died, or said it no
+		// longer leads): forward it once more, to the next leader, as
+		// soon as the election names one, rather than send the caller
+		// round the managers. A caller would try another manager with the
+		// call all the same (Unavailable), so this adds no retry it did
+		// not make.
+		if again || s.stopping.Load() || !leaderMoved(ctx, err) || !s.fwd.awaitNext(ctx, was, leaderLookupTimeout) {
+			return nil, forwardError(ctx, err)
+		}
 	}
-	out := outType.New().Interface()
-	if err := conn.Invoke(forwardContext(ctx, id), method, req, out); err != nil {
-		return nil, forwardError(ctx, err)
-	}
-	return out, nil
 }
 
 // forwardError makes a forwarded call that this follower cut short (it is
