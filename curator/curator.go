@@ -87,6 +87,7 @@ func New(cfg Config) (*Service, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	m.CAExpiry.Set(float64(cfg.CA.NotAfter.Unix()))
 	if cfg.Certs == nil {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
@@ -228,7 +229,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	s.metrics.LeaderChanges.Inc()
 	s.metrics.IsLeader.Set(1)
 	defer s.metrics.IsLeader.Set(0)
-	defer s.metrics.CertEarliestExpiry.Set(0)
+	defer s.metrics.leaderGone()
 	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
 		return err

@@ -58,7 +58,7 @@ type loopRunner struct {
 // act, and one line here.
 func loops(st *leaderState, metrics *Metrics) []loopSpec {
 	return []loopSpec{
-		newSyncLoop(st).spec(),
+		newSyncLoop(st, metrics).spec(),
 		newDemotionLoop(st).spec(),
 		newLearnerLoop(st).spec(),
 		newHealthLoop(st, metrics).spec(),

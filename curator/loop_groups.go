@@ -58,6 +58,8 @@ type groupLoop struct {
 	events   *eventLog
 	metrics  *Metrics
 	crashes  crashBackoff
+	// shown are the groups the metrics show (groupGone drops the rest).
+	shown map[string]bool
 }
 
 func newGroupLoop(st *leaderState, metrics *Metrics) *groupLoop {
@@ -112,8 +114,12 @@ type groupSeen struct {
 
 func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 	groups, err := store.GroupList(ctx, l.cfg.Etcd)
-	if err != nil || len(groups) == 0 {
+	if err != nil {
 		return loopResult{}, err
+	}
+	l.showGroups(groups)
+	if len(groups) == 0 {
+		return loopResult{}, nil
 	}
 	w, err := l.observe(ctx)
 	if err != nil {
@@ -130,6 +136,20 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		}
 	}
 	return *orEmpty(refusal), nil
+}
+
+// showGroups drops the metrics of the groups gone since the last tick.
+func (l *groupLoop) showGroups(groups []*pb.Group) {
+	now := map[string]bool{}
+	for _, g := range groups {
+		now[g.Spec.GetName()] = true
+	}
+	for name := range l.shown {
+		if !now[name] {
+			l.metrics.groupGone(name)
+		}
+	}
+	l.shown = now
 }
 
 // observe reads what every group's decision shares.
@@ -267,6 +287,10 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 		return *orEmpty(refusal), false, err
 	}
 	snap := l.snapshot(w, gs)
+	l.metrics.setRollout(name, gs.ro, snap.ProgressDeadline)
+	l.metrics.setHeld(name, heldRepairCeiling, g.RepairHeld != "")
+	l.metrics.setHeld(name, heldSuspended, g.Suspended != "")
+	l.metrics.setHeld(name, heldProviderFailing, g.ProviderFailing != "")
 	deadMachines := groupMachines(gs.dead)
 	deaths := l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now)
 	deaths = append(deaths, l.crashes.foundDead(name, deadMachines, snap.Nodes, snap.Now)...)
@@ -292,8 +316,10 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 	}
 	snap.Dead = withNode(deadMachines, snap.Nodes)
 	a := decide.Group(snap)
+	backoff := a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0
+	l.metrics.setHeld(name, heldCrashBackoff, backoff)
 	switch {
-	case a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0:
+	case backoff:
 		return loopResult{}, false, nil // its new machines die before joining, or its provider refused: not yet
 	case a != nil && a.Kind == decide.GroupWait:
 		return loopResult{}, false, nil // not a refusal: what it waits for makes it tick again

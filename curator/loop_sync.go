@@ -29,12 +29,13 @@ import (
 
 type syncLoop struct {
 	cfg     *Config
+	metrics *Metrics
 	members *members
 	roles   *roles
 }
 
-func newSyncLoop(st *leaderState) *syncLoop {
-	return &syncLoop{cfg: st.cfg, members: st.members, roles: st.roles}
+func newSyncLoop(st *leaderState, metrics *Metrics) *syncLoop {
+	return &syncLoop{cfg: st.cfg, metrics: metrics, members: st.members, roles: st.roles}
 }
 
 func (l *syncLoop) spec() loopSpec {
@@ -42,6 +43,8 @@ func (l *syncLoop) spec() loopSpec {
 }
 
 func (l *syncLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
+	q := ms.QuorumAfter(0, 0)
+	l.metrics.setQuorum(q.Healthy, q.Voters, q.Need())
 	a := decide.Sync(ms)
 	if a == nil {
 		return loopResult{}, nil
