@@ -83,7 +83,7 @@ func newLeaderState(ctx context.Context, cfg *Config, lead *leadership, reg *sto
 		resigned:    make(chan struct{}),
 	}
 	st.hb = newHeartbeats(cfg, cfg.Now(), guard)
-	st.events = &eventLog{fence: lead.Fence, cfg: cfg}
+	st.events = &eventLog{fence: lead.Fence, cfg: cfg, reg: reg}
 	st.records = &records{lead: lead, cfg: cfg, reg: reg, pki: cp, hb: st.hb, streams: st.streams}
 	st.members = &members{lead: lead, cfg: cfg, reg: reg, hb: st.hb, hearer: consensus.NewHearer(cfg.Etcd)}
 	st.swarm = &swarmEngine{fence: lead.Fence, cfg: cfg}

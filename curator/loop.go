@@ -28,6 +28,9 @@ type loopResult struct {
 	action string
 	nodeID string
 	reason string
+	// group is the group the result is about (the group loop's), kept
+	// with its event.
+	group string
 	// refused: the loop found something wrong it will not touch.
 	refused bool
 	// again: tick again after the gap, as after an action (a change

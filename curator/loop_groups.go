@@ -138,6 +138,13 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 	return *orEmpty(refusal), nil
 }
 
+// groupEvent is the event of action a of group name.
+func (l *groupLoop) groupEvent(name string, a *decide.GroupAction) *pb.Event {
+	ev := l.events.event("groups", a.Kind.String(), a.Node, a.Reason)
+	ev.Group = name
+	return ev
+}
+
 // showGroups drops the metrics of the groups gone since the last tick.
 func (l *groupLoop) showGroups(groups []*pb.Group) {
 	now := map[string]bool{}
@@ -193,7 +200,7 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return nil, &loopResult{refused: true, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}, nil
+		return nil, &loopResult{refused: true, group: name, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}, nil
 	}
 	if gs.ro, gs.roRev, err = store.RolloutLoad(ctx, l.cfg.Etcd, name); err != nil {
 		return nil, nil, err
@@ -327,7 +334,7 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 		l.prune(ctx, gs.p, name)
 		return loopResult{}, false, nil
 	case a.Kind == decide.GroupRefuse:
-		return loopResult{refused: true, nodeID: a.Node, reason: a.Reason}, false, nil
+		return loopResult{refused: true, nodeID: a.Node, reason: a.Reason, group: name}, false, nil
 	}
 	if snap.Rolling {
 		// A cancel, a pause or a new commit since the rollout was read
@@ -355,7 +362,7 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 			return loopResult{}, true, err
 		}
 	}
-	res = loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}
+	res = loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason, group: name}
 	if snap.Rolling {
 		if res.recorded, err = l.noteRollout(ctx, gs.ro, gs.roRev, snap, a); err != nil {
 			return loopResult{}, true, err
@@ -378,7 +385,7 @@ func (l *groupLoop) machineExited(ctx context.Context, p provider.Provider, name
 		}
 		words = w
 	}
-	res := loopResult{action: "machine-exited", reason: d.reason(name, words)}
+	res := loopResult{action: "machine-exited", reason: d.reason(name, words), group: name}
 	supervisor.Logger(ctx).Warn(res.action, zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
 	l.events.recordResult(ctx, "groups", res)
@@ -399,7 +406,7 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 	if a.Kind == decide.GroupDestroyMachine {
 		action, what = "destroy-failed", "destroy machine "+a.Machine
 	}
-	res := loopResult{action: action, nodeID: a.Node,
+	res := loopResult{action: action, nodeID: a.Node, group: s.Name,
 		reason: fmt.Sprintf("group %s: its provider could not %s (%d in a row; the group's next try in %v, the other groups go on): %v; it was to %s: %s", s.Name, what, inARow, wait, refused.err, a.Kind, a.Reason)}
 	supervisor.Logger(ctx).Warn(action, zap.String("group", s.Name), zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", action).Inc()
@@ -657,7 +664,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 		}
 		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", why
 		l.metrics.Rollouts.WithLabelValues("done").Inc()
-		evs, recorded = []*pb.Event{l.events.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.groupEvent(snap.Name, a)}, true
 	case decide.GroupRolloutFail:
 		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
 		r.Failures = uint32(max(snap.Failures, int(r.Failures)))
@@ -666,7 +673,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 			r.LastFailure = a.Reason
 		}
 		l.metrics.Rollouts.WithLabelValues("failed").Inc()
-		evs, recorded = []*pb.Event{l.events.event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.groupEvent(snap.Name, a)}, true
 		if snap.PauseOnFailure {
 			r.State, r.Finished = pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
 		}
