@@ -55,11 +55,17 @@ func (c *Client) WatchNodes(ctx context.Context, fn func(*pb.WatchNodesResponse)
 // and none is skipped (but those trimmed from the bounded history while no
 // manager answered). It returns as WatchNodes does.
 func (c *Client) WatchEvents(ctx context.Context, after int64, backlog uint32, fn func(*pb.WatchEventsResponse) error) error {
+	return c.WatchEventsFiltered(ctx, after, backlog, nil, fn)
+}
+
+// WatchEventsFiltered is WatchEvents of the events filter selects (nil:
+// all), the backlog being the newest of those; the leader selects them.
+func (c *Client) WatchEventsFiltered(ctx context.Context, after int64, backlog uint32, filter *pb.EventFilter, fn func(*pb.WatchEventsResponse) error) error {
 	if after < 0 {
 		return fmt.Errorf("watch events: after revision %d is negative", after)
 	}
 	return c.follow(ctx, func(ctx context.Context, m pb.ManagementClient, answered func()) error {
-		req := &pb.WatchEventsRequest{AfterRevision: after, Backlog: backlog}
+		req := &pb.WatchEventsRequest{AfterRevision: after, Backlog: backlog, Filter: filter}
 		if after > 0 {
 			req.Backlog = 0
 		}

@@ -279,14 +279,36 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	return &pb.TokenResponse{Token: tok.String()}, nil
 }
 
-// ListEvents returns what the loops did, oldest first.
-func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
-	if _, err := m.s.leaderFor(); err != nil {
-		return nil, err
+// newestMatching is the newest limit (0: all) of events, oldest first,
+// that match selects.
+func newestMatching(events []*pb.Event, match *spec.EventMatch, limit uint32) []*pb.Event {
+	out := slices.DeleteFunc(events, func(e *pb.Event) bool { return !match.Match(e) })
+	if limit > 0 && len(out) > int(limit) {
+		out = out[len(out)-int(limit):]
 	}
-	events, err := store.EventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+	return out
+}
+
+// ListEvents returns what the loops did, oldest first: the events the
+// request's filter selects.
+func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ListEventsResponse{Events: events}, nil
+	match := spec.NewEventMatch(req.Filter, st.Reg.Nodes())
+	if match.All() {
+		events, err := store.EventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListEventsResponse{Events: events}, nil
+	}
+	// The newest limit of those selected: read them all (the history is
+	// bounded, store.MaxEvents).
+	events, err := store.EventList(ctx, m.s.cfg.Etcd, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListEventsResponse{Events: newestMatching(events, match, req.Limit)}, nil
 }

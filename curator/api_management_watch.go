@@ -215,14 +215,25 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 	doubt := st.Guard.ServingDone()
 	after := req.AfterRevision
 	backlog := int64(req.Backlog)
+	match := spec.NewEventMatch(req.Filter, st.Reg.Nodes())
 	first := true
 	for {
 		// Read what is kept after `after`, then watch from the revision
 		// read at; a watch that ends (a compaction it fell behind) reads
-		// again from what was sent.
-		events, rev, err := store.EventsAfter(ctx, m.s.cfg.Etcd, after, backlog)
+		// again from what was sent. A filtered backlog is the newest
+		// backlog of those selected, among all that are kept.
+		read := backlog
+		if backlog > 0 && !match.All() {
+			read = 2 * store.MaxEvents // every event kept (trimmed a tenth past it)
+		}
+		events, rev, err := store.EventsAfter(ctx, m.s.cfg.Etcd, after, read)
 		if err != nil {
 			return err
+		}
+		if after > 0 {
+			events = newestMatching(events, match, 0)
+		} else {
+			events = newestMatching(events, match, uint32(backlog))
 		}
 		backlog = 0
 		if first || len(events) > 0 || rev > after {
@@ -232,7 +243,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		}
 		first = false
 		after = rev
-		after, err = m.followEvents(stream, st, doubt, after)
+		after, err = m.followEvents(stream, st, doubt, after, match)
 		if err != nil {
 			return err
 		}
@@ -242,7 +253,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 // followEvents sends the events etcd records after revision after until
 // the watch ends (it returns the revision sent up to, to read again from)
 // or the stream or the leadership does (an error).
-func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leader.State, doubt <-chan struct{}, after int64) (int64, error) {
+func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leader.State, doubt <-chan struct{}, after int64, match *spec.EventMatch) (int64, error) {
 	ctx := stream.Context()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -271,7 +282,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 			if err != nil {
 				return 0, err
 			}
-			if ev != nil {
+			if ev != nil && match.Match(ev) {
 				resp.Events = append(resp.Events, ev)
 			}
 			// etcd sends a revision's events together, and a watch that

@@ -305,7 +305,7 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		}
 		// The node a call is on, looked up before it runs: a node
 		// removed by the call is gone after.
-		var on string
+		var on *pb.Node
 		if mgmt {
 			on = auditNode(l, req)
 			ctx, _ = withAuditNote(ctx)

@@ -96,6 +96,7 @@ func New(cfg Config) (*Service, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	m.CAExpiry.Set(float64(cfg.CA.NotAfter.Unix()))
 	if cfg.Certs == nil {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
@@ -237,7 +238,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	s.metrics.LeaderChanges.Inc()
 	s.metrics.IsLeader.Set(1)
 	defer s.metrics.IsLeader.Set(0)
-	defer s.metrics.CertEarliestExpiry.Set(0)
+	defer s.metrics.LeaderGone()
 	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return st.Run(ctx, s.metrics) }); err != nil {
 		return err

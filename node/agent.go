@@ -217,7 +217,8 @@ func New(cfg Config) (*Agent, error) {
 			}
 			a.logStreamError(supervisor.Logger(ctx), "session with "+manager, err)
 		},
-		OnStart: func() { a.metrics.AgentSessions.Inc() },
+		OnStart:    func() { a.metrics.AgentSessions.Inc() },
+		OnAnswered: func(took time.Duration) { a.metrics.AgentHeartbeatAnswers.Observe(took.Seconds()) },
 	})
 	if err != nil {
 		return nil, err

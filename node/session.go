@@ -92,6 +92,9 @@ type SessionConfig struct {
 	// OnAnswer, if set, is called with each answer of the leader (seq 0
 	// answers the stream's opening, or pushes a change).
 	OnAnswer func(resp *pb.HeartbeatResponse, at time.Time)
+	// OnAnswered, if set, is called with how long each heartbeat waited
+	// for its answer.
+	OnAnswered func(took time.Duration)
 	// DialOptions are added to the options of each manager's connection.
 	DialOptions []grpc.DialOption
 }
@@ -579,6 +582,9 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove b
 			asked(resp)
 			for acked < resp.Seq {
 				acked++
+				if t, ok := sent[acked]; ok && s.cfg.OnAnswered != nil {
+					s.cfg.OnAnswered(time.Since(t))
+				}
 				delete(sent, acked)
 			}
 			rearm()

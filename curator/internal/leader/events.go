@@ -20,6 +20,9 @@ import (
 type eventLog struct {
 	fence *store.Fence
 	cfg   *Config
+	// reg names an event's node, and its group, as they are when it is
+	// recorded.
+	reg *store.Registry
 
 	mu          sync.Mutex
 	lastRefusal map[string]string
@@ -31,7 +34,23 @@ func (e *eventLog) Timestamp() *timestamppb.Timestamp { return timestamppb.New(e
 // Event is an event of this leadership, now: loop's action on node
 // nodeID (may be empty), for reason.
 func (e *eventLog) Event(loop, action, nodeID, reason string) *pb.Event {
-	return &pb.Event{Time: e.Timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: e.cfg.NodeID, Term: e.fence.Rev()}
+	ev := &pb.Event{Time: e.Timestamp(), Loop: loop, NodeId: nodeID, Action: action, Reason: reason, Leader: e.cfg.NodeID, Term: e.fence.Rev()}
+	nameEventNode(ev, e.reg)
+	return ev
+}
+
+// nameEventNode sets ev's node name and group from its node's record in
+// reg, so that the event keeps them once the node is gone.
+func nameEventNode(ev *pb.Event, reg *store.Registry) {
+	if ev.NodeId == "" || reg == nil {
+		return
+	}
+	if n := reg.Node(ev.NodeId); n != nil {
+		ev.NodeName = n.Name
+		if ev.Group == "" {
+			ev.Group = n.Group
+		}
+	}
 }
 
 // record writes event ev, fenced.
@@ -54,7 +73,11 @@ func (e *eventLog) recordResult(ctx context.Context, loop string, res loopResult
 	if res.recorded {
 		return
 	}
-	if err := e.record(ctx, e.Event(loop, action, res.nodeID, res.reason)); err != nil && !errors.Is(err, context.Canceled) {
+	ev := e.Event(loop, action, res.nodeID, res.reason)
+	if res.group != "" {
+		ev.Group = res.group
+	}
+	if err := e.record(ctx, ev); err != nil && !errors.Is(err, context.Canceled) {
 		supervisor.Logger(ctx).Warn("could not record event", zap.Error(err))
 	}
 }

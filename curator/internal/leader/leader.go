@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg *Config, lead *Leadership, reg *store.Registry
 		Resigned:    make(chan struct{}),
 	}
 	st.Heartbeats = newHeartbeats(cfg, cfg.Now(), guard)
-	st.Events = &eventLog{fence: lead.Fence, cfg: cfg}
+	st.Events = &eventLog{fence: lead.Fence, cfg: cfg, reg: reg}
 	st.Records = &records{lead: lead, cfg: cfg, reg: reg, pki: cp, hb: st.Heartbeats, streams: st.Streams}
 	st.Members = &members{lead: lead, cfg: cfg, reg: reg, hb: st.Heartbeats, hearer: consensus.NewHearer(cfg.Etcd)}
 	st.Swarm = &swarmEngine{fence: lead.Fence, cfg: cfg}

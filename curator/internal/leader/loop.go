@@ -29,6 +29,9 @@ type loopResult struct {
 	action string
 	nodeID string
 	reason string
+	// group is the group the result is about (the group loop's), kept
+	// with its event.
+	group string
 	// refused: the loop found something wrong it will not touch.
 	refused bool
 	// again: tick again after the gap, as after an action (a change
@@ -59,7 +62,7 @@ type loopRunner struct {
 // act, and one line here.
 func loops(st *State, metrics *metrics.Metrics) []loopSpec {
 	return []loopSpec{
-		newSyncLoop(st).spec(),
+		newSyncLoop(st, metrics).spec(),
 		newDemotionLoop(st).spec(),
 		newLearnerLoop(st).spec(),
 		newHealthLoop(st, metrics).spec(),

@@ -60,6 +60,8 @@ type groupLoop struct {
 	events   *eventLog
 	metrics  *metrics.Metrics
 	crashes  crashBackoff
+	// shown are the groups the metrics show (groupGone drops the rest).
+	shown map[string]bool
 }
 
 func newGroupLoop(st *State, metrics *metrics.Metrics) *groupLoop {
@@ -114,8 +116,12 @@ type groupSeen struct {
 
 func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 	groups, err := store.GroupList(ctx, l.cfg.Etcd)
-	if err != nil || len(groups) == 0 {
+	if err != nil {
 		return loopResult{}, err
+	}
+	l.showGroups(groups)
+	if len(groups) == 0 {
+		return loopResult{}, nil
 	}
 	w, err := l.observe(ctx)
 	if err != nil {
@@ -132,6 +138,27 @@ func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
 		}
 	}
 	return *orEmpty(refusal), nil
+}
+
+// groupEvent is the event of action a of group name.
+func (l *groupLoop) groupEvent(name string, a *decide.GroupAction) *pb.Event {
+	ev := l.events.Event("groups", a.Kind.String(), a.Node, a.Reason)
+	ev.Group = name
+	return ev
+}
+
+// showGroups drops the metrics of the groups gone since the last tick.
+func (l *groupLoop) showGroups(groups []*pb.Group) {
+	now := map[string]bool{}
+	for _, g := range groups {
+		now[g.Spec.GetName()] = true
+	}
+	for name := range l.shown {
+		if !now[name] {
+			l.metrics.GroupGone(name)
+		}
+	}
+	l.shown = now
 }
 
 // observe reads what every group's decision shares.
@@ -175,7 +202,7 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return nil, &loopResult{refused: true, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}, nil
+		return nil, &loopResult{refused: true, group: name, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}, nil
 	}
 	if gs.ro, gs.roRev, err = store.RolloutLoad(ctx, l.cfg.Etcd, name); err != nil {
 		return nil, nil, err
@@ -269,6 +296,10 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 		return *orEmpty(refusal), false, err
 	}
 	snap := l.snapshot(w, gs)
+	l.metrics.SetRollout(name, gs.ro, snap.ProgressDeadline)
+	l.metrics.SetHeld(name, metrics.HeldRepairCeiling, g.RepairHeld != "")
+	l.metrics.SetHeld(name, metrics.HeldSuspended, g.Suspended != "")
+	l.metrics.SetHeld(name, metrics.HeldProviderFailing, g.ProviderFailing != "")
 	deadMachines := groupMachines(gs.dead)
 	deaths := l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now)
 	deaths = append(deaths, l.crashes.foundDead(name, deadMachines, snap.Nodes, snap.Now)...)
@@ -294,8 +325,10 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 	}
 	snap.Dead = withNode(deadMachines, snap.Nodes)
 	a := decide.Group(snap)
+	backoff := a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0
+	l.metrics.SetHeld(name, metrics.HeldCrashBackoff, backoff)
 	switch {
-	case a != nil && l.crashes.hold(name, a.Kind, snap.Now) > 0:
+	case backoff:
 		return loopResult{}, false, nil // its new machines die before joining, or its provider refused: not yet
 	case a != nil && a.Kind == decide.GroupWait:
 		return loopResult{}, false, nil // not a refusal: what it waits for makes it tick again
@@ -303,7 +336,7 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 		l.prune(ctx, gs.p, name)
 		return loopResult{}, false, nil
 	case a.Kind == decide.GroupRefuse:
-		return loopResult{refused: true, nodeID: a.Node, reason: a.Reason}, false, nil
+		return loopResult{refused: true, nodeID: a.Node, reason: a.Reason, group: name}, false, nil
 	}
 	if snap.Rolling {
 		// A cancel, a pause or a new commit since the rollout was read
@@ -331,7 +364,7 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 			return loopResult{}, true, err
 		}
 	}
-	res = loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason}
+	res = loopResult{action: a.Kind.String(), nodeID: a.Node, reason: a.Reason, group: name}
 	if snap.Rolling {
 		if res.recorded, err = l.noteRollout(ctx, gs.ro, gs.roRev, snap, a); err != nil {
 			return loopResult{}, true, err
@@ -354,7 +387,7 @@ func (l *groupLoop) machineExited(ctx context.Context, p provider.Provider, name
 		}
 		words = w
 	}
-	res := loopResult{action: "machine-exited", reason: d.reason(name, words)}
+	res := loopResult{action: "machine-exited", reason: d.reason(name, words), group: name}
 	supervisor.Logger(ctx).Warn(res.action, zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
 	l.events.recordResult(ctx, "groups", res)
@@ -375,7 +408,7 @@ func (l *groupLoop) providerRefused(ctx context.Context, s decide.GroupSnapshot,
 	if a.Kind == decide.GroupDestroyMachine {
 		action, what = "destroy-failed", "destroy machine "+a.Machine
 	}
-	res := loopResult{action: action, nodeID: a.Node,
+	res := loopResult{action: action, nodeID: a.Node, group: s.Name,
 		reason: fmt.Sprintf("group %s: its provider could not %s (%d in a row; the group's next try in %v, the other groups go on): %v; it was to %s: %s", s.Name, what, inARow, wait, refused.err, a.Kind, a.Reason)}
 	supervisor.Logger(ctx).Warn(action, zap.String("group", s.Name), zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", action).Inc()
@@ -633,7 +666,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 		}
 		r.State, r.Finished, r.Node, r.Step, r.Reason = pb.RolloutState_ROLLOUT_STATE_DONE, timestamppb.New(now), "", "", why
 		l.metrics.Rollouts.WithLabelValues("done").Inc()
-		evs, recorded = []*pb.Event{l.events.Event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.groupEvent(snap.Name, a)}, true
 	case decide.GroupRolloutFail:
 		r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_FAILED, timestamppb.New(now), a.Reason
 		r.Failures = uint32(max(snap.Failures, int(r.Failures)))
@@ -642,7 +675,7 @@ func (l *groupLoop) noteRollout(ctx context.Context, ro *pb.Rollout, rev int64, 
 			r.LastFailure = a.Reason
 		}
 		l.metrics.Rollouts.WithLabelValues("failed").Inc()
-		evs, recorded = []*pb.Event{l.events.Event("groups", a.Kind.String(), a.Node, a.Reason)}, true
+		evs, recorded = []*pb.Event{l.groupEvent(snap.Name, a)}, true
 		if snap.PauseOnFailure {
 			r.State, r.Finished = pb.RolloutState_ROLLOUT_STATE_PAUSED, nil
 		}

@@ -101,7 +101,7 @@ func (l *groupLoop) clearDead(ctx context.Context, dk deadKeeper, name string, g
 			supervisor.Logger(ctx).Warn("could not clear a dead machine", zap.String("group", name), zap.String("machine", m.ID), zap.Error(err))
 			continue
 		}
-		l.notePruned(ctx, fmt.Sprintf("group %s: machine %s died and no node of the cluster names it (it never joined, or its node was removed): its dir is cleared", name, m.ID))
+		l.notePruned(ctx, name, fmt.Sprintf("group %s: machine %s died and no node of the cluster names it (it never joined, or its node was removed): its dir is cleared", name, m.ID))
 	}
 	return nil
 }
@@ -118,14 +118,14 @@ func (l *groupLoop) prune(ctx context.Context, p provider.Provider, name string)
 		supervisor.Logger(ctx).Warn("could not prune dead machines", zap.String("group", name), zap.Error(err))
 	}
 	for _, id := range pruned {
-		l.notePruned(ctx, fmt.Sprintf("group %s: its provider cleared what machine %s left (a provision that did not finish)", name, id))
+		l.notePruned(ctx, name, fmt.Sprintf("group %s: its provider cleared what machine %s left (a provision that did not finish)", name, id))
 	}
 }
 
 // notePruned records that the loop cleared a machine: a log line, a
 // metric and an event.
-func (l *groupLoop) notePruned(ctx context.Context, reason string) {
-	res := loopResult{action: "prune-machine", reason: reason}
+func (l *groupLoop) notePruned(ctx context.Context, group, reason string) {
+	res := loopResult{action: "prune-machine", reason: reason, group: group}
 	supervisor.Logger(ctx).Info(res.action, zap.String("reason", reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
 	l.events.recordResult(ctx, "groups", res)

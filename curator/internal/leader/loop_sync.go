@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/metrics"
 )
 
 // The consensus sync loop. Its decision is a pure function of the
@@ -29,12 +30,13 @@ import (
 
 type syncLoop struct {
 	cfg     *Config
+	metrics *metrics.Metrics
 	members *members
 	roles   *roles
 }
 
-func newSyncLoop(st *State) *syncLoop {
-	return &syncLoop{cfg: st.Cfg, members: st.Members, roles: st.Roles}
+func newSyncLoop(st *State, metrics *metrics.Metrics) *syncLoop {
+	return &syncLoop{cfg: st.Cfg, metrics: metrics, members: st.Members, roles: st.Roles}
 }
 
 func (l *syncLoop) spec() loopSpec {
@@ -44,6 +46,8 @@ func (l *syncLoop) spec() loopSpec {
 // tick decides on the membership snapshot (observed by membershipLoop)
 // and acts.
 func (l *syncLoop) tick(ctx context.Context, ms *decide.Membership) (loopResult, error) {
+	q := ms.QuorumAfter(0, 0)
+	l.metrics.SetQuorum(q.Healthy, q.Voters, q.Need())
 	return l.act(ctx, ms, decide.Sync(ms))
 }
 

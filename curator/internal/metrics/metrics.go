@@ -3,8 +3,13 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	pb "github.com/curatorproject/curator/proto"
 )
 
 // Metrics are the curator's Prometheus collectors. One set per process,
@@ -69,6 +74,85 @@ type Metrics struct {
 	// HandshakesShed counts the connections closed in their TLS
 	// handshake because every handshake slot was taken (server.go).
 	HandshakesShed prometheus.Counter
+	// QuorumTolerance is how many more voters may fail before etcd loses
+	// its quorum (healthy voters less a majority), QuorumVoters how many
+	// voters there are, as the leader's consensus sync last counted them
+	// (Membership.QuorumAfter, as `cluster info` counts). No labels: a
+	// curator that does not lead exports neither (leaderGone).
+	QuorumTolerance *prometheus.GaugeVec
+	QuorumVoters    *prometheus.GaugeVec
+	// RolloutState is 1 for each group's rollout, labelled by the state
+	// its record holds; RolloutProgress when it last moved on (its start,
+	// or its last machine replaced: Unix seconds); RolloutDeadline its
+	// progress_deadline in seconds. GroupHeld is 1 while the group loop
+	// holds a group's repairs, by reason (repair-ceiling, suspended,
+	// provider-failing, crash-backoff). All on the leader only.
+	RolloutState    *prometheus.GaugeVec
+	RolloutProgress *prometheus.GaugeVec
+	RolloutDeadline *prometheus.GaugeVec
+	GroupHeld       *prometheus.GaugeVec
+	// AgentHeartbeatAnswers is how long this agent waited for the
+	// answer to each heartbeat (node/session.go).
+	AgentHeartbeatAnswers prometheus.Histogram
+	// CAExpiry is when the cluster CA's certificate expires (Unix
+	// seconds), on every manager: no certificate is issued past it.
+	CAExpiry prometheus.Gauge
+}
+
+// The reasons of GroupHeld.
+const (
+	HeldRepairCeiling   = "repair-ceiling"
+	HeldSuspended       = "suspended"
+	HeldProviderFailing = "provider-failing"
+	HeldCrashBackoff    = "crash-backoff"
+)
+
+// SetQuorum sets the quorum gauges from the healthy voters and voters.
+func (m *Metrics) SetQuorum(healthy, voters, need int) {
+	m.QuorumTolerance.WithLabelValues().Set(float64(healthy - need))
+	m.QuorumVoters.WithLabelValues().Set(float64(voters))
+}
+
+// SetRollout sets group's rollout gauges from its record ro (nil: none),
+// of progress deadline deadline.
+func (m *Metrics) SetRollout(group string, ro *pb.Rollout, deadline time.Duration) {
+	m.RolloutState.DeletePartialMatch(prometheus.Labels{"group": group})
+	if ro == nil {
+		m.RolloutProgress.DeleteLabelValues(group)
+		m.RolloutDeadline.DeleteLabelValues(group)
+		return
+	}
+	m.RolloutState.WithLabelValues(group, spec.RolloutWord(ro.State)).Set(1)
+	progress := ro.Started
+	if ro.StepStarted != nil && ro.StepStarted.AsTime().After(progress.AsTime()) {
+		progress = ro.StepStarted
+	}
+	m.RolloutProgress.WithLabelValues(group).Set(float64(progress.AsTime().Unix()))
+	m.RolloutDeadline.WithLabelValues(group).Set(deadline.Seconds())
+}
+
+// SetHeld sets group's GroupHeld for reason.
+func (m *Metrics) SetHeld(group, reason string, held bool) {
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.GroupHeld.WithLabelValues(group, reason).Set(v)
+}
+
+// GroupGone drops every gauge of group.
+func (m *Metrics) GroupGone(group string) {
+	for _, v := range []*prometheus.GaugeVec{m.RolloutState, m.RolloutProgress, m.RolloutDeadline, m.GroupHeld} {
+		v.DeletePartialMatch(prometheus.Labels{"group": group})
+	}
+}
+
+// LeaderGone drops what only a leader exports, as its leadership ends.
+func (m *Metrics) LeaderGone() {
+	m.CertEarliestExpiry.Set(0)
+	for _, v := range []*prometheus.GaugeVec{m.QuorumTolerance, m.QuorumVoters, m.RolloutState, m.RolloutProgress, m.RolloutDeadline, m.GroupHeld} {
+		v.Reset()
+	}
 }
 
 // New creates the collectors and registers them with reg (nil: not
@@ -155,6 +239,32 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		HandshakesShed: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_tls_handshakes_shed_total", Help: "Connections this manager closed in their TLS handshake because every handshake slot was taken for too long.",
+		}),
+		QuorumTolerance: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_quorum_failures_tolerated", Help: "Voters that may still fail before etcd loses its quorum (healthy voters less a majority), as the leader counts them; 0 or less: none. Only on the leader.",
+		}, nil),
+		QuorumVoters: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_quorum_voters", Help: "etcd's voters, as the leader counts them. Only on the leader.",
+		}, nil),
+		RolloutState: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_rollout_state", Help: "1 for each group's last rollout, labelled by its state: rolling, paused, done, failed, cancelled. Only on the leader.",
+		}, []string{"group", "state"}),
+		RolloutProgress: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_rollout_progress_timestamp_seconds", Help: "When each group's last rollout last moved on: its start, or its last machine replaced (Unix time). Only on the leader.",
+		}, []string{"group"}),
+		RolloutDeadline: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_rollout_progress_deadline_seconds", Help: "Each group's rollout.progress_deadline: how long a new machine has to be ready. Only on the leader.",
+		}, []string{"group"}),
+		GroupHeld: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "curator_group_repairs_held", Help: "1 while the group loop holds a group's repairs, by reason: repair-ceiling (max_unhealthy or max_replacements), suspended (a restore, group suspend), provider-failing, crash-backoff (its new machines die before joining). Only on the leader.",
+		}, []string{"group", "reason"}),
+		AgentHeartbeatAnswers: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "curator_agent_heartbeat_answer_seconds",
+			Help:    "Seconds this agent waited for the answer to each heartbeat.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		CAExpiry: f.NewGauge(prometheus.GaugeOpts{
+			Name: "curator_ca_cert_expiry_timestamp_seconds", Help: "When the cluster CA's certificate expires (Unix time), on a manager; no certificate is issued past it.",
 		}),
 		SwarmNodes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_swarm_nodes", Help: "The Docker Swarm's nodes by role and state, as the leader last read them (Swarm flavor).",
