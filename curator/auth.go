@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -299,13 +300,14 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		resp, err := handler(ctx, req)
 		return resp, revokedOr(ctx, err)
 	}
-	if l := s.currentLeader(); l != nil {
+	serve := func(l *leader.State) (any, error) {
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return nil, toStatus(err)
 		}
 		// The node a call is on, looked up before it runs: a node
 		// removed by the call is gone after.
 		var on *pb.Node
+		ctx := ctx
 		if mgmt {
 			on = auditNode(l, req)
 			ctx, _ = withAuditNote(ctx)
@@ -317,7 +319,18 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		}
 		return resp, err
 	}
+	if l := s.currentLeader(); l != nil {
+		return serve(l)
+	}
 	resp, err := s.forwardUnary(ctx, id, info.FullMethod, req)
+	if errors.Is(err, errLeadingNext) {
+		// The election named this manager: the call is served here
+		// once it serves as leader.
+		if l := s.awaitLeading(ctx, leaderLookupTimeout); l != nil {
+			return serve(l)
+		}
+		err = toStatus(spec.ErrNoLeader)
+	}
 	return resp, revokedOr(ctx, err)
 }
 

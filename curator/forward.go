@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -314,6 +315,9 @@ func (s *Service) forwardUnary(ctx context.Context, id identity, method string, 
 	}
 	for again := false; ; again = true {
 		was := s.fwd.knownLeader()
+		if was != nil && was.id == s.cfg.NodeID {
+			return nil, errLeadingNext
+		}
 		conn, err := s.leaderConn(ctx)
 		if err != nil {
 			return nil, toStatus(err)
@@ -331,6 +335,35 @@ func (s *Service) forwardUnary(ctx context.Context, id identity, method string, 
 		// not make.
 		if again || s.stopping.Load() || !leaderMoved(ctx, err) || !s.fwd.awaitNext(ctx, was, leaderLookupTimeout) {
 			return nil, forwardError(ctx, err)
+		}
+	}
+}
+
+// errLeadingNext says the election named this manager, which does not
+// serve as leader yet: the call is served here once it does
+// (awaitLeading), not forwarded.
+var errLeadingNext = errors.New("this manager is named leader and does not serve as one yet")
+
+// awaitLeading waits until this manager serves as leader, at most d, and
+// returns its leadership (nil: it does not, or ctx ended).
+func (s *Service) awaitLeading(ctx context.Context, d time.Duration) *leader.State {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for {
+		if l := s.currentLeader(); l != nil {
+			return l
+		}
+		li := s.fwd.knownLeader()
+		if li == nil || li.id != s.cfg.NodeID {
+			return nil // another leads, or none is known
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deadline:
+			return nil
+		case <-tick.C:
 		}
 	}
 }

@@ -15,11 +15,14 @@ import (
 // leader that is gone (its port refuses) is forwarded once more to the
 // next leader as soon as the election names one, and answered, rather
 // than failed back to the caller to go round the managers (whose client
-// pauses between rounds: the failover a caller saw). With no next leader
-// the call fails as before, once the follower gave up waiting.
+// pauses between rounds: the failover a caller saw), or served by the
+// follower itself once it leads, when the election names it. With no
+// next leader the call fails as before, once the follower gave up
+// waiting.
 func TestForwardWaitsForTheNextLeader(t *testing.T) {
 	c := newTestCluster(t)
-	c.startLeader()
+	first, stopFirst := c.startCurator(c.first, c.cli)
+	waitFor(t, "the first curator leads", first.IsLeader)
 	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	follower, _ := c.startCurator(m2, c.etcdClient())
@@ -61,4 +64,19 @@ func TestForwardWaitsForTheNextLeader(t *testing.T) {
 		t.Errorf("it failed after %v, want after the follower's wait of %v", took, leaderLookupTimeout)
 	}
 	follower.fwd.learn(real)
+
+	// The next leader is the follower itself: it serves the call once it
+	// leads.
+	follower.fwd.learn(&leaderInfo{id: "gone", addr: gone, rev: real.rev - 1})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		stopFirst()
+	}()
+	resp, err := viaFollower.GetClusterInfo(callCtx(t), &pb.ClusterInfoRequest{})
+	if err != nil {
+		t.Fatalf("a call to a follower the election then named leader: %v; want it served there", err)
+	}
+	if resp.Leader != m2.id {
+		t.Errorf("served with leader %s, want the follower %s", resp.Leader, m2.id)
+	}
 }
