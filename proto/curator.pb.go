@@ -2603,8 +2603,14 @@ type Group struct {
 	// what the provider said, the last time. Cleared by the next machine it
 	// makes or destroys, and by a commit.
 	ProviderFailing string `protobuf:"bytes,93,opt,name=provider_failing,json=providerFailing,proto3" json:"provider_failing,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The spec's revision: 1 for a new group, one more at each change of
+	// its spec (a commit, a rollback). `group describe` prints it, and a
+	// commit of a file read at another revision is refused unless forced
+	// (CommitGroupRequest.expected_revision). 0 for a group stored before
+	// revisions were counted, until its next change.
+	SpecRevision  uint64 `protobuf:"varint,14,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Group) Reset() {
@@ -2707,6 +2713,13 @@ func (x *Group) GetProviderFailing() string {
 	return ""
 }
 
+func (x *Group) GetSpecRevision() uint64 {
+	if x != nil {
+		return x.SpecRevision
+	}
+	return 0
+}
+
 // GroupView is a group as operators see it.
 type GroupView struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2807,10 +2820,17 @@ func (x *GroupView) GetRolloutTotal() uint32 {
 }
 
 type CommitGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The group's spec_revision the spec was read at (the `revision:` of
+	// `group describe`): the commit is refused (FailedPrecondition) when
+	// the group's spec changed since, in the commit's own critical
+	// section on the leader, so that of two operators racing from one
+	// describe the second is told. Unset: no check (0: the group must not
+	// exist, or be one stored before revisions were counted).
+	ExpectedRevision *uint64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CommitGroupRequest) Reset() {
@@ -2848,6 +2868,13 @@ func (x *CommitGroupRequest) GetSpec() *GroupSpec {
 		return x.Spec
 	}
 	return nil
+}
+
+func (x *CommitGroupRequest) GetExpectedRevision() uint64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
+	}
+	return 0
 }
 
 type CommitGroupResponse struct {
@@ -2903,6 +2930,126 @@ func (x *CommitGroupResponse) GetChanged() bool {
 	return false
 }
 
+// GroupPlan is what a commit of a spec would do (PlanGroup): `group
+// diff` and `group commit --dry-run`.
+type GroupPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// No group of that name exists: the commit makes it.
+	NewGroup bool `protobuf:"varint,2,opt,name=new_group,json=newGroup,proto3" json:"new_group,omitempty"`
+	// What changes, field by field, in the audit trail's words ("size: 3
+	// -> 5"; an environment's values never shown). Empty: nothing.
+	Changes []string `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	// The config SHA changes: a rollout replaces the group's machines.
+	Rolls bool `protobuf:"varint,4,opt,name=rolls,proto3" json:"rolls,omitempty"`
+	// The config SHA after the commit, and before it (empty: a new group).
+	ConfigSha         string `protobuf:"bytes,5,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
+	PreviousConfigSha string `protobuf:"bytes,6,opt,name=previous_config_sha,json=previousConfigSha,proto3" json:"previous_config_sha,omitempty"`
+	// The group's machines now, as its provider lists them.
+	Machines uint32 `protobuf:"varint,7,opt,name=machines,proto3" json:"machines,omitempty"`
+	// What the commit takes away, one sentence each: machines a scale down
+	// destroys, machines a provider change leaves behind.
+	Destroys []string `protobuf:"bytes,8,rep,name=destroys,proto3" json:"destroys,omitempty"`
+	// The group's spec_revision now: what expected_revision is checked
+	// against.
+	Revision      uint64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPlan) Reset() {
+	*x = GroupPlan{}
+	mi := &file_curator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPlan) ProtoMessage() {}
+
+func (x *GroupPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPlan.ProtoReflect.Descriptor instead.
+func (*GroupPlan) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GroupPlan) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetNewGroup() bool {
+	if x != nil {
+		return x.NewGroup
+	}
+	return false
+}
+
+func (x *GroupPlan) GetChanges() []string {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *GroupPlan) GetRolls() bool {
+	if x != nil {
+		return x.Rolls
+	}
+	return false
+}
+
+func (x *GroupPlan) GetConfigSha() string {
+	if x != nil {
+		return x.ConfigSha
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetPreviousConfigSha() string {
+	if x != nil {
+		return x.PreviousConfigSha
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetMachines() uint32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
+func (x *GroupPlan) GetDestroys() []string {
+	if x != nil {
+		return x.Destroys
+	}
+	return nil
+}
+
+func (x *GroupPlan) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type ListGroupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2911,7 +3058,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3070,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3083,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 type ListGroupsResponse struct {
@@ -2948,7 +3095,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3107,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3120,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -2992,7 +3139,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3151,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3164,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -3036,7 +3183,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3195,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3208,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -3084,7 +3231,7 @@ type SuspendGroupRequest struct {
 
 func (x *SuspendGroupRequest) Reset() {
 	*x = SuspendGroupRequest{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3243,7 @@ func (x *SuspendGroupRequest) String() string {
 func (*SuspendGroupRequest) ProtoMessage() {}
 
 func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3256,7 @@ func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
 func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SuspendGroupRequest) GetName() string {
@@ -3143,7 +3290,7 @@ type SuspendGroupResponse struct {
 
 func (x *SuspendGroupResponse) Reset() {
 	*x = SuspendGroupResponse{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3302,7 @@ func (x *SuspendGroupResponse) String() string {
 func (*SuspendGroupResponse) ProtoMessage() {}
 
 func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3315,7 @@ func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
 func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SuspendGroupResponse) GetGroups() []*GroupView {
@@ -3224,7 +3371,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3383,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3396,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -3402,7 +3549,7 @@ type RolloutSummary struct {
 
 func (x *RolloutSummary) Reset() {
 	*x = RolloutSummary{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3561,7 @@ func (x *RolloutSummary) String() string {
 func (*RolloutSummary) ProtoMessage() {}
 
 func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3574,7 @@ func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
 func (*RolloutSummary) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RolloutSummary) GetSha() string {
@@ -3488,7 +3635,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3647,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3660,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -3542,7 +3689,7 @@ type ChangeRolloutRequest struct {
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3701,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3714,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -3620,7 +3767,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3779,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3792,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -3732,7 +3879,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +3891,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +3904,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -3813,7 +3960,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +3972,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +3985,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -3891,7 +4038,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4050,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4063,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -3967,7 +4114,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4126,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4139,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -4024,7 +4171,7 @@ type LivenessReport struct {
 
 func (x *LivenessReport) Reset() {
 	*x = LivenessReport{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4183,7 @@ func (x *LivenessReport) String() string {
 func (*LivenessReport) ProtoMessage() {}
 
 func (x *LivenessReport) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4196,7 @@ func (x *LivenessReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
 func (*LivenessReport) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LivenessReport) GetBatch() uint64 {
@@ -4082,7 +4229,7 @@ type LivenessAck struct {
 
 func (x *LivenessAck) Reset() {
 	*x = LivenessAck{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4241,7 @@ func (x *LivenessAck) String() string {
 func (*LivenessAck) ProtoMessage() {}
 
 func (x *LivenessAck) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4254,7 @@ func (x *LivenessAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
 func (*LivenessAck) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LivenessAck) GetBatch() uint64 {
@@ -4139,7 +4286,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4298,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4311,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 type GetManagersResponse struct {
@@ -4177,7 +4324,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4336,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4349,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -4227,7 +4374,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4239,7 +4386,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4252,7 +4399,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 type SwarmJoinResponse struct {
@@ -4266,7 +4413,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4425,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4438,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4321,7 +4468,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4480,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4493,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4371,7 +4518,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4530,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +4543,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 type NodeLeaveRequest struct {
@@ -4409,7 +4556,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4568,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4581,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -4459,7 +4606,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +4618,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +4631,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -4521,7 +4668,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +4680,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +4693,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 type RenewCertificateResponse struct {
@@ -4563,7 +4710,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +4722,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +4735,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -4629,7 +4776,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4788,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4801,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -4696,7 +4843,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4855,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4868,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -4758,7 +4905,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +4917,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +4930,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -4850,7 +4997,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +5009,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +5022,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -4887,7 +5034,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4899,7 +5046,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4912,7 +5059,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -4932,7 +5079,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5091,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5104,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -4976,7 +5123,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5135,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5148,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -5045,7 +5192,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5057,7 +5204,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5070,7 +5217,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -5169,7 +5316,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5328,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5341,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -5222,7 +5369,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5381,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5394,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5272,7 +5419,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5431,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5444,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 type AgentStatus struct {
@@ -5313,7 +5460,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5472,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5485,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5385,7 +5532,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5397,7 +5544,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5410,7 +5557,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -5429,7 +5576,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5588,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5601,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -5491,7 +5638,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +5650,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +5663,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -5597,7 +5744,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5609,7 +5756,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5622,7 +5769,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -5661,7 +5808,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5673,7 +5820,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5686,7 +5833,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -5708,7 +5855,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5720,7 +5867,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5733,7 +5880,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -5779,7 +5926,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5791,7 +5938,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5804,7 +5951,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -5837,7 +5984,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5849,7 +5996,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5862,7 +6009,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -5894,7 +6041,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5906,7 +6053,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5919,7 +6066,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{79}
+	return file_curator_proto_rawDescGZIP(), []int{80}
 }
 
 type BackupChunk struct {
@@ -5934,7 +6081,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5946,7 +6093,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5959,7 +6106,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{80}
+	return file_curator_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -5989,7 +6136,7 @@ type StartUpgradeRequest struct {
 
 func (x *StartUpgradeRequest) Reset() {
 	*x = StartUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6001,7 +6148,7 @@ func (x *StartUpgradeRequest) String() string {
 func (*StartUpgradeRequest) ProtoMessage() {}
 
 func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6014,7 +6161,7 @@ func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*StartUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{81}
+	return file_curator_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *StartUpgradeRequest) GetBinary() string {
@@ -6039,7 +6186,7 @@ type GetUpgradeRequest struct {
 
 func (x *GetUpgradeRequest) Reset() {
 	*x = GetUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6051,7 +6198,7 @@ func (x *GetUpgradeRequest) String() string {
 func (*GetUpgradeRequest) ProtoMessage() {}
 
 func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6211,7 @@ func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*GetUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{82}
+	return file_curator_proto_rawDescGZIP(), []int{83}
 }
 
 type CancelUpgradeRequest struct {
@@ -6075,7 +6222,7 @@ type CancelUpgradeRequest struct {
 
 func (x *CancelUpgradeRequest) Reset() {
 	*x = CancelUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6087,7 +6234,7 @@ func (x *CancelUpgradeRequest) String() string {
 func (*CancelUpgradeRequest) ProtoMessage() {}
 
 func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6100,7 +6247,7 @@ func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*CancelUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{83}
+	return file_curator_proto_rawDescGZIP(), []int{84}
 }
 
 // Upgrade is the stored record of an upgrade, at /curator/upgrade: the
@@ -6126,7 +6273,7 @@ type Upgrade struct {
 
 func (x *Upgrade) Reset() {
 	*x = Upgrade{}
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6138,7 +6285,7 @@ func (x *Upgrade) String() string {
 func (*Upgrade) ProtoMessage() {}
 
 func (x *Upgrade) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6151,7 +6298,7 @@ func (x *Upgrade) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upgrade.ProtoReflect.Descriptor instead.
 func (*Upgrade) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{84}
+	return file_curator_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *Upgrade) GetBinary() string {
@@ -6227,7 +6374,7 @@ type UpgradeGroup struct {
 
 func (x *UpgradeGroup) Reset() {
 	*x = UpgradeGroup{}
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6239,7 +6386,7 @@ func (x *UpgradeGroup) String() string {
 func (*UpgradeGroup) ProtoMessage() {}
 
 func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6252,7 +6399,7 @@ func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeGroup.ProtoReflect.Descriptor instead.
 func (*UpgradeGroup) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{85}
+	return file_curator_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UpgradeGroup) GetName() string {
@@ -6485,7 +6632,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0eMachineRelease\x12\x16\n" +
 	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xca\x03\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xef\x03\n" +
 	"\x05Group\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
 	"\n" +
@@ -6501,7 +6648,8 @@ const file_curator_proto_rawDesc = "" +
 	"\freplacements\x18\v \x03(\v2\x1a.google.protobuf.TimestampR\freplacements\x12\x1c\n" +
 	"\tsuspended\x18\f \x01(\tR\tsuspended\x12A\n" +
 	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\x12)\n" +
-	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\"\xf4\x01\n" +
+	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\x12#\n" +
+	"\rspec_revision\x18\x0e \x01(\x04R\fspecRevision\"\xf4\x01\n" +
 	"\tGroupView\x12'\n" +
 	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
 	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +
@@ -6509,12 +6657,25 @@ const file_curator_proto_rawDesc = "" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12#\n" +
 	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\x12'\n" +
 	"\x0frollout_updated\x18\x06 \x01(\rR\x0erolloutUpdated\x12#\n" +
-	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"?\n" +
+	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"\x87\x01\n" +
 	"\x12CommitGroupRequest\x12)\n" +
-	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\"\\\n" +
+	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x120\n" +
+	"\x11expected_revision\x18\x02 \x01(\x04H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x12_expected_revision\"\\\n" +
 	"\x13CommitGroupResponse\x12+\n" +
 	"\x05group\x18\x01 \x01(\v2\x15.curator.v1.GroupViewR\x05group\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"\x13\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\x8f\x02\n" +
+	"\tGroupPlan\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tnew_group\x18\x02 \x01(\bR\bnewGroup\x12\x18\n" +
+	"\achanges\x18\x03 \x03(\tR\achanges\x12\x14\n" +
+	"\x05rolls\x18\x04 \x01(\bR\x05rolls\x12\x1d\n" +
+	"\n" +
+	"config_sha\x18\x05 \x01(\tR\tconfigSha\x12.\n" +
+	"\x13previous_config_sha\x18\x06 \x01(\tR\x11previousConfigSha\x12\x1a\n" +
+	"\bmachines\x18\a \x01(\rR\bmachines\x12\x1a\n" +
+	"\bdestroys\x18\b \x03(\tR\bdestroys\x12\x1a\n" +
+	"\brevision\x18\t \x01(\x04R\brevision\"\x13\n" +
 	"\x11ListGroupsRequest\"C\n" +
 	"\x12ListGroupsResponse\x12-\n" +
 	"\x06groups\x18\x01 \x03(\v2\x15.curator.v1.GroupViewR\x06groups\"%\n" +
@@ -6791,7 +6952,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x15UPGRADE_STATE_ROLLING\x10\x01\x12\x16\n" +
 	"\x12UPGRADE_STATE_DONE\x10\x02\x12\x18\n" +
 	"\x14UPGRADE_STATE_FAILED\x10\x03\x12\x1b\n" +
-	"\x17UPGRADE_STATE_CANCELLED\x10\x042\x9e\x11\n" +
+	"\x17UPGRADE_STATE_CANCELLED\x10\x042\xe2\x11\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -6810,7 +6971,8 @@ const file_curator_proto_rawDesc = "" +
 	"\x0eGetClusterInfo\x12\x1e.curator.v1.ClusterInfoRequest\x1a\x17.curator.v1.ClusterInfo\x12B\n" +
 	"\bGetToken\x12\x1b.curator.v1.GetTokenRequest\x1a\x19.curator.v1.TokenResponse\x12H\n" +
 	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse\x12N\n" +
-	"\vCommitGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x1f.curator.v1.CommitGroupResponse\x12K\n" +
+	"\vCommitGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x1f.curator.v1.CommitGroupResponse\x12B\n" +
+	"\tPlanGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x15.curator.v1.GroupPlan\x12K\n" +
 	"\n" +
 	"ListGroups\x12\x1d.curator.v1.ListGroupsRequest\x1a\x1e.curator.v1.ListGroupsResponse\x12>\n" +
 	"\bGetGroup\x12\x1b.curator.v1.GetGroupRequest\x1a\x15.curator.v1.GroupView\x12F\n" +
@@ -6857,7 +7019,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6898,69 +7060,70 @@ var file_curator_proto_goTypes = []any{
 	(*GroupView)(nil),                      // 36: curator.v1.GroupView
 	(*CommitGroupRequest)(nil),             // 37: curator.v1.CommitGroupRequest
 	(*CommitGroupResponse)(nil),            // 38: curator.v1.CommitGroupResponse
-	(*ListGroupsRequest)(nil),              // 39: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 40: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),                // 41: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),            // 42: curator.v1.DestroyGroupRequest
-	(*SuspendGroupRequest)(nil),            // 43: curator.v1.SuspendGroupRequest
-	(*SuspendGroupResponse)(nil),           // 44: curator.v1.SuspendGroupResponse
-	(*Rollout)(nil),                        // 45: curator.v1.Rollout
-	(*RolloutSummary)(nil),                 // 46: curator.v1.RolloutSummary
-	(*GetRolloutRequest)(nil),              // 47: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),           // 48: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),                // 49: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),               // 50: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),               // 51: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 52: curator.v1.HeartbeatResponse
-	(*WatchNodeResponse)(nil),              // 53: curator.v1.WatchNodeResponse
-	(*LivenessReport)(nil),                 // 54: curator.v1.LivenessReport
-	(*LivenessAck)(nil),                    // 55: curator.v1.LivenessAck
-	(*GetManagersRequest)(nil),             // 56: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 57: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 58: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 59: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 60: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 61: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 62: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 63: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 64: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 65: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 66: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 67: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 68: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 69: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 70: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 71: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 72: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 73: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 74: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 75: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 76: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 77: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 78: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 79: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 80: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 81: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 82: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 83: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 84: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 85: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 86: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 87: curator.v1.BackupChunk
-	(*StartUpgradeRequest)(nil),            // 88: curator.v1.StartUpgradeRequest
-	(*GetUpgradeRequest)(nil),              // 89: curator.v1.GetUpgradeRequest
-	(*CancelUpgradeRequest)(nil),           // 90: curator.v1.CancelUpgradeRequest
-	(*Upgrade)(nil),                        // 91: curator.v1.Upgrade
-	(*UpgradeGroup)(nil),                   // 92: curator.v1.UpgradeGroup
-	nil,                                    // 93: curator.v1.Node.LabelsEntry
-	nil,                                    // 94: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 95: curator.v1.ClusterInfo.ReleasesEntry
-	nil,                                    // 96: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 97: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 98: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 99: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 100: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 101: google.protobuf.Duration
+	(*GroupPlan)(nil),                      // 39: curator.v1.GroupPlan
+	(*ListGroupsRequest)(nil),              // 40: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 41: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 42: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 43: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 44: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 45: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 46: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 47: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 48: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 49: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 50: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 51: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 52: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 53: curator.v1.HeartbeatResponse
+	(*WatchNodeResponse)(nil),              // 54: curator.v1.WatchNodeResponse
+	(*LivenessReport)(nil),                 // 55: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 56: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 57: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 58: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 59: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 60: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 61: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 62: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 63: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 64: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 65: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 66: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 67: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 68: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 69: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 70: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 71: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 72: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 73: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 74: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 75: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 76: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 77: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 78: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 79: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 80: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 81: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 82: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 83: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 84: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 85: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 86: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 87: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 88: curator.v1.BackupChunk
+	(*StartUpgradeRequest)(nil),            // 89: curator.v1.StartUpgradeRequest
+	(*GetUpgradeRequest)(nil),              // 90: curator.v1.GetUpgradeRequest
+	(*CancelUpgradeRequest)(nil),           // 91: curator.v1.CancelUpgradeRequest
+	(*Upgrade)(nil),                        // 92: curator.v1.Upgrade
+	(*UpgradeGroup)(nil),                   // 93: curator.v1.UpgradeGroup
+	nil,                                    // 94: curator.v1.Node.LabelsEntry
+	nil,                                    // 95: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 96: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 97: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 98: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 99: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 100: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 101: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 102: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -6968,81 +7131,81 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	93,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	100, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	100, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	100, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	94,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	101, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	101, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	101, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	100, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	100, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	101, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	101, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	100, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	101, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	94,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	101, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	95,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	100, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	95,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	102, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	96,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	101, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
 	19,  // 20: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 21: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	96,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	101, // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	97,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	102, // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 24: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 25: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	30,  // 26: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	33,  // 27: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	101, // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	101, // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	102, // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	102, // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	29,  // 30: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	101, // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	101, // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	101, // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	102, // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	102, // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	102, // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	31,  // 34: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	32,  // 35: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	97,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	98,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	98,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	99,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	34,  // 38: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
 	28,  // 39: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	100, // 40: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	100, // 41: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	100, // 42: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	100, // 43: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	101, // 40: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	101, // 41: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	101, // 42: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	101, // 43: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
 	35,  // 44: curator.v1.GroupView.group:type_name -> curator.v1.Group
 	28,  // 45: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
 	36,  // 46: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
 	36,  // 47: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
 	36,  // 48: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
 	5,   // 49: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	100, // 50: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	100, // 51: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	100, // 52: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	101, // 50: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	101, // 51: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	101, // 52: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
 	33,  // 53: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	46,  // 54: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	47,  // 54: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
 	33,  // 55: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
 	5,   // 56: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	100, // 57: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	100, // 58: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	101, // 57: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	101, // 58: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
 	1,   // 59: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	99,  // 60: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	53,  // 61: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	100, // 60: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	54,  // 61: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
 	9,   // 62: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	101, // 63: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	100, // 64: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	100, // 65: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	100, // 66: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	68,  // 67: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	68,  // 68: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	100, // 69: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	73,  // 70: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	102, // 63: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	101, // 64: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	101, // 65: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	101, // 66: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	69,  // 67: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	69,  // 68: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	101, // 69: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	74,  // 70: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
 	3,   // 71: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	100, // 72: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	101, // 73: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	101, // 72: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	102, // 73: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 74: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
 	19,  // 75: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
 	6,   // 76: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	92,  // 77: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	100, // 78: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	100, // 79: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	93,  // 77: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	101, // 78: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	101, // 79: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
 	11,  // 80: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
 	20,  // 81: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
 	22,  // 82: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
@@ -7056,73 +7219,75 @@ var file_curator_proto_depIdxs = []int32{
 	16,  // 90: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
 	18,  // 91: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
 	37,  // 92: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	39,  // 93: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	41,  // 94: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	42,  // 95: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	43,  // 96: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	47,  // 97: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	48,  // 98: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	66,  // 99: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	69,  // 100: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	71,  // 101: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	74,  // 102: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	82,  // 103: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	84,  // 104: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	86,  // 105: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	88,  // 106: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	89,  // 107: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	90,  // 108: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	49,  // 109: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	51,  // 110: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	56,  // 111: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	54,  // 112: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	62,  // 113: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	64,  // 114: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	58,  // 115: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	60,  // 116: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	76,  // 117: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	78,  // 118: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 119: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	21,  // 120: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 121: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	27,  // 122: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 123: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 124: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	25,  // 125: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 126: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 127: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 128: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 129: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 130: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	38,  // 131: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	40,  // 132: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	36,  // 133: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	36,  // 134: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	44,  // 135: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	45,  // 136: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	45,  // 137: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	67,  // 138: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	70,  // 139: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	72,  // 140: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	75,  // 141: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	83,  // 142: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	85,  // 143: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	87,  // 144: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	91,  // 145: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	91,  // 146: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	91,  // 147: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	50,  // 148: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	52,  // 149: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	57,  // 150: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	55,  // 151: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	63,  // 152: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	65,  // 153: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	59,  // 154: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	61,  // 155: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	77,  // 156: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	79,  // 157: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	119, // [119:158] is the sub-list for method output_type
-	80,  // [80:119] is the sub-list for method input_type
+	37,  // 93: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	40,  // 94: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	42,  // 95: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	43,  // 96: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	44,  // 97: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	48,  // 98: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	49,  // 99: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	67,  // 100: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	70,  // 101: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	72,  // 102: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	75,  // 103: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	83,  // 104: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	85,  // 105: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	87,  // 106: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	89,  // 107: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	90,  // 108: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	91,  // 109: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	50,  // 110: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	52,  // 111: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	57,  // 112: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	55,  // 113: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	63,  // 114: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	65,  // 115: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	59,  // 116: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	61,  // 117: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	77,  // 118: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	79,  // 119: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 120: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	21,  // 121: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 122: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	27,  // 123: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 124: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 125: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	25,  // 126: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 127: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 128: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 129: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 130: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 131: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	38,  // 132: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	39,  // 133: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	41,  // 134: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	36,  // 135: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	36,  // 136: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	45,  // 137: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	46,  // 138: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	46,  // 139: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	68,  // 140: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	71,  // 141: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	73,  // 142: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	76,  // 143: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	84,  // 144: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	86,  // 145: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	88,  // 146: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	92,  // 147: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	92,  // 148: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	92,  // 149: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	51,  // 150: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	53,  // 151: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	58,  // 152: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	56,  // 153: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	64,  // 154: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	66,  // 155: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	60,  // 156: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	62,  // 157: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	78,  // 158: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	80,  // 159: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	120, // [120:160] is the sub-list for method output_type
+	80,  // [80:120] is the sub-list for method input_type
 	80,  // [80:80] is the sub-list for extension type_name
 	80,  // [80:80] is the sub-list for extension extendee
 	0,   // [0:80] is the sub-list for field type_name
@@ -7139,13 +7304,14 @@ func file_curator_proto_init() {
 		(*ProviderSpec_Process)(nil),
 		(*ProviderSpec_Docker)(nil),
 	}
+	file_curator_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   93,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -44,6 +44,7 @@ const (
 	Management_GetToken_FullMethodName               = "/curator.v1.Management/GetToken"
 	Management_RotateToken_FullMethodName            = "/curator.v1.Management/RotateToken"
 	Management_CommitGroup_FullMethodName            = "/curator.v1.Management/CommitGroup"
+	Management_PlanGroup_FullMethodName              = "/curator.v1.Management/PlanGroup"
 	Management_ListGroups_FullMethodName             = "/curator.v1.Management/ListGroups"
 	Management_GetGroup_FullMethodName               = "/curator.v1.Management/GetGroup"
 	Management_DestroyGroup_FullMethodName           = "/curator.v1.Management/DestroyGroup"
@@ -83,6 +84,11 @@ type ManagementClient interface {
 	// CommitGroup stores a group's spec; the group loop makes the machines
 	// match it. Committing the spec a group already has changes nothing.
 	CommitGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*CommitGroupResponse, error)
+	// PlanGroup says what CommitGroup of the request would do, with the
+	// same checks, and changes nothing (`group diff`, `group commit
+	// --dry-run`). An expected_revision that is not the group's is no
+	// error here: the plan carries the group's revision.
+	PlanGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*GroupPlan, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GroupView, error)
 	// DestroyGroup marks a group for destruction: the group loop destroys its
@@ -263,6 +269,16 @@ func (c *managementClient) CommitGroup(ctx context.Context, in *CommitGroupReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitGroupResponse)
 	err := c.cc.Invoke(ctx, Management_CommitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) PlanGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*GroupPlan, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupPlan)
+	err := c.cc.Invoke(ctx, Management_PlanGroup_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -477,6 +493,11 @@ type ManagementServer interface {
 	// CommitGroup stores a group's spec; the group loop makes the machines
 	// match it. Committing the spec a group already has changes nothing.
 	CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error)
+	// PlanGroup says what CommitGroup of the request would do, with the
+	// same checks, and changes nothing (`group diff`, `group commit
+	// --dry-run`). An expected_revision that is not the group's is no
+	// error here: the plan carries the group's revision.
+	PlanGroup(context.Context, *CommitGroupRequest) (*GroupPlan, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	GetGroup(context.Context, *GetGroupRequest) (*GroupView, error)
 	// DestroyGroup marks a group for destruction: the group loop destroys its
@@ -571,6 +592,9 @@ func (UnimplementedManagementServer) RotateToken(context.Context, *RotateTokenRe
 }
 func (UnimplementedManagementServer) CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitGroup not implemented")
+}
+func (UnimplementedManagementServer) PlanGroup(context.Context, *CommitGroupRequest) (*GroupPlan, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanGroup not implemented")
 }
 func (UnimplementedManagementServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
@@ -871,6 +895,24 @@ func _Management_CommitGroup_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ManagementServer).CommitGroup(ctx, req.(*CommitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Management_PlanGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).PlanGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_PlanGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).PlanGroup(ctx, req.(*CommitGroupRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1200,6 +1242,10 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitGroup",
 			Handler:    _Management_CommitGroup_Handler,
+		},
+		{
+			MethodName: "PlanGroup",
+			Handler:    _Management_PlanGroup_Handler,
 		},
 		{
 			MethodName: "ListGroups",

@@ -47,7 +47,9 @@ once: it wants --yes.`,
 				}
 				was := spec.Size
 				spec.Size = uint32(size)
-				if _, _, err := c.CommitGroup(ctx, spec); err != nil {
+				// At the revision read: a change meanwhile is not undone.
+				rev := view.GetGroup().GetSpecRevision()
+				if _, err := c.CommitGroupChecked(ctx, &pb.CommitGroupRequest{Spec: spec, ExpectedRevision: &rev}); err != nil {
 					return apiError("scale group "+name, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Scaled group %s from %d to %d; follow it with `curator group ls` and `curator events`.\n", name, was, size)
