@@ -24,6 +24,9 @@ type sessionPushes struct {
 	// managers says the manager list did (every stream is concerned).
 	pending  map[string]struct{}
 	managers bool
+	// relays are the requests for nodes' logs pushed on the streams,
+	// waiting for their nodes' answers (api_node_logs.go).
+	relays logRelays
 }
 
 func newSessionPushes() *sessionPushes {

@@ -92,6 +92,9 @@ type SessionConfig struct {
 	// OnAnswer, if set, is called with each answer of the leader (seq 0
 	// answers the stream's opening, or pushes a change).
 	OnAnswer func(resp *pb.HeartbeatResponse, at time.Time)
+	// OnLogs, if set, is called with each request for the node's logs a
+	// push carries (it must not block: the session's reader waits).
+	OnLogs func(req *pb.LogsRequest)
 	// DialOptions are added to the options of each manager's connection.
 	DialOptions []grpc.DialOption
 }
@@ -604,10 +607,13 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove b
 }
 
 // watched hands what an answer carries of the node's record and the
-// manager list to OnWatch.
+// manager list to OnWatch, and a request for the node's logs to OnLogs.
 func (s *Session) watched(ctx context.Context, resp *pb.HeartbeatResponse) {
 	if resp.Watch != nil && s.cfg.OnWatch != nil {
 		s.cfg.OnWatch(ctx, resp.Watch)
+	}
+	if resp.Logs != nil && s.cfg.OnLogs != nil {
+		s.cfg.OnLogs(resp.Logs)
 	}
 }
 
