@@ -28,19 +28,50 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err != nil {
 		return nil, err
 	}
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
+	gs, old, err := prepareCommit(ctx, st, req)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil && proto.Equal(old.Spec, gs) {
+		v, err := m.groupView(ctx, st, old)
+		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
+	}
+	// The revision is checked here, under the group lock that every
+	// write of a group's spec holds and on the leader alone (its writes
+	// fenced): nothing can change the spec between this read and the
+	// commit's write, so of two operators racing from one describe the
+	// second is refused.
+	if err := checkRevision(gs.Name, old, req.ExpectedRevision); err != nil {
+		noteChanges(ctx, groupChanges(old.GetSpec(), gs))
+		return nil, err
+	}
+	g, _, err := m.commitLocked(ctx, st, gs, old, "")
+	if err != nil {
+		return nil, err
+	}
+	v, err := m.groupView(ctx, st, g)
+	return &pb.CommitGroupResponse{Group: v, Changed: true}, err
+}
+
+// prepareCommit is the spec a commit of req stores (normalized, its
+// release recorded) and the group it is committed over (nil: a new
+// one), with every check of the spec made but the caller's role's
+// (commitLocked) and the revision's (checkRevision). st's group lock is
+// held.
+func prepareCommit(ctx context.Context, st *leader.State, req *pb.CommitGroupRequest) (*pb.GroupSpec, *pb.Group, error) {
 	if req.Spec == nil {
-		return nil, fmt.Errorf("%w: no group spec", spec.ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: no group spec", spec.ErrInvalid)
 	}
 	gs := proto.Clone(req.Spec).(*pb.GroupSpec)
 	spec.NormalizeGroupSpec(gs)
 	if err := spec.ValidateGroupSpec(gs); err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	st.Groups.Mu.Lock()
-	defer st.Groups.Mu.Unlock()
 	old, err := store.GroupLoad(ctx, st.Cfg.Etcd, gs.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The floor of replace_after comes from this cluster's timings, so
 	// it is checked here rather than in the spec alone; a group stored
@@ -49,28 +80,19 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	// the floor.
 	if old == nil || old.Spec.GetReplaceAfter().AsDuration() != gs.GetReplaceAfter().AsDuration() {
 		if err := spec.CheckReplaceAfterFloor(gs, st.Cfg.DownAfter, st.Cfg.HeartbeatInterval); err != nil {
-			return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+			return nil, nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 		}
 	}
 	if old != nil && old.Destroying {
-		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
+		return nil, nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
 	}
 	if err := checkProviderOnHost(gs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := leader.RecordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if old != nil && proto.Equal(old.Spec, gs) {
-		v, err := m.groupView(ctx, st, old)
-		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
-	}
-	g, _, err := m.commitLocked(ctx, st, gs, old, "")
-	if err != nil {
-		return nil, err
-	}
-	v, err := m.groupView(ctx, st, g)
-	return &pb.CommitGroupResponse{Group: v, Changed: true}, err
+	return gs, old, nil
 }
 
 func (m *managementAPI) ListGroups(ctx context.Context, _ *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {

@@ -87,7 +87,7 @@ func TestCancelFailedRollout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A group whose spec names no provider: its loop leaves its
 			// machines alone.
-			putGroup(t, c, &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2, Template: bad}, ConfigSha: badSHA},
+			putGroup(t, c, &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2, Template: bad}, ConfigSha: badSHA, SpecRevision: 5},
 				&pb.Rollout{Group: "w", TargetSha: badSHA, State: pb.RolloutState_ROLLOUT_STATE_PAUSED, Total: 2, Failures: tc.failures, LastFailure: "machine x failed",
 					Reason: "machine x failed", PreviousSha: spec.GroupConfigSHA(tc.previous), PreviousTemplate: tc.previous, RollbackOf: tc.rollbackOf})
 			r, err := api.ChangeRollout(callCtx(t), &pb.ChangeRolloutRequest{Group: "w", Action: "cancel"})
@@ -104,6 +104,11 @@ func TestCancelFailedRollout(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, g.Spec.Template, protocmp.Transform()); d != "" || g.ConfigSha != spec.GroupConfigSHA(tc.want) {
 				t.Errorf("the group's template after the cancel (-want +got):\n%s(config %s)", d, spec.ShortSHA(g.ConfigSha))
+			}
+			// A rollback changes the spec: a describe from before it is
+			// stale after it (group commit's revision check).
+			if wantRev := map[bool]uint64{false: 5, true: 6}[tc.want == good]; g.SpecRevision != wantRev {
+				t.Errorf("the group's revision after the cancel: %d, want %d", g.SpecRevision, wantRev)
 			}
 			stored, _, err := store.RolloutLoad(context.Background(), c.cli, "w")
 			if err != nil {

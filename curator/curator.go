@@ -76,6 +76,9 @@ type Service struct {
 	// joinRefusals limits the events of refused joins
 	// (join_refusals.go).
 	joinRefusals *refusalLimiter
+	// logRelays are the NodeLogs calls in flight on this curator while
+	// it leads, by request ID (api_node_logs.go).
+	logRelays logRelays
 	// crashEvery is the crash watch's period (0: crashProbeEvery; tests
 	// lengthen it), and crashProbes counts its looks at the leader.
 	crashEvery  time.Duration

@@ -43,6 +43,8 @@ func CheckManagementRequest(req proto.Message) error {
 		// caps what it sends).
 	case *pb.GetNodeRequest:
 		err = checkNodeQuery(r.Id)
+	case *pb.NodeLogsRequest:
+		err = checkNodeQuery(r.Id)
 	case *pb.NodeRequest:
 		err = checkNodeQuery(r.Id)
 	case *pb.RemoveNodeRequest:

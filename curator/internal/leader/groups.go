@@ -75,7 +75,7 @@ func (gr *groupRecords) Commit(ctx context.Context, who Caller, metrics *metrics
 		return nil, nil, err
 	}
 	now := timestamppb.New(gr.cfg.Now())
-	g := &pb.Group{Spec: gs, ConfigSha: spec.GroupConfigSHA(gs.Template), Created: now, Updated: now}
+	g := &pb.Group{Spec: gs, ConfigSha: spec.GroupConfigSHA(gs.Template), Created: now, Updated: now, SpecRevision: old.GetSpecRevision() + 1}
 	var rollout *pb.Rollout
 	if old != nil {
 		g.Created = old.Created
@@ -128,6 +128,7 @@ func (gr *groupRecords) RollBackLocked(ctx context.Context, r *pb.Rollout, rev i
 	spec.ProviderFromRelease(g.Spec) // the binary or image that ran before
 	g.ConfigSha = spec.GroupConfigSHA(g.Spec.Template)
 	g.Updated = now
+	g.SpecRevision++ // a describe before the rollback is stale after it
 	back := &pb.Rollout{
 		Group: r.Group, TargetSha: g.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Started: now, Total: g.Spec.Size,
 		PreviousSha: r.TargetSha, PreviousTemplate: bad, RollbackOf: r.TargetSha,

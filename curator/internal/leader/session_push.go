@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -185,4 +186,31 @@ func (ss *SessionStream) Kick() {
 			}
 		}
 	}()
+}
+
+// PushLogs pushes a request for node id's logs on one of its session
+// streams, and says whether there was one.
+func (p *sessionPushes) PushLogs(id string, req *pb.LogsRequest) bool {
+	p.mu.Lock()
+	var streams []*SessionStream
+	for ss := range p.streams[id] {
+		streams = append(streams, ss)
+	}
+	p.mu.Unlock()
+	for _, ss := range streams {
+		if ss.pushLogs(req) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// pushLogs sends req on the stream, at once.
+func (ss *SessionStream) pushLogs(req *pb.LogsRequest) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return io.EOF
+	}
+	return ss.Send(&pb.HeartbeatResponse{Leader: ss.Leader, Logs: req})
 }
