@@ -173,6 +173,12 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	monitorDone := make(chan struct{})
 	go func() { defer close(monitorDone); r.monitor(ctx) }()
+	rec, err := r.startHistory()
+	if err != nil {
+		cancel()
+		<-monitorDone
+		t.Fatalf("history: %v", err)
+	}
 
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, r.do(ctx, s))
@@ -187,6 +193,8 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	lastFault := time.Now()
 	r.logf("faults over")
 	back := r.apiBack(lastFault)
+	// After apiBack, which the check's time is not to count in.
+	r.checkHistory(rec)
 	cancel()
 	<-monitorDone
 	if back > apiBack {

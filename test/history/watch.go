@@ -189,5 +189,5 @@ func (w *Workload) watchNodes(ctx context.Context, rec *Recorder) {
 
 // String names the workload for a log.
 func (w *Workload) String() string {
-	return fmt.Sprintf("%d clients (one per manager), %d nodes' labels, %d groups", len(w.Managers), len(w.Nodes), w.groupCount())
+	return fmt.Sprintf("%d clients, each through its own of %d managers; %d nodes' labels, %d groups", w.clients(), len(w.Managers), len(w.Nodes), w.groupCount())
 }

@@ -49,10 +49,11 @@ type Workload struct {
 	// template version, a new config SHA. Nil: none.
 	Group  *pb.GroupSpec
 	Groups int
-	// CommitPause is the least time between two commits of one client:
-	// each commit records events, and the events kept are bounded
-	// (a run that checks them keeps its own from being trimmed).
-	CommitPause time.Duration
+	// WritePause is the least time between two writes of one client:
+	// each write records an event (the operator's call, a commit), and
+	// the events kept are bounded; a run that checks its own events
+	// keeps them from being trimmed.
+	WritePause time.Duration
 	// Seed draws the clients' calls.
 	Seed uint64
 	// Pause is the time between two calls of one client.
@@ -230,8 +231,8 @@ type recClient struct {
 	healthy bool
 	// failing: since when the calls fail (zero: they do not).
 	failing time.Time
-	// committed: when the client last committed a group.
-	committed time.Time
+	// wrote: when the client last wrote.
+	wrote time.Time
 }
 
 // dial pins the client to Managers[at].
@@ -284,21 +285,24 @@ func (c *recClient) step(ctx context.Context) bool {
 	c.n++
 	w := c.w
 	var choices []func(context.Context) error
+	// A client writes only after its last call was answered, and not
+	// more often than WritePause.
+	write := c.healthy && time.Since(c.wrote) >= w.WritePause
 	if len(w.Nodes) > 0 {
 		choices = append(choices, c.listNodes, c.getNode, c.getNode)
-		if c.healthy {
+		if write {
 			choices = append(choices, c.writeLabel)
 		}
-		if w.Availability && c.healthy {
+		if w.Availability && write {
 			choices = append(choices, c.writeAvailability)
 		}
 	}
-	if len(w.Roles) > 0 && c.healthy && c.rnd.IntN(10) == 0 {
+	if len(w.Roles) > 0 && write && c.rnd.IntN(10) == 0 {
 		choices = append(choices, c.promoteOrDemote)
 	}
 	if w.groupCount() > 0 {
 		choices = append(choices, c.getGroup, c.getRollout)
-		if c.healthy && c.rnd.IntN(3) == 0 && time.Since(c.committed) >= w.CommitPause {
+		if write && c.rnd.IntN(3) == 0 {
 			choices = append(choices, c.commitGroup)
 		}
 	}
@@ -316,6 +320,7 @@ func (c *recClient) via(call string) string { return fmt.Sprintf("%s c%d via %s"
 
 // write records a write of value to key made by do.
 func (c *recClient) write(ctx context.Context, key, value, call string, do func(ctx context.Context) error) error {
+	c.wrote = time.Now()
 	in := Input{Key: key, Kind: Write, Value: value, Call: c.via(call)}
 	begin := c.rec.Now()
 	err := do(ctx)
@@ -379,7 +384,6 @@ func (c *recClient) promoteOrDemote(ctx context.Context) error {
 }
 
 func (c *recClient) commitGroup(ctx context.Context) error {
-	c.committed = time.Now()
 	gs := c.w.groupSpec(c.rnd.IntN(c.w.groupCount()), fmt.Sprintf("c%d-%d", c.id, c.n))
 	return c.write(ctx, KeyGroup+gs.Name, spec.GroupConfigSHA(gs.Template), "CommitGroup", func(ctx context.Context) error {
 		_, _, err := c.c.CommitGroup(ctx, gs)
