@@ -231,6 +231,9 @@ type recClient struct {
 	healthy bool
 	// failing: since when the calls fail (zero: they do not).
 	failing time.Time
+	// moved: the client moved to another manager and has had no answer
+	// since.
+	moved bool
 	// wrote: when the client last wrote.
 	wrote time.Time
 }
@@ -257,7 +260,10 @@ func (c *recClient) run(ctx context.Context) {
 		wait := pause
 		switch {
 		case answered:
-			c.failing = time.Time{}
+			if c.moved {
+				c.w.logf("history: client %d answered through manager %s", c.id, c.addr)
+			}
+			c.failing, c.moved = time.Time{}, false
 		case c.failing.IsZero():
 			c.failing = time.Now()
 		case time.Since(c.failing) > repin && ctx.Err() == nil:
@@ -267,7 +273,10 @@ func (c *recClient) run(ctx context.Context) {
 				c.w.logf("history: client %d: %v", c.id, err)
 				return
 			}
-			c.w.logf("history: client %d moves to manager %s", c.id, c.addr)
+			if !c.moved {
+				c.w.logf("history: client %d: no answer for %s: trying the next managers, from %s", c.id, repin, c.addr)
+			}
+			c.moved = true
 		}
 		if !answered {
 			wait = 200 * time.Millisecond
