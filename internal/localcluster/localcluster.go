@@ -69,6 +69,21 @@ type Process interface {
 	Exited() error
 }
 
+// Removable is a Process whose machine its group may take away on purpose
+// while the cluster comes back (a rollout that was under way when the
+// cluster stopped goes on, and replaces it): Removed says it was, and the
+// bring-up neither waits for its node nor takes its exit for a failure.
+// dev's processes are removable; a Process that is not never is.
+type Removable interface {
+	Removed() bool
+}
+
+// removed says whether p's machine was taken away on purpose.
+func removed(p Process) bool {
+	rp, ok := p.(Removable)
+	return ok && rp.Removed()
+}
+
 // Starter starts one agent process and returns at once.
 type Starter func(ctx context.Context, l Launch) (Process, error)
 
@@ -263,7 +278,7 @@ func (r *run) start(ctx context.Context, l Launch) (Process, error) {
 func (r *run) exited() error {
 	for _, name := range r.names {
 		p := r.procs[name]
-		if err := p.Exited(); err != nil {
+		if err := p.Exited(); err != nil && !removed(p) {
 			return fmt.Errorf("%s exited (%v); see %s", name, err, p.LogFile())
 		}
 	}
@@ -314,19 +329,25 @@ func (r *run) waitReady(ctx context.Context) ([]*pb.NodeView, error) {
 		if nodes, err = r.cl.ListNodes(ctx); err != nil {
 			return err
 		}
-		var notReady []string
-		for _, name := range r.names {
-			i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
-			if i < 0 || nodes[i].GetNode().GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
-				notReady = append(notReady, name)
-			}
-		}
-		if len(notReady) > 0 {
+		if notReady := r.notReady(nodes); len(notReady) > 0 {
 			return fmt.Errorf("not ready: %s", strings.Join(notReady, ", "))
 		}
 		return nil
 	})
 	return nodes, err
+}
+
+// notReady names the started nodes not ready in nodes, but for those
+// whose machines were removed on purpose.
+func (r *run) notReady(nodes []*pb.NodeView) []string {
+	var names []string
+	for _, name := range r.names {
+		i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
+		if (i < 0 || nodes[i].GetNode().GetStatus() != pb.NodeStatus_NODE_STATUS_READY) && !removed(r.procs[name]) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // dial connects to the cluster with the client config at path, leaving no
