@@ -79,6 +79,9 @@ func TestModel(t *testing.T) {
 				return
 			}
 			path := filepath.Join(dir, VisualizationFile)
+			if !strings.Contains(err.Error(), "label/n1") {
+				t.Errorf("Check's error does not name the register label/n1: %v", err)
+			}
 			if !strings.Contains(err.Error(), path) {
 				t.Errorf("Check's error does not name the visualisation %s: %v", path, err)
 			}

@@ -122,7 +122,7 @@ func (r *Recorder) Check(dir string) (sum Summary, note string, err error) {
 		if verr := porcupine.VisualizePath(Model, info, path); verr != nil {
 			path = fmt.Sprintf("(not written: %v)", verr)
 		}
-		problems = append(problems, fmt.Sprintf("the history is not linearizable (%s): see %s", sum, path))
+		problems = append(problems, fmt.Sprintf("the history is not linearizable (%s): registers %s: see %s", sum, strings.Join(illegalKeys(ops), ", "), path))
 	case porcupine.Unknown:
 		note = fmt.Sprintf("the linearizability check of %s timed out after %s: undecided", sum, CheckTimeout)
 	}
@@ -133,4 +133,16 @@ func (r *Recorder) Check(dir string) (sum Summary, note string, err error) {
 		return sum, note, errors.New(strings.Join(problems, "\n"))
 	}
 	return sum, note, nil
+}
+
+// illegalKeys names the registers whose own history is not
+// linearizable, each with its count of operations.
+func illegalKeys(ops []porcupine.Operation) []string {
+	var keys []string
+	for _, part := range Model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(Model, part, CheckTimeout/10) == porcupine.Illegal {
+			keys = append(keys, fmt.Sprintf("%s (%d operations)", part[0].Input.(Input).Key, len(part)))
+		}
+	}
+	return keys
 }
