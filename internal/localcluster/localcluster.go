@@ -158,7 +158,15 @@ type run struct {
 	names []string
 	procs map[string]Process
 	cl    *client.Client
+	// gone: since when each Removable process was seen exited and not
+	// (yet) removed.
+	gone map[string]time.Time
 }
+
+// removeGrace is how long a Removable process may be seen exited before
+// its machine's removal is: a provider stops the process first, then
+// drops its record.
+const removeGrace = 5 * time.Second
 
 // Up brings the cluster of cfg up and returns once every node is ready. On
 // error the processes it started are left running: the caller stops them,
@@ -276,11 +284,28 @@ func (r *run) start(ctx context.Context, l Launch) (Process, error) {
 
 // exited reports the first started process that has exited.
 func (r *run) exited() error {
+	now := time.Now()
 	for _, name := range r.names {
 		p := r.procs[name]
-		if err := p.Exited(); err != nil && !removed(p) {
-			return fmt.Errorf("%s exited (%v); see %s", name, err, p.LogFile())
+		err := p.Exited()
+		if err == nil {
+			continue
 		}
+		if _, ok := p.(Removable); ok {
+			if removed(p) {
+				continue
+			}
+			if r.gone == nil {
+				r.gone = map[string]time.Time{}
+			}
+			if since, seen := r.gone[name]; !seen || now.Sub(since) < removeGrace {
+				if !seen {
+					r.gone[name] = now
+				}
+				continue
+			}
+		}
+		return fmt.Errorf("%s exited (%v); see %s", name, err, p.LogFile())
 	}
 	return nil
 }

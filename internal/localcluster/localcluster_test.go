@@ -92,6 +92,12 @@ func (f *fakeProcess) Exited() error {
 }
 func (f *fakeProcess) Removed() bool { return f.removed }
 
+// plainProcess is a Process that is not Removable (its Removed, of
+// another signature, hides fakeProcess's).
+type plainProcess struct{ fakeProcess }
+
+func (plainProcess) Removed() {}
+
 // TestRemovedNodesAreNotWaitedFor: bringing a cluster back, a node whose
 // machine its group removed on purpose (a rollout under way when the
 // cluster stopped went on) is neither a failure nor waited for; a node
@@ -112,13 +118,23 @@ func TestRemovedNodesAreNotWaitedFor(t *testing.T) {
 			[]*pb.NodeView{ready("a"), ready("b")}, "", nil},
 		{"one removed by its group", map[string]Process{"a": &fakeProcess{}, "b": &fakeProcess{exited: true, removed: true}},
 			[]*pb.NodeView{ready("a")}, "", nil},
-		{"one exited, still recorded", map[string]Process{"a": &fakeProcess{}, "b": &fakeProcess{exited: true}},
+		{"one exited, still recorded past the grace", map[string]Process{"a": &fakeProcess{}, "b": &fakeProcess{exited: true}},
+			[]*pb.NodeView{ready("a")}, "b exited", []string{"b"}},
+		{"one exited, not removable", map[string]Process{"a": &fakeProcess{}, "b": &plainProcess{fakeProcess{exited: true}}},
 			[]*pb.NodeView{ready("a")}, "b exited", []string{"b"}},
 		{"one not ready yet", map[string]Process{"a": &fakeProcess{}, "b": &fakeProcess{}},
 			[]*pb.NodeView{ready("a"), {Node: &pb.Node{Name: "b", Status: pb.NodeStatus_NODE_STATUS_DOWN}}}, "", []string{"b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &run{procs: tc.procs, names: []string{"a", "b"}}
+			if _, ok := tc.procs["b"].(Removable); ok && tc.wantExited != "" {
+				// A removable process seen exited is given removeGrace
+				// for its record to go: the first look is not a failure.
+				if err := r.exited(); err != nil {
+					t.Errorf("exited() at the first look = %v, want nil (within the grace)", err)
+				}
+				r.gone["b"] = r.gone["b"].Add(-removeGrace)
+			}
 			err := r.exited()
 			if (err == nil) != (tc.wantExited == "") || (err != nil && !strings.Contains(err.Error(), tc.wantExited)) {
 				t.Errorf("exited() = %v, want %q", err, tc.wantExited)
