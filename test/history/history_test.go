@@ -76,7 +76,12 @@ func TestPlantedStaleReadIsCaught(t *testing.T) {
 			dir := t.TempDir()
 			cl := startDev(t, dir, tc.fault, "--managers", "3", "--workers", "1", "--addresses", tc.addresses)
 			rec, w := record(t, cl, dir, 15*time.Second)
+			// The visualisation outlives the test under CURATOR_TEST_KEEP
+			// (.ci/run sets it), else it goes with the test's dir.
 			logs := filepath.Join(dir, "history")
+			if keep := os.Getenv("CURATOR_TEST_KEEP"); keep != "" {
+				logs = filepath.Join(keep, t.Name())
+			}
 			sum, note, err := rec.Check(logs)
 			t.Logf("%s: %s; %s", tc.name, sum, note)
 			if sum.Reads < 100 || sum.Writes < 20 {
@@ -129,6 +134,10 @@ func record(t *testing.T, cl *client.Client, dir string, d time.Duration) (*Reco
 	w := &Workload{Config: cfg, ConfigPath: cfgPath, Managers: info.GetManagers(), Availability: true,
 		Group: g.GetGroup().GetSpec(), Groups: 2, Seed: 1, Logf: t.Logf}
 	for _, n := range nodes {
+		if n.GetNode().GetGroup() == "workers" {
+			// The worker is promoted and demoted too.
+			w.Roles = append(w.Roles, n.GetNode().GetId())
+		}
 		w.Nodes = append(w.Nodes, n.GetNode().GetId())
 		if n.GetManagerStatus() == pb.ManagerStatus_MANAGER_STATUS_LEADER {
 			t.Logf("the leader is %s", n.GetNode().GetName())

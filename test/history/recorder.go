@@ -1,10 +1,12 @@
 package history
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,15 +68,23 @@ func (r *Recorder) Operations() []porcupine.Operation {
 // Summary counts a history's operations.
 type Summary struct {
 	Operations, Reads, Writes, Unknown, Keys int
+	// KindWrites counts the writes by register kind (KeyGroup, ...).
+	KindWrites map[string]int
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d operations on %d registers: %d reads, %d writes (%d of unknown outcome)", s.Operations, s.Keys, s.Reads, s.Writes, s.Unknown)
+	var kinds []string
+	for _, k := range []string{KeyGroup, KeyLabel, KeyAvailability, KeyRole} {
+		if n := s.KindWrites[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, strings.TrimSuffix(k, "/")))
+		}
+	}
+	return fmt.Sprintf("%d operations on %d registers: %d reads, %d writes (%s; %d of unknown outcome)", s.Operations, s.Keys, s.Reads, s.Writes, strings.Join(kinds, ", "), s.Unknown)
 }
 
 // Summarize counts ops.
 func Summarize(ops []porcupine.Operation) Summary {
-	s := Summary{Operations: len(ops)}
+	s := Summary{Operations: len(ops), KindWrites: map[string]int{}}
 	keys := map[string]bool{}
 	for _, op := range ops {
 		in := op.Input.(Input)
@@ -84,6 +94,7 @@ func Summarize(ops []porcupine.Operation) Summary {
 			s.Reads++
 		case Write:
 			s.Writes++
+			s.KindWrites[in.Key[:strings.Index(in.Key, "/")+1]]++
 			if op.Output.(Output).Unknown {
 				s.Unknown++
 			}
@@ -122,7 +133,12 @@ func (r *Recorder) Check(dir string) (sum Summary, note string, err error) {
 		if verr := porcupine.VisualizePath(Model, info, path); verr != nil {
 			path = fmt.Sprintf("(not written: %v)", verr)
 		}
-		problems = append(problems, fmt.Sprintf("the history is not linearizable (%s): registers %s: see %s", sum, strings.Join(illegalKeys(ops), ", "), path))
+		keys, parts := illegalKeys(ops)
+		text := filepath.Join(dir, HistoryFile)
+		if werr := os.WriteFile(text, []byte(describe(parts)), 0o644); werr != nil {
+			text = fmt.Sprintf("(not written: %v)", werr)
+		}
+		problems = append(problems, fmt.Sprintf("the history is not linearizable (%s): registers %s: see %s (those registers' calls as text: %s)", sum, strings.Join(keys, ", "), path, text))
 	case porcupine.Unknown:
 		note = fmt.Sprintf("the linearizability check of %s timed out after %s: undecided", sum, CheckTimeout)
 	}
@@ -136,13 +152,40 @@ func (r *Recorder) Check(dir string) (sum Summary, note string, err error) {
 }
 
 // illegalKeys names the registers whose own history is not
-// linearizable, each with its count of operations.
-func illegalKeys(ops []porcupine.Operation) []string {
+// linearizable, each with its count of operations, and returns their
+// operations.
+func illegalKeys(ops []porcupine.Operation) ([]string, [][]porcupine.Operation) {
 	var keys []string
+	var parts [][]porcupine.Operation
 	for _, part := range Model.Partition(ops) {
 		if porcupine.CheckOperationsTimeout(Model, part, CheckTimeout/10) == porcupine.Illegal {
 			keys = append(keys, fmt.Sprintf("%s (%d operations)", part[0].Input.(Input).Key, len(part)))
+			parts = append(parts, part)
 		}
 	}
-	return keys
+	return keys, parts
+}
+
+// HistoryFile is the name of the text a failed check writes beside the
+// visualisation: the calls on the registers not linearizable, in the
+// order they were invoked, with their times.
+const HistoryFile = "history.txt"
+
+// describe writes parts' operations one a line: invoke and return (ms
+// since the history's start), the client and the operation.
+func describe(parts [][]porcupine.Operation) string {
+	var b strings.Builder
+	for _, part := range parts {
+		part = slices.Clone(part)
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		fmt.Fprintf(&b, "register %s\n", part[0].Input.(Input).Key)
+		for _, op := range part {
+			ret := fmt.Sprintf("%10.3f", float64(op.Return)/1e6)
+			if op.Output.(Output).Unknown {
+				ret = "   unknown"
+			}
+			fmt.Fprintf(&b, "%10.3f %s  client %d  %s\n", float64(op.Call)/1e6, ret, op.ClientId, Model.DescribeOperation(op.Input, op.Output))
+		}
+	}
+	return b.String()
 }

@@ -147,7 +147,9 @@ func (w *Workload) init(ctx context.Context, c *client.Client, rec *Recorder) er
 	for _, n := range nodes {
 		byID[n.GetNode().GetId()] = n.GetNode()
 	}
-	for _, id := range slices.Concat(w.Nodes, w.Roles) {
+	ids := slices.Concat(w.Nodes, w.Roles)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
 		n := byID[id]
 		if n == nil {
 			return fmt.Errorf("no node %s", id)
