@@ -387,7 +387,13 @@ func (r *runner) do(ctx context.Context, s step) string {
 			return "skipped: " + why
 		}
 		name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
-		r.strikeNode(target)
+		kill := s.Kind == stepKill || s.Kind == stepKillLeader
+		if kill {
+			if why := r.killHolds(target); why != "" {
+				return "skipped: " + why
+			}
+		}
+		r.strikeNode(target, kill)
 		switch s.Kind {
 		case stepStop, stepCut:
 			kind, err := s.Kind, error(nil)
