@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
@@ -27,6 +29,8 @@ import (
 type managementAPI struct {
 	pb.UnimplementedManagementServer
 	s *Service
+	// stale: the views the fault point faults.ReadStale500ms serves.
+	stale staleViews
 }
 
 // clusterView is one consistent look at the cluster for the read calls:
@@ -56,6 +60,9 @@ func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*cluster
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
 	v := &clusterView{st: st, nodes: st.Reg.Nodes(), ms: ms}
+	if faults.Armed(faults.ReadStale500ms) {
+		v.nodes = m.stale.at(time.Now(), v.nodes)
+	}
 	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
 		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
 			v.etcdLeader = st.Leader

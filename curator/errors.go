@@ -61,6 +61,7 @@ var errorCodes = []struct {
 	{spec.ErrNotLeader, codes.Unavailable},
 	{spec.ErrNotFound, codes.NotFound},
 	{spec.ErrNodeGone, codes.NotFound},
+	{spec.ErrNodeChanged, codes.Aborted},
 	{spec.ErrInvalid, codes.InvalidArgument},
 	{spec.ErrDenied, codes.PermissionDenied},
 	{spec.ErrExists, codes.AlreadyExists},

@@ -11,4 +11,5 @@ const (
 	FaultRolloutAfterDemote    = faults.RolloutAfterDemote
 	FaultRolloutAfterDestroy   = faults.RolloutAfterDestroy
 	FaultRolloutAfterRollBack  = faults.RolloutAfterRollBack
+	FaultReadStale500ms        = faults.ReadStale500ms
 )

@@ -32,6 +32,12 @@ const (
 	SwarmAfterDemote = "swarm/after-demote"
 )
 
+// ReadStale500ms is a read-side fault point: armed (Armed), the node
+// reads of the management API (node ls, node inspect) are served from a
+// view of the node records 500 ms old, a stale read that the history
+// checker must catch (test/history). It does not make the process exit.
+const ReadStale500ms = "read/stale-500ms"
+
 // BeforeMemberRemove: a demotion or a removal passed the quorum
 // guard and is about to take a member out of etcd (its leadership moved
 // off first). A pause point (Pause): a test holds the change there,
