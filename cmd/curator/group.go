@@ -138,14 +138,21 @@ config SHA and the group's nodes.`,
 }
 
 func newGroupDestroyCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "destroy NAME",
+	var yes bool
+	c := &cobra.Command{
+		Use:   "destroy NAME --yes",
 		Short: "Destroy a group and its machines",
 		Long: `Destroy a group: the leader takes its machines away (workers first, consensus
 members demoted before their machine goes, the leader's own node last), then
-the group. Refused while the group's voters are the cluster's quorum.`,
-		Args: cobra.ExactArgs(1),
+the group. It takes every machine of the group, so it wants --yes, as
+'group scale NAME 0' does. Refused while the group's voters are the cluster's
+quorum.`,
+		Example: `  curator group destroy workers --yes`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return fmt.Errorf("destroying group %s takes every machine of it away: pass --yes if that is what you want (to keep the group with fewer machines: 'curator group scale %s N'); nothing was changed", args[0], args[0])
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				view, err := c.DestroyGroup(ctx, args[0])
 				if err != nil {
@@ -156,6 +163,8 @@ the group. Refused while the group's voters are the cluster's quorum.`,
 			})
 		},
 	}
+	c.Flags().BoolVar(&yes, "yes", false, "take every machine of the group away")
+	return c
 }
 
 // newGroupSuspendCommand is `group suspend` (resume false) or `group
