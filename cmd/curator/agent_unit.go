@@ -86,8 +86,11 @@ func runningBinary() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the running binary's path: %v: pass --binary PATH", err)
 	}
-	if rel, err := filepath.Rel(os.TempDir(), exe); err == nil && filepath.IsLocal(rel) {
-		return "", fmt.Errorf("the running binary %s is a temporary one (go run?): install curator (go install ./cmd/curator) and pass --binary PATH", exe)
+	// go run and go test build into a go-build* dir they remove after.
+	for _, dir := range strings.Split(filepath.Dir(exe), string(filepath.Separator)) {
+		if strings.HasPrefix(dir, "go-build") {
+			return "", fmt.Errorf("the running binary %s is a temporary one (go run?): install curator (go install ./cmd/curator) and pass --binary PATH", exe)
+		}
 	}
 	return exe, nil
 }
