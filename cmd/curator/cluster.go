@@ -311,8 +311,8 @@ Either needs the admin role.`,
 				if err != nil {
 					return apiError("issue admin certificate", err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "issued a %s certificate for %s: serial %s, expires %s\nclient config: %s\n",
-					role, name, cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cfgPath)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "issued %s certificate for %s: serial %s, expires %s\nclient config: %s\n",
+					withArticle(role), name, cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cfgPath)
 				return err
 			})
 		},

@@ -158,7 +158,7 @@ quorum.`,
 				if err != nil {
 					return apiError("destroy group "+args[0], err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Destroying group %s: %d machines to take away; follow it with `curator group ls` and `curator events`.\n", args[0], view.GetMachines())
+				fmt.Fprintf(cmd.OutOrStdout(), "Destroying group %s: %s to take away; follow it with `curator group ls` and `curator events`.\n", args[0], count(int(view.GetMachines()), "machine"))
 				return nil
 			})
 		},
@@ -380,7 +380,7 @@ func groupHolds(g *pb.Group) []string {
 		out = append(out, fmt.Sprintf("Group %s is suspended (%s): it makes and destroys nothing until `curator group resume %s`.", name, g.GetSuspended(), name))
 	}
 	if g.GetRepairHeld() != "" {
-		out = append(out, fmt.Sprintf("Group %s's repairs are held: %s.", name, g.GetRepairHeld()))
+		out = append(out, fmt.Sprintf("The repairs of group %s are held: %s.", name, g.GetRepairHeld()))
 	}
 	if g.GetProviderFailing() != "" {
 		out = append(out, fmt.Sprintf("Group %s is failing: %s.", name, g.GetProviderFailing()))

@@ -134,3 +134,21 @@ func TestWriteTableTrimsTrailingBlanks(t *testing.T) {
 		t.Errorf("writeTable (-want +got):\n%s", diff)
 	}
 }
+
+// Counts and articles read as English: "1 manager", not "1 managers";
+// "an operator certificate", not "a operator certificate".
+func TestCountAndArticleWords(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{count(0, "node"), "0 nodes"},
+		{count(1, "node"), "1 node"},
+		{count(1, "manager"), "1 manager"},
+		{count(3, "worker"), "3 workers"},
+		{withArticle("operator"), "an operator"},
+		{withArticle("admin"), "an admin"},
+		{withArticle("reader"), "a reader"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}
