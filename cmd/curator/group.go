@@ -333,7 +333,8 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 			roles = append(roles, enumWord(r))
 		}
 		rollout := v.GetRolloutState()
-		if rollout != "" {
+		if rollout != "" && rollout != "done" {
+			// A done rollout's count is READY's, of the group as it is.
 			rollout += fmt.Sprintf(" %d/%d", v.GetRolloutUpdated(), v.GetRolloutTotal())
 		}
 		if v.GetGroup().GetDestroying() {

@@ -152,3 +152,27 @@ func TestCountAndArticleWords(t *testing.T) {
 		}
 	}
 }
+
+// group ls's ROLLOUT column counts a rollout in progress; a done one's
+// count is READY's, of the group as it is now (not the rollout's, which a
+// scale makes stale).
+func TestGroupLsRolloutColumn(t *testing.T) {
+	g := &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 5}, ConfigSha: "aaaaaaaaaaaaaaaa"}
+	for _, tc := range []struct {
+		state   string
+		updated uint32
+		want    string
+	}{
+		{"done", 5, "   done   "},
+		{"rolling", 1, "   rolling 1/5   "},
+	} {
+		var b strings.Builder
+		v := &pb.GroupView{Group: g, Ready: 5, Machines: 5, RolloutState: tc.state, RolloutUpdated: tc.updated, RolloutTotal: 5}
+		if err := writeGroups(&b, formatTable, []*pb.GroupView{v}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("a %s rollout: group ls shows\n%s\nwant %q", tc.state, b.String(), tc.want)
+		}
+	}
+}
