@@ -225,7 +225,11 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		return err
 	}
 	if len(running) > 0 {
-		fmt.Fprintf(stderr, "%s of %s still running (was an earlier dev killed?): stopping them first\n", count(len(running), "node"), dir)
+		verb := "are"
+		if len(running) == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(stderr, "%s of %s %s still running (was an earlier dev killed?): stopping them first\n", count(len(running), "node"), dir, verb)
 		if err := dc.stopAll(running); err != nil {
 			return err
 		}
