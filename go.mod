@@ -3,6 +3,7 @@ module github.com/curatorproject/curator
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/gofrs/flock v0.13.2
 	github.com/google/go-cmp v0.7.0

@@ -118,6 +118,8 @@ type options struct {
 	cachePath            *string
 	lg                   *zap.Logger
 	managersRefresh      time.Duration
+	// only: WithOnlyManager.
+	only string
 	// leaderWait and waitNote: WithLeaderWait; followForever and
 	// followNote: WithFollowUntilCancelled.
 	leaderWait    time.Duration
@@ -161,6 +163,14 @@ func WithManagersRefresh(d time.Duration) Option {
 // default is CachePath(configPath), or no cache if configPath is "".
 func WithCachePath(path string) Option {
 	return func(o *options) { o.cachePath = &path }
+}
+
+// WithOnlyManager has the client call the manager at addr and no other:
+// no manager the cluster reports, no cache. A history of calls made
+// through several clients, each through its own manager, tests what a
+// caller sees of each manager (a follower forwards to the leader).
+func WithOnlyManager(addr string) Option {
+	return func(o *options) { o.only = addr }
 }
 
 // WithLogger sets a logger for what the client tries (default: none).
@@ -245,6 +255,9 @@ func Dial(ctx context.Context, cfg *Config, configPath string, opts ...Option) (
 		c.addrs = cached
 	}
 	c.addrs = dedup(c.addrs, cfg.Managers)
+	if o.only != "" {
+		c.addrs, c.cachePath = []string{o.only}, ""
+	}
 	return c, nil
 }
 
@@ -483,7 +496,7 @@ func (c *Client) refresh(ctx context.Context, addr string) {
 // changed, in the cache file.
 func (c *Client) noteManagers(addr string, managers []string) {
 	list := dedup(nil, managers)
-	if len(list) == 0 {
+	if len(list) == 0 || c.o.only != "" {
 		return
 	}
 	if slices.Contains(list, addr) {

@@ -511,3 +511,34 @@ func TestDemotedManagerMovesOn(t *testing.T) {
 		t.Errorf("a plain PermissionDenied: %v, want it returned", err)
 	}
 }
+
+// TestOnlyManagerIsPinned: a client made WithOnlyManager calls that
+// manager alone, even when it is unavailable and the cluster reports
+// others that answer.
+func TestOnlyManagerIsPinned(t *testing.T) {
+	ca := newCA(t)
+	other := &fakeManagement{name: "b"}
+	otherAddr := startManager(t, ca, "127.0.0.3", other)
+	pinned := &fakeManagement{name: "a", managers: []string{otherAddr}}
+	pinnedAddr := startManager(t, ca, "127.0.0.2", pinned)
+	path := writeConfig(t, ca, otherAddr, pinnedAddr)
+
+	c := dial(t, path, WithOnlyManager(pinnedAddr), WithRounds(1))
+	ids, err := listNodeIDs(t, c)
+	if err != nil {
+		t.Fatalf("ListNodes: %v", err)
+	}
+	if diff := cmp.Diff([]string{"a"}, ids); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{pinnedAddr}, c.Managers()); diff != "" {
+		t.Errorf("Managers() after a refresh (-want +got):\n%s", diff)
+	}
+	pinned.err = status.Error(codes.Unavailable, "no leader yet")
+	if _, err := listNodeIDs(t, c); err == nil {
+		t.Errorf("ListNodes with the pinned manager unavailable: no error, want one (not another manager's answer)")
+	}
+	if got := other.calls.Load(); got != 0 {
+		t.Errorf("the other manager got %d calls, want 0", got)
+	}
+}

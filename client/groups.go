@@ -17,6 +17,25 @@ func (c *Client) CommitGroup(ctx context.Context, spec *pb.GroupSpec) (view *pb.
 	return view, changed, err
 }
 
+// CommitGroupChecked is CommitGroup of a request with its checks: the
+// revision the spec was read at (req.ExpectedRevision), if any.
+func (c *Client) CommitGroupChecked(ctx context.Context, req *pb.CommitGroupRequest) (resp *pb.CommitGroupResponse, err error) {
+	err = c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		resp, err = m.CommitGroup(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// PlanGroup says what a commit of req would do, and changes nothing.
+func (c *Client) PlanGroup(ctx context.Context, req *pb.CommitGroupRequest) (plan *pb.GroupPlan, err error) {
+	err = c.Management(ctx, func(ctx context.Context, m pb.ManagementClient) error {
+		plan, err = m.PlanGroup(ctx, req)
+		return err
+	})
+	return plan, err
+}
+
 // ListGroups returns every group, in name order.
 func (c *Client) ListGroups(ctx context.Context) ([]*pb.GroupView, error) {
 	var groups []*pb.GroupView

@@ -111,7 +111,13 @@ func (c *Client) ClusterInfo(ctx context.Context) (*pb.ClusterInfo, error) {
 // ListEvents returns what the leader's loops did, oldest first: at most
 // limit of the newest, or all that are kept if limit is 0.
 func (c *Client) ListEvents(ctx context.Context, limit uint32) ([]*pb.Event, error) {
-	resp, err := invoke(ctx, c, c.o.attemptTimeout, pb.ManagementClient.ListEvents, &pb.ListEventsRequest{Limit: limit})
+	return c.ListEventsFiltered(ctx, limit, nil)
+}
+
+// ListEventsFiltered is ListEvents of the events filter selects (nil:
+// all): the leader selects them, and limit counts those it selected.
+func (c *Client) ListEventsFiltered(ctx context.Context, limit uint32, filter *pb.EventFilter) ([]*pb.Event, error) {
+	resp, err := invoke(ctx, c, c.o.attemptTimeout, pb.ManagementClient.ListEvents, &pb.ListEventsRequest{Limit: limit, Filter: filter})
 	return resp.GetEvents(), err
 }
 

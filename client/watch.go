@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/internal/backoff"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -54,11 +55,17 @@ func (c *Client) WatchNodes(ctx context.Context, fn func(*pb.WatchNodesResponse)
 // and none is skipped (but those trimmed from the bounded history while no
 // manager answered). It returns as WatchNodes does.
 func (c *Client) WatchEvents(ctx context.Context, after int64, backlog uint32, fn func(*pb.WatchEventsResponse) error) error {
+	return c.WatchEventsFiltered(ctx, after, backlog, nil, fn)
+}
+
+// WatchEventsFiltered is WatchEvents of the events filter selects (nil:
+// all), the backlog being the newest of those; the leader selects them.
+func (c *Client) WatchEventsFiltered(ctx context.Context, after int64, backlog uint32, filter *pb.EventFilter, fn func(*pb.WatchEventsResponse) error) error {
 	if after < 0 {
 		return fmt.Errorf("watch events: after revision %d is negative", after)
 	}
 	return c.follow(ctx, func(ctx context.Context, m pb.ManagementClient, answered func()) error {
-		req := &pb.WatchEventsRequest{AfterRevision: after, Backlog: backlog}
+		req := &pb.WatchEventsRequest{AfterRevision: after, Backlog: backlog, Filter: filter}
 		if after > 0 {
 			req.Backlog = 0
 		}
@@ -99,7 +106,12 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 	failed := map[string]error{}
 	var order []string
 	misses := 0
-	pause := c.o.roundPause
+	// pauses are the waits after each round of the managers in which none
+	// answered (round counts them); once the rounds are used up and the
+	// watch waits for a manager to come back, they stop growing at
+	// maxWaitPause.
+	pauses := backoff.Policy{Initial: c.o.roundPause, Factor: 2}
+	round := 0
 	waiting := false // for managers to come back (WithFollowUntilCancelled)
 	for {
 		addrs := c.Managers()
@@ -125,7 +137,7 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 		}
 		if got {
 			c.answered(addr)
-			misses, pause = 0, c.o.roundPause
+			misses, round, pauses.Max = 0, 0, 0
 			clear(failed)
 			order = order[:0]
 		} else {
@@ -143,12 +155,13 @@ func (c *Client) follow(ctx context.Context, stream func(context.Context, pb.Man
 					c.o.note(c.o.followNote, fmt.Sprintf("no manager answers (%v): waiting for one to come back; Ctrl-C to stop", c.giveUp(nil, order, failed)))
 					waiting = true
 				}
-				pause = min(pause, maxWaitPause)
+				pauses.Max = maxWaitPause
 			}
 		}
 		wait := reopenPause
 		if !got && misses%len(addrs) == 0 {
-			wait, pause = pause, pause*2
+			wait = pauses.Wait(round)
+			round++
 		}
 		select {
 		case <-ctx.Done():

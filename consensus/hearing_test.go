@@ -77,8 +77,10 @@ func TestHearNotTheDead(t *testing.T) {
 		return MoveLeader(ctx, cli, deadID)
 	})
 	took = time.Since(asked)
-	if err == nil || !strings.Contains(err.Error(), "move etcd leadership to the stopped member: not done within 1s") {
-		t.Errorf("move to the stopped member = %v, want it to say it was not done within %v", err, bound)
+	// Either bound may come first: ours, or etcd's own on a transfer
+	// (its election timeout's worth); both say the move was not made.
+	if err == nil || !strings.Contains(err.Error(), "move etcd leadership to the stopped member: not done within 1s") && !strings.Contains(err.Error(), "leader transfer took too long") {
+		t.Errorf("move to the stopped member = %v, want it to say it was not done within %v, or etcd's own transfer timeout", err, bound)
 	}
 	if took > bound+time.Second {
 		t.Errorf("move to the stopped member answered after %v, want about %v", took, bound)

@@ -3,7 +3,6 @@ package curator
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/curatorproject/curator/curator/spec"
@@ -64,25 +63,6 @@ func decideAdmission(s admissionState, now time.Time, rate float64, burst int) (
 	}
 	next.comeBack = slot
 	return false, slot.Sub(now), next
-}
-
-// knocks remembers when a node last knocked at this manager and was
-// turned away before its session began: a set-up paced by the gate or
-// told to come back later, a TLS handshake shed. Nodes still knocking are
-// nodes still arriving: a new leader's health loop does not end the
-// failover's hold while they do (decide.Health).
-type knocks struct {
-	at atomic.Int64 // Unix nanoseconds; 0: never
-}
-
-func (k *knocks) note(t time.Time) { k.at.Store(t.UnixNano()) }
-
-// last is when a node was last turned away (zero: never).
-func (k *knocks) last() time.Time {
-	if ns := k.at.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return time.Time{}
 }
 
 // sessionGate is one manager's admission of session set-ups.

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/curatorproject/curator/curator/spec"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/curatorproject/curator/curator/spec"
 )
 
 func TestDecideAdmission(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/faults"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -26,12 +29,14 @@ import (
 type managementAPI struct {
 	pb.UnimplementedManagementServer
 	s *Service
+	// stale: the views the fault point faults.ReadStale500ms serves.
+	stale staleViews
 }
 
 // clusterView is one consistent look at the cluster for the read calls:
 // every node, and the membership snapshot the loops decide on.
 type clusterView struct {
-	st         *leaderState
+	st         *leader.State
 	nodes      []*pb.Node
 	ms         *decide.Membership
 	etcdLeader uint64
@@ -49,12 +54,15 @@ func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
 
 // observe reads the registry view and etcd's members. The nodes are the
 // view's, shared: read only.
-func (m *managementAPI) observe(ctx context.Context, st *leaderState) (*clusterView, error) {
-	ms, err := st.members.observe(ctx)
+func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*clusterView, error) {
+	ms, err := st.Members.Observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
-	v := &clusterView{st: st, nodes: st.reg.Nodes(), ms: ms}
+	v := &clusterView{st: st, nodes: st.Reg.Nodes(), ms: ms}
+	if faults.Armed(faults.ReadStale500ms) {
+		v.nodes = m.stale.at(time.Now(), v.nodes)
+	}
 	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
 		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
 			v.etcdLeader = st.Leader
@@ -83,11 +91,11 @@ func (v *clusterView) managerStatus(n *pb.Node) pb.ManagerStatus {
 // changed.
 func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 	nv := &pb.NodeView{Node: n, ManagerStatus: v.managerStatus(n)}
-	if last, seen := v.st.hb.get(n.Id); seen {
+	if last, seen := v.st.Heartbeats.Get(n.Id); seen {
 		nv.LastHeartbeat = timestamppb.New(last)
 	}
 	shown := v.status(n)
-	if sn, ok := v.st.swarm.seen.get(n.SwarmNodeId); ok {
+	if sn, ok := v.st.Swarm.Seen.Get(n.SwarmNodeId); ok {
 		nv.SwarmRole, nv.SwarmState = sn.Role(), string(sn.State)
 	}
 	// Join parameters carry certificates: not for listing. The record is
@@ -107,8 +115,8 @@ func (v *clusterView) nodeView(n *pb.Node) *pb.NodeView {
 // unknown for a record's "ready" this leadership has neither heard nor
 // judged.
 func (v *clusterView) status(n *pb.Node) pb.NodeStatus {
-	last, seen := v.st.hb.get(n.Id)
-	return decide.ShownStatus(n, last, seen, v.st.hb.leaderSince(), v.ms.Self)
+	last, seen := v.st.Heartbeats.Get(n.Id)
+	return decide.ShownStatus(n, last, seen, v.st.Heartbeats.LeaderSince(), v.ms.Self)
 }
 
 // Pages of ListNodes.
@@ -174,7 +182,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 		Swarm:           cs.Swarm,
 		StorageVersion:  max(cs.StorageVersion, 1),
 		CertTtl:         durationpb.New(spec.CertTTL(cs)),
-		Managers:        slices.Clone(v.st.reg.ManagerList()),
+		Managers:        slices.Clone(v.st.Reg.ManagerList()),
 		Version:         m.s.cfg.Version,
 		Voters:          []string{},
 		Learners:        []string{},
@@ -190,7 +198,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 	// (the membership snapshot may be a moment older).
 	info.Releases = map[string]uint32{}
 	var managerReleases []string
-	for _, n := range v.st.reg.Nodes() {
+	for _, n := range v.st.Reg.Nodes() {
 		info.Releases[n.Version]++
 		if _, member := ms.MemberOf[n.Id]; member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 			managerReleases = append(managerReleases, n.Version)
@@ -227,7 +235,7 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 }
 
 // tokenCall starts a token call: the leadership, and the token asked for.
-func (m *managementAPI) tokenCall(role string) (*leaderState, spec.JoinRole, error) {
+func (m *managementAPI) tokenCall(role string) (*leader.State, spec.JoinRole, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, "", err
@@ -245,7 +253,7 @@ func (m *managementAPI) GetToken(ctx context.Context, req *pb.GetTokenRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return &pb.TokenResponse{Token: pki.Token{CAFingerprint: pki.Fingerprint(st.pki.CA.Cert), Secret: spec.TokenSecret(cs, role)}.String()}, nil
+	return &pb.TokenResponse{Token: pki.Token{CAFingerprint: pki.Fingerprint(st.PKI.CA.Cert), Secret: spec.TokenSecret(cs, role)}.String()}, nil
 }
 
 // RotateToken replaces a token's secret. The old one is refused from the
@@ -256,12 +264,12 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	if err != nil {
 		return nil, err
 	}
-	tok, err := pki.NewToken(st.pki.CA.Cert)
+	tok, err := pki.NewToken(st.PKI.CA.Cert)
 	if err != nil {
 		return nil, err
 	}
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
 	cs, err := store.ClusterLoad(ctx, m.s.cfg.Etcd)
 	if err != nil {
 		return nil, err
@@ -271,21 +279,43 @@ func (m *managementAPI) RotateToken(ctx context.Context, req *pb.RotateTokenRequ
 	} else {
 		cs.WorkerTokenSecret = tok.Secret
 	}
-	if err := store.ClusterSave(ctx, st.lead.Fence, cs); err != nil {
+	if err := store.ClusterSave(ctx, st.Lead.Fence, cs); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("rotated join token", zap.Stringer("role", role))
 	return &pb.TokenResponse{Token: tok.String()}, nil
 }
 
-// ListEvents returns what the loops did, oldest first.
-func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
-	if _, err := m.s.leaderFor(); err != nil {
-		return nil, err
+// newestMatching is the newest limit (0: all) of events, oldest first,
+// that match selects.
+func newestMatching(events []*pb.Event, match *spec.EventMatch, limit uint32) []*pb.Event {
+	out := slices.DeleteFunc(events, func(e *pb.Event) bool { return !match.Match(e) })
+	if limit > 0 && len(out) > int(limit) {
+		out = out[len(out)-int(limit):]
 	}
-	events, err := store.EventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+	return out
+}
+
+// ListEvents returns what the loops did, oldest first: the events the
+// request's filter selects.
+func (m *managementAPI) ListEvents(ctx context.Context, req *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ListEventsResponse{Events: events}, nil
+	match := spec.NewEventMatch(req.Filter, st.Reg.Nodes())
+	if match.All() {
+		events, err := store.EventList(ctx, m.s.cfg.Etcd, int64(req.Limit))
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListEventsResponse{Events: events}, nil
+	}
+	// The newest limit of those selected: read them all (the history is
+	// bounded, store.MaxEvents).
+	events, err := store.EventList(ctx, m.s.cfg.Etcd, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListEventsResponse{Events: newestMatching(events, match, req.Limit)}, nil
 }

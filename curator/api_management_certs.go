@@ -61,7 +61,7 @@ func (m *managementAPI) RenewAdminCertificate(ctx context.Context, req *pb.Renew
 	if role == "" {
 		role = pki.OperatorAdmin
 	}
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: name, Role: pki.RoleAdmin, OperatorRole: role, Validity: validity})
+	cert, err := st.PKI.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: name, Role: pki.RoleAdmin, OperatorRole: role, Validity: validity})
 	if err != nil {
 		return nil, fmt.Errorf("issue admin certificate: %w", err)
 	}
@@ -73,12 +73,12 @@ func (m *managementAPI) RenewAdminCertificate(ctx context.Context, req *pb.Renew
 		Expires:  timestamppb.New(cert.NotAfter),
 		IssuedBy: identityFrom(ctx).name,
 	}
-	if err := store.AdminCertSave(ctx, st.lead.Fence, rec); err != nil {
+	if err := store.AdminCertSave(ctx, st.Lead.Fence, rec); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("issued an admin certificate", zap.String("name", name), zap.String("role", role),
 		zap.String("serial", rec.Serial), zap.Time("expires", cert.NotAfter))
-	return &pb.RenewAdminCertificateResponse{Cert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert)}, nil
+	return &pb.RenewAdminCertificateResponse{Cert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.PKI.CA.Cert)}, nil
 }
 
 // selfRenewal checks that caller, of a role below admin, asks for a
@@ -165,7 +165,7 @@ func (m *managementAPI) RevokeAdminCertificate(ctx context.Context, req *pb.Revo
 	}
 	for _, c := range pick {
 		c.Revoked, c.RevokedAt = true, now
-		if err := store.AdminCertSave(ctx, st.lead.Fence, c); err != nil {
+		if err := store.AdminCertSave(ctx, st.Lead.Fence, c); err != nil {
 			return nil, err
 		}
 		m.s.logger(ctx).Info("revoked an admin certificate", zap.String("name", c.Name), zap.String("serial", c.Serial))

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -28,42 +28,24 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	if err != nil {
 		return nil, err
 	}
-	if req.Spec == nil {
-		return nil, fmt.Errorf("%w: no group spec", spec.ErrInvalid)
-	}
-	gs := proto.Clone(req.Spec).(*pb.GroupSpec)
-	spec.NormalizeGroupSpec(gs)
-	if err := spec.ValidateGroupSpec(gs); err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
-	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
-	old, err := store.GroupLoad(ctx, st.cfg.Etcd, gs.Name)
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
+	gs, old, err := prepareCommit(ctx, st, req)
 	if err != nil {
-		return nil, err
-	}
-	// The floor of replace_after comes from this cluster's timings, so
-	// it is checked here rather than in the spec alone; a group stored
-	// below it (before the floor, or under other timings) may keep its
-	// value through a commit (a scale, say): the loop repairs it after
-	// the floor.
-	if old == nil || old.Spec.GetReplaceAfter().AsDuration() != gs.GetReplaceAfter().AsDuration() {
-		if err := spec.CheckReplaceAfterFloor(gs, st.cfg.DownAfter, st.cfg.HeartbeatInterval); err != nil {
-			return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
-		}
-	}
-	if old != nil && old.Destroying {
-		return nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
-	}
-	if err := checkProviderOnHost(gs); err != nil {
-		return nil, err
-	}
-	if err := recordRelease(ctx, gs, old, false); err != nil {
 		return nil, err
 	}
 	if old != nil && proto.Equal(old.Spec, gs) {
 		v, err := m.groupView(ctx, st, old)
 		return &pb.CommitGroupResponse{Group: v, Changed: false}, err
+	}
+	// The revision is checked here, under the group lock that every
+	// write of a group's spec holds and on the leader alone (its writes
+	// fenced): nothing can change the spec between this read and the
+	// commit's write, so of two operators racing from one describe the
+	// second is refused.
+	if err := checkRevision(gs.Name, old, req.ExpectedRevision); err != nil {
+		noteChanges(ctx, groupChanges(old.GetSpec(), gs))
+		return nil, err
 	}
 	g, _, err := m.commitLocked(ctx, st, gs, old, "")
 	if err != nil {
@@ -73,12 +55,52 @@ func (m *managementAPI) CommitGroup(ctx context.Context, req *pb.CommitGroupRequ
 	return &pb.CommitGroupResponse{Group: v, Changed: true}, err
 }
 
+// prepareCommit is the spec a commit of req stores (normalized, its
+// release recorded) and the group it is committed over (nil: a new
+// one), with every check of the spec made but the caller's role's
+// (commitLocked) and the revision's (checkRevision). st's group lock is
+// held.
+func prepareCommit(ctx context.Context, st *leader.State, req *pb.CommitGroupRequest) (*pb.GroupSpec, *pb.Group, error) {
+	if req.Spec == nil {
+		return nil, nil, fmt.Errorf("%w: no group spec", spec.ErrInvalid)
+	}
+	gs := proto.Clone(req.Spec).(*pb.GroupSpec)
+	spec.NormalizeGroupSpec(gs)
+	if err := spec.ValidateGroupSpec(gs); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+	}
+	old, err := store.GroupLoad(ctx, st.Cfg.Etcd, gs.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The floor of replace_after comes from this cluster's timings, so
+	// it is checked here rather than in the spec alone; a group stored
+	// below it (before the floor, or under other timings) may keep its
+	// value through a commit (a scale, say): the loop repairs it after
+	// the floor.
+	if old == nil || old.Spec.GetReplaceAfter().AsDuration() != gs.GetReplaceAfter().AsDuration() {
+		if err := spec.CheckReplaceAfterFloor(gs, st.Cfg.DownAfter, st.Cfg.HeartbeatInterval); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		}
+	}
+	if old != nil && old.Destroying {
+		return nil, nil, fmt.Errorf("%w: group %s is being destroyed: wait until `curator group ls` no longer lists it, then commit it again", spec.ErrPrecondition, gs.Name)
+	}
+	if err := checkProviderOnHost(gs); err != nil {
+		return nil, nil, err
+	}
+	if err := leader.RecordRelease(ctx, gs, old, false, identityFrom(ctx).opRole); err != nil {
+		return nil, nil, err
+	}
+	return gs, old, nil
+}
+
 func (m *managementAPI) ListGroups(ctx context.Context, _ *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
 	}
-	groups, err := store.GroupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -113,14 +135,14 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !g.Destroying {
-		ms, err := st.members.observeLocked(ctx)
+		ms, err := st.Members.ObserveLocked(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -131,12 +153,12 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 				spec.ErrPrecondition, g.Spec.Name, q.Voters-left.Voters, q.Voters, left.Voters)
 		}
 		g.Destroying = true
-		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
+		g.Updated = timestamppb.New(st.Cfg.Now())
+		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.groups.recordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
-		st.groups.kick()
+		st.Groups.RecordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
+		st.Groups.Kick()
 	}
 	return m.groupView(ctx, st, g)
 }
@@ -149,11 +171,11 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 	if err != nil {
 		return nil, err
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	var groups []*pb.Group
 	if req.All {
-		if groups, err = store.GroupList(ctx, st.cfg.Etcd); err != nil {
+		if groups, err = store.GroupList(ctx, st.Cfg.Etcd); err != nil {
 			return nil, err
 		}
 	} else {
@@ -171,16 +193,16 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 			continue // already as asked
 		}
 		action, reason := "suspend-group", fmt.Sprintf("group %s is suspended by an operator: its loop makes and destroys nothing until `curator group resume %s`", name, name)
-		g.Suspended = "suspended by an operator at " + st.cfg.Now().UTC().Format(time.RFC3339)
+		g.Suspended = "suspended by an operator at " + st.Cfg.Now().UTC().Format(time.RFC3339)
 		if req.Resume {
 			action, reason = "resume-group", fmt.Sprintf("group %s is resumed: its loop makes and destroys its machines again (it was %s)", name, was)
 			g.Suspended = ""
 		}
-		g.Updated = timestamppb.New(st.cfg.Now())
-		if err := store.GroupSave(ctx, st.lead.Fence, g); err != nil {
+		g.Updated = timestamppb.New(st.Cfg.Now())
+		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.groups.recordEvent(ctx, action, reason)
+		st.Groups.RecordEvent(ctx, action, reason)
 		m.s.logger(ctx).Info(action, zap.String("group", name), zap.String("was", was))
 		v, err := m.groupView(ctx, st, g)
 		if err != nil {
@@ -188,7 +210,7 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 		}
 		out.Groups = append(out.Groups, v)
 	}
-	st.groups.kick()
+	st.Groups.Kick()
 	return out, nil
 }
 
@@ -202,8 +224,9 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 // holds for each: the caller's role may make the change (an operator may
 // not change what the machines run: spec.CheckGroupChange), and the
 // audit entry says what it set (or tried to).
-func (m *managementAPI) commitLocked(ctx context.Context, st *leaderState, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
-	return st.groups.commit(ctx, m.s.metrics, gs, old, why)
+func (m *managementAPI) commitLocked(ctx context.Context, st *leader.State, gs *pb.GroupSpec, old *pb.Group, why string) (*pb.Group, *pb.Rollout, error) {
+	noteChanges(ctx, groupChanges(leader.CommittedSpec(old), gs))
+	return st.Groups.Commit(ctx, identityFrom(ctx).caller(), m.s.metrics, gs, old, why)
 }
 
 // checkProviderOnHost refuses a spec whose provider could not make a
@@ -219,11 +242,11 @@ func checkProviderOnHost(gs *pb.GroupSpec) error {
 }
 
 // groupNamed loads a group or says it does not exist.
-func groupNamed(ctx context.Context, st *leaderState, name string) (*pb.Group, error) {
+func groupNamed(ctx context.Context, st *leader.State, name string) (*pb.Group, error) {
 	if err := spec.ValidateGroupName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	g, err := store.GroupLoad(ctx, st.cfg.Etcd, name)
+	g, err := store.GroupLoad(ctx, st.Cfg.Etcd, name)
 	if err != nil {
 		return nil, err
 	}
@@ -240,12 +263,12 @@ func groupNamed(ctx context.Context, st *leaderState, name string) (*pb.Group, e
 // kill or a restore). A done rollout's count is the group as it is now:
 // its ready nodes on the rollout's SHA of its size, not what the rollout
 // recorded before a scale.
-func (m *managementAPI) groupView(ctx context.Context, st *leaderState, g *pb.Group) (*pb.GroupView, error) {
+func (m *managementAPI) groupView(ctx context.Context, st *leader.State, g *pb.Group) (*pb.GroupView, error) {
 	live, err := observeGroup(ctx, st, g)
 	if err != nil {
 		return nil, err
 	}
-	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, g.Spec.GetName())
+	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, g.Spec.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +287,7 @@ func (live *liveGroup) view(g *pb.Group, r *pb.Rollout) *pb.GroupView {
 	slices.Sort(v.NodeIds)
 	v.Machines = uint32(len(live.machines))
 	if r != nil && r.TargetSha == g.ConfigSha {
-		v.RolloutState = rolloutWord(r.State)
+		v.RolloutState = spec.RolloutWord(r.State)
 		r = live.rollout(r)
 		v.RolloutUpdated, v.RolloutTotal = r.Updated, r.Total
 		if r.State == pb.RolloutState_ROLLOUT_STATE_DONE {
@@ -294,18 +317,18 @@ type liveGroup struct {
 }
 
 // observeGroup reads group g's nodes and machines.
-func observeGroup(ctx context.Context, st *leaderState, g *pb.Group) (*liveGroup, error) {
+func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGroup, error) {
 	live := &liveGroup{machines: map[string]bool{}}
-	for _, n := range st.reg.Nodes() {
+	for _, n := range st.Reg.Nodes() {
 		if n.Group == g.Spec.GetName() {
 			live.nodes = append(live.nodes, n)
 		}
 	}
-	p, err := st.machines.provider(g)
+	p, err := st.Machines.Provider(g)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+	cs, err := store.ClusterLoad(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -339,12 +362,6 @@ func (live *liveGroup) rollout(r *pb.Rollout) *pb.Rollout {
 	return r
 }
 
-// rolloutWord is a rollout state as the CLI shows it: rolling, paused,
-// done, cancelled, failed.
-func rolloutWord(s pb.RolloutState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "ROLLOUT_STATE_"))
-}
-
 func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutRequest) (*pb.Rollout, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
@@ -354,7 +371,7 @@ func (m *managementAPI) GetRollout(ctx context.Context, req *pb.GetRolloutReques
 	if err != nil {
 		return nil, err
 	}
-	r, _, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -396,8 +413,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return nil, fmt.Errorf("%w: rollout action %s: want cancel, pause, resume, restart or undo", spec.ErrInvalid, spec.QuoteShort(req.Action))
 	}
 	word := map[string]string{"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[req.Action]
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
 	if err != nil {
 		return nil, err
@@ -431,12 +448,12 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 	case err != nil:
 		return nil, err
 	case done:
-		st.groups.kick()
+		st.Groups.Kick()
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.groups.recordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
-	st.groups.kick()
+	st.Groups.RecordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
+	st.Groups.Kick()
 	return r, nil
 }
 
@@ -444,8 +461,8 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 // now (of group g); done when the rollout is already in the state asked
 // for, or the change recorded its own events (a cancel of a failed
 // rollout, which rolls back).
-func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
-	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+func changeRolloutOnce(ctx context.Context, st *leader.State, g *pb.Group, req *pb.ChangeRolloutRequest, want pb.RolloutState, from []pb.RolloutState, word string) (*pb.Rollout, bool, error) {
+	r, rev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, false, err
 	}
@@ -466,7 +483,7 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *p
 	case r.State == want:
 		return r, true, nil
 	case !slices.Contains(from, r.State):
-		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State), word)
+		return nil, false, fmt.Errorf("%w: the rollout of group %s to %s is %s: it cannot be %s", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.RolloutWord(r.State), word)
 	}
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED && failedPaused(g, r) {
 		back, err := cancelFailed(ctx, st, r, rev)
@@ -474,8 +491,8 @@ func changeRolloutOnce(ctx context.Context, st *leaderState, g *pb.Group, req *p
 	}
 	r.State = want
 	if want == pb.RolloutState_ROLLOUT_STATE_CANCELLED {
-		r.Finished = st.events.timestamp()
+		r.Finished = st.Events.Timestamp()
 		r.Reason = "cancelled by an operator"
 	}
-	return r, false, store.RolloutSave(ctx, st.lead.Fence, r, rev)
+	return r, false, store.RolloutSave(ctx, st.Lead.Fence, r, rev)
 }

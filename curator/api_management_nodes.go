@@ -2,12 +2,12 @@ package curator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -18,14 +18,12 @@ import (
 // the guards (each refusal says why and what to do, and changes nothing),
 // and acts under muNodes.
 
-func isPrecondition(err error) bool { return errors.Is(err, spec.ErrPrecondition) }
-
 // changeNode resolves query in the registry view under muNodes, and hands
 // change a copy of the node to change. It returns the copy.
-func changeNode(st *leaderState, query string, change func(n *pb.Node) error) (*pb.Node, error) {
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
-	n, err := store.NodeResolve(st.reg.Nodes(), query)
+func changeNode(st *leader.State, query string, change func(n *pb.Node) error) (*pb.Node, error) {
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
+	n, err := store.NodeResolve(st.Reg.Nodes(), query)
 	if err != nil {
 		return nil, err
 	}
@@ -34,12 +32,12 @@ func changeNode(st *leaderState, query string, change func(n *pb.Node) error) (*
 }
 
 // view renders a node for a reply.
-func (m *managementAPI) view(ctx context.Context, st *leaderState, id string) (*pb.NodeView, error) {
+func (m *managementAPI) view(ctx context.Context, st *leader.State, id string) (*pb.NodeView, error) {
 	v, err := m.observe(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	if n := st.reg.Node(id); n != nil {
+	if n := st.Reg.Node(id); n != nil {
 		return v.nodeView(n), nil
 	}
 	return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
@@ -47,7 +45,7 @@ func (m *managementAPI) view(ctx context.Context, st *leaderState, id string) (*
 
 // changeAndView changes one node (changeNode) and answers the node as it
 // is then.
-func (m *managementAPI) changeAndView(ctx context.Context, query string, change func(st *leaderState, n *pb.Node) error) (*pb.NodeView, error) {
+func (m *managementAPI) changeAndView(ctx context.Context, query string, change func(st *leader.State, n *pb.Node) error) (*pb.NodeView, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
 		return nil, err
@@ -60,7 +58,7 @@ func (m *managementAPI) changeAndView(ctx context.Context, query string, change 
 }
 
 func (m *managementAPI) PromoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error { return st.roles.promote(ctx, n) })
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error { return st.Roles.Promote(ctx, n) })
 }
 
 func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*pb.DemoteResponse, error) {
@@ -68,16 +66,16 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	var outcome demoteOutcome
+	var outcome leader.DemoteOutcome
 	n, err := changeNode(st, req.Id, func(n *pb.Node) (err error) {
-		outcome, err = st.roles.demote(ctx, n)
+		outcome, err = st.Roles.Demote(ctx, n)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.DemoteResponse{Outcome: outcome.String()}
-	if outcome == demoted {
+	if outcome == leader.Demoted {
 		if resp.Node, err = m.view(ctx, st, n.Id); err != nil {
 			return nil, err
 		}
@@ -89,7 +87,7 @@ func (m *managementAPI) DemoteNode(ctx context.Context, req *pb.NodeRequest) (*p
 
 func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeRequest) (*pb.NodeView, error) {
 	// The interceptor checked the request (CheckManagementRequest).
-	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error {
 		if req.Availability != pb.Availability_AVAILABILITY_UNSPECIFIED {
 			n.Availability = req.Availability
 		}
@@ -106,23 +104,23 @@ func (m *managementAPI) UpdateNode(ctx context.Context, req *pb.UpdateNodeReques
 		if err := spec.CheckNodeLabels(n.Name, before, n.Labels); err != nil {
 			return err
 		}
-		n.Updated = st.events.timestamp()
-		return store.NodeSave(ctx, st.lead.Fence, n)
+		n.Updated = st.Events.Timestamp()
+		return store.NodeSave(ctx, st.Lead.Fence, n)
 	})
 }
 
 func (m *managementAPI) ApproveNode(ctx context.Context, req *pb.NodeRequest) (*pb.NodeView, error) {
-	return m.changeAndView(ctx, req.Id, func(st *leaderState, n *pb.Node) error {
+	return m.changeAndView(ctx, req.Id, func(st *leader.State, n *pb.Node) error {
 		if n.State != pb.NodeState_NODE_STATE_PENDING {
 			return fmt.Errorf("%w: node %s is %s, not pending: it was approved already, or never waited for approval; nothing changed", spec.ErrExists, n.Id, spec.StateWord(n.State))
 		}
 		n.State = pb.NodeState_NODE_STATE_UP
 		n.Roles = []pb.Role{pb.Role_ROLE_WORKER}
-		n.Updated = st.events.timestamp()
+		n.Updated = st.Events.Timestamp()
 		// A node that joined with the manager token becomes a consensus
 		// member, as if it had joined now: the approval records that, and
 		// the manager-approvals loop promotes it once it is ready.
-		return store.NodeApprove(ctx, st.lead.Fence, n, spec.JoinedAs(n) == spec.JoinManager)
+		return store.NodeApprove(ctx, st.Lead.Fence, n, spec.JoinedAs(n) == spec.JoinManager)
 	})
 }
 
@@ -140,14 +138,14 @@ func (m *managementAPI) RemoveNode(ctx context.Context, req *pb.RemoveNodeReques
 
 // remove takes node n out of the cluster: its etcd member (within the
 // quorum guard), its etcd certificate and its record. Called with muNodes.
-func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node, force bool) error {
-	ms, err := st.members.observe(ctx)
+func (m *managementAPI) remove(ctx context.Context, st *leader.State, n *pb.Node, force bool) error {
+	ms, err := st.Members.Observe(ctx)
 	if err != nil {
 		return err
 	}
 	_, member := ms.MemberOf[n.Id]
 	consensusNode := member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS)
-	if n.Id == st.cfg.NodeID {
+	if n.Id == st.Cfg.NodeID {
 		return fmt.Errorf("%w: node %s runs the curator leader: demote it first (`curator node demote %s`); the next leader can then remove it", spec.ErrPrecondition, n.Id, n.Id)
 	}
 	if !force {
@@ -158,7 +156,7 @@ func (m *managementAPI) remove(ctx context.Context, st *leaderState, n *pb.Node,
 			return fmt.Errorf("%w: node %s holds the consensus role: demote it first (`curator node demote %s`), or pass --force to remove its etcd member too", spec.ErrPrecondition, n.Id, n.Id)
 		}
 	}
-	if err := st.roles.removeNode(ctx, n); err != nil {
+	if err := st.Roles.RemoveNode(ctx, n); err != nil {
 		return err
 	}
 	m.s.logger(ctx).Info("removed node", zap.String("node", n.Id), zap.Bool("force", force))
@@ -185,14 +183,14 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		}
 	}
 	err = func() error {
-		st.lead.muNodes.Lock()
-		defer st.lead.muNodes.Unlock()
+		st.Lead.MuNodes.Lock()
+		defer st.Lead.MuNodes.Unlock()
 		cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
 		if err != nil {
 			return err
 		}
 		if req.MaxVoters != nil {
-			ms, err := st.members.observe(ctx)
+			ms, err := st.Members.Observe(ctx)
 			if err != nil {
 				return err
 			}
@@ -213,7 +211,7 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 			// renew them, at two thirds of their own life.
 			cs.CertTtl = req.CertTtl
 		}
-		return store.ClusterSave(ctx, st.lead.Fence, cs)
+		return store.ClusterSave(ctx, st.Lead.Fence, cs)
 	}()
 	if err != nil {
 		return nil, err
@@ -222,7 +220,7 @@ func (m *managementAPI) UpdateCluster(ctx context.Context, req *pb.UpdateCluster
 		// The swarm sync acts on the mode at once, not at its next
 		// periodic read (a minute): with every node's Swarm ID known
 		// already, nothing else would wake it.
-		supervisor.Kick(st.kickSwarm)
+		supervisor.Kick(st.KickSwarm)
 	}
 	return m.GetClusterInfo(ctx, &pb.ClusterInfoRequest{})
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -21,36 +22,8 @@ import (
 // and `rollout restart` starts a cancelled or failed rollout anew, or the
 // one a rollback undid. SHAs may be given by a unique prefix.
 
-// maxRolloutHistory bounds the configs a rollout record keeps.
-const maxRolloutHistory = 10
-
 // minSHAPrefix is the shortest prefix of a config SHA taken.
 const minSHAPrefix = 4
-
-// summaryOf is rollout r, to a config of template t, as history keeps it.
-func summaryOf(r *pb.Rollout, t *pb.InstanceTemplate) *pb.RolloutSummary {
-	s := &pb.RolloutSummary{Sha: r.TargetSha, Template: t, State: r.State, Reason: r.Reason, Started: r.Started, Finished: r.Finished, RollbackOf: r.RollbackOf}
-	if r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED {
-		s.Reason = "replaced by a new config before it ended"
-	}
-	return s
-}
-
-// rolloutHistory is the history of a rollout that replaces group old's
-// config: old's own (its rollout prev, or, with none, its first commit),
-// then prev's history, at most maxRolloutHistory.
-func rolloutHistory(old *pb.Group, prev *pb.Rollout) []*pb.RolloutSummary {
-	var h []*pb.RolloutSummary
-	if prev != nil && prev.TargetSha == old.ConfigSha {
-		h = append(h, summaryOf(prev, old.Spec.GetTemplate()))
-	} else {
-		h = append(h, &pb.RolloutSummary{Sha: old.ConfigSha, Template: old.Spec.GetTemplate(), Started: old.Created, Reason: "the group's config before any rollout"})
-	}
-	if prev != nil {
-		h = append(h, prev.History...)
-	}
-	return h[:min(len(h), maxRolloutHistory)]
-}
 
 // knownSHAs are the config SHAs rollout r knows of: its target, the
 // previous one and its history's.
@@ -110,9 +83,9 @@ func templateOf(r *pb.Rollout, sha string) *pb.InstanceTemplate {
 //   - restart: a cancelled or failed rollout to the group's config rolls
 //     again, its failures forgotten; a rollback that is done restarts the
 //     rollout it undid (a commit of that config again).
-func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
+func (m *managementAPI) redoRollout(ctx context.Context, st *leader.State, req *pb.ChangeRolloutRequest) (*pb.Rollout, error) {
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
 	g, err := groupNamed(ctx, st, req.Group)
 	if err != nil {
 		return nil, err
@@ -120,7 +93,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	if g.Destroying {
 		return nil, fmt.Errorf("%w: group %s is being destroyed", spec.ErrPrecondition, req.Group)
 	}
-	r, rev, err := store.RolloutLoad(ctx, st.cfg.Etcd, req.Group)
+	r, rev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -151,22 +124,22 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	case "restart":
 		switch {
 		case r.State == pb.RolloutState_ROLLOUT_STATE_CANCELLED || r.State == pb.RolloutState_ROLLOUT_STATE_FAILED:
-			was := rolloutWord(r.State)
+			was := spec.RolloutWord(r.State)
 			r.State, r.Finished, r.Failures, r.LastFailure = pb.RolloutState_ROLLOUT_STATE_ROLLING, nil, 0, ""
-			r.Started, r.Reason = st.events.timestamp(), "restarted by an operator after it was "+was
-			if err := store.RolloutSave(ctx, st.lead.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
+			r.Started, r.Reason = st.Events.Timestamp(), "restarted by an operator after it was "+was
+			if err := store.RolloutSave(ctx, st.Lead.Fence, r, rev); errors.Is(err, store.ErrRolloutChanged) {
 				return nil, fmt.Errorf("%w: the rollout of group %s changed meanwhile: try again", spec.ErrPrecondition, req.Group)
 			} else if err != nil {
 				return nil, err
 			}
 			m.s.metrics.Rollouts.WithLabelValues("restarted").Inc()
-			st.groups.recordEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
-			st.groups.kick()
+			st.Groups.RecordEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
+			st.Groups.Kick()
 			return r, nil
 		case r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_DONE:
 			to, why = r.RollbackOf, "restart by an operator of the rollout a rollback undid"
 		default:
-			return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: only a cancelled or failed one, or one a rollback undid, can be restarted", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), rolloutWord(r.State))
+			return nil, fmt.Errorf("%w: the rollout of group %s to %s is %s: only a cancelled or failed one, or one a rollback undid, can be restarted", spec.ErrPrecondition, req.Group, spec.ShortSHA(r.TargetSha), spec.RolloutWord(r.State))
 		}
 	}
 	t := templateOf(r, to)
@@ -178,7 +151,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 	// What ran with that template runs again: its binary or image, its
 	// digest read anew (a binary replaced in place since is another).
 	spec.ProviderFromRelease(gs)
-	if err := recordRelease(ctx, gs, g, t.Release != nil); err != nil {
+	if err := leader.RecordRelease(ctx, gs, g, t.Release != nil, identityFrom(ctx).opRole); err != nil {
 		return nil, err
 	}
 	_, back, err := m.commitLocked(ctx, st, gs, g, why)
@@ -192,7 +165,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leaderState, req *p
 // failure (failure_action pause): as many of its machines failed as the
 // policy's max_failures, so a resume would fail it again at once.
 func failedPaused(g *pb.Group, r *pb.Rollout) bool {
-	pol := spec.NormalRolloutPolicy(proto.Clone(orEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
+	pol := spec.NormalRolloutPolicy(proto.Clone(leader.OrEmptyPolicy(g.Spec.GetRollout())).(*pb.RolloutPolicy))
 	return r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED && r.TargetSha == g.ConfigSha &&
 		r.Failures >= max(1, pol.MaxFailures)
 }
@@ -206,7 +179,7 @@ func failedPaused(g *pb.Group, r *pb.Rollout) bool {
 // previous template, or itself a rollback (its previous template is the
 // one that failed before), is refused, saying how to get back. muGroups
 // is held.
-func cancelFailed(ctx context.Context, st *leaderState, r *pb.Rollout, rev int64) (*pb.Rollout, error) {
+func cancelFailed(ctx context.Context, st *leader.State, r *pb.Rollout, rev int64) (*pb.Rollout, error) {
 	short := spec.ShortSHA(r.TargetSha)
 	switch {
 	case r.RollbackOf != "":
@@ -219,10 +192,10 @@ func cancelFailed(ctx context.Context, st *leaderState, r *pb.Rollout, rev int64
 	}
 	failed := proto.Clone(r).(*pb.Rollout)
 	why := failed.Reason
-	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.events.timestamp()
+	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.Events.Timestamp()
 	failed.Reason = "cancelled by an operator after it failed: " + why
-	ev := st.events.event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
-	back, err := st.groups.rollBackLocked(ctx, failed, rev, ev)
+	ev := st.Events.Event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
+	back, err := st.Groups.RollBackLocked(ctx, failed, rev, ev)
 	if err != nil {
 		return nil, err
 	}

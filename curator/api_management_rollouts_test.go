@@ -5,13 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
@@ -53,33 +51,6 @@ func TestResolveConfigSHA(t *testing.T) {
 	}
 }
 
-func TestRolloutHistory(t *testing.T) {
-	at := timestamppb.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-	tv := func(v string) *pb.InstanceTemplate { return &pb.InstanceTemplate{Version: v} }
-	group := func(sha, v string) *pb.Group {
-		return &pb.Group{Spec: &pb.GroupSpec{Name: "w", Template: tv(v)}, ConfigSha: sha, Created: at}
-	}
-	first := rolloutHistory(group("s1", "v1"), nil)
-	want := []*pb.RolloutSummary{{Sha: "s1", Template: tv("v1"), Started: at, Reason: "the group's config before any rollout"}}
-	if d := cmp.Diff(want, first, protocmp.Transform()); d != "" {
-		t.Errorf("the first config (-want +got):\n%s", d)
-	}
-	prev := &pb.Rollout{TargetSha: "s2", State: pb.RolloutState_ROLLOUT_STATE_FAILED, Reason: "bad", Started: at, Finished: at, History: first}
-	second := rolloutHistory(group("s2", "v2"), prev)
-	want = append([]*pb.RolloutSummary{{Sha: "s2", Template: tv("v2"), State: pb.RolloutState_ROLLOUT_STATE_FAILED, Reason: "bad", Started: at, Finished: at}}, first...)
-	if d := cmp.Diff(want, second, protocmp.Transform()); d != "" {
-		t.Errorf("after a failed rollout (-want +got):\n%s", d)
-	}
-	// A rollout still rolling when replaced says so; the history is bounded.
-	h := second
-	for i := 0; i < 2*maxRolloutHistory; i++ {
-		h = rolloutHistory(group("s", "v"), &pb.Rollout{TargetSha: "s", State: pb.RolloutState_ROLLOUT_STATE_ROLLING, History: h})
-	}
-	if len(h) != maxRolloutHistory || h[0].Reason != "replaced by a new config before it ended" {
-		t.Errorf("history of %d, the newest %v: want %d, replaced", len(h), h[0], maxRolloutHistory)
-	}
-}
-
 // TestCancelFailedRollout: a cancel of a rollout paused by its failure
 // (failure_action pause) puts the previous template back, as a rollback,
 // in one transaction with the cancel's event, so that the group's next
@@ -116,7 +87,7 @@ func TestCancelFailedRollout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A group whose spec names no provider: its loop leaves its
 			// machines alone.
-			putGroup(t, c, &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2, Template: bad}, ConfigSha: badSHA},
+			putGroup(t, c, &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2, Template: bad}, ConfigSha: badSHA, SpecRevision: 5},
 				&pb.Rollout{Group: "w", TargetSha: badSHA, State: pb.RolloutState_ROLLOUT_STATE_PAUSED, Total: 2, Failures: tc.failures, LastFailure: "machine x failed",
 					Reason: "machine x failed", PreviousSha: spec.GroupConfigSHA(tc.previous), PreviousTemplate: tc.previous, RollbackOf: tc.rollbackOf})
 			r, err := api.ChangeRollout(callCtx(t), &pb.ChangeRolloutRequest{Group: "w", Action: "cancel"})
@@ -133,6 +104,11 @@ func TestCancelFailedRollout(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, g.Spec.Template, protocmp.Transform()); d != "" || g.ConfigSha != spec.GroupConfigSHA(tc.want) {
 				t.Errorf("the group's template after the cancel (-want +got):\n%s(config %s)", d, spec.ShortSHA(g.ConfigSha))
+			}
+			// A rollback changes the spec: a describe from before it is
+			// stale after it (group commit's revision check).
+			if wantRev := map[bool]uint64{false: 5, true: 6}[tc.want == good]; g.SpecRevision != wantRev {
+				t.Errorf("the group's revision after the cancel: %d, want %d", g.SpecRevision, wantRev)
 			}
 			stored, _, err := store.RolloutLoad(context.Background(), c.cli, "w")
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -35,7 +36,7 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 		// A release that would not read the cluster's records is refused
 		// (the storage version); one that does not say what it reads
 		// (it cannot run here) is left to its rollout, which rolls back.
-		cs, err := store.ClusterLoad(ctx, st.cfg.Etcd)
+		cs, err := store.ClusterLoad(ctx, st.Cfg.Etcd)
 		if err != nil {
 			return nil, err
 		}
@@ -45,29 +46,29 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 			}
 		}
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
-	old, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
+	old, rev, err := store.UpgradeLoad(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
 	if old != nil && old.State == pb.UpgradeState_UPGRADE_STATE_ROLLING {
-		return nil, fmt.Errorf("%w: an upgrade to %s is under way: `curator upgrade status` shows where it is, `curator upgrade cancel` stops it", spec.ErrPrecondition, upgradeTarget(old))
+		return nil, fmt.Errorf("%w: an upgrade to %s is under way: `curator upgrade status` shows where it is, `curator upgrade cancel` stops it", spec.ErrPrecondition, leader.UpgradeTarget(old))
 	}
-	groups, err := store.GroupList(ctx, st.cfg.Etcd)
+	groups, err := store.GroupList(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
-	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.events.timestamp(), StartedBy: identityFrom(ctx).name}
+	u := &pb.Upgrade{Binary: req.Binary, Image: req.Image, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, Started: st.Events.Timestamp(), StartedBy: identityFrom(ctx).name}
 	waiting := 0
-	for _, g := range upgradeOrder(groups) {
-		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: upgradeWaiting, PreviousSha: g.ConfigSha}
+	for _, g := range leader.UpgradeOrder(groups) {
+		ug := &pb.UpgradeGroup{Name: g.Spec.GetName(), State: leader.UpgradeWaiting, PreviousSha: g.ConfigSha}
 		_, skip := spec.UpgradeProvider(proto.Clone(g.Spec).(*pb.GroupSpec), req.Binary, req.Image)
 		switch {
 		case g.Destroying:
-			ug.State, ug.Reason = upgradeSkipped, "it is being destroyed"
+			ug.State, ug.Reason = leader.UpgradeSkipped, "it is being destroyed"
 		case skip != "":
-			ug.State, ug.Reason = upgradeSkipped, skip
+			ug.State, ug.Reason = leader.UpgradeSkipped, skip
 		default:
 			waiting++
 		}
@@ -76,12 +77,12 @@ func (m *managementAPI) StartUpgrade(ctx context.Context, req *pb.StartUpgradeRe
 	if waiting == 0 {
 		return nil, fmt.Errorf("%w: no group runs on a provider the upgrade names a release for (%d groups): nothing to upgrade", spec.ErrPrecondition, len(groups))
 	}
-	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", upgradeTarget(u), waiting)
-	if err := store.UpgradeSave(ctx, st.lead.Fence, u, rev, st.events.event("upgrade", "start-upgrade", "", reason)); err != nil {
+	reason := fmt.Sprintf("upgrade to %s started by an operator: %d groups, those with the consensus role first", leader.UpgradeTarget(u), waiting)
+	if err := store.UpgradeSave(ctx, st.Lead.Fence, u, rev, st.Events.Event("upgrade", "start-upgrade", "", reason)); err != nil {
 		return nil, err
 	}
 	m.s.logger(ctx).Info("upgrade started", zap.String("binary", u.Binary), zap.String("image", u.Image), zap.Int("groups", waiting))
-	kickUpgrade(st)
+	leader.KickUpgrade(st)
 	return u, nil
 }
 
@@ -90,7 +91,7 @@ func (m *managementAPI) GetUpgrade(ctx context.Context, _ *pb.GetUpgradeRequest)
 	if err != nil {
 		return nil, err
 	}
-	u, _, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	u, _, err := store.UpgradeLoad(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +109,9 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 	if err != nil {
 		return nil, err
 	}
-	st.groups.mu.Lock()
-	defer st.groups.mu.Unlock()
-	u, rev, err := store.UpgradeLoad(ctx, st.cfg.Etcd)
+	st.Groups.Mu.Lock()
+	defer st.Groups.Mu.Unlock()
+	u, rev, err := store.UpgradeLoad(ctx, st.Cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -120,29 +121,29 @@ func (m *managementAPI) CancelUpgrade(ctx context.Context, _ *pb.CancelUpgradeRe
 	where := "before its first group"
 	for _, ug := range u.Groups {
 		switch ug.State {
-		case upgradeRolling:
+		case leader.UpgradeRolling:
 			where = "at group " + ug.Name
-			r, rrev, err := store.RolloutLoad(ctx, st.cfg.Etcd, ug.Name)
+			r, rrev, err := store.RolloutLoad(ctx, st.Cfg.Etcd, ug.Name)
 			if err != nil {
 				return nil, err
 			}
 			if r != nil && r.TargetSha == ug.TargetSha && (r.State == pb.RolloutState_ROLLOUT_STATE_ROLLING || r.State == pb.RolloutState_ROLLOUT_STATE_PAUSED) {
-				r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.events.timestamp(), "the upgrade was cancelled by an operator"
-				if err := store.RolloutSave(ctx, st.lead.Fence, r, rrev); err != nil {
+				r.State, r.Finished, r.Reason = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.Events.Timestamp(), "the upgrade was cancelled by an operator"
+				if err := store.RolloutSave(ctx, st.Lead.Fence, r, rrev); err != nil {
 					return nil, fmt.Errorf("cancel the rollout of group %s: %w: try again", ug.Name, err)
 				}
 			}
-			ug.State = upgradeCancelled
-		case upgradeWaiting:
-			ug.State = upgradeCancelled
+			ug.State = leader.UpgradeCancelled
+		case leader.UpgradeWaiting:
+			ug.State = leader.UpgradeCancelled
 		}
 	}
-	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.events.timestamp()
+	u.State, u.Finished = pb.UpgradeState_UPGRADE_STATE_CANCELLED, st.Events.Timestamp()
 	u.Reason = fmt.Sprintf("cancelled by %s %s", identityFrom(ctx).name, where)
-	if err := store.UpgradeSave(ctx, st.lead.Fence, u, rev, st.events.event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", upgradeTarget(u), u.Reason))); err != nil {
+	if err := store.UpgradeSave(ctx, st.Lead.Fence, u, rev, st.Events.Event("upgrade", "cancel-upgrade", "", fmt.Sprintf("upgrade to %s %s", leader.UpgradeTarget(u), u.Reason))); err != nil {
 		return nil, err
 	}
-	st.groups.kick()
+	st.Groups.Kick()
 	return u, nil
 }
 

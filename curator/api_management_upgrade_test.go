@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/internal/testenv"
@@ -186,7 +187,7 @@ func TestUpgradeStops(t *testing.T) {
 	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: f.b}); err != nil {
 		t.Fatal(err)
 	}
-	rolling := func(u *pb.Upgrade) bool { return u.Groups[0].State == upgradeRolling }
+	rolling := func(u *pb.Upgrade) bool { return u.Groups[0].State == leader.UpgradeRolling }
 	u := f.waitUpgrade(t, rolling)
 	if _, err := f.admin.StartUpgrade(callCtx(t), &pb.StartUpgradeRequest{Binary: f.a}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("a second upgrade beside the first: %v, want FailedPrecondition", err)
@@ -246,7 +247,7 @@ func TestUpgradeAfterACrash(t *testing.T) {
 	}
 	m := f.group(t, "m")
 	data := &pb.Upgrade{Binary: f.b, State: pb.UpgradeState_UPGRADE_STATE_ROLLING, StartedBy: "admin",
-		Groups: []*pb.UpgradeGroup{{Name: "m", State: upgradeWaiting}, {Name: "w", State: upgradeWaiting}}}
+		Groups: []*pb.UpgradeGroup{{Name: "m", State: leader.UpgradeWaiting}, {Name: "w", State: leader.UpgradeWaiting}}}
 	raw, err := proto.Marshal(data)
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +255,8 @@ func TestUpgradeAfterACrash(t *testing.T) {
 	if _, err := f.c.cli.Put(context.Background(), store.Keys.Upgrade(), string(raw)); err != nil {
 		t.Fatal(err)
 	}
-	u := f.waitUpgrade(t, func(u *pb.Upgrade) bool { return u.Groups[0].State != upgradeWaiting })
-	if u.Groups[0].State != upgradeRolling || u.Groups[0].TargetSha != m.ConfigSha || u.Groups[1].State != upgradeWaiting {
+	u := f.waitUpgrade(t, func(u *pb.Upgrade) bool { return u.Groups[0].State != leader.UpgradeWaiting })
+	if u.Groups[0].State != leader.UpgradeRolling || u.Groups[0].TargetSha != m.ConfigSha || u.Groups[1].State != leader.UpgradeWaiting {
 		t.Errorf("after the crash: %s, m's target %s: want m rolling to %s, w waiting", groupStates(u), spec.ShortSHA(u.Groups[0].TargetSha), spec.ShortSHA(m.ConfigSha))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -105,9 +106,9 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 	}
 	ctx := stream.Context()
 	q := &nodeChangeQueue{kick: make(chan struct{}, 1)}
-	_, unsubscribe := st.reg.Subscribe(q.add)
+	_, unsubscribe := st.Reg.Subscribe(q.add)
 	defer unsubscribe()
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	resync := time.NewTicker(nodeWatchResync)
 	defer resync.Stop()
 	sent := map[string]sentNode{}
@@ -120,7 +121,7 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 		select {
 		case <-q.kick:
 		case <-resync.C:
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return spec.ErrNotLeader
 		case <-doubt:
 			return spec.ErrNotLeader
@@ -133,13 +134,13 @@ func (m *managementAPI) WatchNodes(_ *pb.WatchNodesRequest, stream grpc.ServerSt
 // sendNodes sends what changed since the last call: a snapshot of every
 // node (the first time, or after the queue overflowed), else the queued
 // changes, then the manager statuses that moved.
-func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *leaderState, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
+func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNodesResponse], st *leader.State, q *nodeChangeQueue, sent map[string]sentNode, snapshot bool) error {
 	changes, overflow := q.take()
 	// The revision and the nodes are read before the members: a record
 	// the registry has since replaced is sent by the next call.
-	rev := st.reg.Revision()
-	nodes := st.reg.Nodes()
-	ms, err := st.members.observe(stream.Context())
+	rev := st.Reg.Revision()
+	nodes := st.Reg.Nodes()
+	ms, err := st.Members.Observe(stream.Context())
 	if err != nil {
 		return fmt.Errorf("list etcd members: %w", err)
 	}
@@ -211,17 +212,28 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		return err
 	}
 	ctx := stream.Context()
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	after := req.AfterRevision
 	backlog := int64(req.Backlog)
+	match := spec.NewEventMatch(req.Filter, st.Reg.Nodes())
 	first := true
 	for {
 		// Read what is kept after `after`, then watch from the revision
 		// read at; a watch that ends (a compaction it fell behind) reads
-		// again from what was sent.
-		events, rev, err := store.EventsAfter(ctx, m.s.cfg.Etcd, after, backlog)
+		// again from what was sent. A filtered backlog is the newest
+		// backlog of those selected, among all that are kept.
+		read := backlog
+		if backlog > 0 && !match.All() {
+			read = 2 * store.MaxEvents // every event kept (trimmed a tenth past it)
+		}
+		events, rev, err := store.EventsAfter(ctx, m.s.cfg.Etcd, after, read)
 		if err != nil {
 			return err
+		}
+		if after > 0 {
+			events = newestMatching(events, match, 0)
+		} else {
+			events = newestMatching(events, match, uint32(backlog))
 		}
 		backlog = 0
 		if first || len(events) > 0 || rev > after {
@@ -231,7 +243,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		}
 		first = false
 		after = rev
-		after, err = m.followEvents(stream, st, doubt, after)
+		after, err = m.followEvents(stream, st, doubt, after, match)
 		if err != nil {
 			return err
 		}
@@ -241,7 +253,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 // followEvents sends the events etcd records after revision after until
 // the watch ends (it returns the revision sent up to, to read again from)
 // or the stream or the leadership does (an error).
-func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leaderState, doubt <-chan struct{}, after int64) (int64, error) {
+func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchEventsResponse], st *leader.State, doubt <-chan struct{}, after int64, match *spec.EventMatch) (int64, error) {
 	ctx := stream.Context()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -251,7 +263,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 		var ok bool
 		select {
 		case wr, ok = <-wch:
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return 0, spec.ErrNotLeader
 		case <-doubt:
 			return 0, spec.ErrNotLeader
@@ -270,7 +282,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 			if err != nil {
 				return 0, err
 			}
-			if ev != nil {
+			if ev != nil && match.Match(ev) {
 				resp.Events = append(resp.Events, ev)
 			}
 			// etcd sends a revision's events together, and a watch that

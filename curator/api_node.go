@@ -1,7 +1,6 @@
 package curator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -50,7 +50,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if err != nil {
 		return nil, s.refuseJoin(ctx, st, refusedMalformed, req.Name, fmt.Errorf("%w: %v", spec.ErrInvalid, err))
 	}
-	if err := tok.VerifyCA(st.pki.CA.Cert); err != nil {
+	if err := tok.VerifyCA(st.PKI.CA.Cert); err != nil {
 		return nil, s.refuseJoin(ctx, st, refusedOtherCluster, req.Name, fmt.Errorf("%w: %v", spec.ErrDenied, err))
 	}
 	cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
@@ -61,7 +61,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if !ok {
 		return nil, s.refuseJoin(ctx, st, refusedSecret, req.Name, fmt.Errorf("%w: the join token is not valid (it may have been rotated): get a current one with `curator token show worker` or `curator token show manager`", spec.ErrDenied))
 	}
-	if err := spec.CheckReleaseSkew(role, req.Version, st.managerReleases("")); err != nil {
+	if err := spec.CheckReleaseSkew(role, req.Version, managerReleases(st, "")); err != nil {
 		return nil, s.refuseJoin(ctx, st, refusedRelease, req.Name, err)
 	}
 	pub, err := spec.ParsePublicKey(req.PublicKey)
@@ -95,14 +95,14 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 
 	// The certificate depends on the key and address alone: sign it
 	// outside the lock, which every join takes in turn.
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
+	cert, err := st.PKI.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: spec.CertTTL(cs)})
 	if err != nil {
 		return nil, fmt.Errorf("issue node certificate: %w", err)
 	}
 	response := func() (*pb.RegisterResponse, error) {
 		return &pb.RegisterResponse{
-			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert),
-			ClusterId: cs.ClusterId, Managers: slices.Clone(st.reg.ManagerList()),
+			NodeId: id, NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.PKI.CA.Cert),
+			ClusterId: cs.ClusterId, Managers: slices.Clone(st.Reg.ManagerList()),
 		}, nil
 	}
 
@@ -149,7 +149,7 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if role == spec.JoinManager && !requireApproval {
 		again, err = a.registerManager(ctx, st, cs, node, pub, ip, port)
 	} else {
-		again, err = st.joins.submit(ctx, st, node)
+		again, err = st.Joins.Submit(ctx, st, node)
 	}
 	if errors.Is(err, spec.ErrDenied) {
 		return nil, s.refuseJoin(ctx, st, refusedRemoved, req.Name, err)
@@ -158,9 +158,9 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		return nil, err
 	}
 	if !again && vouched != "" {
-		st.recordNodeEvent(ctx, id, "approve-group-machine", fmt.Sprintf("node %s (%s) joins without waiting for approval (require-approval is on): %s", id, name, vouched))
+		recordNodeEvent(ctx, st, id, "approve-group-machine", fmt.Sprintf("node %s (%s) joins without waiting for approval (require-approval is on): %s", id, name, vouched))
 	} else if !again && requireApproval {
-		st.recordNodeEvent(ctx, id, "pending-approval", fmt.Sprintf("node %s (%s) joined and waits for an operator's approval (require-approval is on; not a machine a group made): `curator node approve %s`", id, name, id))
+		recordNodeEvent(ctx, st, id, "pending-approval", fmt.Sprintf("node %s (%s) joined and waits for an operator's approval (require-approval is on; not a machine a group made): `curator node approve %s`", id, name, id))
 	}
 	if !again {
 		lg.Info("node joined", zap.String("node", id), zap.String("name", name), zap.String("address", req.Address), zap.Stringer("token", role))
@@ -191,17 +191,17 @@ const sessionMoveWindow = 4
 // down-after and another manager is ready and heard by this leader within
 // down-after (a record's "ready" may be the previous leader's word about a
 // manager that died with it).
-func (st *leaderState) sessionMoveWithin(now time.Time) uint32 {
-	if now.Sub(st.hb.servingSince()) < st.cfg.DownAfter {
+func sessionMoveWithin(st *leader.State, now time.Time) uint32 {
+	if now.Sub(st.Heartbeats.ServingSince()) < st.Cfg.DownAfter {
 		return 0
 	}
-	for _, n := range st.reg.MembershipNodes() {
-		if n.Id == st.cfg.NodeID || n.State != pb.NodeState_NODE_STATE_UP || n.Status != pb.NodeStatus_NODE_STATUS_READY ||
+	for _, n := range st.Reg.MembershipNodes() {
+		if n.Id == st.Cfg.NodeID || n.State != pb.NodeState_NODE_STATE_UP || n.Status != pb.NodeStatus_NODE_STATUS_READY ||
 			!spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 			continue
 		}
-		if last, ok := st.hb.get(n.Id); ok && now.Sub(last) < st.cfg.DownAfter {
-			return uint32(sessionMoveWindow * st.cfg.HeartbeatInterval / time.Millisecond)
+		if last, ok := st.Heartbeats.Get(n.Id); ok && now.Sub(last) < st.Cfg.DownAfter {
+			return uint32(sessionMoveWindow * st.Cfg.HeartbeatInterval / time.Millisecond)
 		}
 	}
 	return 0
@@ -210,12 +210,12 @@ func (st *leaderState) sessionMoveWithin(now time.Time) uint32 {
 // groupMade says why the leader vouches for instance of group (a
 // machine its group's provider lists with the cluster's and the group's
 // labels, so the leader made it), or "" when it does not.
-func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group, instance string) string {
-	g, err := store.GroupLoad(ctx, st.cfg.Etcd, group)
+func groupMade(ctx context.Context, st *leader.State, cs *pb.ClusterState, group, instance string) string {
+	g, err := store.GroupLoad(ctx, st.Cfg.Etcd, group)
 	if err != nil || g == nil {
 		return ""
 	}
-	p, err := st.machines.provider(g)
+	p, err := st.Machines.Provider(g)
 	if err != nil {
 		return ""
 	}
@@ -232,57 +232,21 @@ func groupMade(ctx context.Context, st *leaderState, cs *pb.ClusterState, group,
 }
 
 // recordNodeEvent records an event about node id, from the node API.
-func (st *leaderState) recordNodeEvent(ctx context.Context, id, action, reason string) {
-	if err := store.EventRecord(ctx, st.lead.Fence, st.events.event("joins", action, id, reason)); err != nil {
-		st.cfg.Logger.Warn("could not record event", zap.Error(err))
+func recordNodeEvent(ctx context.Context, st *leader.State, id, action, reason string) {
+	if err := store.EventRecord(ctx, st.Lead.Fence, st.Events.Event("joins", action, id, reason)); err != nil {
+		st.Cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
-}
-
-// checkJoin checks node, about to join, against the registry: again is
-// true for a retry of a registration that went through (same key, same
-// node: its certificate is handed out again). Call with muNodes.
-func checkJoin(st *leaderState, node *pb.Node) (again bool, err error) {
-	if n := st.reg.Node(node.Id); n != nil {
-		if !bytes.Equal(n.PublicKey, node.PublicKey) || n.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
-			return false, fmt.Errorf("%w: node %s was removed from this cluster: wipe its data dir to join as a new node", spec.ErrDenied, node.Id)
-		}
-		return true, nil
-	}
-	// Commands take a name wherever they take an ID: one must never read
-	// as the other.
-	if node.Name == node.Id {
-		return false, fmt.Errorf("%w: the name %s is this node's own ID: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name))
-	}
-	if n := st.reg.Node(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %s is the ID of node %s: pick another --name", spec.ErrInvalid, spec.QuoteShort(node.Name), n.Id)
-	}
-	if n := st.reg.NodeNamed(node.Name); n != nil {
-		return false, fmt.Errorf("%w: the name %q is taken by node %s: pick another --name", spec.ErrExists, node.Name, n.Id)
-	}
-	if n := st.reg.NodeAt(node.Address); n != nil {
-		if node.InstanceId != "" {
-			// A provider's machine: its provider gave it the address
-			// because none of its machines holds it, so the record is a
-			// machine's that is gone (killed, not yet found down).
-			// Refusing for good would have the group make machine after
-			// machine at that address until the record goes.
-			return false, fmt.Errorf("%w: the address %s is still named by node %s (%s), whose machine no longer has it: waiting for that record to go (its group removes it once the node is down; a node joined by hand: `curator node rm %s`)",
-				spec.ErrAddressHeld, node.Address, n.Id, n.Name, n.Id)
-		}
-		return false, fmt.Errorf("%w: the address %s is taken by node %s (%s): pick another --listen, or remove that node", spec.ErrExists, node.Address, n.Id, n.Name)
-	}
-	return false, nil
 }
 
 // registerManager joins a node with the manager token: within the voter
 // limit it becomes an etcd learner first, then its record is written with
 // the role and the join parameters (if we die in between, the consensus
 // sync finishes or undoes it).
-func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
+func (a *nodeAPI) registerManager(ctx context.Context, st *leader.State, cs *pb.ClusterState, node *pb.Node, pub any, ip net.IP, port int) (again bool, err error) {
 	s := a.s
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
-	if again, err := checkJoin(st, node); again || err != nil {
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
+	if again, err := leader.CheckJoin(st.Reg, node); again || err != nil {
 		return again, err
 	}
 	members, err := consensus.Members(ctx, s.cfg.Etcd)
@@ -292,14 +256,14 @@ func (a *nodeAPI) registerManager(ctx context.Context, st *leaderState, cs *pb.C
 	if uint32(len(members)) >= cs.MaxVoters {
 		s.logger(ctx).Warn("voter limit reached: node joins as a worker", zap.String("node", node.Id), zap.Uint32("max_voters", cs.MaxVoters))
 	} else {
-		join, err := st.roles.addConsensusMember(ctx, node.Id, pub, ip, port, spec.CertTTL(cs))
+		join, err := st.Roles.AddConsensusMember(ctx, node.Id, pub, ip, port, spec.CertTTL(cs))
 		if err != nil {
 			return false, err
 		}
 		node.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER}
 		node.Consensus = join
 	}
-	return false, store.NodeCreate(ctx, st.lead.Fence, node)
+	return false, store.NodeCreate(ctx, st.Lead.Fence, node)
 }
 
 // Heartbeat is the node's session: it records each message from the node
@@ -318,26 +282,26 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 	}
 	id := identityFrom(stream.Context()).nodeID
 	forwarded := len(metadata.ValueFromIncomingContext(stream.Context(), forwardedForKey)) > 0
-	ss := &sessionStream{
-		id: id, reg: st.reg, leader: s.cfg.NodeID, interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
-		send: stream.Send,
+	ss := &leader.SessionStream{
+		ID: id, Reg: st.Reg, Leader: s.cfg.NodeID, Interval: uint32(s.cfg.HeartbeatInterval / time.Millisecond),
+		Send: stream.Send,
 	}
 	if id != s.cfg.NodeID && !forwarded {
 		// The node reached the leader itself, not through another
 		// manager.
-		ss.moveWithin = func() uint32 { return st.sessionMoveWithin(s.cfg.Now()) }
+		ss.MoveWithin = func() uint32 { return sessionMoveWithin(st, s.cfg.Now()) }
 	}
-	defer ss.close()
-	if err := ss.answer(0); err != nil {
+	defer ss.Close()
+	if err := ss.Answer(0); err != nil {
 		return err
 	}
-	dropped, release := st.streams.open(id)
+	dropped, release := st.Streams.Open(id)
 	defer release()
-	defer st.pushes.open(ss)()
+	defer st.Pushes.Open(ss)()
 	// A change between the first answer and the stream's registration
 	// is carried at once all the same.
-	ss.kick()
-	doubt := st.guard.servingDone()
+	ss.Kick()
+	doubt := st.Guard.ServingDone()
 	// A forwarder that opened the stream again sends the node's last
 	// heartbeat first: answered, not taken for news of the node.
 	replayed := firstReplayed(stream.Context())
@@ -355,7 +319,7 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		select {
 		case <-dropped:
 			return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return spec.ErrNotLeader
 		case <-doubt:
 			// A leader in doubt about its lease: the node moves to
@@ -364,24 +328,25 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 		default:
 		}
 		if !replayed {
-			st.hb.beat(id, s.cfg.Now())
-			n := st.reg.Node(id)
+			st.Heartbeats.Beat(id, s.cfg.Now())
+			n := st.Reg.Node(id)
 			if n == nil || n.Status != pb.NodeStatus_NODE_STATUS_READY {
-				supervisor.Kick(st.kickHealth)
+				supervisor.Kick(st.KickHealth)
 			}
 			if n != nil && req.Version != "" && req.Version != n.Version && req.Version != noted {
-				if err := st.sessionReleaseCheck(id, req.Version); err != nil {
+				if err := sessionReleaseCheck(st, id, req.Version); err != nil {
 					return err
 				}
 				// The node runs another release than its record says
 				// (restarted on a new binary): recorded beside the
 				// session, which does not wait on the node records.
 				noted = req.Version
-				go st.noteRelease(id, req.Version)
+				go noteRelease(st, id, req.Version)
 			}
 		}
 		replayed = false
-		if err := ss.answer(req.Seq); err != nil {
+		s.trace(livenessEvent{kind: answeredHere, manager: s.cfg.NodeID, node: id, seq: req.Seq, follow: req.DigestsFollow && forwarded})
+		if err := ss.Answer(req.Seq); err != nil {
 			return err
 		}
 		if req.DigestsFollow && forwarded {
@@ -394,9 +359,9 @@ func (a *nodeAPI) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest,
 
 // managerReleases lists the releases the managers' records say they run,
 // but node except's.
-func (st *leaderState) managerReleases(except string) []string {
+func managerReleases(st *leader.State, except string) []string {
 	var out []string
-	for _, n := range st.reg.MembershipNodes() {
+	for _, n := range st.Reg.MembershipNodes() {
 		if n.Id != except && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 			out = append(out, n.Version)
 		}
@@ -407,39 +372,39 @@ func (st *leaderState) managerReleases(except string) []string {
 // sessionReleaseCheck judges the release node id's session reports
 // against the managers' (spec.CheckReleaseSkew), as a manager when its
 // record holds the consensus role.
-func (st *leaderState) sessionReleaseCheck(id, release string) error {
+func sessionReleaseCheck(st *leader.State, id, release string) error {
 	role := spec.JoinWorker
-	if n := st.reg.Node(id); n != nil && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if n := st.Reg.Node(id); n != nil && spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		role = spec.JoinManager
 	}
-	return spec.CheckReleaseSkew(role, release, st.managerReleases(id))
+	return spec.CheckReleaseSkew(role, release, managerReleases(st, id))
 }
 
 // noteRelease records in node id's record the release its session
 // reports, within a heartbeat interval's bound or two seconds, whichever
 // is longer: a record not changed now is changed at the node's next
 // session.
-func (st *leaderState) noteRelease(id, release string) {
-	ctx, cancel := context.WithTimeout(st.ctx, max(2*time.Second, st.cfg.HeartbeatInterval))
+func noteRelease(st *leader.State, id, release string) {
+	ctx, cancel := context.WithTimeout(st.Ctx, max(2*time.Second, st.Cfg.HeartbeatInterval))
 	defer cancel()
-	err := st.records.changeNode(ctx, id, func(n *pb.Node) bool {
+	err := st.Records.ChangeNode(ctx, id, func(n *pb.Node) bool {
 		changed := n.Version != release
 		n.Version = release
 		return changed
 	})
-	if err != nil && st.ctx.Err() == nil {
-		st.cfg.Logger.Warn("could not record a node's release", zap.String("node", id), zap.String("release", release), zap.Error(err))
+	if err != nil && st.Ctx.Err() == nil {
+		st.Cfg.Logger.Warn("could not record a node's release", zap.String("node", id), zap.String("release", release), zap.Error(err))
 	}
 }
 
 // awaitSessionEnd holds a session stream whose heartbeats come in a
 // follower's liveness digests until it ends: the node removed, the
 // leadership over or in doubt, or the follower ending it.
-func awaitSessionEnd(ctx context.Context, st *leaderState, dropped <-chan struct{}, doubt <-chan struct{}, id string) error {
+func awaitSessionEnd(ctx context.Context, st *leader.State, dropped <-chan struct{}, doubt <-chan struct{}, id string) error {
 	select {
 	case <-dropped:
 		return fmt.Errorf("%w: node %s was removed from the cluster", spec.ErrDenied, id)
-	case <-st.ctx.Done():
+	case <-st.Ctx.Done():
 		return spec.ErrNotLeader
 	case <-doubt:
 		return spec.ErrNotLeader
@@ -451,7 +416,7 @@ func awaitSessionEnd(ctx context.Context, st *leaderState, dropped <-chan struct
 // GetManagers lists the managers and the leader.
 func (a *nodeAPI) GetManagers(ctx context.Context, _ *pb.GetManagersRequest) (*pb.GetManagersResponse, error) {
 	if st := a.s.currentLeader(); st != nil {
-		return &pb.GetManagersResponse{Managers: slices.Clone(st.reg.ManagerList()), Leader: a.s.cfg.NodeID}, nil
+		return &pb.GetManagersResponse{Managers: slices.Clone(st.Reg.ManagerList()), Leader: a.s.cfg.NodeID}, nil
 	}
 	nodes, err := store.NodeList(ctx, a.s.cfg.Etcd)
 	if err != nil {
@@ -486,13 +451,14 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 	if err != nil {
 		return nil, err
 	}
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.Records.LockCaller(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	n := store.CloneNode(shared)
-	ms, err := st.members.observe(ctx)
+	ms, err := st.Members.Observe(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -500,28 +466,28 @@ func (a *nodeAPI) Leave(ctx context.Context, req *pb.NodeLeaveRequest) (*pb.Node
 	if member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		if member && !mem.IsLearner && ms.QuorumAfter(mem.ID, 0).Voters == 0 {
 			if !req.Force {
-				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", spec.ErrPrecondition, id, st.reg.Count())
+				return nil, fmt.Errorf("%w: node %s is the last manager: leaving destroys the cluster, its %d node records, CA and join tokens; pass --force to do it anyway", spec.ErrPrecondition, id, st.Reg.Count())
 			}
 			// The last manager leaves with --force: the cluster goes with
 			// it. Nothing to hand over; the node wipes itself.
 			return leaveResponse(leaveLeft, "node %s was the last manager: the cluster is destroyed", id), nil
 		}
-		outcome, err := st.roles.demote(ctx, n)
+		outcome, err := st.Roles.Demote(ctx, n)
 		if err != nil {
 			return nil, err
 		}
-		if outcome == handedOver {
+		if outcome == leader.HandedOver {
 			return leaveResponse(leaveDemoting, "this node led the curators: it resigned, and the next leader finishes its demotion"), nil
 		}
-		if outcome == leftToLoops {
+		if outcome == leader.LeftToLoops {
 			return leaveResponse(leaveDemoting, "the Swarm did not take the demotion of this node's Swarm manager yet: the leader's loops finish its demotion"), nil
 		}
 	}
-	swarmOn, err := st.swarm.on(ctx)
+	swarmOn, err := st.Swarm.On(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.records.destroyNode(ctx, id); err != nil {
+	if err := st.Records.DestroyNode(ctx, id); err != nil {
 		return nil, err
 	}
 	resp := leaveResponse(leaveLeft, "node %s left the cluster", id)

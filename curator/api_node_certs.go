@@ -39,9 +39,9 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 		return nil, err
 	}
 	ttl := spec.CertTTL(cs)
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
-	shared := st.reg.Node(id)
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
+	shared := st.Reg.Node(id)
 	if shared == nil || shared.State == pb.NodeState_NODE_STATE_DECOMMISSIONED {
 		return nil, fmt.Errorf("%w: node %s was removed from this cluster and cannot renew its certificate: to join again, stop its agent, wipe its data dir and run `curator agent join`", spec.ErrDenied, id)
 	}
@@ -54,24 +54,24 @@ func (a *nodeAPI) RenewCertificate(ctx context.Context, _ *pb.RenewCertificateRe
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, err)
 	}
-	cert, err := st.pki.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: ttl})
+	cert, err := st.PKI.CA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleNode, IPs: []net.IP{ip}, Validity: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("renew node certificate of %s: %w", id, err)
 	}
-	resp := &pb.RenewCertificateResponse{NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.pki.CA.Cert)}
+	resp := &pb.RenewCertificateResponse{NodeCert: pki.EncodeCert(cert), CaCert: pki.EncodeCert(st.PKI.CA.Cert)}
 	if spec.HasRole(n, pb.Role_ROLE_CONSENSUS) && n.Consensus != nil && len(n.Consensus.EtcdCert) > 0 {
-		etcdCert, err := st.pki.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
+		etcdCert, err := st.PKI.EtcdCA.Issue(pki.CertRequest{PublicKey: pub, NodeID: id, Role: pki.RoleConsensus, IPs: []net.IP{ip}, Validity: ttl})
 		if err != nil {
 			return nil, fmt.Errorf("renew etcd certificate of %s: %w", id, err)
 		}
 		// The record names every etcd certificate the node may still
 		// present, so a demotion revokes them all (revokeEtcdCert).
-		n.Consensus.RetiredEtcdCerts = retiredEtcdCerts(append(n.Consensus.RetiredEtcdCerts, n.Consensus.EtcdCert), st.cfg.Now())
+		n.Consensus.RetiredEtcdCerts = retiredEtcdCerts(append(n.Consensus.RetiredEtcdCerts, n.Consensus.EtcdCert), st.Cfg.Now())
 		n.Consensus.EtcdCert = pki.EncodeCert(etcdCert)
 		resp.EtcdCert = n.Consensus.EtcdCert
 	}
 	n.CertExpires = timestamppb.New(cert.NotAfter)
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).Info("renewed certificates", zap.String("node", id), zap.Time("expires", cert.NotAfter), zap.Bool("etcd", len(resp.EtcdCert) > 0))

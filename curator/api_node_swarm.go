@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -39,7 +40,8 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	if !swarmNodeIDPattern.MatchString(req.SwarmNodeId) {
 		return nil, fmt.Errorf("%w: %s is not a Swarm node ID (its engine's `docker info` shows it as NodeID)", spec.ErrInvalid, spec.QuoteShort(req.SwarmNodeId))
 	}
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.Records.LockCaller(id)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +49,7 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	if shared.SwarmNodeId == req.SwarmNodeId {
 		return &pb.ReportSwarmNodeResponse{}, nil
 	}
-	for _, o := range st.reg.Nodes() {
+	for _, o := range st.Reg.Nodes() {
 		if o.Id != id && o.SwarmNodeId == req.SwarmNodeId {
 			return nil, fmt.Errorf("%w: Swarm node %s is node %s's: two nodes cannot share a Docker engine; give each node its own with --docker-socket", spec.ErrExists, req.SwarmNodeId, o.Id)
 		}
@@ -55,8 +57,8 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 	n := store.CloneNode(shared)
 	n.SwarmNodeId = req.SwarmNodeId
 	n.SwarmJoinRequested = false
-	n.Updated = st.events.timestamp()
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	n.Updated = st.Events.Timestamp()
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node reported", zap.String("node", id), zap.String("swarm_node", req.SwarmNodeId), zap.String("was", shared.SwarmNodeId))
@@ -66,8 +68,9 @@ func (a *nodeAPI) ReportSwarmNode(ctx context.Context, req *pb.ReportSwarmNodeRe
 // reportSwarmLeft: the calling node's engine left the Swarm, as its
 // record asked; its Swarm node ID is cleared, which tells the group loop
 // its machine may go (leaveSwarmFirst).
-func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.ReportSwarmNodeResponse, error) {
-	id, shared, unlock, err := st.records.lockCaller(ctx)
+func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leader.State) (*pb.ReportSwarmNodeResponse, error) {
+	id := identityFrom(ctx).nodeID
+	shared, unlock, err := st.Records.LockCaller(id)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +83,8 @@ func (a *nodeAPI) reportSwarmLeft(ctx context.Context, st *leaderState) (*pb.Rep
 	}
 	n := store.CloneNode(shared)
 	n.SwarmNodeId = ""
-	n.Updated = st.events.timestamp()
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	n.Updated = st.Events.Timestamp()
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		return nil, err
 	}
 	a.s.logger(ctx).Info("swarm node left", zap.String("node", id), zap.String("was", shared.SwarmNodeId))
@@ -97,29 +100,29 @@ func (a *nodeAPI) SwarmJoin(ctx context.Context, _ *pb.SwarmJoinRequest) (*pb.Sw
 		return nil, err
 	}
 	id := identityFrom(ctx).nodeID
-	n := st.reg.Node(id)
+	n := st.Reg.Node(id)
 	if n == nil {
 		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
 	}
 	if !n.SwarmJoinRequested {
 		return nil, fmt.Errorf("%w: node %s has no Swarm join request: the leader asks a node to join when it is not in the Swarm", spec.ErrPrecondition, id)
 	}
-	if on, err := st.swarm.on(ctx); err != nil || !on {
+	if on, err := st.Swarm.On(ctx); err != nil || !on {
 		if err == nil {
 			err = fmt.Errorf("%w: the cluster's Swarm flavor is off (turn it on with `curator cluster update --swarm`)", spec.ErrPrecondition)
 		}
 		return nil, err
 	}
-	if st.cfg.Docker == nil {
-		return nil, errNoEngine
+	if st.Cfg.Docker == nil {
+		return nil, leader.ErrNoEngine
 	}
-	ctx, cancel := context.WithTimeout(ctx, st.cfg.SwarmTimeout)
+	ctx, cancel := context.WithTimeout(ctx, st.Cfg.SwarmTimeout)
 	defer cancel()
-	sw, err := st.cfg.Docker.SwarmInspect(ctx, client.SwarmInspectOptions{})
+	sw, err := st.Cfg.Docker.SwarmInspect(ctx, client.SwarmInspectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read the Swarm's join token through this curator's engine: %w", err)
 	}
-	list, err := st.cfg.Docker.NodeList(ctx, client.NodeListOptions{})
+	list, err := st.Cfg.Docker.NodeList(ctx, client.NodeListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list the Swarm's nodes: %w", err)
 	}

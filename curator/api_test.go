@@ -663,7 +663,7 @@ func TestFailover(t *testing.T) {
 	if took := time.Since(stopped); took > cfg.ElectionTTL/2 {
 		t.Errorf("takeover took %v: the stopped leader did not resign (its lease is %v)", took, cfg.ElectionTTL)
 	}
-	since := second.currentLeader().hb.leaderSince()
+	since := second.currentLeader().Heartbeats.LeaderSince()
 
 	// The worker's heartbeats went to the old leader and stopped with it:
 	// the new leader marks it down, but not before the grace period.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -38,7 +39,7 @@ const (
 // or any refused call (PermissionDenied). A failure to record is logged:
 // the call has been answered already.
 func (s *Service) audit(ctx context.Context, id identity, method string, req any, err error) {
-	s.auditOn(ctx, id, method, req, "", err)
+	s.auditOn(ctx, id, method, req, nil, err)
 }
 
 // auditRefusal records a call refused before it ran (not authenticated,
@@ -97,11 +98,12 @@ func (s *Service) runRefusalLog(ctx context.Context) error {
 	}
 }
 
-// auditOn is audit of a call on the node nodeID (empty: none or not
-// known). A change the leader made is also an event (loop "operator",
+// auditOn is audit of a call on node on (nil: none or not known), as
+// its record was before the call. A change the leader made is also an event (loop "operator",
 // with its actor), so that `events` shows the operators' actions beside
 // the loops'.
-func (s *Service) auditOn(ctx context.Context, id identity, method string, req any, nodeID string, err error) {
+func (s *Service) auditOn(ctx context.Context, id identity, method string, req any, on *pb.Node, err error) {
+	nodeID := on.GetId()
 	e := s.auditEntry(id, method, req, nodeID, err)
 	if e == nil {
 		return
@@ -110,7 +112,7 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 	st := s.currentLeader()
 	var l *store.Fence
 	if st != nil {
-		l = st.lead.Fence
+		l = st.Lead.Fence
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
@@ -128,8 +130,9 @@ func (s *Service) auditOn(ctx context.Context, id identity, method string, req a
 		reason += "; set " + e.Changes
 	}
 	ev := &pb.Event{Time: e.Time, Loop: "operator", NodeId: nodeID, Action: e.Call, Reason: reason,
-		Leader: s.cfg.NodeID, Term: st.lead.Rev(), Actor: e.Name + " (" + e.Role + ")"}
-	if rerr := store.EventRecord(ctx, st.lead.Fence, ev); rerr != nil {
+		Leader: s.cfg.NodeID, Term: st.Lead.Rev(), Actor: e.Name + " (" + e.Role + ")"}
+	ev.NodeName, ev.Group = on.GetName(), on.GetGroup()
+	if rerr := store.EventRecord(ctx, st.Lead.Fence, ev); rerr != nil {
 		s.logger(ctx).Warn("could not record an operator's call as an event", zap.String("call", e.Call), zap.Error(rerr))
 	}
 }
@@ -148,24 +151,24 @@ func (s *Service) auditEntry(id identity, method string, req any, nodeID string,
 	return e
 }
 
-// auditNode is the ID of the node a request names (its "id" field: an
-// ID, a prefix or a name), as the registry resolves it now; empty when it
-// names none.
-func (st *leaderState) auditNode(req any) string {
+// auditNode is the node a request names (its "id" field: an ID, a
+// prefix or a name), as the registry resolves it now; nil when it names
+// none.
+func auditNode(st *leader.State, req any) *pb.Node {
 	m, ok := req.(proto.Message)
 	if !ok || m == nil {
-		return ""
+		return nil
 	}
 	r := m.ProtoReflect()
 	fd := r.Descriptor().Fields().ByName("id")
 	if fd == nil || fd.Kind() != protoreflect.StringKind || !r.Has(fd) {
-		return ""
+		return nil
 	}
-	n, err := store.NodeResolve(st.reg.Nodes(), r.Get(fd).String())
+	n, err := store.NodeResolve(st.Reg.Nodes(), r.Get(fd).String())
 	if err != nil {
-		return ""
+		return nil
 	}
-	return n.Id
+	return n
 }
 
 // auditEntry describes a call: who, from where, what, on what and how it

@@ -65,13 +65,17 @@ const maxAuditChanges = 2000
 // "-KEY", "~KEY" for a variable of the environment, whose values are
 // never shown).
 func groupChanges(from, to *pb.GroupSpec) string {
+	return cutShort(strings.Join(groupChangeList(from, to), "; "), maxAuditChanges)
+}
+
+// groupChangeList is groupChanges one change at a time (a plan's).
+func groupChangeList(from, to *pb.GroupSpec) []string {
 	var out []string
 	if from == nil {
 		out = append(out, "a new group")
 		from = &pb.GroupSpec{}
 	}
-	out = append(out, messageChanges("", from.ProtoReflect(), to.ProtoReflect())...)
-	return cutShort(strings.Join(out, "; "), maxAuditChanges)
+	return append(out, messageChanges("", from.ProtoReflect(), to.ProtoReflect())...)
 }
 
 // messageChanges are the changes from f to t, two messages of one type,

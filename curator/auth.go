@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -65,6 +67,10 @@ func (id identity) String() string {
 	}
 	return id.role
 }
+
+// caller is who the leader judges a change by (an admin certificate's
+// operator role and name).
+func (id identity) caller() leader.Caller { return leader.Caller{OpRole: id.opRole, Name: id.name} }
 
 // forwarded is the identity as a follower forwards it (forwardedForKey):
 // "node:ID", "anonymous", or "admin:ROLE:SERIAL:NAME" (the name last, so
@@ -232,7 +238,7 @@ func authorize(id identity, method string) error {
 // that ask together).
 func (s *Service) lookupNode(ctx context.Context, id string) (*pb.Node, error) {
 	if st := s.currentLeader(); st != nil {
-		if n := st.reg.Node(id); n != nil {
+		if n := st.Reg.Node(id); n != nil {
 			return n, nil
 		}
 		return nil, fmt.Errorf("node %s: %w", id, spec.ErrNotFound)
@@ -294,15 +300,16 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		resp, err := handler(ctx, req)
 		return resp, revokedOr(ctx, err)
 	}
-	if l := s.currentLeader(); l != nil {
+	serve := func(l *leader.State) (any, error) {
 		if err := s.checkNodeMember(ctx, id); err != nil {
 			return nil, toStatus(err)
 		}
 		// The node a call is on, looked up before it runs: a node
 		// removed by the call is gone after.
-		var on string
+		var on *pb.Node
+		ctx := ctx
 		if mgmt {
-			on = l.auditNode(req)
+			on = auditNode(l, req)
 			ctx, _ = withAuditNote(ctx)
 		}
 		resp, err := handler(ctx, req)
@@ -312,7 +319,18 @@ func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 		}
 		return resp, err
 	}
+	if l := s.currentLeader(); l != nil {
+		return serve(l)
+	}
 	resp, err := s.forwardUnary(ctx, id, info.FullMethod, req)
+	if errors.Is(err, errLeadingNext) {
+		// The election named this manager: the call is served here
+		// once it serves as leader.
+		if l := s.awaitLeading(ctx, leaderLookupTimeout); l != nil {
+			return serve(l)
+		}
+		err = toStatus(spec.ErrNoLeader)
+	}
 	return resp, revokedOr(ctx, err)
 }
 
@@ -410,7 +428,7 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 		// when to come back (admission.go).
 		if err := s.sessions.admit(s.cfg.Now()); err != nil {
 			s.metrics.SessionsRefused.Inc()
-			s.knocks.note(s.cfg.Now())
+			s.knocks.Note(s.cfg.Now())
 			return toStatus(err)
 		}
 	}

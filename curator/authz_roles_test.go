@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The marker that stands for a secret in the requests of

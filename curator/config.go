@@ -2,6 +2,7 @@ package curator
 
 import (
 	"cmp"
+	"context"
 	"crypto"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
 )
@@ -44,8 +46,14 @@ type Config struct {
 	// new leader also waits this long before it marks any node down.
 	DownAfter time.Duration
 	// SyncInterval is the resync period of the loops that follow etcd's
-	// member list, which has no watch; node changes trigger them at once.
+	// member list, which has no watch; node changes trigger them at once,
+	// and so do membership changes where MembershipChanges tells of them.
 	SyncInterval time.Duration
+	// MembershipChanges, if set, runs until ctx ends and calls changed
+	// each time this node's etcd member applies a change of the
+	// membership (consensus.Service.MembershipChanges): the loops that
+	// decide on the membership look at once, not at their next resync.
+	MembershipChanges func(ctx context.Context, changed func())
 	// PollOnly makes the loops tick on SyncInterval alone, ignoring
 	// changes in the registry view and making one change per period: a
 	// fixed poll (as Monogon's curator runs), kept to measure against.
@@ -167,6 +175,20 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	return c
+}
+
+// leader is what a leadership reads of c (defaults applied).
+func (c *Config) leader() *leader.Config {
+	return &leader.Config{
+		NodeID: c.NodeID, Etcd: c.Etcd, Docker: c.Docker, Now: c.Now, Logger: c.Logger,
+		MembershipChanges: c.MembershipChanges,
+		HeartbeatInterval: c.HeartbeatInterval, DownAfter: c.DownAfter,
+		SyncInterval: c.SyncInterval, MinActionGap: c.MinActionGap, PollOnly: c.PollOnly,
+		LearnerDownLimit: c.LearnerDownLimit, PromoteTimeout: c.PromoteTimeout, MoveLeaderTimeout: c.MoveLeaderTimeout,
+		PlacementInterval: c.PlacementInterval, PlacementGap: c.PlacementGap, PlacementMoveTimeout: c.PlacementMoveTimeout,
+		ApprovalInterval: c.ApprovalInterval, GroupInterval: c.GroupInterval, ReapAfter: c.ReapAfter,
+		SwarmInterval: c.SwarmInterval, SwarmTimeout: c.SwarmTimeout,
+	}
 }
 
 // Timers are the curator's timings an operator sets, as the agent's flags

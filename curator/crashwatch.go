@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,12 @@ const (
 	crashProbeEvery   = 100 * time.Millisecond
 	crashProbeTimeout = 200 * time.Millisecond
 	crashConfirmAfter = 50 * time.Millisecond
+	// After this follower's connection to the leader was lost, the watch
+	// looks again every crashRelookAfter, crashRelooks times, before it
+	// keeps its period: a process killed resets its connections a moment
+	// before its last listening socket closes.
+	crashRelookAfter = 10 * time.Millisecond
+	crashRelooks     = 10
 )
 
 // probe dials addr once.
@@ -74,13 +81,24 @@ func etcdClientAddress(addr string) (string, error) {
 
 // runCrashWatch probes the leader this curator follows and revokes its
 // lease once its process is surely gone. It does nothing while this
-// curator leads, or knows no leader.
+// curator leads, or knows no leader. It probes every crashProbeEvery, and
+// at once when this follower's own connection to the leader is lost
+// (forwarder.watchConn), then every crashRelookAfter for a moment: a reset
+// is a reason to look, never evidence by itself; the refusals decide,
+// confirmed as ever.
 func (s *Service) runCrashWatch(ctx context.Context) error {
 	lg := supervisor.Logger(ctx)
 	supervisor.Signal(ctx, supervisor.Healthy)
+	dropped := s.fwd.drops()
 	var suspect *leaderInfo
+	every := cmp.Or(s.crashEvery, crashProbeEvery)
+	relooks := 0
 	for {
-		wait := crashProbeEvery
+		wait := every
+		if relooks > 0 {
+			relooks--
+			wait = crashRelookAfter
+		}
 		li := s.fwd.knownLeader()
 		if li == nil || li.id == s.cfg.NodeID || s.currentLeader() != nil {
 			suspect = nil
@@ -90,6 +108,7 @@ func (s *Service) runCrashWatch(ctx context.Context) error {
 				suspect = nil
 			} else {
 				g, e := probe(ctx, li.addr), probe(ctx, etcdAddr)
+				s.crashProbes.Add(1)
 				same := suspect != nil && *suspect == *li
 				newer := s.newerKeyOf(ctx, li)
 				switch decide.Crash(g, e, same, li.lease != 0, newer) {
@@ -115,11 +134,35 @@ func (s *Service) runCrashWatch(ctx context.Context) error {
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if suspect != nil {
+			relooks = 0
 		}
+		woken, err := s.crashWait(ctx, wait, dropped, suspect != nil)
+		if err != nil {
+			return err
+		}
+		if woken {
+			relooks = crashRelooks
+		}
+	}
+}
+
+// crashWait waits wait, or less: until this follower's connection to the
+// leader is lost (dropped, and then woken), unless confirming a refusal
+// already, whose pause holds.
+func (s *Service) crashWait(ctx context.Context, wait time.Duration, dropped <-chan struct{}, confirming bool) (woken bool, err error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	if confirming {
+		dropped = nil
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		return false, nil
+	case <-dropped:
+		return true, nil
 	}
 }
 

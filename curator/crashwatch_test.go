@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/connectivity"
+
 	"github.com/curatorproject/curator/curator/decide"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/supervisor"
@@ -39,7 +41,7 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	}
 	supervisor.TestHarness(t, svc.Run)
 	waitFor(t, "the first curator leads", svc.IsLeader)
-	key := svc.currentLeader().lead.Key()
+	key := svc.currentLeader().Lead.Key()
 	admin, anon := c.dialFirst()
 	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
 	follower, _ := c.startCurator(m2, c.etcdClient())
@@ -56,7 +58,7 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 		if probe(context.Background(), c.first.address) == decide.ProbeRefused {
 			refused = true
 		}
-		if st := svc.currentLeader(); st == nil || st.lead.Key() != key {
+		if st := svc.currentLeader(); st == nil || st.Lead.Key() != key {
 			t.Fatal("the leader lost its leadership while its gRPC server restarted")
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -83,5 +85,66 @@ func TestCrashWatchSparesRestartingServer(t *testing.T) {
 	}
 	if !svc.IsLeader() || follower.IsLeader() {
 		t.Errorf("leader leads %v, follower leads %v", svc.IsLeader(), follower.IsLeader())
+	}
+}
+
+// TestLostLeaderConnectionWakesCrashWatch: a follower's own connection to
+// the leader, lost (the leader's process gone resets it at once), wakes
+// the crash watch to look now instead of at its next period (here a
+// minute); a watch confirming a refusal keeps its pause.
+func TestLostLeaderConnectionWakesCrashWatch(t *testing.T) {
+	c := newTestCluster(t)
+	svc, stopLeader := c.startCurator(c.first, c.cli)
+	waitFor(t, "the first curator leads", svc.IsLeader)
+	admin, anon := c.dialFirst()
+	m2, _ := c.register(anon, c.token(admin, "manager"), "m2")
+	follower, err := New(c.curatorConfig(m2, c.etcdClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower.crashEvery = time.Minute
+	supervisor.TestHarness(t, follower.Run)
+	waitFor(t, "the follower knows the leader", func() bool {
+		li := follower.fwd.knownLeader()
+		return li != nil && li.id == c.first.id
+	})
+	conn, err := follower.leaderConn(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Connect()
+	waitFor(t, "the follower's connection to the leader is ready", func() bool { return conn.GetState() == connectivity.Ready })
+	// The watch's first tick came before the follower knew the leader:
+	// with a period of a minute, only a wake makes it look now.
+	looks := follower.crashProbes.Load()
+
+	stopped := time.Now()
+	stopLeader()
+	waitFor(t, "the crash watch looks again", func() bool { return follower.crashProbes.Load() > looks })
+	took := time.Since(stopped)
+	t.Logf("the crash watch looked %v after the leader stopped (its period: a minute)", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("the crash watch looked %v after the leader stopped: not woken by the lost connection", took)
+	}
+
+	// crashWait: a drop cuts a period short, not a confirmation's pause.
+	for _, tc := range []struct {
+		confirming bool
+		atLeast    time.Duration
+	}{{false, 0}, {true, 200 * time.Millisecond}} {
+		d := make(chan struct{}, 1)
+		d <- struct{}{}
+		start := time.Now()
+		woken, err := follower.crashWait(callCtx(t), 200*time.Millisecond, d, tc.confirming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if woken == tc.confirming {
+			t.Errorf("crashWait (confirming %v) with a drop: woken %v", tc.confirming, woken)
+		}
+		took := time.Since(start)
+		if took < tc.atLeast || (!tc.confirming && took >= 200*time.Millisecond) {
+			t.Errorf("crashWait (confirming %v) with a drop took %v", tc.confirming, took)
+		}
 	}
 }

@@ -1,12 +1,12 @@
 // Package curator is the control plane. Every consensus member runs one
 // curator; they elect a leader through etcd. The leader serves the node
 // API (nodeAPI, api_node.go) and the management API (managementAPI,
-// api_management*.go), and runs the loops (leaderLoops: the list is in
-// loop.go, each loop in loop_<name>.go); followers forward every call to
-// it. All of them act through the one leaderState of the leadership
-// (leader.go), and every write the leader makes is fenced on its election
-// key (see leadership). Membership decisions read one snapshot
-// (membership.go). How the parts fit and why they are safe is in
+// api_management*.go), and runs the loops (curator/internal/leader:
+// the list is in loop.go, each loop in loop_<name>.go); followers forward
+// every call to it. The APIs and the loops act through the one
+// leader.State of the leadership, and every write the leader makes is
+// fenced on its election key (store.Fence). Membership decisions read one
+// snapshot (decide.Membership). How the parts fit and why they are safe is in
 // docs/architecture.md.
 package curator
 
@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -42,7 +43,7 @@ type Service struct {
 	// shed (handshakeWait; tests shorten it).
 	shedAfter time.Duration
 	// leader is set while this curator leads.
-	leader  atomic.Pointer[leaderState]
+	leader  atomic.Pointer[leader.State]
 	fwd     forwarder
 	metrics *Metrics
 	// health is the gRPC health service (see servingStatus).
@@ -52,7 +53,7 @@ type Service struct {
 	// sessions admits the nodes' session set-ups (admission.go).
 	sessions *sessionGate
 	// knocks is when a node was last turned away (admission.go).
-	knocks *knocks
+	knocks *leader.Knocks
 	// stopping is set once Run's ctx ended: forwarded session streams
 	// end with the connection to the leader, not forwarded again.
 	stopping atomic.Bool
@@ -75,6 +76,17 @@ type Service struct {
 	// joinRefusals limits the events of refused joins
 	// (join_refusals.go).
 	joinRefusals *refusalLimiter
+	// logRelays are the NodeLogs calls in flight on this curator while
+	// it leads, by request ID (api_node_logs.go).
+	logRelays logRelays
+	// crashEvery is the crash watch's period (0: crashProbeEvery; tests
+	// lengthen it), and crashProbes counts its looks at the leader.
+	crashEvery  time.Duration
+	crashProbes atomic.Int64
+	// livenessTrace, set by a test, is told each answer to a heartbeat
+	// and each digest taken (liveness.go): the history the digests'
+	// promise is checked on.
+	livenessTrace atomic.Pointer[func(livenessEvent)]
 }
 
 // New checks cfg and returns a curator; Run runs it.
@@ -87,11 +99,12 @@ func New(cfg Config) (*Service, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	m.CAExpiry.Set(float64(cfg.CA.NotAfter.Unix()))
 	if cfg.Certs == nil {
 		cfg.Certs = pki.NewCertSource(pki.TLSCertificate(cfg.NodeCert, cfg.NodeKey, cfg.CA))
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
-	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &knocks{}, nodes: nodes,
+	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &leader.Knocks{}, nodes: nodes,
 		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
 	s.revocationWatch = s.runRevocationWatch
 	return s, nil
@@ -101,10 +114,10 @@ func New(cfg Config) (*Service, error) {
 // it is in doubt about its lease).
 func (s *Service) IsLeader() bool {
 	st := s.currentLeader()
-	return st != nil && st.guard.held()
+	return st != nil && st.Guard.Held()
 }
 
-func (s *Service) currentLeader() *leaderState { return s.leader.Load() }
+func (s *Service) currentLeader() *leader.State { return s.leader.Load() }
 
 // Run is the curator's runnable: the gRPC server and the election. Once ctx
 // ends it returns when they have, within stopTimeout: the agent stops etcd
@@ -185,7 +198,7 @@ func (s *Service) runElection(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := store.NewRegistry(s.cfg.Etcd)
-	l := &leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
+	l := &leader.Leadership{Fence: store.NewFence(s.cfg.Etcd, s.cfg.NodeID, e.Key(), e.Rev(), reg)}
 	cp, err := store.PKILoad(ctx, s.cfg.Etcd)
 	if err != nil {
 		return fmt.Errorf("leader: %w", err)
@@ -194,13 +207,13 @@ func (s *Service) runElection(ctx context.Context) error {
 	// and answering before etcd can give the lease up, so there is no
 	// moment with two leaders answering, and serves again if a renewal
 	// succeeds in time (see leaseGuard).
-	guard := newLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
-	st := newLeaderState(lctx, &s.cfg, l, reg, cp, guard, s.knocks)
-	defer st.close()
+	guard := leader.NewLeaseGuard(s.cfg.Etcd, sess.Lease(), s.cfg.ElectionTTL, s.cfg.Now, lg)
+	st := leader.New(lctx, s.cfg.leader(), l, reg, cp, guard, s.knocks)
+	defer st.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { guard.run(lctx) })
+	wg.Go(func() { guard.Run(lctx) })
 	// Leadership ends when our key goes, whoever deletes it (the lease
 	// expiring, an operator): watch it, rather than wait for the session to
 	// notice, so the loops stop at once. Only the key's deletion ends it:
@@ -211,13 +224,13 @@ func (s *Service) runElection(ctx context.Context) error {
 	wg.Go(func() { defer close(keyGone); s.watchOwnKey(lctx, l) })
 	regErr := make(chan error, 1)
 	wg.Go(func() { regErr <- reg.Run(lctx) })
-	wg.Go(func() { st.pushes.run(lctx, reg) })
+	wg.Go(func() { st.Pushes.Run(lctx, reg) })
 	select {
 	case <-reg.Ready():
 	case err := <-regErr:
 		return fmt.Errorf("leader: %w", err)
-	case <-guard.lost():
-		return fmt.Errorf("lost leadership before serving: %v", guard.why())
+	case <-guard.Lost():
+		return fmt.Errorf("lost leadership before serving: %v", guard.Why())
 	case <-keyGone:
 		return errors.New("lost leadership before serving: the election key is gone")
 	case <-ctx.Done():
@@ -228,9 +241,9 @@ func (s *Service) runElection(ctx context.Context) error {
 	s.metrics.LeaderChanges.Inc()
 	s.metrics.IsLeader.Set(1)
 	defer s.metrics.IsLeader.Set(0)
-	defer s.metrics.CertEarliestExpiry.Set(0)
+	defer s.metrics.LeaderGone()
 	lg.Info("became leader", zap.String("key", l.Key()), zap.Int64("revision", l.Rev()))
-	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, st) }); err != nil {
+	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return st.Run(ctx, s.metrics) }); err != nil {
 		return err
 	}
 	select {
@@ -238,17 +251,17 @@ func (s *Service) runElection(ctx context.Context) error {
 		s.leader.Store(nil)
 		lg.Info("stepping down")
 		return ctx.Err()
-	case <-guard.lost():
+	case <-guard.Lost():
 		// Not the session's own keepalive giving up: it counts the TTL
 		// from its last answer, and gives up while etcd elects a leader,
 		// when no lease can expire. The guard renews the lease too, and
 		// only etcd saying it is gone ends the leadership.
 		s.leader.Store(nil)
-		return fmt.Errorf("lost leadership: %v", guard.why())
-	case <-st.resigned:
+		return fmt.Errorf("lost leadership: %v", guard.Why())
+	case <-st.Resigned:
 		s.leader.Store(nil)
 		lg.Info("resigned to hand over the demotion of this node")
-		return errResigned
+		return leader.ErrResigned
 	case <-keyGone:
 		s.leader.Store(nil)
 		if ctx.Err() != nil {
@@ -289,7 +302,7 @@ func (s *Service) waitNotDemoting(ctx context.Context) error {
 
 // watchOwnKey returns when the election key l.Key() is deleted (or ctx
 // ends). A watch that fails is opened again from where it stopped.
-func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
+func (s *Service) watchOwnKey(ctx context.Context, l *leader.Leadership) {
 	rev := l.Rev()
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
@@ -329,9 +342,9 @@ func (s *Service) watchOwnKey(ctx context.Context, l *leadership) {
 
 // leaderFor returns the leadership a handler acts under, or ErrNotLeader
 // (ErrQuorum when a leader in doubt about its lease finds the quorum lost).
-func (s *Service) leaderFor() (*leaderState, error) {
+func (s *Service) leaderFor() (*leader.State, error) {
 	st := s.currentLeader()
-	if st != nil && st.guard.held() {
+	if st != nil && st.Guard.Held() {
 		return st, nil
 	}
 	if st != nil {

@@ -8,10 +8,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/curatorproject/curator/curator/spec"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/curatorproject/curator/curator/spec"
 )
 
 // comeBack is a refusal that tells the caller when to try again: its
@@ -60,6 +61,7 @@ var errorCodes = []struct {
 	{spec.ErrNotLeader, codes.Unavailable},
 	{spec.ErrNotFound, codes.NotFound},
 	{spec.ErrNodeGone, codes.NotFound},
+	{spec.ErrNodeChanged, codes.Aborted},
 	{spec.ErrInvalid, codes.InvalidArgument},
 	{spec.ErrDenied, codes.PermissionDenied},
 	{spec.ErrExists, codes.AlreadyExists},

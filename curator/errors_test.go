@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/curatorproject/curator/curator/spec"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/curatorproject/curator/curator/spec"
 )
 
 // No leader elected is Unavailable marked NoLeaderReason, so that a client

@@ -14,12 +14,14 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
@@ -48,6 +50,36 @@ type forwarder struct {
 	// session (transport.SharedSessions): a new leader's connection
 	// resumes it.
 	creds credentials.TransportCredentials
+	// dropped is kicked when the connection to the leader, ready, is
+	// lost (watchConn): the crash watch probes the leader at once.
+	dropped chan struct{}
+}
+
+// drops is the channel the crash watch waits on for a lost connection.
+func (f *forwarder) drops() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dropped == nil {
+		f.dropped = make(chan struct{}, 1)
+	}
+	return f.dropped
+}
+
+// watchConn kicks dropped each time conn, to the leader, loses its
+// connection after it was ready, until conn is closed. A leader whose
+// process died resets its connections the moment it dies (the kernel
+// closes its sockets), so the crash watch probes it at once rather than
+// at its next period; a frozen or cut-off leader resets nothing, and the
+// probes decide as before.
+func (f *forwarder) watchConn(conn *grpc.ClientConn, dropped chan struct{}) {
+	state := conn.GetState()
+	for state != connectivity.Shutdown && conn.WaitForStateChange(context.Background(), state) {
+		next := conn.GetState()
+		if state == connectivity.Ready && next != connectivity.Ready {
+			supervisor.Kick(dropped)
+		}
+		state = next
+	}
 }
 
 // leaderInfo is the leader as the election names it: its node, its
@@ -122,6 +154,33 @@ func (f *forwarder) leader(ctx context.Context) (leaderInfo, error) {
 			return leaderInfo{}, fmt.Errorf("%w: %v", spec.ErrNoLeader, ctx.Err())
 		case <-t.C:
 			return leaderInfo{}, fmt.Errorf("%w: this manager does not know of one (it may be cut off from etcd): try another manager", spec.ErrNoLeader)
+		}
+	}
+}
+
+// awaitNext waits until the election names another leader than was (a
+// newer election key), at most d, and says whether it did.
+func (f *forwarder) awaitNext(ctx context.Context, was *leaderInfo, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		li := f.known
+		if li != nil && (was == nil || li.rev != was.rev) {
+			f.mu.Unlock()
+			return true
+		}
+		if f.learned == nil {
+			f.learned = make(chan struct{})
+		}
+		learned := f.learned
+		f.mu.Unlock()
+		select {
+		case <-learned:
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
 		}
 	}
 }
@@ -210,6 +269,10 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial leader %s at %s: %w", li.id, li.addr, err)
 	}
 	f.conn, f.addr = conn, li.addr
+	if f.dropped == nil {
+		f.dropped = make(chan struct{}, 1)
+	}
+	go f.watchConn(conn, f.dropped)
 	return conn, nil
 }
 
@@ -250,15 +313,59 @@ func (s *Service) forwardUnary(ctx context.Context, id identity, method string, 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	conn, err := s.leaderConn(ctx)
-	if err != nil {
-		return nil, toStatus(err)
+	for again := false; ; again = true {
+		was := s.fwd.knownLeader()
+		if was != nil && was.id == s.cfg.NodeID {
+			return nil, errLeadingNext
+		}
+		conn, err := s.leaderConn(ctx)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out := outType.New().Interface()
+		err = conn.Invoke(forwardContext(ctx, id), method, req, out)
+		if err == nil {
+			return out, nil
+		}
+		// The leader went away under the call (it died, or said it no
+		// longer leads): forward it once more, to the next leader, as
+		// soon as the election names one, rather than send the caller
+		// round the managers. A caller would try another manager with the
+		// call all the same (Unavailable), so this adds no retry it did
+		// not make.
+		if again || s.stopping.Load() || !leaderMoved(ctx, err) || !s.fwd.awaitNext(ctx, was, leaderLookupTimeout) {
+			return nil, forwardError(ctx, err)
+		}
 	}
-	out := outType.New().Interface()
-	if err := conn.Invoke(forwardContext(ctx, id), method, req, out); err != nil {
-		return nil, forwardError(ctx, err)
+}
+
+// errLeadingNext says the election named this manager, which does not
+// serve as leader yet: the call is served here once it does
+// (awaitLeading), not forwarded.
+var errLeadingNext = errors.New("this manager is named leader and does not serve as one yet")
+
+// awaitLeading waits until this manager serves as leader, at most d, and
+// returns its leadership (nil: it does not, or ctx ended).
+func (s *Service) awaitLeading(ctx context.Context, d time.Duration) *leader.State {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for {
+		if l := s.currentLeader(); l != nil {
+			return l
+		}
+		li := s.fwd.knownLeader()
+		if li == nil || li.id != s.cfg.NodeID {
+			return nil // another leads, or none is known
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deadline:
+			return nil
+		case <-tick.C:
+		}
 	}
-	return out, nil
 }
 
 // forwardError makes a forwarded call that this follower cut short (it is

@@ -245,6 +245,7 @@ func (s *Service) forwardSessionOnce(ctx context.Context, id identity, info *grp
 			}
 		case <-acked:
 			if pending.ok {
+				s.trace(livenessEvent{kind: answeredFor, manager: pending.leader, node: id.nodeID, seq: pendingSeq})
 				// An error shows in the upstream reader's next send, or
 				// in the node's stream.
 				_ = send(&pb.HeartbeatResponse{IntervalMs: pending.interval, Seq: pendingSeq, Leader: pending.leader})

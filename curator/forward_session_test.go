@@ -3,6 +3,8 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,10 +113,10 @@ func TestReplayedHeartbeatIsNoNews(t *testing.T) {
 	if st == nil {
 		t.Fatal("m2 does not lead")
 	}
-	if at, heard := st.hb.get(frozen.id); heard {
+	if at, heard := st.Heartbeats.Get(frozen.id); heard {
 		t.Errorf("the new leader heard the frozen node at %v: its replayed heartbeat taken for news", at)
 	}
-	if _, heard := st.hb.get(beating.id); !heard {
+	if _, heard := st.Heartbeats.Get(beating.id); !heard {
 		t.Error("the new leader did not hear the node that goes on beating")
 	}
 }
@@ -152,6 +154,17 @@ type sessionFollower struct {
 	answers chan *pb.HeartbeatResponse
 	watched chan *pb.WatchNodeResponse
 	ended   chan error
+
+	mu sync.Mutex
+	// got is every answer to a heartbeat (seq > 0), in order.
+	got []*pb.HeartbeatResponse
+}
+
+// answered is every answer to a heartbeat the node got so far.
+func (f *sessionFollower) answered() []*pb.HeartbeatResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
 }
 
 func followSession(t *testing.T, conn *grpc.ClientConn) *sessionFollower {
@@ -172,6 +185,11 @@ func followSession(t *testing.T, conn *grpc.ClientConn) *sessionFollower {
 			}
 			if resp.Watch != nil {
 				f.watched <- resp.Watch
+			}
+			if resp.Seq > 0 {
+				f.mu.Lock()
+				f.got = append(f.got, resp)
+				f.mu.Unlock()
 			}
 			f.answers <- resp
 		}
@@ -279,7 +297,7 @@ func TestSessionAdmission(t *testing.T) {
 	}
 	// The refused node knocked: the leader's health loop counts it as
 	// still arriving.
-	if k := svc.knocks.last(); k.IsZero() || time.Since(k) > 5*time.Second {
+	if k := svc.knocks.Last(); k.IsZero() || time.Since(k) > 5*time.Second {
 		t.Errorf("after a paced set-up, the last knock is %v, want just now", k)
 	}
 	time.Sleep(retry)

@@ -62,6 +62,9 @@ type testCluster struct {
 
 	// first is the first node: the manager that runs etcd.
 	first *testNode
+	// etcd is the first node's etcd member, which every curator of the
+	// test shares (in this process): it tells them of membership changes.
+	etcd *consensus.Service
 }
 
 // testNode is a node's identity: its key, ID, address and certificate.
@@ -149,6 +152,7 @@ func newTestCluster(t testing.TB) *testCluster {
 			break
 		}
 	}
+	c.etcd = svc
 	c.etcdURL = consensus.ClientURL(ip, port)
 	c.cli = c.etcdClient()
 
@@ -221,6 +225,7 @@ func (c *testCluster) curatorConfig(n *testNode, cli *clientv3.Client) Config {
 		HeartbeatInterval: testHeartbeat,
 		DownAfter:         testDownAfter,
 		Logger:            zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel)).Named(n.id[:6]),
+		MembershipChanges: c.etcd.MembershipChanges,
 	}
 }
 

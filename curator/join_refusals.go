@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 )
@@ -143,7 +144,7 @@ func peerHost(addr string) string {
 
 // refuseJoin records a join refused for reason, from the caller of ctx,
 // and returns err, the refusal the caller is told.
-func (s *Service) refuseJoin(ctx context.Context, st *leaderState, reason joinRefusal, name string, err error) error {
+func (s *Service) refuseJoin(ctx context.Context, st *leader.State, reason joinRefusal, name string, err error) error {
 	s.metrics.JoinsRefused.WithLabelValues(string(reason)).Inc()
 	peer := identityFrom(ctx).peer
 	ok, suppressed, key := s.joinRefusals.allow(refusalKey{host: peerHost(peer), reason: reason}, s.cfg.Now())
@@ -166,7 +167,7 @@ func (s *Service) refuseJoin(ctx context.Context, st *leaderState, reason joinRe
 	// bound: a caller that hangs up at once does not lose it.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), joinEventTimeout)
 	defer cancel()
-	if werr := store.EventRecord(ectx, st.lead.Fence, st.events.event("joins", "join-refused", "", text)); werr != nil {
+	if werr := store.EventRecord(ectx, st.Lead.Fence, st.Events.Event("joins", "join-refused", "", text)); werr != nil {
 		s.logger(ctx).Warn("could not record a refused join", zap.Error(werr))
 	}
 	return err

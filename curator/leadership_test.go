@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -18,13 +19,13 @@ import (
 func TestDeposedLeaderCannotWrite(t *testing.T) {
 	c := newTestCluster(t)
 	svc := c.startLeader()
-	var deposed *leadership
+	var deposed *leader.Leadership
 
 	for _, tc := range []struct {
 		name   string
-		depose func(ctx context.Context, l *leadership) error
+		depose func(ctx context.Context, l *leader.Leadership) error
 	}{
-		{"election lease revoked", func(ctx context.Context, l *leadership) error {
+		{"election lease revoked", func(ctx context.Context, l *leader.Leadership) error {
 			resp, err := c.cli.Get(ctx, l.Key())
 			if err != nil {
 				return err
@@ -35,7 +36,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			_, err = c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
 			return err
 		}},
-		{"election key deleted", func(ctx context.Context, l *leadership) error {
+		{"election key deleted", func(ctx context.Context, l *leader.Leadership) error {
 			_, err := c.cli.Delete(ctx, l.Key())
 			return err
 		}},
@@ -47,9 +48,9 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 			// left a deposed one behind).
 			waitFor(t, "the curator leads", func() bool {
 				st := svc.currentLeader()
-				return st != nil && st.ctx.Err() == nil && st.lead != deposed
+				return st != nil && st.Ctx.Err() == nil && st.Lead != deposed
 			})
-			old := svc.currentLeader().lead
+			old := svc.currentLeader().Lead
 			defer func() { deposed = old }()
 
 			// A write under the leadership works while it holds.
@@ -147,7 +148,7 @@ func setLabel(n *pb.Node, k, v string) {
 func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	c := newTestCluster(t)
 	svc := c.startLeader()
-	old := svc.currentLeader().lead
+	old := svc.currentLeader().Lead
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if _, err := c.cli.Delete(ctx, old.Key()); err != nil {
@@ -155,12 +156,12 @@ func TestLeaderStepsDownWhenElectionKeyDeleted(t *testing.T) {
 	}
 	waitFor(t, "the curator leads under a new leadership", func() bool {
 		st := svc.currentLeader()
-		return st != nil && st.lead != old
+		return st != nil && st.Lead != old
 	})
 	st := svc.currentLeader()
 	n := c.loadNode(c.first.id)
 	setLabel(n, "fenced", "new")
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		t.Errorf("write under the new leadership: %v", err)
 	}
 }
@@ -174,7 +175,7 @@ func TestSaveDoesNotResurrect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	waitFor(t, "the curator leads", func() bool { return svc.currentLeader() != nil })
-	l := svc.currentLeader().lead
+	l := svc.currentLeader().Lead
 	n := &pb.Node{Id: "leaver", Name: "leaver", Address: "127.0.0.9:7000", State: pb.NodeState_NODE_STATE_UP}
 	if err := store.NodeCreate(ctx, l.Fence, n); err != nil {
 		t.Fatal(err)

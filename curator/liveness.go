@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -32,6 +33,43 @@ import (
 // goroutine and a write each); the node's stream stays open through the
 // leader for what the leader pushes (the node's record, the manager list)
 // and for its end (the node removed, the leadership over).
+
+// The promise of the digests, which a test checks on the history of
+// livenessEvents: a node's heartbeat is answered in a leader's name only
+// by that leader itself, or by a follower once that leader took a digest
+// that named the node (one take for each such answer).
+
+// livenessEvent is one step of that history.
+type livenessEvent struct {
+	kind livenessEventKind
+	// manager is the leader that answered or took; for answeredFor, the
+	// leader whose name the follower answered in.
+	manager string
+	node    string
+	seq     uint64
+	// ids are the nodes a digest named (took).
+	ids []string
+	// follow: the heartbeat answered here switched its stream to digests.
+	follow bool
+}
+
+type livenessEventKind int
+
+const (
+	// answeredHere: the leader answered a heartbeat it read itself.
+	answeredHere livenessEventKind = iota
+	// took: the leader took a digest (before it acknowledged it).
+	took
+	// answeredFor: a follower answered a heartbeat in the leader's name.
+	answeredFor
+)
+
+// trace tells a test's livenessTrace of ev (nothing without one).
+func (s *Service) trace(ev livenessEvent) {
+	if f := s.livenessTrace.Load(); f != nil {
+		(*f)(ev)
+	}
+}
 
 // digestPeriod is how long a follower gathers heartbeats before it reports
 // them: a twentieth of an interval, at most 100 ms (an answer comes that
@@ -226,10 +264,10 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 		return err
 	}
 	id := identityFrom(stream.Context()).nodeID
-	if n := st.reg.Node(id); n == nil || !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+	if n := st.Reg.Node(id); n == nil || !spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
 		return fmt.Errorf("%w: node %s is not a manager: only a manager reports the liveness of the sessions it holds", spec.ErrDenied, id)
 	}
-	doubt := st.guard.servingDone()
+	doubt := st.Guard.ServingDone()
 	interval := uint32(s.cfg.HeartbeatInterval / time.Millisecond)
 	for {
 		rep, err := stream.Recv()
@@ -240,14 +278,15 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 			return err
 		}
 		select {
-		case <-st.ctx.Done():
+		case <-st.Ctx.Done():
 			return spec.ErrNotLeader
 		case <-doubt:
 			return spec.ErrNotLeader
 		default:
 		}
-		st.hearDigest(rep.NodeIds, s.cfg.Now())
+		hearDigest(st, rep.NodeIds, s.cfg.Now())
 		s.metrics.LivenessHeartbeats.Add(float64(len(rep.NodeIds)))
+		s.trace(livenessEvent{kind: took, manager: s.cfg.NodeID, ids: rep.NodeIds})
 		if err := stream.Send(&pb.LivenessAck{Batch: rep.Batch, Leader: s.cfg.NodeID, IntervalMs: interval}); err != nil {
 			return err
 		}
@@ -256,11 +295,11 @@ func (a *nodeAPI) Liveness(stream grpc.BidiStreamingServer[pb.LivenessReport, pb
 
 // hearDigest takes the nodes of a liveness report as heard at now. A node
 // with no record (removed) is not heard: its stream ends.
-func (st *leaderState) hearDigest(ids []string, now time.Time) {
+func hearDigest(st *leader.State, ids []string, now time.Time) {
 	kick := false
 	heard := make([]string, 0, len(ids))
 	for _, id := range ids {
-		n := st.reg.Node(id)
+		n := st.Reg.Node(id)
 		if n == nil {
 			continue
 		}
@@ -270,8 +309,8 @@ func (st *leaderState) hearDigest(ids []string, now time.Time) {
 		}
 	}
 	// One lock for the report, not taken under the registry's.
-	st.hb.beatAll(heard, now)
+	st.Heartbeats.BeatAll(heard, now)
 	if kick {
-		supervisor.Kick(st.kickHealth)
+		supervisor.Kick(st.KickHealth)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	pb "github.com/curatorproject/curator/proto"
@@ -40,7 +41,7 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 	}
 	isMember := func(id string) bool {
 		t.Helper()
-		ms, err := svc.currentLeader().members.observe(callCtx(t))
+		ms, err := svc.currentLeader().Members.Observe(callCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,10 +102,10 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		// The event is recorded once the promotion is done: a moment
 		// after the records show it.
 		waitFor(t, "the promotion's event", func() bool {
-			return len(findEvents(eventsOf(t, mgmt), approvalsLoopName, "promote", m2.id)) > 0
+			return len(findEvents(eventsOf(t, mgmt), leader.ApprovalsLoopName, "promote", m2.id)) > 0
 		})
-		if ev := findEvents(eventsOf(t, mgmt), approvalsLoopName, "promote", m2.id); len(ev) != 1 {
-			t.Errorf("events of %s promoting %s: %v, want one", approvalsLoopName, m2.id, ev)
+		if ev := findEvents(eventsOf(t, mgmt), leader.ApprovalsLoopName, "promote", m2.id); len(ev) != 1 {
+			t.Errorf("events of %s promoting %s: %v, want one", leader.ApprovalsLoopName, m2.id, ev)
 		}
 	})
 
@@ -127,9 +128,9 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Outcome != string(promotionCalledOff) || pendingPromotion(m3.id) {
+		if resp.Outcome != string(leader.PromotionCalledOff) || pendingPromotion(m3.id) {
 			t.Fatalf("demote of an approved manager not yet promoted: outcome %q, pending promotion %v; want %q and none",
-				resp.Outcome, pendingPromotion(m3.id), promotionCalledOff)
+				resp.Outcome, pendingPromotion(m3.id), leader.PromotionCalledOff)
 		}
 		startHeartbeats(t, dial(t, c.first.address, m3.tlsCert(), c.root.Cert))
 		c.waitStatus(m3.id, pb.NodeStatus_NODE_STATUS_READY)
@@ -139,8 +140,8 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 		}
 		// Demoting it again: it is no manager, and the answer says so.
 		resp, err = mgmt.DemoteNode(callCtx(t), &pb.NodeRequest{Id: m3.id})
-		if err != nil || resp.Outcome != string(notManager) {
-			t.Errorf("demote of a worker: %v, outcome %q; want %q", err, resp.GetOutcome(), notManager)
+		if err != nil || resp.Outcome != string(leader.NotManager) {
+			t.Errorf("demote of a worker: %v, outcome %q; want %q", err, resp.GetOutcome(), leader.NotManager)
 		}
 	})
 
@@ -159,9 +160,9 @@ func TestApprovedManagerIsPromoted(t *testing.T) {
 			t.Errorf("node %s promoted past the voter limit: roles %v", m4.id, n.Roles)
 		}
 		waitFor(t, "the dropped promotion's event", func() bool {
-			return len(findEvents(eventsOf(t, mgmt), approvalsLoopName, "drop-promotion", m4.id)) > 0
+			return len(findEvents(eventsOf(t, mgmt), leader.ApprovalsLoopName, "drop-promotion", m4.id)) > 0
 		})
-		ev := findEvents(eventsOf(t, mgmt), approvalsLoopName, "drop-promotion", m4.id)
+		ev := findEvents(eventsOf(t, mgmt), leader.ApprovalsLoopName, "drop-promotion", m4.id)
 		if len(ev) != 1 || !strings.Contains(ev[0].Reason, "voter limit of 2") || !strings.Contains(ev[0].Reason, "node promote") {
 			t.Errorf("events dropping the promotion of %s: %v; want one that names the limit and `node promote`", m4.id, ev)
 		}

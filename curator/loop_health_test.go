@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/curatorproject/curator/curator/internal/leader"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -22,7 +23,7 @@ func TestHealthPausesAfterAChange(t *testing.T) {
 	cfg.HeartbeatInterval = 2 * time.Second
 	cfg.DownAfter = 10 * time.Second
 	c.leadWith(cfg)
-	gap := healthGap(cfg.HeartbeatInterval)
+	gap := leader.HealthGap(cfg.HeartbeatInterval)
 	if gap != 100*time.Millisecond {
 		t.Fatalf("healthGap(%s) = %s, want 100ms", cfg.HeartbeatInterval, gap)
 	}

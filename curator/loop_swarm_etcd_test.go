@@ -102,9 +102,9 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 	// one clears it.
 	st := svc.currentLeader()
 	func() {
-		st.lead.muNodes.Lock()
-		defer st.lead.muNodes.Unlock()
-		if err := st.records.requestSwarmJoin(ctx, b.id); err != nil {
+		st.Lead.MuNodes.Lock()
+		defer st.Lead.MuNodes.Unlock()
+		if err := st.Records.RequestSwarmJoin(ctx, b.id); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -135,15 +135,15 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		t.Errorf("a left report without a request: %v", err)
 	}
 	func() {
-		st.lead.muNodes.Lock()
-		defer st.lead.muNodes.Unlock()
-		n := store.CloneNode(st.reg.Node(b.id))
-		n.SwarmLeaveRequested = st.events.timestamp()
-		if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+		st.Lead.MuNodes.Lock()
+		defer st.Lead.MuNodes.Unlock()
+		n := store.CloneNode(st.Reg.Node(b.id))
+		n.SwarmLeaveRequested = st.Events.Timestamp()
+		if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 			t.Fatal(err)
 		}
 	}()
-	waitFor(t, "the leave request in the leader's view", func() bool { return st.reg.Node(b.id).GetSwarmLeaveRequested() != nil })
+	waitFor(t, "the leave request in the leader's view", func() bool { return st.Reg.Node(b.id).GetSwarmLeaveRequested() != nil })
 	for range 2 {
 		if _, err := bAPI.ReportSwarmNode(ctx, &pb.ReportSwarmNodeRequest{Left: true}); err != nil {
 			t.Fatal(err)
@@ -170,9 +170,9 @@ func TestSwarmJoinRequestAndReport(t *testing.T) {
 		return false
 	})
 	func() {
-		st.lead.muNodes.Lock()
-		defer st.lead.muNodes.Unlock()
-		if err := st.records.requestSwarmJoin(ctx, b.id); err != nil {
+		st.Lead.MuNodes.Lock()
+		defer st.Lead.MuNodes.Unlock()
+		if err := st.Records.RequestSwarmJoin(ctx, b.id); err != nil {
 			t.Fatal(err)
 		}
 	}()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/internal/swarmtest"
@@ -76,7 +77,7 @@ func runSwarmAgent(t *testing.T, c *testCluster, id string, conn *grpc.ClientCon
 func swarmNodes(ctx context.Context, e *swarmtest.Engine) (map[string]decide.SwarmNode, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	list, err := observeSwarm(ctx, e.Client)
+	list, err := leader.ObserveSwarm(ctx, e.Client)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func (c *testCluster) swarmEvent(since time.Time, loop, action, nodeID string) *
 // in fail fail, as an engine that times out does: the swarm sync sees a
 // Swarm call fail, and everything else is the real Swarm's.
 type failingEngine struct {
-	SwarmEngine
+	leader.SwarmEngine
 	mu   sync.Mutex
 	fail map[string]bool
 }
@@ -470,7 +471,7 @@ func TestSwarmSync(t *testing.T) {
 		// The engine answers again: the held change goes through.
 		engine.failUpdates()
 		healed := time.Now()
-		testenv.Eventually(t, swarmTestTimeout+swarmHoldMax, "the first node's Swarm node drained", func() error {
+		testenv.Eventually(t, swarmTestTimeout+leader.SwarmHoldMax, "the first node's Swarm node drained", func() error {
 			return avails(map[*swarmtest.Engine]swarm.NodeAvailability{firstEngine: swarm.NodeAvailabilityDrain})
 		})
 		t.Logf("the held change made %v after the engine answered again", time.Since(healed).Round(time.Millisecond))

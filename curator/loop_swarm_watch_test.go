@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/curatorproject/curator/curator/decide"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/swarmtest"
 	pb "github.com/curatorproject/curator/proto"
@@ -82,7 +83,7 @@ func TestWatchSwarm(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchSwarm(ctx, f, ch)
+		leader.WatchSwarm(ctx, f, ch)
 	}()
 	for i := range 2 {
 		select {
@@ -139,7 +140,7 @@ func TestSwarmWatchWakes(t *testing.T) {
 	setSwarm(t, admin, true)
 	waitFor(t, "the swarm sync to have read the Swarm", func() bool {
 		st := svc.currentLeader()
-		return st != nil && st.swarm.seen.read()
+		return st != nil && st.Swarm.Seen.Read()
 	})
 	if took := time.Since(on); took > 5*time.Second {
 		t.Errorf("the swarm sync read the Swarm %v after Swarm mode was set, want at once", took.Round(time.Millisecond))

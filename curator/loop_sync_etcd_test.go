@@ -18,8 +18,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
 )
@@ -199,15 +201,15 @@ func saveAsLeader(t *testing.T, svc *Service, id string, mutate func(*pb.Node)) 
 	if st == nil {
 		t.Fatal("the curator does not lead")
 	}
-	st.lead.muNodes.Lock()
-	defer st.lead.muNodes.Unlock()
+	st.Lead.MuNodes.Lock()
+	defer st.Lead.MuNodes.Unlock()
 	ctx := callCtx(t)
 	n, err := store.NodeLoad(ctx, svc.cfg.Etcd, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mutate(n)
-	if err := store.NodeSave(ctx, st.lead.Fence, n); err != nil {
+	if err := store.NodeSave(ctx, st.Lead.Fence, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -276,7 +278,7 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 			plant: func(t *testing.T, f *syncFixture) (string, func() error) {
 				w := f.worker("w1")
 				saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-					n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+					n.Roles = leader.WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 					n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 				})
 				before := len(f.members(t))
@@ -363,6 +365,47 @@ func TestSyncRepairsHalfAppliedChanges(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSyncWakesOnMembershipChange: with a resync of a minute, the two
+// half-applied changes that only etcd's membership shows (a member
+// without its role, a role without its member) are repaired within a
+// second all the same: the local etcd member tells the leader of each
+// membership change it applies (Config.MembershipChanges), and the
+// membership loops look at once.
+func TestSyncWakesOnMembershipChange(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.curatorConfig(c.first, c.cli)
+	cfg.SyncInterval = time.Minute
+	cfg.LearnerDownLimit = time.Hour // the planted learner never starts
+	svc, _ := c.runCurator(cfg)
+	waitFor(t, "the first curator leads", svc.IsLeader)
+	adminCert := c.adminCert()
+	admin, anon := dial(t, c.first.address, &adminCert, c.root.Cert), dial(t, c.first.address, nil, c.root.Cert)
+	w, _ := c.register(anon, c.token(admin, "worker"), "w1")
+	// The first ticks after the join are over: only a change wakes the
+	// loops from here.
+	time.Sleep(100 * time.Millisecond)
+
+	const within = time.Second
+	planted := time.Now()
+	_, memberID, err := consensus.AddLearner(callCtx(t), c.cli, w.id, peerURLOf(t, w.address))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, within, "the role granted to the member added behind the leader's back", func() bool {
+		return spec.HasRole(c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+	})
+	t.Logf("member without role repaired in %v", time.Since(planted).Round(time.Millisecond))
+
+	planted = time.Now()
+	if err := consensus.RemoveMember(callCtx(t), c.cli, memberID); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, within, "the role cleared of the member removed behind the leader's back", func() bool {
+		return !spec.HasRole(c.loadNode(w.id), pb.Role_ROLE_CONSENSUS)
+	})
+	t.Logf("role without member repaired in %v", time.Since(planted).Round(time.Millisecond))
 }
 
 func (f *syncFixture) mustNodes(t *testing.T) []*pb.Node {
@@ -553,7 +596,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 
 	old := svc.currentLeader()
 	deposed := time.Now()
-	if _, err := c.cli.Delete(callCtx(t), old.lead.Key()); err != nil {
+	if _, err := c.cli.Delete(callCtx(t), old.Lead.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the curator stops leading", func() bool { return !svc.IsLeader() })
@@ -597,7 +640,7 @@ func TestSyncStopsWithLeadership(t *testing.T) {
 	if got := syncActions(t, svc, "grant-role"); got != actions {
 		t.Errorf("grant-role actions went from %v to %v after losing leadership", actions, got)
 	}
-	if old.ctx.Err() == nil {
+	if old.Ctx.Err() == nil {
 		t.Error("the old leadership's context is still live")
 	}
 
@@ -633,7 +676,7 @@ func TestSyncRemovesMembersFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	saveAsLeader(t, f.svc, w.id, func(n *pb.Node) {
-		n.Roles = withRole(n.Roles, pb.Role_ROLE_CONSENSUS)
+		n.Roles = leader.WithRole(n.Roles, pb.Role_ROLE_CONSENSUS)
 		n.Consensus = &pb.ConsensusJoin{MemberId: 0xdead}
 	})
 	waitFor(t, "both are repaired", func() bool {

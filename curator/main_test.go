@@ -21,5 +21,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "this is the curator package's test binary, not an agent: a test made a machine of a group without a binary")
 		os.Exit(2)
 	}
-	os.Exit(testenv.CheckLeaks(m.Run()))
+	stop, err := testenv.BusyNeighbours()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(testenv.CheckLeaks(code))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/curatorproject/curator/curator/internal/faults"
 	pb "github.com/curatorproject/curator/proto"
 )
 
@@ -25,11 +26,11 @@ func holdAt(t *testing.T, name string) (reached <-chan struct{}, release func())
 		first.Do(func() { close(r) })
 		<-done
 	}
-	faultPaused.Store(&f)
+	faults.SetPaused(f)
 	release = func() { once.Do(func() { close(done) }) }
 	t.Cleanup(func() {
 		release()
-		faultPaused.Store(nil)
+		faults.SetPaused(nil)
 	})
 	return r, release
 }
@@ -49,7 +50,7 @@ func TestHealthIsNotHeldByADemote(t *testing.T) {
 	followSession(t, conn)
 	c.waitStatus(m2.id, pb.NodeStatus_NODE_STATUS_READY)
 
-	reached, release := holdAt(t, FaultBeforeMemberRemove)
+	reached, release := holdAt(t, faults.BeforeMemberRemove)
 	type answer struct {
 		resp *pb.DemoteResponse
 		err  error
@@ -64,9 +65,9 @@ func TestHealthIsNotHeldByADemote(t *testing.T) {
 	select {
 	case <-reached:
 	case a := <-answered:
-		t.Fatalf("the demote answered (%v, %v) before it reached %s", a.resp, a.err, FaultBeforeMemberRemove)
+		t.Fatalf("the demote answered (%v, %v) before it reached %s", a.resp, a.err, faults.BeforeMemberRemove)
 	case <-time.After(testTimeout):
-		t.Fatalf("the demote did not reach %s", FaultBeforeMemberRemove)
+		t.Fatalf("the demote did not reach %s", faults.BeforeMemberRemove)
 	}
 
 	conn.Close()
@@ -75,7 +76,7 @@ func TestHealthIsNotHeldByADemote(t *testing.T) {
 	for c.loadNode(m2.id).Status != pb.NodeStatus_NODE_STATUS_DOWN {
 		if time.Since(stopped) > bound {
 			t.Fatalf("node %s not marked down %v after its heartbeats stopped (down-after %v), with a demote held at %s: the health loop waits on it",
-				m2.id, bound, testDownAfter, FaultBeforeMemberRemove)
+				m2.id, bound, testDownAfter, faults.BeforeMemberRemove)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

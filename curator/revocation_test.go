@@ -179,7 +179,7 @@ func TestRevocationEndsOpenStreams(t *testing.T) {
 	revoked := time.Now()
 	// An event recorded right after: no stream of the revoked
 	// certificate may carry it.
-	if err := store.EventRecord(callCtx(t), leader.currentLeader().lead.Fence, &pb.Event{Time: leader.currentLeader().events.timestamp(), Loop: "test", Action: "tick", Reason: "after"}); err != nil {
+	if err := store.EventRecord(callCtx(t), leader.currentLeader().Lead.Fence, &pb.Event{Time: leader.currentLeader().Events.Timestamp(), Loop: "test", Action: "tick", Reason: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("certificate %s (carol) was revoked", serial)
@@ -326,7 +326,7 @@ func TestRevokedStreamSendsNothingAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := svc.currentLeader()
-	if err := store.EventRecord(callCtx(t), st.lead.Fence, &pb.Event{Time: st.events.timestamp(), Loop: "test", Action: "tick", Reason: "after"}); err != nil {
+	if err := store.EventRecord(callCtx(t), st.Lead.Fence, &pb.Event{Time: st.Events.Timestamp(), Loop: "test", Action: "tick", Reason: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	select {

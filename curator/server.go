@@ -59,7 +59,7 @@ func (s *Service) runGRPC(ctx context.Context) error {
 		grpc.Creds(transport.LimitHandshakes(credentials.NewTLS(s.serverTLS()),
 			handshakeSlots(), s.shedAfter, func() {
 				s.metrics.HandshakesShed.Inc()
-				s.knocks.note(s.cfg.Now())
+				s.knocks.Note(s.cfg.Now())
 			})),
 		// A manager holds a connection per node whose session goes
 		// through it, thousands, each idle but for a heartbeat an

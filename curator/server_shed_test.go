@@ -24,7 +24,7 @@ func TestShedHandshakeIsAKnock(t *testing.T) {
 	svc.shedAfter = time.Microsecond
 	supervisor.TestHarness(t, svc.Run)
 	waitFor(t, "the curator leads", svc.IsLeader)
-	if k := svc.knocks.last(); !k.IsZero() {
+	if k := svc.knocks.Last(); !k.IsZero() {
 		t.Fatalf("a knock at %v before any handshake was shed", k)
 	}
 	// The server's work is the same whoever the client trusts.
@@ -44,11 +44,11 @@ func TestShedHandshakeIsAKnock(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	k := svc.knocks.last()
+	k := svc.knocks.Last()
 	if k.IsZero() || time.Since(k) > testTimeout {
 		t.Fatalf("a handshake was shed, and the last knock is %v: the shed is not a knock", k)
 	}
-	if got := svc.currentLeader().knocks.last(); !got.Equal(k) {
+	if got := svc.currentLeader().Knocks.Last(); !got.Equal(k) {
 		t.Errorf("the leader's loops read the last knock as %v, the server noted %v", got, k)
 	}
 }

@@ -28,7 +28,7 @@ func TestLeaderSendsDirectSessionsAway(t *testing.T) {
 	own := dial(t, c.first.address, c.first.tlsCert(), c.root.Cert)
 
 	waitFor(t, "the leader has led for down-after", func() bool {
-		return time.Since(leader.currentLeader().hb.servingSince()) > testDownAfter
+		return time.Since(leader.currentLeader().Heartbeats.ServingSince()) > testDownAfter
 	})
 	if got := firstMoveWithin(t, direct); got != 0 {
 		t.Errorf("no other manager ready: move_within_ms %d, want 0", got)
@@ -50,10 +50,10 @@ func TestLeaderSendsDirectSessionsAway(t *testing.T) {
 	// sessions: asked as of a moment two down-afters from now, while the
 	// record still says ready.
 	st := leader.currentLeader()
-	if got := st.sessionMoveWithin(time.Now().Add(2 * testDownAfter)); got != 0 {
+	if got := sessionMoveWithin(st, time.Now().Add(2*testDownAfter)); got != 0 {
 		t.Errorf("the only other manager not heard for down-after: move_within_ms %d, want 0", got)
 	}
-	if got := st.sessionMoveWithin(time.Now()); got != want {
+	if got := sessionMoveWithin(st, time.Now()); got != want {
 		t.Errorf("the same moment as the sessions above: move_within_ms %d, want %d", got, want)
 	}
 }

@@ -161,7 +161,7 @@ func TestWatchesAcrossFailover(t *testing.T) {
 				continue
 			}
 			wctx, wcancel := context.WithTimeout(ctx, time.Second)
-			err := store.EventRecord(wctx, st.lead.Fence, &pb.Event{Time: st.events.timestamp(), Loop: "test", Action: "tick", Reason: fmt.Sprint(written)})
+			err := store.EventRecord(wctx, st.Lead.Fence, &pb.Event{Time: st.Events.Timestamp(), Loop: "test", Action: "tick", Reason: fmt.Sprint(written)})
 			wcancel()
 			if err == nil {
 				written++

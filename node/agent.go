@@ -59,6 +59,10 @@ type Config struct {
 	EtcdTickMs, EtcdElectionMs uint
 	// Logger is the base logger for etcd and the API handlers.
 	Logger *zap.Logger
+	// Logs keeps the agent's last log lines (what Logger writes), which
+	// it sends to the leader when asked (`curator logs`); nil: it has
+	// none to send.
+	Logs *LogRing
 }
 
 // Agent is the node agent of one machine.
@@ -99,6 +103,9 @@ type Agent struct {
 
 	// session keeps the session stream with the leader.
 	session *Session
+	// logRequests are the requests for the node's logs its session
+	// stream carried, for runLogs.
+	logRequests chan *pb.LogsRequest
 
 	registry *prometheus.Registry
 	metrics  *curator.Metrics
@@ -175,7 +182,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1)}
+	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1), logRequests: make(chan *pb.LogsRequest, 8)}
 	if cfg.ForceNewCluster {
 		join, err := loadConsensus(cfg.DataDir)
 		if err != nil {
@@ -222,7 +229,14 @@ func New(cfg Config) (*Agent, error) {
 			}
 			a.logStreamError(supervisor.Logger(ctx), "session with "+manager, err)
 		},
-		OnStart: func() { a.metrics.AgentSessions.Inc() },
+		OnStart:    func() { a.metrics.AgentSessions.Inc() },
+		OnAnswered: func(took time.Duration) { a.metrics.AgentHeartbeatAnswers.Observe(took.Seconds()) },
+		OnLogs: func(req *pb.LogsRequest) {
+			select {
+			case a.logRequests <- req:
+			default: // runLogs is behind: the caller is told the node did not answer
+			}
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -303,6 +317,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		"local":   a.runLocal,
 		"http":    a.runHTTP,
 		"certs":   a.runCertRenewal,
+		"logs":    a.runLogs,
 	}
 	if a.docker != nil {
 		runnables["swarm"] = a.runSwarm

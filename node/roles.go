@@ -262,6 +262,9 @@ func (a *Agent) runConsensus(ctx context.Context, join *pb.ConsensusJoin) error 
 		ElectionTTL: a.cfg.ElectionTTL, HeartbeatInterval: a.cfg.HeartbeatInterval, DownAfter: a.cfg.DownAfter,
 		ReapAfter: a.cfg.ReapAfter,
 		Version:   a.cfg.Version, Logger: a.cfg.Logger.Named("curator"), Metrics: a.metrics,
+		// The membership loops look when this node's etcd member applies
+		// a membership change, not at their next resync.
+		MembershipChanges: svc.MembershipChanges,
 	}
 	if a.docker != nil {
 		// Not a nil *Client in the interface: none means none.

@@ -92,6 +92,12 @@ type SessionConfig struct {
 	// OnAnswer, if set, is called with each answer of the leader (seq 0
 	// answers the stream's opening, or pushes a change).
 	OnAnswer func(resp *pb.HeartbeatResponse, at time.Time)
+	// OnAnswered, if set, is called with how long each heartbeat waited
+	// for its answer.
+	OnAnswered func(took time.Duration)
+	// OnLogs, if set, is called with each request for the node's logs a
+	// push carries (it must not block: the session's reader waits).
+	OnLogs func(req *pb.LogsRequest)
 	// DialOptions are added to the options of each manager's connection.
 	DialOptions []grpc.DialOption
 }
@@ -579,6 +585,9 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove b
 			asked(resp)
 			for acked < resp.Seq {
 				acked++
+				if t, ok := sent[acked]; ok && s.cfg.OnAnswered != nil {
+					s.cfg.OnAnswered(time.Since(t))
+				}
 				delete(sent, acked)
 			}
 			rearm()
@@ -604,10 +613,13 @@ func (s *Session) heartbeat(ctx context.Context, cli pb.CuratorClient, mayMove b
 }
 
 // watched hands what an answer carries of the node's record and the
-// manager list to OnWatch.
+// manager list to OnWatch, and a request for the node's logs to OnLogs.
 func (s *Session) watched(ctx context.Context, resp *pb.HeartbeatResponse) {
 	if resp.Watch != nil && s.cfg.OnWatch != nil {
 		s.cfg.OnWatch(ctx, resp.Watch)
+	}
+	if resp.Logs != nil && s.cfg.OnLogs != nil {
+		s.cfg.OnLogs(resp.Logs)
 	}
 }
 

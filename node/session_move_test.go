@@ -107,3 +107,54 @@ func TestSessionMovesOffTheLeader(t *testing.T) {
 		})
 	}
 }
+
+// slowManager answers each heartbeat after delay.
+type slowManager struct {
+	pb.UnimplementedCuratorServer
+	delay time.Duration
+}
+
+func (m *slowManager) Heartbeat(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		time.Sleep(m.delay)
+		if err := stream.Send(&pb.HeartbeatResponse{Seq: req.Seq}); err != nil {
+			return err
+		}
+	}
+}
+
+// TestSessionTimesAnswers: a session reports how long each heartbeat
+// waited for its answer (the agent's curator_agent_heartbeat_answer_seconds).
+func TestSessionTimesAnswers(t *testing.T) {
+	tt := pkitest.New(t)
+	const delay = 150 * time.Millisecond
+	addr := serveNodeAPI(t, tt, &slowManager{delay: delay}, nil)
+	took := make(chan time.Duration, 100)
+	s, err := NewSession(SessionConfig{
+		TLS:        tt.Client,
+		Interval:   300 * time.Millisecond,
+		Managers:   func() []string { return []string{addr} },
+		OnAnswered: func(d time.Duration) { took <- d },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done; s.Close() }()
+	for i := range 3 {
+		select {
+		case d := <-took:
+			if d < delay || d > delay+2*time.Second {
+				t.Errorf("answer %d took %v by the session, want about %v", i+1, d, delay)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer timed after %d", i)
+		}
+	}
+}

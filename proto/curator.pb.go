@@ -1437,7 +1437,12 @@ type Event struct {
 	Term int64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
 	// Who acted, for an operator's call (loop "operator"): the
 	// certificate's name and role, "alice (operator)". Empty for a loop's.
-	Actor         string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The name and group of node_id's node when the event was recorded
+	// (empty when unknown): a removed node's events keep its name. group
+	// is also the group a group loop's event is about, with no node.
+	NodeName      string `protobuf:"bytes,9,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	Group         string `protobuf:"bytes,10,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1528,17 +1533,109 @@ func (x *Event) GetActor() string {
 	return ""
 }
 
+func (x *Event) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Event) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// EventFilter selects events (curator events --group, --node, --kind,
+// --since); every field set must match, an empty one matches all.
+type EventFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group the event was about (or its node was in).
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// A node's ID, a unique prefix of one, or its name (as recorded with
+	// the event, or the node's now).
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// The event's action (remove-member, refuse, ...) or its loop
+	// (health, groups, operator, ...), in any case.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Only events recorded at or after this time.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventFilter) Reset() {
+	*x = EventFilter{}
+	mi := &file_curator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventFilter) ProtoMessage() {}
+
+func (x *EventFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventFilter.ProtoReflect.Descriptor instead.
+func (*EventFilter) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EventFilter) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *EventFilter) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *EventFilter) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *EventFilter) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 type ListEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most this many, newest last; 0 means all that are kept.
-	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// At most this many of the events filter selects, newest last; 0
+	// means all that are kept.
+	Limit         uint32       `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Filter        *EventFilter `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_curator_proto_msgTypes[13]
+	mi := &file_curator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1647,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[13]
+	mi := &file_curator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1660,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{13}
+	return file_curator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListEventsRequest) GetLimit() uint32 {
@@ -1571,6 +1668,13 @@ func (x *ListEventsRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *ListEventsRequest) GetFilter() *EventFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
 }
 
 type ListEventsResponse struct {
@@ -1582,7 +1686,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_curator_proto_msgTypes[14]
+	mi := &file_curator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1698,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[14]
+	mi := &file_curator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1711,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{14}
+	return file_curator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -1627,7 +1731,7 @@ type NodeRequest struct {
 
 func (x *NodeRequest) Reset() {
 	*x = NodeRequest{}
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1743,7 @@ func (x *NodeRequest) String() string {
 func (*NodeRequest) ProtoMessage() {}
 
 func (x *NodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[15]
+	mi := &file_curator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1756,7 @@ func (x *NodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRequest.ProtoReflect.Descriptor instead.
 func (*NodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{15}
+	return file_curator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeRequest) GetId() string {
@@ -1675,7 +1779,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1791,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[16]
+	mi := &file_curator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1804,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{16}
+	return file_curator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNodeRequest) GetId() string {
@@ -1743,7 +1847,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1859,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[17]
+	mi := &file_curator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1872,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{17}
+	return file_curator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveNodeRequest) GetId() string {
@@ -1794,7 +1898,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1910,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[18]
+	mi := &file_curator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1923,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{18}
+	return file_curator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemoveNodeResponse) GetId() string {
@@ -1843,7 +1947,7 @@ type UpdateClusterRequest struct {
 
 func (x *UpdateClusterRequest) Reset() {
 	*x = UpdateClusterRequest{}
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +1959,7 @@ func (x *UpdateClusterRequest) String() string {
 func (*UpdateClusterRequest) ProtoMessage() {}
 
 func (x *UpdateClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[19]
+	mi := &file_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +1972,7 @@ func (x *UpdateClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterRequest.ProtoReflect.Descriptor instead.
 func (*UpdateClusterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{19}
+	return file_curator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateClusterRequest) GetRequireApproval() bool {
@@ -1912,7 +2016,7 @@ type DemoteResponse struct {
 
 func (x *DemoteResponse) Reset() {
 	*x = DemoteResponse{}
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2028,7 @@ func (x *DemoteResponse) String() string {
 func (*DemoteResponse) ProtoMessage() {}
 
 func (x *DemoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[20]
+	mi := &file_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2041,7 @@ func (x *DemoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteResponse.ProtoReflect.Descriptor instead.
 func (*DemoteResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{20}
+	return file_curator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DemoteResponse) GetNode() *NodeView {
@@ -1989,7 +2093,7 @@ type GroupSpec struct {
 
 func (x *GroupSpec) Reset() {
 	*x = GroupSpec{}
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2105,7 @@ func (x *GroupSpec) String() string {
 func (*GroupSpec) ProtoMessage() {}
 
 func (x *GroupSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[21]
+	mi := &file_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2118,7 @@ func (x *GroupSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSpec.ProtoReflect.Descriptor instead.
 func (*GroupSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{21}
+	return file_curator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupSpec) GetName() string {
@@ -2126,7 +2230,7 @@ type RolloutPolicy struct {
 
 func (x *RolloutPolicy) Reset() {
 	*x = RolloutPolicy{}
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2242,7 @@ func (x *RolloutPolicy) String() string {
 func (*RolloutPolicy) ProtoMessage() {}
 
 func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[22]
+	mi := &file_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2255,7 @@ func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
 func (*RolloutPolicy) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{22}
+	return file_curator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RolloutPolicy) GetMonitor() *durationpb.Duration {
@@ -2211,7 +2315,7 @@ type ProviderSpec struct {
 
 func (x *ProviderSpec) Reset() {
 	*x = ProviderSpec{}
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2327,7 @@ func (x *ProviderSpec) String() string {
 func (*ProviderSpec) ProtoMessage() {}
 
 func (x *ProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[23]
+	mi := &file_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2340,7 @@ func (x *ProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSpec.ProtoReflect.Descriptor instead.
 func (*ProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{23}
+	return file_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProviderSpec) GetKind() isProviderSpec_Kind {
@@ -2296,7 +2400,7 @@ type ProcessProviderSpec struct {
 
 func (x *ProcessProviderSpec) Reset() {
 	*x = ProcessProviderSpec{}
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2412,7 @@ func (x *ProcessProviderSpec) String() string {
 func (*ProcessProviderSpec) ProtoMessage() {}
 
 func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[24]
+	mi := &file_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2425,7 @@ func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessProviderSpec.ProtoReflect.Descriptor instead.
 func (*ProcessProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{24}
+	return file_curator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProcessProviderSpec) GetAddresses() string {
@@ -2366,7 +2470,7 @@ type DockerProviderSpec struct {
 
 func (x *DockerProviderSpec) Reset() {
 	*x = DockerProviderSpec{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2482,7 @@ func (x *DockerProviderSpec) String() string {
 func (*DockerProviderSpec) ProtoMessage() {}
 
 func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2495,7 @@ func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DockerProviderSpec.ProtoReflect.Descriptor instead.
 func (*DockerProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DockerProviderSpec) GetNetwork() string {
@@ -2445,7 +2549,7 @@ type InstanceTemplate struct {
 
 func (x *InstanceTemplate) Reset() {
 	*x = InstanceTemplate{}
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2561,7 @@ func (x *InstanceTemplate) String() string {
 func (*InstanceTemplate) ProtoMessage() {}
 
 func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2574,7 @@ func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTemplate.ProtoReflect.Descriptor instead.
 func (*InstanceTemplate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{26}
+	return file_curator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *InstanceTemplate) GetVersion() string {
@@ -2524,7 +2628,7 @@ type MachineRelease struct {
 
 func (x *MachineRelease) Reset() {
 	*x = MachineRelease{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2640,7 @@ func (x *MachineRelease) String() string {
 func (*MachineRelease) ProtoMessage() {}
 
 func (x *MachineRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2653,7 @@ func (x *MachineRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineRelease.ProtoReflect.Descriptor instead.
 func (*MachineRelease) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MachineRelease) GetBinary() string {
@@ -2603,13 +2707,19 @@ type Group struct {
 	// what the provider said, the last time. Cleared by the next machine it
 	// makes or destroys, and by a commit.
 	ProviderFailing string `protobuf:"bytes,93,opt,name=provider_failing,json=providerFailing,proto3" json:"provider_failing,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The spec's revision: 1 for a new group, one more at each change of
+	// its spec (a commit, a rollback). `group describe` prints it, and a
+	// commit of a file read at another revision is refused unless forced
+	// (CommitGroupRequest.expected_revision). 0 for a group stored before
+	// revisions were counted, until its next change.
+	SpecRevision  uint64 `protobuf:"varint,14,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2731,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2744,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Group) GetSpec() *GroupSpec {
@@ -2707,6 +2817,13 @@ func (x *Group) GetProviderFailing() string {
 	return ""
 }
 
+func (x *Group) GetSpecRevision() uint64 {
+	if x != nil {
+		return x.SpecRevision
+	}
+	return 0
+}
+
 // GroupView is a group as operators see it.
 type GroupView struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2729,7 +2846,7 @@ type GroupView struct {
 
 func (x *GroupView) Reset() {
 	*x = GroupView{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2858,7 @@ func (x *GroupView) String() string {
 func (*GroupView) ProtoMessage() {}
 
 func (x *GroupView) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2871,7 @@ func (x *GroupView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
 func (*GroupView) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupView) GetGroup() *Group {
@@ -2806,16 +2923,148 @@ func (x *GroupView) GetRolloutTotal() uint32 {
 	return 0
 }
 
-type CommitGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+type NodeLogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A node ID, a unique prefix of one, or a name.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Only lines logged at or after this time (unset: every line kept).
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// At most this many of the last lines (0: every line kept).
+	Tail uint32 `protobuf:"varint,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	// Keep streaming lines as the node logs them, until the caller ends.
+	Follow        bool `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *NodeLogsRequest) Reset() {
+	*x = NodeLogsRequest{}
+	mi := &file_curator_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogsRequest) ProtoMessage() {}
+
+func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
+func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *NodeLogsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeLogsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *NodeLogsRequest) GetTail() uint32 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
+func (x *NodeLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type NodeLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the lines are of (in the first answer).
+	NodeId        string     `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Lines         []*LogLine `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLogsResponse) Reset() {
+	*x = NodeLogsResponse{}
+	mi := &file_curator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogsResponse) ProtoMessage() {}
+
+func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
+func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *NodeLogsResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeLogsResponse) GetLines() []*LogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type CommitGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *GroupSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The group's spec_revision the spec was read at (the `revision:` of
+	// `group describe`): the commit is refused (FailedPrecondition) when
+	// the group's spec changed since, in the commit's own critical
+	// section on the leader, so that of two operators racing from one
+	// describe the second is told. Unset: no check (0: the group must not
+	// exist, or be one stored before revisions were counted).
+	ExpectedRevision *uint64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
 func (x *CommitGroupRequest) Reset() {
 	*x = CommitGroupRequest{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3076,7 @@ func (x *CommitGroupRequest) String() string {
 func (*CommitGroupRequest) ProtoMessage() {}
 
 func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3089,7 @@ func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CommitGroupRequest) GetSpec() *GroupSpec {
@@ -2848,6 +3097,13 @@ func (x *CommitGroupRequest) GetSpec() *GroupSpec {
 		return x.Spec
 	}
 	return nil
+}
+
+func (x *CommitGroupRequest) GetExpectedRevision() uint64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
+	}
+	return 0
 }
 
 type CommitGroupResponse struct {
@@ -2861,7 +3117,7 @@ type CommitGroupResponse struct {
 
 func (x *CommitGroupResponse) Reset() {
 	*x = CommitGroupResponse{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3129,7 @@ func (x *CommitGroupResponse) String() string {
 func (*CommitGroupResponse) ProtoMessage() {}
 
 func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3142,7 @@ func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CommitGroupResponse) GetGroup() *GroupView {
@@ -2903,6 +3159,126 @@ func (x *CommitGroupResponse) GetChanged() bool {
 	return false
 }
 
+// GroupPlan is what a commit of a spec would do (PlanGroup): `group
+// diff` and `group commit --dry-run`.
+type GroupPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// No group of that name exists: the commit makes it.
+	NewGroup bool `protobuf:"varint,2,opt,name=new_group,json=newGroup,proto3" json:"new_group,omitempty"`
+	// What changes, field by field, in the audit trail's words ("size: 3
+	// -> 5"; an environment's values never shown). Empty: nothing.
+	Changes []string `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	// The config SHA changes: a rollout replaces the group's machines.
+	Rolls bool `protobuf:"varint,4,opt,name=rolls,proto3" json:"rolls,omitempty"`
+	// The config SHA after the commit, and before it (empty: a new group).
+	ConfigSha         string `protobuf:"bytes,5,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
+	PreviousConfigSha string `protobuf:"bytes,6,opt,name=previous_config_sha,json=previousConfigSha,proto3" json:"previous_config_sha,omitempty"`
+	// The group's machines now, as its provider lists them.
+	Machines uint32 `protobuf:"varint,7,opt,name=machines,proto3" json:"machines,omitempty"`
+	// What the commit takes away, one sentence each: machines a scale down
+	// destroys, machines a provider change leaves behind.
+	Destroys []string `protobuf:"bytes,8,rep,name=destroys,proto3" json:"destroys,omitempty"`
+	// The group's spec_revision now: what expected_revision is checked
+	// against.
+	Revision      uint64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPlan) Reset() {
+	*x = GroupPlan{}
+	mi := &file_curator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPlan) ProtoMessage() {}
+
+func (x *GroupPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPlan.ProtoReflect.Descriptor instead.
+func (*GroupPlan) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GroupPlan) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetNewGroup() bool {
+	if x != nil {
+		return x.NewGroup
+	}
+	return false
+}
+
+func (x *GroupPlan) GetChanges() []string {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *GroupPlan) GetRolls() bool {
+	if x != nil {
+		return x.Rolls
+	}
+	return false
+}
+
+func (x *GroupPlan) GetConfigSha() string {
+	if x != nil {
+		return x.ConfigSha
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetPreviousConfigSha() string {
+	if x != nil {
+		return x.PreviousConfigSha
+	}
+	return ""
+}
+
+func (x *GroupPlan) GetMachines() uint32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
+func (x *GroupPlan) GetDestroys() []string {
+	if x != nil {
+		return x.Destroys
+	}
+	return nil
+}
+
+func (x *GroupPlan) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type ListGroupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2911,7 +3287,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3299,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3312,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 type ListGroupsResponse struct {
@@ -2948,7 +3324,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3336,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3349,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -2992,7 +3368,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3380,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3393,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -3036,7 +3412,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3424,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3437,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -3084,7 +3460,7 @@ type SuspendGroupRequest struct {
 
 func (x *SuspendGroupRequest) Reset() {
 	*x = SuspendGroupRequest{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3472,7 @@ func (x *SuspendGroupRequest) String() string {
 func (*SuspendGroupRequest) ProtoMessage() {}
 
 func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3485,7 @@ func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
 func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SuspendGroupRequest) GetName() string {
@@ -3143,7 +3519,7 @@ type SuspendGroupResponse struct {
 
 func (x *SuspendGroupResponse) Reset() {
 	*x = SuspendGroupResponse{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3531,7 @@ func (x *SuspendGroupResponse) String() string {
 func (*SuspendGroupResponse) ProtoMessage() {}
 
 func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3544,7 @@ func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
 func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SuspendGroupResponse) GetGroups() []*GroupView {
@@ -3224,7 +3600,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3612,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3625,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -3402,7 +3778,7 @@ type RolloutSummary struct {
 
 func (x *RolloutSummary) Reset() {
 	*x = RolloutSummary{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3790,7 @@ func (x *RolloutSummary) String() string {
 func (*RolloutSummary) ProtoMessage() {}
 
 func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3803,7 @@ func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
 func (*RolloutSummary) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RolloutSummary) GetSha() string {
@@ -3488,7 +3864,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3876,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3889,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -3542,7 +3918,7 @@ type ChangeRolloutRequest struct {
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3930,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3943,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -3620,7 +3996,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +4008,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +4021,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -3732,7 +4108,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +4120,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +4133,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -3813,7 +4189,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +4201,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +4214,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -3884,14 +4260,18 @@ type HeartbeatResponse struct {
 	// The node moves its session to another manager at a moment of its
 	// own, at random within this many milliseconds, and comes back only if
 	// no other manager takes it.
-	MoveWithinMs  uint32 `protobuf:"varint,5,opt,name=move_within_ms,json=moveWithinMs,proto3" json:"move_within_ms,omitempty"`
+	MoveWithinMs uint32 `protobuf:"varint,5,opt,name=move_within_ms,json=moveWithinMs,proto3" json:"move_within_ms,omitempty"`
+	// Set in a push (seq 0) when an operator asks for the node's logs
+	// (`curator logs`, Management.NodeLogs): the node sends them to the
+	// leader with SendLogs, naming the request.
+	Logs          *LogsRequest `protobuf:"bytes,6,opt,name=logs,proto3" json:"logs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4283,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4296,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -3954,6 +4334,230 @@ func (x *HeartbeatResponse) GetMoveWithinMs() uint32 {
 	return 0
 }
 
+func (x *HeartbeatResponse) GetLogs() *LogsRequest {
+	if x != nil {
+		return x.Logs
+	}
+	return nil
+}
+
+// LogsRequest: which of its log lines a node is to send.
+type LogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the request: the node's SendLogs carries it back first.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Only lines logged at or after this time (unset: every line kept).
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// At most this many of the last lines (0: every line kept).
+	Tail uint32 `protobuf:"varint,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	// Keep sending lines as they are logged, until the leader ends the
+	// call.
+	Follow        bool `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_curator_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *LogsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LogsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LogsRequest) GetTail() uint32 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// LogLine is one line of a node agent's log, as it wrote it, and when.
+type LogLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogLine) Reset() {
+	*x = LogLine{}
+	mi := &file_curator_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogLine) ProtoMessage() {}
+
+func (x *LogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
+func (*LogLine) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *LogLine) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *LogLine) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// LogChunk is a part of a node's answer to a LogsRequest: the first
+// names the request.
+type LogChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Lines         []*LogLine             `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogChunk) Reset() {
+	*x = LogChunk{}
+	mi := &file_curator_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogChunk) ProtoMessage() {}
+
+func (x *LogChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
+func (*LogChunk) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *LogChunk) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LogChunk) GetLines() []*LogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type SendLogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendLogsResponse) Reset() {
+	*x = SendLogsResponse{}
+	mi := &file_curator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendLogsResponse) ProtoMessage() {}
+
+func (x *SendLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendLogsResponse.ProtoReflect.Descriptor instead.
+func (*SendLogsResponse) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{53}
+}
+
 // WatchNodeResponse is what a node follows of the cluster: its own record
 // and the managers.
 type WatchNodeResponse struct {
@@ -3967,7 +4571,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4583,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4596,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -4024,7 +4628,7 @@ type LivenessReport struct {
 
 func (x *LivenessReport) Reset() {
 	*x = LivenessReport{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4640,7 @@ func (x *LivenessReport) String() string {
 func (*LivenessReport) ProtoMessage() {}
 
 func (x *LivenessReport) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4653,7 @@ func (x *LivenessReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
 func (*LivenessReport) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LivenessReport) GetBatch() uint64 {
@@ -4082,7 +4686,7 @@ type LivenessAck struct {
 
 func (x *LivenessAck) Reset() {
 	*x = LivenessAck{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4698,7 @@ func (x *LivenessAck) String() string {
 func (*LivenessAck) ProtoMessage() {}
 
 func (x *LivenessAck) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4711,7 @@ func (x *LivenessAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
 func (*LivenessAck) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LivenessAck) GetBatch() uint64 {
@@ -4139,7 +4743,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4755,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4768,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 type GetManagersResponse struct {
@@ -4177,7 +4781,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4793,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4806,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -4227,7 +4831,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4239,7 +4843,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4252,7 +4856,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 type SwarmJoinResponse struct {
@@ -4266,7 +4870,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4882,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4895,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4321,7 +4925,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4937,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4950,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4371,7 +4975,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4987,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +5000,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 type NodeLeaveRequest struct {
@@ -4409,7 +5013,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +5025,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +5038,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -4459,7 +5063,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +5075,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +5088,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -4521,7 +5125,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +5137,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +5150,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 type RenewCertificateResponse struct {
@@ -4563,7 +5167,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +5179,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +5192,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -4629,7 +5233,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +5245,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +5258,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -4696,7 +5300,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +5312,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +5325,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -4758,7 +5362,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +5374,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +5387,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -4850,7 +5454,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +5466,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +5479,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -4887,7 +5491,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4899,7 +5503,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4912,7 +5516,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -4932,7 +5536,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5548,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5561,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -4976,7 +5580,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5592,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5605,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -5045,7 +5649,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5057,7 +5661,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5070,7 +5674,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -5169,7 +5773,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5785,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5798,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -5222,7 +5826,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5838,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5851,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5272,7 +5876,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5888,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5901,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 type AgentStatus struct {
@@ -5313,7 +5917,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5929,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5942,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5385,7 +5989,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5397,7 +6001,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5410,7 +6014,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -5429,7 +6033,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +6045,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +6058,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -5491,7 +6095,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +6107,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +6120,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -5597,7 +6201,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5609,7 +6213,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5622,7 +6226,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -5661,7 +6265,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5673,7 +6277,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5686,7 +6290,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{83}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -5708,7 +6312,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5720,7 +6324,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5733,7 +6337,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -5772,14 +6376,17 @@ type WatchEventsRequest struct {
 	AfterRevision int64 `protobuf:"varint,1,opt,name=after_revision,json=afterRevision,proto3" json:"after_revision,omitempty"`
 	// With after_revision 0: how many of the newest events to send first
 	// (0: none, only new ones).
-	Backlog       uint32 `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Backlog uint32 `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// Only the events it selects, in the backlog (the newest backlog it
+	// selects) and after.
+	Filter        *EventFilter `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5791,7 +6398,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5804,7 +6411,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -5819,6 +6426,13 @@ func (x *WatchEventsRequest) GetBacklog() uint32 {
 		return x.Backlog
 	}
 	return 0
+}
+
+func (x *WatchEventsRequest) GetFilter() *EventFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
 }
 
 type WatchEventsResponse struct {
@@ -5837,7 +6451,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5849,7 +6463,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5862,7 +6476,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -5894,7 +6508,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5906,7 +6520,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5919,7 +6533,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{79}
+	return file_curator_proto_rawDescGZIP(), []int{87}
 }
 
 type BackupChunk struct {
@@ -5934,7 +6548,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5946,7 +6560,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5959,7 +6573,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{80}
+	return file_curator_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -5989,7 +6603,7 @@ type StartUpgradeRequest struct {
 
 func (x *StartUpgradeRequest) Reset() {
 	*x = StartUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6001,7 +6615,7 @@ func (x *StartUpgradeRequest) String() string {
 func (*StartUpgradeRequest) ProtoMessage() {}
 
 func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6014,7 +6628,7 @@ func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*StartUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{81}
+	return file_curator_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StartUpgradeRequest) GetBinary() string {
@@ -6039,7 +6653,7 @@ type GetUpgradeRequest struct {
 
 func (x *GetUpgradeRequest) Reset() {
 	*x = GetUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6051,7 +6665,7 @@ func (x *GetUpgradeRequest) String() string {
 func (*GetUpgradeRequest) ProtoMessage() {}
 
 func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6678,7 @@ func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*GetUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{82}
+	return file_curator_proto_rawDescGZIP(), []int{90}
 }
 
 type CancelUpgradeRequest struct {
@@ -6075,7 +6689,7 @@ type CancelUpgradeRequest struct {
 
 func (x *CancelUpgradeRequest) Reset() {
 	*x = CancelUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6087,7 +6701,7 @@ func (x *CancelUpgradeRequest) String() string {
 func (*CancelUpgradeRequest) ProtoMessage() {}
 
 func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6100,7 +6714,7 @@ func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*CancelUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{83}
+	return file_curator_proto_rawDescGZIP(), []int{91}
 }
 
 // Upgrade is the stored record of an upgrade, at /curator/upgrade: the
@@ -6126,7 +6740,7 @@ type Upgrade struct {
 
 func (x *Upgrade) Reset() {
 	*x = Upgrade{}
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6138,7 +6752,7 @@ func (x *Upgrade) String() string {
 func (*Upgrade) ProtoMessage() {}
 
 func (x *Upgrade) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6151,7 +6765,7 @@ func (x *Upgrade) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upgrade.ProtoReflect.Descriptor instead.
 func (*Upgrade) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{84}
+	return file_curator_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *Upgrade) GetBinary() string {
@@ -6227,7 +6841,7 @@ type UpgradeGroup struct {
 
 func (x *UpgradeGroup) Reset() {
 	*x = UpgradeGroup{}
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6239,7 +6853,7 @@ func (x *UpgradeGroup) String() string {
 func (*UpgradeGroup) ProtoMessage() {}
 
 func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6252,7 +6866,7 @@ func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeGroup.ProtoReflect.Descriptor instead.
 func (*UpgradeGroup) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{85}
+	return file_curator_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UpgradeGroup) GetName() string {
@@ -6391,7 +7005,7 @@ const file_curator_proto_rawDesc = "" +
 	"\rTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"(\n" +
 	"\x12RotateTokenRequest\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\"\xd6\x01\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\"\x89\x02\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04loop\x18\x02 \x01(\tR\x04loop\x12\x17\n" +
@@ -6400,9 +7014,18 @@ const file_curator_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06leader\x18\x06 \x01(\tR\x06leader\x12\x12\n" +
 	"\x04term\x18\a \x01(\x03R\x04term\x12\x14\n" +
-	"\x05actor\x18\b \x01(\tR\x05actor\")\n" +
+	"\x05actor\x18\b \x01(\tR\x05actor\x12\x1b\n" +
+	"\tnode_name\x18\t \x01(\tR\bnodeName\x12\x14\n" +
+	"\x05group\x18\n" +
+	" \x01(\tR\x05group\"}\n" +
+	"\vEventFilter\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"Z\n" +
 	"\x11ListEventsRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\rR\x05limit\"?\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12/\n" +
+	"\x06filter\x18\x02 \x01(\v2\x17.curator.v1.EventFilterR\x06filter\"?\n" +
 	"\x12ListEventsResponse\x12)\n" +
 	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\"\x1d\n" +
 	"\vNodeRequest\x12\x0e\n" +
@@ -6485,7 +7108,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x0eMachineRelease\x12\x16\n" +
 	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xca\x03\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xef\x03\n" +
 	"\x05Group\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x12\x1d\n" +
 	"\n" +
@@ -6501,7 +7124,8 @@ const file_curator_proto_rawDesc = "" +
 	"\freplacements\x18\v \x03(\v2\x1a.google.protobuf.TimestampR\freplacements\x12\x1c\n" +
 	"\tsuspended\x18\f \x01(\tR\tsuspended\x12A\n" +
 	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\x12)\n" +
-	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\"\xf4\x01\n" +
+	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\x12#\n" +
+	"\rspec_revision\x18\x0e \x01(\x04R\fspecRevision\"\xf4\x01\n" +
 	"\tGroupView\x12'\n" +
 	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
 	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +
@@ -6509,12 +7133,33 @@ const file_curator_proto_rawDesc = "" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12#\n" +
 	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\x12'\n" +
 	"\x0frollout_updated\x18\x06 \x01(\rR\x0erolloutUpdated\x12#\n" +
-	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"?\n" +
+	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"\x7f\n" +
+	"\x0fNodeLogsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04tail\x18\x03 \x01(\rR\x04tail\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\"V\n" +
+	"\x10NodeLogsResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
+	"\x05lines\x18\x02 \x03(\v2\x13.curator.v1.LogLineR\x05lines\"\x87\x01\n" +
 	"\x12CommitGroupRequest\x12)\n" +
-	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\"\\\n" +
+	"\x04spec\x18\x01 \x01(\v2\x15.curator.v1.GroupSpecR\x04spec\x120\n" +
+	"\x11expected_revision\x18\x02 \x01(\x04H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x12_expected_revision\"\\\n" +
 	"\x13CommitGroupResponse\x12+\n" +
 	"\x05group\x18\x01 \x01(\v2\x15.curator.v1.GroupViewR\x05group\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"\x13\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\x8f\x02\n" +
+	"\tGroupPlan\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tnew_group\x18\x02 \x01(\bR\bnewGroup\x12\x18\n" +
+	"\achanges\x18\x03 \x03(\tR\achanges\x12\x14\n" +
+	"\x05rolls\x18\x04 \x01(\bR\x05rolls\x12\x1d\n" +
+	"\n" +
+	"config_sha\x18\x05 \x01(\tR\tconfigSha\x12.\n" +
+	"\x13previous_config_sha\x18\x06 \x01(\tR\x11previousConfigSha\x12\x1a\n" +
+	"\bmachines\x18\a \x01(\rR\bmachines\x12\x1a\n" +
+	"\bdestroys\x18\b \x03(\tR\bdestroys\x12\x1a\n" +
+	"\brevision\x18\t \x01(\x04R\brevision\"\x13\n" +
 	"\x11ListGroupsRequest\"C\n" +
 	"\x12ListGroupsResponse\x12-\n" +
 	"\x06groups\x18\x01 \x03(\v2\x15.curator.v1.GroupViewR\x06groups\"%\n" +
@@ -6596,14 +7241,28 @@ const file_curator_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12%\n" +
-	"\x0edigests_follow\x18\x03 \x01(\bR\rdigestsFollow\"\xb9\x01\n" +
+	"\x0edigests_follow\x18\x03 \x01(\bR\rdigestsFollow\"\xe6\x01\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x123\n" +
 	"\x05watch\x18\x04 \x01(\v2\x1d.curator.v1.WatchNodeResponseR\x05watch\x12$\n" +
-	"\x0emove_within_ms\x18\x05 \x01(\rR\fmoveWithinMs\"U\n" +
+	"\x0emove_within_ms\x18\x05 \x01(\rR\fmoveWithinMs\x12+\n" +
+	"\x04logs\x18\x06 \x01(\v2\x17.curator.v1.LogsRequestR\x04logs\"{\n" +
+	"\vLogsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04tail\x18\x03 \x01(\rR\x04tail\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\"M\n" +
+	"\aLogLine\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"T\n" +
+	"\bLogChunk\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12)\n" +
+	"\x05lines\x18\x02 \x03(\v2\x13.curator.v1.LogLineR\x05lines\"\x12\n" +
+	"\x10SendLogsResponse\"U\n" +
 	"\x11WatchNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.curator.v1.NodeR\x04node\x12\x1a\n" +
 	"\bmanagers\x18\x02 \x03(\tR\bmanagers\"A\n" +
@@ -6720,10 +7379,11 @@ const file_curator_proto_rawDesc = "" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x12*\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x14.curator.v1.NodeViewR\x05nodes\x12\x18\n" +
 	"\aremoved\x18\x03 \x03(\tR\aremoved\x12\x1a\n" +
-	"\brevision\x18\x04 \x01(\x03R\brevision\"U\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\"\x86\x01\n" +
 	"\x12WatchEventsRequest\x12%\n" +
 	"\x0eafter_revision\x18\x01 \x01(\x03R\rafterRevision\x12\x18\n" +
-	"\abacklog\x18\x02 \x01(\rR\abacklog\"z\n" +
+	"\abacklog\x18\x02 \x01(\rR\abacklog\x12/\n" +
+	"\x06filter\x18\x03 \x01(\v2\x17.curator.v1.EventFilterR\x06filter\"z\n" +
 	"\x13WatchEventsResponse\x12)\n" +
 	"\x06events\x18\x01 \x03(\v2\x11.curator.v1.EventR\x06events\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1c\n" +
@@ -6791,7 +7451,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x15UPGRADE_STATE_ROLLING\x10\x01\x12\x16\n" +
 	"\x12UPGRADE_STATE_DONE\x10\x02\x12\x18\n" +
 	"\x14UPGRADE_STATE_FAILED\x10\x03\x12\x1b\n" +
-	"\x17UPGRADE_STATE_CANCELLED\x10\x042\x9e\x11\n" +
+	"\x17UPGRADE_STATE_CANCELLED\x10\x042\xab\x12\n" +
 	"\n" +
 	"Management\x12H\n" +
 	"\tListNodes\x12\x1c.curator.v1.ListNodesRequest\x1a\x1d.curator.v1.ListNodesResponse\x12K\n" +
@@ -6810,7 +7470,8 @@ const file_curator_proto_rawDesc = "" +
 	"\x0eGetClusterInfo\x12\x1e.curator.v1.ClusterInfoRequest\x1a\x17.curator.v1.ClusterInfo\x12B\n" +
 	"\bGetToken\x12\x1b.curator.v1.GetTokenRequest\x1a\x19.curator.v1.TokenResponse\x12H\n" +
 	"\vRotateToken\x12\x1e.curator.v1.RotateTokenRequest\x1a\x19.curator.v1.TokenResponse\x12N\n" +
-	"\vCommitGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x1f.curator.v1.CommitGroupResponse\x12K\n" +
+	"\vCommitGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x1f.curator.v1.CommitGroupResponse\x12B\n" +
+	"\tPlanGroup\x12\x1e.curator.v1.CommitGroupRequest\x1a\x15.curator.v1.GroupPlan\x12K\n" +
 	"\n" +
 	"ListGroups\x12\x1d.curator.v1.ListGroupsRequest\x1a\x1e.curator.v1.ListGroupsResponse\x12>\n" +
 	"\bGetGroup\x12\x1b.curator.v1.GetGroupRequest\x1a\x15.curator.v1.GroupView\x12F\n" +
@@ -6826,17 +7487,19 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"WatchNodes\x12\x1d.curator.v1.WatchNodesRequest\x1a\x1e.curator.v1.WatchNodesResponse0\x01\x12P\n" +
 	"\vWatchEvents\x12\x1e.curator.v1.WatchEventsRequest\x1a\x1f.curator.v1.WatchEventsResponse0\x01\x12>\n" +
-	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x01\x12D\n" +
+	"\x06Backup\x12\x19.curator.v1.BackupRequest\x1a\x17.curator.v1.BackupChunk0\x01\x12G\n" +
+	"\bNodeLogs\x12\x1b.curator.v1.NodeLogsRequest\x1a\x1c.curator.v1.NodeLogsResponse0\x01\x12D\n" +
 	"\fStartUpgrade\x12\x1f.curator.v1.StartUpgradeRequest\x1a\x13.curator.v1.Upgrade\x12@\n" +
 	"\n" +
 	"GetUpgrade\x12\x1d.curator.v1.GetUpgradeRequest\x1a\x13.curator.v1.Upgrade\x12F\n" +
-	"\rCancelUpgrade\x12 .curator.v1.CancelUpgradeRequest\x1a\x13.curator.v1.Upgrade2\xfe\x04\n" +
+	"\rCancelUpgrade\x12 .curator.v1.CancelUpgradeRequest\x1a\x13.curator.v1.Upgrade2\xc2\x05\n" +
 	"\aCurator\x12E\n" +
 	"\bRegister\x12\x1b.curator.v1.RegisterRequest\x1a\x1c.curator.v1.RegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1c.curator.v1.HeartbeatRequest\x1a\x1d.curator.v1.HeartbeatResponse(\x010\x01\x12N\n" +
 	"\vGetManagers\x12\x1e.curator.v1.GetManagersRequest\x1a\x1f.curator.v1.GetManagersResponse\x12C\n" +
 	"\bLiveness\x12\x1a.curator.v1.LivenessReport\x1a\x17.curator.v1.LivenessAck(\x010\x01\x12D\n" +
-	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12]\n" +
+	"\x05Leave\x12\x1c.curator.v1.NodeLeaveRequest\x1a\x1d.curator.v1.NodeLeaveResponse\x12B\n" +
+	"\bSendLogs\x12\x14.curator.v1.LogChunk\x1a\x1c.curator.v1.SendLogsResponse(\x010\x01\x12]\n" +
 	"\x10RenewCertificate\x12#.curator.v1.RenewCertificateRequest\x1a$.curator.v1.RenewCertificateResponse\x12H\n" +
 	"\tSwarmJoin\x12\x1c.curator.v1.SwarmJoinRequest\x1a\x1d.curator.v1.SwarmJoinResponse\x12Z\n" +
 	"\x0fReportSwarmNode\x12\".curator.v1.ReportSwarmNodeRequest\x1a#.curator.v1.ReportSwarmNodeResponse2\x88\x01\n" +
@@ -6857,7 +7520,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -6879,88 +7542,96 @@ var file_curator_proto_goTypes = []any{
 	(*TokenResponse)(nil),                  // 17: curator.v1.TokenResponse
 	(*RotateTokenRequest)(nil),             // 18: curator.v1.RotateTokenRequest
 	(*Event)(nil),                          // 19: curator.v1.Event
-	(*ListEventsRequest)(nil),              // 20: curator.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),             // 21: curator.v1.ListEventsResponse
-	(*NodeRequest)(nil),                    // 22: curator.v1.NodeRequest
-	(*UpdateNodeRequest)(nil),              // 23: curator.v1.UpdateNodeRequest
-	(*RemoveNodeRequest)(nil),              // 24: curator.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),             // 25: curator.v1.RemoveNodeResponse
-	(*UpdateClusterRequest)(nil),           // 26: curator.v1.UpdateClusterRequest
-	(*DemoteResponse)(nil),                 // 27: curator.v1.DemoteResponse
-	(*GroupSpec)(nil),                      // 28: curator.v1.GroupSpec
-	(*RolloutPolicy)(nil),                  // 29: curator.v1.RolloutPolicy
-	(*ProviderSpec)(nil),                   // 30: curator.v1.ProviderSpec
-	(*ProcessProviderSpec)(nil),            // 31: curator.v1.ProcessProviderSpec
-	(*DockerProviderSpec)(nil),             // 32: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),               // 33: curator.v1.InstanceTemplate
-	(*MachineRelease)(nil),                 // 34: curator.v1.MachineRelease
-	(*Group)(nil),                          // 35: curator.v1.Group
-	(*GroupView)(nil),                      // 36: curator.v1.GroupView
-	(*CommitGroupRequest)(nil),             // 37: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),            // 38: curator.v1.CommitGroupResponse
-	(*ListGroupsRequest)(nil),              // 39: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 40: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),                // 41: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),            // 42: curator.v1.DestroyGroupRequest
-	(*SuspendGroupRequest)(nil),            // 43: curator.v1.SuspendGroupRequest
-	(*SuspendGroupResponse)(nil),           // 44: curator.v1.SuspendGroupResponse
-	(*Rollout)(nil),                        // 45: curator.v1.Rollout
-	(*RolloutSummary)(nil),                 // 46: curator.v1.RolloutSummary
-	(*GetRolloutRequest)(nil),              // 47: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),           // 48: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),                // 49: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),               // 50: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),               // 51: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 52: curator.v1.HeartbeatResponse
-	(*WatchNodeResponse)(nil),              // 53: curator.v1.WatchNodeResponse
-	(*LivenessReport)(nil),                 // 54: curator.v1.LivenessReport
-	(*LivenessAck)(nil),                    // 55: curator.v1.LivenessAck
-	(*GetManagersRequest)(nil),             // 56: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 57: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 58: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 59: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 60: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 61: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 62: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 63: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 64: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 65: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 66: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 67: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 68: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 69: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 70: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 71: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 72: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 73: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 74: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 75: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 76: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 77: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 78: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 79: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 80: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 81: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 82: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 83: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 84: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 85: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 86: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 87: curator.v1.BackupChunk
-	(*StartUpgradeRequest)(nil),            // 88: curator.v1.StartUpgradeRequest
-	(*GetUpgradeRequest)(nil),              // 89: curator.v1.GetUpgradeRequest
-	(*CancelUpgradeRequest)(nil),           // 90: curator.v1.CancelUpgradeRequest
-	(*Upgrade)(nil),                        // 91: curator.v1.Upgrade
-	(*UpgradeGroup)(nil),                   // 92: curator.v1.UpgradeGroup
-	nil,                                    // 93: curator.v1.Node.LabelsEntry
-	nil,                                    // 94: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 95: curator.v1.ClusterInfo.ReleasesEntry
-	nil,                                    // 96: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 97: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 98: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 99: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 100: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 101: google.protobuf.Duration
+	(*EventFilter)(nil),                    // 20: curator.v1.EventFilter
+	(*ListEventsRequest)(nil),              // 21: curator.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),             // 22: curator.v1.ListEventsResponse
+	(*NodeRequest)(nil),                    // 23: curator.v1.NodeRequest
+	(*UpdateNodeRequest)(nil),              // 24: curator.v1.UpdateNodeRequest
+	(*RemoveNodeRequest)(nil),              // 25: curator.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),             // 26: curator.v1.RemoveNodeResponse
+	(*UpdateClusterRequest)(nil),           // 27: curator.v1.UpdateClusterRequest
+	(*DemoteResponse)(nil),                 // 28: curator.v1.DemoteResponse
+	(*GroupSpec)(nil),                      // 29: curator.v1.GroupSpec
+	(*RolloutPolicy)(nil),                  // 30: curator.v1.RolloutPolicy
+	(*ProviderSpec)(nil),                   // 31: curator.v1.ProviderSpec
+	(*ProcessProviderSpec)(nil),            // 32: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),             // 33: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),               // 34: curator.v1.InstanceTemplate
+	(*MachineRelease)(nil),                 // 35: curator.v1.MachineRelease
+	(*Group)(nil),                          // 36: curator.v1.Group
+	(*GroupView)(nil),                      // 37: curator.v1.GroupView
+	(*NodeLogsRequest)(nil),                // 38: curator.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),               // 39: curator.v1.NodeLogsResponse
+	(*CommitGroupRequest)(nil),             // 40: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),            // 41: curator.v1.CommitGroupResponse
+	(*GroupPlan)(nil),                      // 42: curator.v1.GroupPlan
+	(*ListGroupsRequest)(nil),              // 43: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 44: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 45: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 46: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 47: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 48: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 49: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 50: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 51: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 52: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 53: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 54: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 55: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 56: curator.v1.HeartbeatResponse
+	(*LogsRequest)(nil),                    // 57: curator.v1.LogsRequest
+	(*LogLine)(nil),                        // 58: curator.v1.LogLine
+	(*LogChunk)(nil),                       // 59: curator.v1.LogChunk
+	(*SendLogsResponse)(nil),               // 60: curator.v1.SendLogsResponse
+	(*WatchNodeResponse)(nil),              // 61: curator.v1.WatchNodeResponse
+	(*LivenessReport)(nil),                 // 62: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 63: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 64: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 65: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 66: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 67: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 68: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 69: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 70: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 71: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 72: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 73: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 74: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 75: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 76: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 77: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 78: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 79: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 80: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 81: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 82: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 83: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 84: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 85: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 86: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 87: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 88: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 89: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 90: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 91: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 92: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 93: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 94: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 95: curator.v1.BackupChunk
+	(*StartUpgradeRequest)(nil),            // 96: curator.v1.StartUpgradeRequest
+	(*GetUpgradeRequest)(nil),              // 97: curator.v1.GetUpgradeRequest
+	(*CancelUpgradeRequest)(nil),           // 98: curator.v1.CancelUpgradeRequest
+	(*Upgrade)(nil),                        // 99: curator.v1.Upgrade
+	(*UpgradeGroup)(nil),                   // 100: curator.v1.UpgradeGroup
+	nil,                                    // 101: curator.v1.Node.LabelsEntry
+	nil,                                    // 102: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 103: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 104: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 105: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 106: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 107: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 108: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 109: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -6968,164 +7639,179 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	93,  // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	100, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	100, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	100, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	101, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	108, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	108, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	108, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	100, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	100, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	108, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	108, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	100, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	108, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	94,  // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	101, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	95,  // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	100, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	19,  // 20: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
-	1,   // 21: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	96,  // 22: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	101, // 23: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 24: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
-	3,   // 25: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
-	30,  // 26: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	33,  // 27: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	101, // 28: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	101, // 29: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
-	29,  // 30: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	101, // 31: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	101, // 32: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	101, // 33: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
-	31,  // 34: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	32,  // 35: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	97,  // 36: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	98,  // 37: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	34,  // 38: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
-	28,  // 39: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	100, // 40: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	100, // 41: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	100, // 42: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	100, // 43: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	35,  // 44: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	28,  // 45: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	36,  // 46: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	36,  // 47: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	36,  // 48: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 49: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	100, // 50: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	100, // 51: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	100, // 52: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	33,  // 53: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	46,  // 54: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	33,  // 55: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 56: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	100, // 57: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	100, // 58: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 59: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	99,  // 60: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	53,  // 61: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	9,   // 62: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	101, // 63: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	100, // 64: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	100, // 65: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	100, // 66: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	68,  // 67: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	68,  // 68: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	100, // 69: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	73,  // 70: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 71: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	100, // 72: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	101, // 73: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 74: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	19,  // 75: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 76: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	92,  // 77: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	100, // 78: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	100, // 79: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	11,  // 80: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	20,  // 81: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	22,  // 82: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	22,  // 83: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 84: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	22,  // 85: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	24,  // 86: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	26,  // 87: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 88: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 89: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 90: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 91: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	37,  // 92: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	39,  // 93: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	41,  // 94: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	42,  // 95: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	43,  // 96: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	47,  // 97: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	48,  // 98: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	66,  // 99: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	69,  // 100: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	71,  // 101: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	74,  // 102: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	82,  // 103: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	84,  // 104: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	86,  // 105: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	88,  // 106: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	89,  // 107: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	90,  // 108: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	49,  // 109: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	51,  // 110: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	56,  // 111: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	54,  // 112: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	62,  // 113: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	64,  // 114: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	58,  // 115: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	60,  // 116: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	76,  // 117: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	78,  // 118: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 119: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	21,  // 120: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 121: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	27,  // 122: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 123: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 124: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	25,  // 125: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 126: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 127: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 128: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 129: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 130: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	38,  // 131: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	40,  // 132: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	36,  // 133: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	36,  // 134: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	44,  // 135: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	45,  // 136: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	45,  // 137: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	67,  // 138: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	70,  // 139: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	72,  // 140: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	75,  // 141: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	83,  // 142: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	85,  // 143: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	87,  // 144: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	91,  // 145: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	91,  // 146: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	91,  // 147: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	50,  // 148: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	52,  // 149: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	57,  // 150: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	55,  // 151: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	63,  // 152: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	65,  // 153: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	59,  // 154: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	61,  // 155: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	77,  // 156: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	79,  // 157: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	119, // [119:158] is the sub-list for method output_type
-	80,  // [80:119] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	102, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	109, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	103, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	108, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	108, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
+	20,  // 21: curator.v1.ListEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 22: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
+	1,   // 23: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
+	104, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	109, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 26: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
+	3,   // 27: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
+	31,  // 28: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
+	34,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	109, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	109, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
+	109, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	109, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	109, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	32,  // 36: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	33,  // 37: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	105, // 38: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	106, // 39: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	35,  // 40: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	29,  // 41: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	108, // 42: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	108, // 43: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	108, // 44: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	108, // 45: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	36,  // 46: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	108, // 47: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	58,  // 48: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 49: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	37,  // 50: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	37,  // 51: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	37,  // 52: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 53: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	108, // 54: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	108, // 55: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	108, // 56: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	34,  // 57: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	50,  // 58: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	34,  // 59: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 60: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	108, // 61: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	108, // 62: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 63: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	107, // 64: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	61,  // 65: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	57,  // 66: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	108, // 67: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	108, // 68: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	58,  // 69: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 70: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	109, // 71: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	108, // 72: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	108, // 73: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	108, // 74: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	76,  // 75: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	76,  // 76: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	108, // 77: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	81,  // 78: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 79: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	108, // 80: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	109, // 81: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 82: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 83: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 84: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 85: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	100, // 86: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	108, // 87: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	108, // 88: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	11,  // 89: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 90: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 91: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 92: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 93: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 94: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 95: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 96: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 97: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 98: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 99: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 100: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	40,  // 101: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	40,  // 102: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	43,  // 103: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	45,  // 104: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	46,  // 105: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	47,  // 106: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	51,  // 107: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	52,  // 108: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	74,  // 109: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	77,  // 110: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	79,  // 111: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	82,  // 112: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	90,  // 113: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	92,  // 114: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	94,  // 115: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	38,  // 116: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	96,  // 117: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	97,  // 118: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	98,  // 119: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	53,  // 120: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	55,  // 121: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	64,  // 122: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	62,  // 123: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	70,  // 124: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	59,  // 125: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	72,  // 126: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	66,  // 127: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	68,  // 128: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	84,  // 129: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	86,  // 130: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 131: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 132: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 133: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 134: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 135: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 136: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 137: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 138: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 139: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 140: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 141: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 142: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	41,  // 143: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	42,  // 144: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	44,  // 145: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	37,  // 146: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	37,  // 147: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	48,  // 148: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	49,  // 149: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	49,  // 150: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	75,  // 151: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	78,  // 152: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	80,  // 153: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	83,  // 154: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	91,  // 155: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	93,  // 156: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	95,  // 157: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	39,  // 158: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	99,  // 159: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	99,  // 160: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	99,  // 161: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	54,  // 162: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	56,  // 163: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	65,  // 164: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	63,  // 165: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	71,  // 166: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	60,  // 167: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	73,  // 168: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	67,  // 169: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	69,  // 170: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	85,  // 171: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	87,  // 172: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	131, // [131:173] is the sub-list for method output_type
+	89,  // [89:131] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -7133,19 +7819,20 @@ func file_curator_proto_init() {
 	if File_curator_proto != nil {
 		return
 	}
-	file_curator_proto_msgTypes[19].OneofWrappers = []any{}
-	file_curator_proto_msgTypes[22].OneofWrappers = []any{}
-	file_curator_proto_msgTypes[23].OneofWrappers = []any{
+	file_curator_proto_msgTypes[20].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[23].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[24].OneofWrappers = []any{
 		(*ProviderSpec_Process)(nil),
 		(*ProviderSpec_Docker)(nil),
 	}
+	file_curator_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   93,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -44,6 +44,7 @@ const (
 	Management_GetToken_FullMethodName               = "/curator.v1.Management/GetToken"
 	Management_RotateToken_FullMethodName            = "/curator.v1.Management/RotateToken"
 	Management_CommitGroup_FullMethodName            = "/curator.v1.Management/CommitGroup"
+	Management_PlanGroup_FullMethodName              = "/curator.v1.Management/PlanGroup"
 	Management_ListGroups_FullMethodName             = "/curator.v1.Management/ListGroups"
 	Management_GetGroup_FullMethodName               = "/curator.v1.Management/GetGroup"
 	Management_DestroyGroup_FullMethodName           = "/curator.v1.Management/DestroyGroup"
@@ -57,6 +58,7 @@ const (
 	Management_WatchNodes_FullMethodName             = "/curator.v1.Management/WatchNodes"
 	Management_WatchEvents_FullMethodName            = "/curator.v1.Management/WatchEvents"
 	Management_Backup_FullMethodName                 = "/curator.v1.Management/Backup"
+	Management_NodeLogs_FullMethodName               = "/curator.v1.Management/NodeLogs"
 	Management_StartUpgrade_FullMethodName           = "/curator.v1.Management/StartUpgrade"
 	Management_GetUpgrade_FullMethodName             = "/curator.v1.Management/GetUpgrade"
 	Management_CancelUpgrade_FullMethodName          = "/curator.v1.Management/CancelUpgrade"
@@ -83,6 +85,11 @@ type ManagementClient interface {
 	// CommitGroup stores a group's spec; the group loop makes the machines
 	// match it. Committing the spec a group already has changes nothing.
 	CommitGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*CommitGroupResponse, error)
+	// PlanGroup says what CommitGroup of the request would do, with the
+	// same checks, and changes nothing (`group diff`, `group commit
+	// --dry-run`). An expected_revision that is not the group's is no
+	// error here: the plan carries the group's revision.
+	PlanGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*GroupPlan, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GroupView, error)
 	// DestroyGroup marks a group for destruction: the group loop destroys its
@@ -118,6 +125,11 @@ type ManagementClient interface {
 	// Backup streams a snapshot of the leader's etcd member: etcd's own
 	// format (the database, then its SHA-256), which `agent restore` takes.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// NodeLogs streams a node agent's log lines (`curator logs`): the
+	// leader asks the node over its session stream, and relays what the
+	// node sends. A node with no session (down, cut off) is an error that
+	// names it. An operator's call: logs may say more than a reader sees.
+	NodeLogs(ctx context.Context, in *NodeLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NodeLogsResponse], error)
 	// StartUpgrade takes the whole cluster to a release (`curator upgrade`):
 	// each group onto the binary or image, the groups with the consensus
 	// role first, one group at a time, each under its rollout policy. An
@@ -263,6 +275,16 @@ func (c *managementClient) CommitGroup(ctx context.Context, in *CommitGroupReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitGroupResponse)
 	err := c.cc.Invoke(ctx, Management_CommitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managementClient) PlanGroup(ctx context.Context, in *CommitGroupRequest, opts ...grpc.CallOption) (*GroupPlan, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupPlan)
+	err := c.cc.Invoke(ctx, Management_PlanGroup_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +448,25 @@ func (c *managementClient) Backup(ctx context.Context, in *BackupRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_BackupClient = grpc.ServerStreamingClient[BackupChunk]
 
+func (c *managementClient) NodeLogs(ctx context.Context, in *NodeLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NodeLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Management_ServiceDesc.Streams[3], Management_NodeLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[NodeLogsRequest, NodeLogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_NodeLogsClient = grpc.ServerStreamingClient[NodeLogsResponse]
+
 func (c *managementClient) StartUpgrade(ctx context.Context, in *StartUpgradeRequest, opts ...grpc.CallOption) (*Upgrade, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Upgrade)
@@ -477,6 +518,11 @@ type ManagementServer interface {
 	// CommitGroup stores a group's spec; the group loop makes the machines
 	// match it. Committing the spec a group already has changes nothing.
 	CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error)
+	// PlanGroup says what CommitGroup of the request would do, with the
+	// same checks, and changes nothing (`group diff`, `group commit
+	// --dry-run`). An expected_revision that is not the group's is no
+	// error here: the plan carries the group's revision.
+	PlanGroup(context.Context, *CommitGroupRequest) (*GroupPlan, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	GetGroup(context.Context, *GetGroupRequest) (*GroupView, error)
 	// DestroyGroup marks a group for destruction: the group loop destroys its
@@ -512,6 +558,11 @@ type ManagementServer interface {
 	// Backup streams a snapshot of the leader's etcd member: etcd's own
 	// format (the database, then its SHA-256), which `agent restore` takes.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// NodeLogs streams a node agent's log lines (`curator logs`): the
+	// leader asks the node over its session stream, and relays what the
+	// node sends. A node with no session (down, cut off) is an error that
+	// names it. An operator's call: logs may say more than a reader sees.
+	NodeLogs(*NodeLogsRequest, grpc.ServerStreamingServer[NodeLogsResponse]) error
 	// StartUpgrade takes the whole cluster to a release (`curator upgrade`):
 	// each group onto the binary or image, the groups with the consensus
 	// role first, one group at a time, each under its rollout policy. An
@@ -572,6 +623,9 @@ func (UnimplementedManagementServer) RotateToken(context.Context, *RotateTokenRe
 func (UnimplementedManagementServer) CommitGroup(context.Context, *CommitGroupRequest) (*CommitGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitGroup not implemented")
 }
+func (UnimplementedManagementServer) PlanGroup(context.Context, *CommitGroupRequest) (*GroupPlan, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanGroup not implemented")
+}
 func (UnimplementedManagementServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
 }
@@ -610,6 +664,9 @@ func (UnimplementedManagementServer) WatchEvents(*WatchEventsRequest, grpc.Serve
 }
 func (UnimplementedManagementServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedManagementServer) NodeLogs(*NodeLogsRequest, grpc.ServerStreamingServer[NodeLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method NodeLogs not implemented")
 }
 func (UnimplementedManagementServer) StartUpgrade(context.Context, *StartUpgradeRequest) (*Upgrade, error) {
 	return nil, status.Error(codes.Unimplemented, "method StartUpgrade not implemented")
@@ -875,6 +932,24 @@ func _Management_CommitGroup_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Management_PlanGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServer).PlanGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Management_PlanGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServer).PlanGroup(ctx, req.(*CommitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Management_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListGroupsRequest)
 	if err := dec(in); err != nil {
@@ -1088,6 +1163,17 @@ func _Management_Backup_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Management_BackupServer = grpc.ServerStreamingServer[BackupChunk]
 
+func _Management_NodeLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(NodeLogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagementServer).NodeLogs(m, &grpc.GenericServerStream[NodeLogsRequest, NodeLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Management_NodeLogsServer = grpc.ServerStreamingServer[NodeLogsResponse]
+
 func _Management_StartUpgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StartUpgradeRequest)
 	if err := dec(in); err != nil {
@@ -1202,6 +1288,10 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Management_CommitGroup_Handler,
 		},
 		{
+			MethodName: "PlanGroup",
+			Handler:    _Management_PlanGroup_Handler,
+		},
+		{
 			MethodName: "ListGroups",
 			Handler:    _Management_ListGroups_Handler,
 		},
@@ -1270,6 +1360,11 @@ var Management_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Management_Backup_Handler,
 			ServerStreams: true,
 		},
+		{
+			StreamName:    "NodeLogs",
+			Handler:       _Management_NodeLogs_Handler,
+			ServerStreams: true,
+		},
 	},
 	Metadata: "curator.proto",
 }
@@ -1280,6 +1375,7 @@ const (
 	Curator_GetManagers_FullMethodName      = "/curator.v1.Curator/GetManagers"
 	Curator_Liveness_FullMethodName         = "/curator.v1.Curator/Liveness"
 	Curator_Leave_FullMethodName            = "/curator.v1.Curator/Leave"
+	Curator_SendLogs_FullMethodName         = "/curator.v1.Curator/SendLogs"
 	Curator_RenewCertificate_FullMethodName = "/curator.v1.Curator/RenewCertificate"
 	Curator_SwarmJoin_FullMethodName        = "/curator.v1.Curator/SwarmJoin"
 	Curator_ReportSwarmNode_FullMethodName  = "/curator.v1.Curator/ReportSwarmNode"
@@ -1307,6 +1403,10 @@ type CuratorClient interface {
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(ctx context.Context, in *NodeLeaveRequest, opts ...grpc.CallOption) (*NodeLeaveResponse, error)
+	// SendLogs carries a node's log lines to the leader, in answer to the
+	// LogsRequest its session stream pushed; the leader ends the call when
+	// the operator who asked goes (its stream then ends: the node stops).
+	SendLogs(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LogChunk, SendLogsResponse], error)
 	// RenewCertificate issues the calling node new certificates for the key
 	// it has (see the certificate renewal messages).
 	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
@@ -1383,6 +1483,19 @@ func (c *curatorClient) Leave(ctx context.Context, in *NodeLeaveRequest, opts ..
 	return out, nil
 }
 
+func (c *curatorClient) SendLogs(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LogChunk, SendLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Curator_ServiceDesc.Streams[2], Curator_SendLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogChunk, SendLogsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Curator_SendLogsClient = grpc.BidiStreamingClient[LogChunk, SendLogsResponse]
+
 func (c *curatorClient) RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewCertificateResponse)
@@ -1435,6 +1548,10 @@ type CuratorServer interface {
 	// Leave: the calling node leaves the cluster. A manager is demoted first
 	// (with handoff if it leads); call again until the outcome is "left".
 	Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error)
+	// SendLogs carries a node's log lines to the leader, in answer to the
+	// LogsRequest its session stream pushed; the leader ends the call when
+	// the operator who asked goes (its stream then ends: the node stops).
+	SendLogs(grpc.BidiStreamingServer[LogChunk, SendLogsResponse]) error
 	// RenewCertificate issues the calling node new certificates for the key
 	// it has (see the certificate renewal messages).
 	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
@@ -1469,6 +1586,9 @@ func (UnimplementedCuratorServer) Liveness(grpc.BidiStreamingServer[LivenessRepo
 }
 func (UnimplementedCuratorServer) Leave(context.Context, *NodeLeaveRequest) (*NodeLeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedCuratorServer) SendLogs(grpc.BidiStreamingServer[LogChunk, SendLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method SendLogs not implemented")
 }
 func (UnimplementedCuratorServer) RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
@@ -1568,6 +1688,13 @@ func _Curator_Leave_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Curator_SendLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CuratorServer).SendLogs(&grpc.GenericServerStream[LogChunk, SendLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Curator_SendLogsServer = grpc.BidiStreamingServer[LogChunk, SendLogsResponse]
+
 func _Curator_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewCertificateRequest)
 	if err := dec(in); err != nil {
@@ -1664,6 +1791,12 @@ var Curator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Liveness",
 			Handler:       _Curator_Liveness_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "SendLogs",
+			Handler:       _Curator_SendLogs_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -60,8 +60,15 @@ func TestGroupScale(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Scaled group workers from 1 to 2") {
 		t.Fatalf("group scale workers 2: %v, %q", err, out)
 	}
-	if got, want := describe(), strings.Replace(before, "size: 1\n", "size: 2\n", 1); got != want {
-		t.Errorf("after scale, describe:\n%s\nwant only the size changed:\n%s", got, want)
+	// The size changed, and so the revision, by one.
+	var rev int
+	if _, err := fmt.Sscanf(before, "revision: %d\n", &rev); err != nil {
+		t.Fatalf("describe has no revision first: %v\n%s", err, before)
+	}
+	want := strings.Replace(before, "size: 1\n", "size: 2\n", 1)
+	want = strings.Replace(want, fmt.Sprintf("revision: %d\n", rev), fmt.Sprintf("revision: %d\n", rev+1), 1)
+	if got := describe(); got != want {
+		t.Errorf("after scale, describe:\n%s\nwant only the size and the revision changed:\n%s", got, want)
 	}
 	waitWorkers(2)
 

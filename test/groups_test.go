@@ -145,10 +145,49 @@ func TestGroupsScaleAndDestroy(t *testing.T) {
 		t.Errorf("committing what describe printed: %v\n%s\ndescribe said:\n%s", err, out, described)
 	}
 
+	// diff says what a commit would change, roll and destroy, and
+	// changes nothing.
+	diff := func(args ...string) string {
+		t.Helper()
+		other := filepath.Join(t.TempDir(), "diff.yaml")
+		if err := os.WriteFile(other, []byte(args[len(args)-1]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, err := cli(t, append(append([]string{"--config", c.config, "group"}, args[:len(args)-1]...), other)...)
+		if err != nil {
+			t.Fatalf("group %v: %v\n%s%s", args[:len(args)-1], err, out, stderr)
+		}
+		return out
+	}
+	if out := diff("diff", workersFile(3, addresses, dir)); !strings.Contains(out, "size: 2 -> 3\n") || !strings.Contains(out, "Rolls: no") || !strings.Contains(out, "Destroys: nothing.") {
+		t.Errorf("group diff of a scale up:\n%s", out)
+	}
+	if out := diff("diff", strings.Replace(workersFile(2, addresses, dir), "version: v1", "version: v2", 1)); !strings.Contains(out, `template.version: "v1" -> "v2"`) || !strings.Contains(out, "Rolls: yes") {
+		t.Errorf("group diff of a new version:\n%s", out)
+	}
+	// A describe goes stale once another commit changes the group: its
+	// commit is refused, saying what to do, and --force overrides.
 	if out, err := commit(workersFile(3, addresses, dir)); err != nil {
 		t.Fatalf("scale up: %v\n%s", err, out)
 	}
 	workers(3)
+	if !strings.HasPrefix(described, "revision: ") {
+		t.Fatalf("describe carries no revision:\n%s", described)
+	}
+	if out := diff("diff", described); !strings.Contains(out, "size: 3 -> 2\n") || !strings.Contains(out, "Stale: the file was read at revision") {
+		t.Errorf("group diff of a stale describe:\n%s", out)
+	}
+	if out, err := commit(described); err == nil || !strings.Contains(out, "changed since this spec was read") || !strings.Contains(out, "group diff") || !strings.Contains(out, "--force") {
+		t.Errorf("commit of a stale describe: %v\n%s", err, out)
+	}
+	if out := diff("commit", "--dry-run", workersFile(1, addresses, dir)); !strings.Contains(out, "Destroys: 2 of the group's 3 machines: the size goes from 3 to 1.") {
+		t.Errorf("commit --dry-run of a scale down:\n%s", out)
+	}
+	workers(3)
+	if out := diff("commit", "--force", described); !strings.Contains(out, "Committed group workers: size 2") {
+		t.Errorf("commit --force of a stale describe:\n%s", out)
+	}
+	workers(2)
 	if out, err := commit(workersFile(1, addresses, dir)); err != nil {
 		t.Fatalf("scale down: %v\n%s", err, out)
 	}

@@ -37,6 +37,10 @@ func TestMetricsAndHealthz(t *testing.T) {
 			`curator_loop_ticks_total{loop="health"}`,
 			`curator_loop_actions_total{action="mark-ready",loop="health"}`,
 			`curator_nodes{status="ready"} 2`,
+			// One voter: a majority of one, no failure tolerated.
+			"curator_quorum_failures_tolerated 0",
+			"curator_quorum_voters 1",
+			"curator_ca_cert_expiry_timestamp_seconds ",
 			"go_goroutines",
 		} {
 			if !strings.Contains(body, want) {
@@ -51,6 +55,14 @@ func TestMetricsAndHealthz(t *testing.T) {
 	}
 	if !strings.Contains(body, "curator_is_leader 0") {
 		t.Errorf("a worker's metrics do not say it does not lead")
+	}
+	for _, want := range []string{"curator_agent_heartbeat_answer_seconds_count ", "curator_agent_cert_expiry_timestamp_seconds "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a worker's metrics lack %q", want)
+		}
+	}
+	if strings.Contains(body, "curator_quorum_failures_tolerated") {
+		t.Errorf("a worker's metrics show the quorum's failure tolerance: only the leader's may")
 	}
 	if body, err := get(11, "/debug/pprof/"); err != nil || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ of the node started with --pprof: %v", err)

@@ -102,12 +102,16 @@ func (f *agentFlags) validateNew(availability string) (pb.Availability, error) {
 // runAgent runs the agent in dir in the foreground until ctx ends (SIGINT
 // or SIGTERM: a clean stop, not a leave; a leader resigns first).
 func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
-	lg, err := newLogger(f.logLevel, cmd.ErrOrStderr())
+	// The agent keeps its last lines too, for `curator logs` through the
+	// managers (node.LogRing).
+	ring := node.NewLogRing(node.DefaultLogLines)
+	lg, err := newLogger(f.logLevel, io.MultiWriter(ring, cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
 	defer lg.Sync() //nolint:errcheck
 	a, err := node.New(node.Config{
+		Logs:    ring,
 		DataDir: f.dataDir, Version: binaryVersion(),
 		ElectionTTL: f.electionTTL, HeartbeatInterval: f.heartbeatInterval, DownAfter: f.downAfter,
 		ReapAfter:       f.reapAfter,

@@ -615,6 +615,24 @@ func (d *devProcess) Exited() error {
 	return errors.New("its process is gone")
 }
 
+// Removed says the provider holds no record of the instance, running or
+// not: its group destroyed it on purpose (a rollout that was under way
+// when the cluster stopped replaced it as dev brought it back), where a
+// process that died keeps its record.
+func (d *devProcess) Removed() bool {
+	ctx := context.Background()
+	running, err := d.p.List(ctx, nil)
+	if err != nil {
+		return false
+	}
+	stopped, err := d.p.ListStopped(ctx, nil)
+	if err != nil {
+		return false
+	}
+	mine := func(in provider.Instance) bool { return in.ID == d.in.ID }
+	return !slices.ContainsFunc(running, mine) && !slices.ContainsFunc(stopped, mine)
+}
+
 // printDevUsage prints how to use a dev cluster, the commands written the
 // way this binary was started, and how it stops.
 func printDevUsage(w io.Writer, cfgPath, stop string) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/curatorproject/curator/client"
 	"github.com/curatorproject/curator/curator/store"
@@ -20,6 +21,8 @@ func newEventsCommand(g *globalFlags) *cobra.Command {
 	var format outputFormat
 	var limit uint32
 	var follow bool
+	var since string
+	filter := &pb.EventFilter{}
 	c := &cobra.Command{
 		Use:   "events",
 		Short: "What the background loops did, and why",
@@ -32,16 +35,32 @@ node's name where it is known (-o json: node_id and node_name).
 --follow (as docker events and tail -f) prints the newest --limit events,
 then each new one as it is recorded, until Ctrl-C; across a failover it
 resumes where it was, without a gap or a repeat. With -o json it prints one
-event a line, with -o yaml one document an event.`,
+event a line, with -o yaml one document an event.
+
+--group, --node, --kind and --since select events, on the leader (--limit
+counts those selected; --follow sends only those). --node is a node's ID, a
+prefix of one, or its name, a removed node's too: an event keeps the name
+and group its node had when it was recorded. --kind is an action
+(mark-down, refuse, RemoveNode, ...) or a loop (health, groups, operator).`,
+		Example: `  curator events --node worker-3 --since 1h
+  curator events --group web --kind refuse
+  curator events --follow --kind operator`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			if !t.IsZero() {
+				filter.Since = timestamppb.New(t)
+			}
 			if follow {
 				return g.dial(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-					return followEvents(ctx, c, cmd.OutOrStdout(), format, limit)
+					return followEvents(ctx, c, cmd.OutOrStdout(), format, limit, filter)
 				})
 			}
 			return showAnswer(g, cmd, "list events", func(c *client.Client, ctx context.Context) ([]*pb.Event, error) {
-				return c.ListEvents(ctx, limit)
+				return c.ListEventsFiltered(ctx, limit, filter)
 			}, func(ctx context.Context, c *client.Client, out io.Writer, events []*pb.Event) error {
 				return writeEvents(out, format, events, nodeNames(ctx, c))
 			})
@@ -50,6 +69,10 @@ event a line, with -o yaml one document an event.`,
 	addOutputFlag(c, &format)
 	c.Flags().Uint32Var(&limit, "limit", 100, "show at most this many of the newest events (0: all that are kept)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "print new events as they are recorded, until Ctrl-C")
+	c.Flags().StringVar(&filter.Group, "group", "", "only events of this group (or of its nodes)")
+	c.Flags().StringVar(&filter.Node, "node", "", "only events of this node: ID, ID prefix or name (a removed node's too)")
+	c.Flags().StringVar(&filter.Kind, "kind", "", "only events of this action (mark-down, refuse, RemoveNode, ...) or loop (health, groups, operator, ...)")
+	c.Flags().StringVar(&since, "since", "", "only events since this time (RFC 3339) or this long ago (1h)")
 	return c
 }
 
@@ -64,11 +87,22 @@ type eventJSON struct {
 	Term     int64      `json:"term,omitempty"`
 	// Actor is who acted, for an operator's call: "alice (operator)".
 	Actor string `json:"actor,omitempty"`
+	// Group is the group the event is about (or its node was in).
+	Group string `json:"group,omitempty"`
 }
 
 func eventToJSON(e *pb.Event, names map[string]string) eventJSON {
-	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, NodeName: names[e.NodeId], Action: e.Action,
-		Reason: e.Reason, Leader: e.Leader, Term: e.Term, Actor: e.Actor}
+	return eventJSON{Time: timeOrNil(e.Time), Loop: e.Loop, NodeID: e.NodeId, NodeName: eventNodeName(e, names), Action: e.Action,
+		Reason: e.Reason, Leader: e.Leader, Term: e.Term, Actor: e.Actor, Group: e.Group}
+}
+
+// eventNodeName is the name of e's node: as the cluster names it now,
+// else as recorded with the event (a node removed since).
+func eventNodeName(e *pb.Event, names map[string]string) string {
+	if name := names[e.NodeId]; name != "" {
+		return name
+	}
+	return e.NodeName
 }
 
 // nodeNames maps the node IDs the cluster knows to their names, for the
@@ -117,7 +151,7 @@ func eventRow(e *pb.Event, names map[string]string) []string {
 		actor = "curator"
 	}
 	node := e.NodeId
-	if name := names[e.NodeId]; name != "" {
+	if name := eventNodeName(e, names); name != "" {
 		node = name
 	}
 	return []string{e.Time.AsTime().UTC().Format(time.RFC3339), actor, e.Loop, e.Action, node, e.Reason}
@@ -126,7 +160,7 @@ func eventRow(e *pb.Event, names map[string]string) []string {
 // followEvents prints the newest limit events, then each new one, until
 // ctx ends (Ctrl-C: a clean exit). A table cannot be aligned on rows to
 // come, so its columns have fixed widths, wide enough for the usual words.
-func followEvents(ctx context.Context, c *client.Client, w io.Writer, format outputFormat, limit uint32) error {
+func followEvents(ctx context.Context, c *client.Client, w io.Writer, format outputFormat, limit uint32, filter *pb.EventFilter) error {
 	backlog := limit
 	if backlog == 0 {
 		backlog = store.MaxEvents
@@ -138,11 +172,11 @@ func followEvents(ctx context.Context, c *client.Client, w io.Writer, format out
 	}
 	names := nodeNames(ctx, c)
 	var namesAt time.Time
-	err := c.WatchEvents(ctx, 0, backlog, func(resp *pb.WatchEventsResponse) error {
+	err := c.WatchEventsFiltered(ctx, 0, backlog, filter, func(resp *pb.WatchEventsResponse) error {
 		for _, e := range resp.GetEvents() {
 			// A node that joined since: ask again, at most every few
 			// seconds.
-			if _, known := names[e.NodeId]; e.NodeId != "" && !known && time.Since(namesAt) > 5*time.Second {
+			if _, known := names[e.NodeId]; e.NodeId != "" && e.NodeName == "" && !known && time.Since(namesAt) > 5*time.Second {
 				names, namesAt = nodeNames(ctx, c), time.Now()
 			}
 			var err error

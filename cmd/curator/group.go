@@ -27,47 +27,68 @@ its size: it provisions what is missing, replaces machines whose node has been
 down past replace_after, destroys machines whose node never joined, and takes
 extras away, workers first and within a healthy majority of voters.`,
 	}
-	c.AddCommand(newGroupCommitCommand(g), newGroupLsCommand(g), newGroupDescribeCommand(g), newGroupDestroyCommand(g), newGroupScaleCommand(g),
+	c.AddCommand(newGroupCommitCommand(g), newGroupDiffCommand(g), newGroupLsCommand(g), newGroupDescribeCommand(g), newGroupDestroyCommand(g), newGroupScaleCommand(g),
 		newGroupSuspendCommand(g, false), newGroupSuspendCommand(g, true))
 	return c
 }
 
 func newGroupCommitCommand(g *globalFlags) *cobra.Command {
-	var yes bool
+	var yes, dryRun, force bool
 	c := &cobra.Command{
 		Use:   "commit FILE",
 		Short: "Store a group spec; the leader makes the machines match it",
 		Long: `Store the group that FILE (YAML, "-" for stdin) describes. Committing the
 spec a group has already is a no-op; a bad file is refused with the field and
-line at fault, and nothing changes.`,
+line at fault, and nothing changes.
+
+A file from 'group describe' carries the revision it was read at (revision:):
+its commit is refused if the group's spec changed since (another operator's
+commit, a rollback), so that an edit of a stale copy does not undo a change
+unseen. 'group diff FILE' shows what differs; --force commits anyway. A file
+without a revision commits as it is.
+
+--dry-run says what the commit would change (as 'group diff'), and changes
+nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := readFileArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			spec, err := spec.ParseGroupSpec(data)
+			spec, revision, err := spec.ParseGroupFile(data)
 			if err != nil {
 				return fmt.Errorf("%s: %w; nothing was committed", args[0], err)
+			}
+			if force {
+				revision = nil
+			}
+			req := &pb.CommitGroupRequest{Spec: spec, ExpectedRevision: revision}
+			if dryRun {
+				return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+					return showPlan(ctx, cmd.OutOrStdout(), formatTable, c, req, "commit --dry-run")
+				})
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := checkCommitSize(ctx, c, spec, yes); err != nil {
 					return err
 				}
-				view, changed, err := c.CommitGroup(ctx, spec)
+				resp, err := c.CommitGroupChecked(ctx, req)
 				if err != nil {
 					return apiError("commit group "+spec.Name, err)
 				}
-				if !changed {
+				view := resp.GetGroup()
+				if !resp.GetChanged() {
 					fmt.Fprintf(cmd.OutOrStdout(), "Group %s is unchanged (config SHA %s).\n", spec.Name, shortSHA(view.GetGroup().GetConfigSha()))
 					return nil
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Committed group %s: size %d, config SHA %s.\n", spec.Name, spec.Size, shortSHA(view.GetGroup().GetConfigSha()))
+				fmt.Fprintf(cmd.OutOrStdout(), "Committed group %s: size %d, config SHA %s, revision %d.\n", spec.Name, spec.Size, shortSHA(view.GetGroup().GetConfigSha()), view.GetGroup().GetSpecRevision())
 				return nil
 			})
 		},
 	}
 	c.Flags().BoolVar(&yes, "yes", false, "commit size 0 for a group that has machines: take them all away")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "say what the commit would change, roll and destroy, and change nothing")
+	c.Flags().BoolVar(&force, "force", false, "commit even if the group changed since the file's revision")
 	return c
 }
 
@@ -102,7 +123,8 @@ func newGroupDescribeCommand(g *globalFlags) *cobra.Command {
 		Short: "Show a group's spec",
 		Long: `Show a group's spec: -o yaml (the default) in the commit file's format, so
 that 'group describe NAME | group commit -' changes nothing; -o json adds the
-config SHA and the group's nodes.`,
+config SHA and the group's nodes. Both carry the spec's revision: a commit of
+the file is refused once the group has changed since (see group commit).`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if format != "yaml" && format != "json" {
@@ -119,7 +141,7 @@ config SHA and the group's nodes.`,
 				if format == "json" {
 					return writeJSON(cmd.OutOrStdout(), groupToJSON(view))
 				}
-				out, err := spec.MarshalGroupSpec(view.GetGroup().GetSpec())
+				out, err := spec.MarshalGroupFile(view.GetGroup().GetSpec(), view.GetGroup().GetSpecRevision())
 				if err != nil {
 					return err
 				}
@@ -225,6 +247,8 @@ func shortSHA(sha string) string {
 
 // groupJSON is a group in `group ls -o json` and `group describe -o json`.
 type groupJSON struct {
+	// Revision is the spec's (see group commit).
+	Revision     uint64            `json:"revision"`
 	Name         string            `json:"name"`
 	Size         uint32            `json:"size"`
 	Roles        []string          `json:"roles"`
@@ -275,7 +299,8 @@ type groupReleaseJSON struct {
 func groupToJSON(v *pb.GroupView) groupJSON {
 	spec := v.GetGroup().GetSpec()
 	out := groupJSON{
-		Name: spec.GetName(), Size: spec.GetSize(), MaxParallel: spec.GetMaxParallel(),
+		Revision: v.GetGroup().GetSpecRevision(),
+		Name:     spec.GetName(), Size: spec.GetSize(), MaxParallel: spec.GetMaxParallel(),
 		ReplaceAfter: spec.GetReplaceAfter().AsDuration().String(), JoinTimeout: spec.GetJoinTimeout().AsDuration().String(),
 		Template: groupTemplateJSON{
 			Version: spec.GetTemplate().GetVersion(), Labels: nonNil(spec.GetTemplate().GetLabels()),

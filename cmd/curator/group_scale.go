@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
@@ -47,7 +48,12 @@ once: it wants --yes.`,
 				}
 				was := spec.Size
 				spec.Size = uint32(size)
-				if _, _, err := c.CommitGroup(ctx, spec); err != nil {
+				// At the revision read: a change meanwhile is not undone.
+				rev := view.GetGroup().GetSpecRevision()
+				if _, err := c.CommitGroupChecked(ctx, &pb.CommitGroupRequest{Spec: spec, ExpectedRevision: &rev}); err != nil {
+					if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "changed since this spec was read") {
+						return fmt.Errorf("scale group %s: the group changed between this command's read and its commit (another operator's commit, a rollback): nothing was changed; run it again", name)
+					}
 					return apiError("scale group "+name, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Scaled group %s from %d to %d; follow it with `curator group ls` and `curator events`.\n", name, was, size)

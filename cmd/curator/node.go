@@ -30,22 +30,36 @@ func newNodeCommand(g *globalFlags) *cobra.Command {
 
 func newNodeInspectCommand(g *globalFlags) *cobra.Command {
 	var format outputFormat
+	var pretty bool
 	c := &cobra.Command{
-		Use:               "inspect ID",
-		Short:             "Show one node, as JSON by default (ID, unique ID prefix or name)",
+		Use:   "inspect ID",
+		Short: "Show one node, as JSON by default (ID, unique ID prefix or name)",
+		Long: `Show one node (a node ID, a unique prefix of one, or its name): as JSON by
+default, or YAML, or node ls's table with one row (-o). --pretty prints it
+for a person, as docker node inspect --pretty does: a key and its value a
+line, each time with how long ago (or until) it is.`,
+		Example: `  curator node inspect worker-3 --pretty
+  curator node inspect worker-3 -o json`,
 		Args:              cobra.MatchAll(cobra.ExactArgs(1), nodeIDArgs),
 		ValidArgsFunction: g.completeNodes(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if pretty && cmd.Flags().Changed("output") {
+				return errors.New("--pretty prints keys and values: use it without -o (or -o json for the JSON)")
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				node, err := c.GetNode(ctx, args[0])
 				if err != nil {
 					return apiError("inspect node "+args[0], err)
+				}
+				if pretty {
+					return writePrettyNode(cmd.OutOrStdout(), nodeToJSON(node), time.Now())
 				}
 				return writeNode(cmd.OutOrStdout(), format, node)
 			})
 		},
 	}
 	addOutputFlagDefault(c, &format, formatJSON)
+	c.Flags().BoolVar(&pretty, "pretty", false, "print the node for a person: a key and its value a line")
 	return c
 }
 
@@ -471,6 +485,11 @@ func writeNode(w io.Writer, format outputFormat, v *pb.NodeView) error {
 // writeNodes writes nodes sorted by name, then ID: as a table like
 // `docker node ls`, or as a JSON array.
 func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
+	return writeNodesAt(w, format, nodes, time.Now())
+}
+
+// writeNodesAt is writeNodes, -o wide's ages counted at now.
+func writeNodesAt(w io.Writer, format outputFormat, nodes []*pb.NodeView, now time.Time) error {
 	list := sortedNodeJSON(nodes)
 	if format.structured() {
 		return writeData(w, format, list)
@@ -484,6 +503,9 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 	if swarm {
 		header = append(header, "SWARM ROLE", "SWARM STATE")
 	}
+	if format == formatWide {
+		header = append(header, wideHeader...)
+	}
 	rows := [][]string{header}
 	for _, n := range list {
 		row := []string{
@@ -496,6 +518,9 @@ func writeNodes(w io.Writer, format outputFormat, nodes []*pb.NodeView) error {
 				state = "joining"
 			}
 			row = append(row, role, state)
+		}
+		if format == formatWide {
+			row = append(row, n.wideCells(now)...)
 		}
 		rows = append(rows, row)
 	}

@@ -48,11 +48,16 @@ every filter):
   group=NAME          made by group NAME ("" for no group)
   label=KEY[=VALUE]   has the label KEY (with VALUE)
 
+-o wide adds the node's group, machine (instance) and config SHA, when it
+was last heard, how long it has had its status, when its certificate
+expires and its labels.
+
 -q prints the IDs alone, one a line. --watch prints the list again at each
 change (in a terminal it redraws it) until Ctrl-C.`,
 		Example: `  curator node ls --filter role=consensus -q
   curator node ls --filter status=down --filter group=workers
-  curator node ls --watch`,
+  curator node ls --watch
+  curator node ls -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := parseNodeFilters(filters)
@@ -85,7 +90,9 @@ change (in a terminal it redraws it) until Ctrl-C.`,
 			})
 		},
 	}
-	addOutputFlag(c, &format)
+	format = formatTable
+	c.Flags().VarP(wideOutput{&format}, "output", "o", "output format: "+strings.Join(append(slices.Clone(outputFormats), string(formatWide)), ", "))
+	_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append(slices.Clone(outputFormats), string(formatWide)), cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringArrayVarP(&filters, "filter", "f", nil, "keep the nodes that match KEY=VALUE (repeatable): "+strings.Join(nodeFilterKeys, ", "))
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the node IDs")
 	c.Flags().BoolVarP(&watch, "watch", "w", false, "print the list again at each change, until Ctrl-C")

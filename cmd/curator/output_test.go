@@ -50,7 +50,8 @@ func TestArgumentValidation(t *testing.T) {
 		want string
 	}{
 		{[]string{"node", "ls", "-o", "xml"}, `output format "xml" is not one of table, json, yaml`},
-		{[]string{"node", "ls", "--output=wide"}, `output format "wide" is not one of table, json, yaml`},
+		{[]string{"node", "ls", "--output=xml"}, `output format "xml" is not one of table, json, yaml, wide`},
+		{[]string{"cluster", "info", "--output=wide"}, `output format "wide" is not one of table, json, yaml`},
 		{[]string{"cluster", "info", "-o", "xml"}, `output format "xml" is not one of table, json, yaml`},
 		{[]string{"node", "ls", "--filter", "colour=red"}, `unknown key "colour"; the keys are id, name, address, role, state, status, availability, manager, group, version, label`},
 		{[]string{"node", "ls", "--filter", "state=gone"}, `state is one of pending, up, joined, refused, decommissioned`},

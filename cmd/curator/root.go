@@ -40,7 +40,7 @@ keeps node roles, etcd membership and node health consistent.`,
 	}
 	for _, c := range []*cobra.Command{
 		newNodeCommand(g), newClusterCommand(g), newTokenCommand(g),
-		newGroupCommand(g), newRolloutCommand(g), newUpgradeCommand(g), newEventsCommand(g), newAuditCommand(g), newUICommand(g),
+		newGroupCommand(g), newRolloutCommand(g), newUpgradeCommand(g), newEventsCommand(g), newAuditCommand(g), newLogsCommand(g), newUICommand(g),
 	} {
 		c.GroupID = "operate"
 		root.AddCommand(c)

@@ -29,6 +29,10 @@ var (
 	ErrPrecondition = errors.New("refused")
 	// ErrNodeGone: a node record to change was removed meanwhile.
 	ErrNodeGone = errors.New("the node was removed meanwhile")
+	// ErrNodeChanged: a node record to change was written meanwhile by a
+	// write the leader had not seen yet; the change is to be made again
+	// on the record as it is now.
+	ErrNodeChanged = errors.New("the node record changed meanwhile: try again")
 	// ErrAddressHeld: a machine made by a provider joins at an address
 	// that a node record still names. The provider handed the address
 	// out because no machine of its holds it any more, so the record is

@@ -68,7 +68,7 @@ const (
 // groupFields are a group file's top-level fields, in the order they are
 // printed.
 var (
-	groupFields    = []string{"name", "size", "roles", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
+	groupFields    = []string{"revision", "name", "size", "roles", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
 	rolloutFields  = []string{"monitor", "progress_deadline", "max_failures", "failure_action", "max_surge", "max_unavailable"}
 	processFields  = []string{"addresses", "port", "dir", "binary"}
 	dockerFields   = []string{"network", "subnet", "image", "port"}
@@ -83,6 +83,20 @@ func specError(n *yaml.Node, field, format string, args ...any) error {
 // ParseGroupSpec reads a group file and returns the spec it gives,
 // normalized and validated. Its errors name the field and its line.
 func ParseGroupSpec(data []byte) (*pb.GroupSpec, error) {
+	s, _, err := ParseGroupFile(data)
+	return s, err
+}
+
+// ParseGroupFile is ParseGroupSpec with the file's revision: the group's
+// spec revision it was read at (`group describe` writes it), which a
+// commit checks; nil when the file has none.
+func ParseGroupFile(data []byte) (*pb.GroupSpec, *uint64, error) {
+	var revision *uint64
+	spec, err := parseGroupFile(data, &revision)
+	return spec, revision, err
+}
+
+func parseGroupFile(data []byte, revision **uint64) (*pb.GroupSpec, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -98,6 +112,15 @@ func ParseGroupSpec(data []byte) (*pb.GroupSpec, error) {
 	}
 	for _, f := range fields {
 		switch f.key {
+		case "revision":
+			var v string
+			if v, err = scalar(f.value, f.key); err == nil {
+				r, perr := strconv.ParseUint(v, 10, 64)
+				if perr != nil {
+					err = specError(f.value, f.key, "want the whole number `group describe` wrote, got %s (leave it out to commit without the check)", QuoteShort(v))
+				}
+				*revision = &r
+			}
 		case "name":
 			spec.Name, err = scalar(f.value, f.key)
 			if err == nil {
@@ -643,6 +666,17 @@ func nonNilSlice(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// MarshalGroupFile is MarshalGroupSpec with the group's spec revision
+// first (`revision: N`): a commit of the file is refused once the group's
+// spec has changed since (ParseGroupFile).
+func MarshalGroupFile(s *pb.GroupSpec, revision uint64) ([]byte, error) {
+	out, err := MarshalGroupSpec(s)
+	if err != nil {
+		return nil, err
+	}
+	return append(fmt.Appendf(nil, "revision: %d\n", revision), out...), nil
 }
 
 // MarshalGroupSpec prints a spec in the group file's format.

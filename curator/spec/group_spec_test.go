@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	pb "github.com/curatorproject/curator/proto"
@@ -144,6 +145,8 @@ func TestGroupSpecErrors(t *testing.T) {
 		{"bad name", "name: -w\nroles: [worker]\nprovider:\n  process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}\n", `line 1: name: group name "-w": use 1 to`},
 		{"bad name, no provider yet", "size: 2\nname: a b\n", `line 2: name: group name "a b"`},
 		{"max_parallel 0", "name: w\nmax_parallel: 0\n", "line 2: max_parallel: want 1 or more"},
+		{"bad revision", "revision: latest\nname: w\n", "line 1: revision: want the whole number `group describe` wrote"},
+		{"negative revision", "revision: -1\nname: w\n", "line 1: revision: want the whole number"},
 		{"bad subnet", "name: w\nroles: [worker]\nprovider:\n  docker: {network: n, subnet: 10.0.0.0}\n", "line 4: provider.docker.subnet"},
 		{"max_unhealthy: word", "name: w\nmax_unhealthy: most\n", `line 2: max_unhealthy: want a count from 1 to 10000 such as 2, or a percentage of the size such as 40%, got "most"`},
 		{"max_unhealthy: 0", "name: w\nmax_unhealthy: 0\n", `line 2: max_unhealthy: want a count from 1`},
@@ -166,6 +169,34 @@ func TestGroupSpecErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestGroupFileRevision: a described file carries the group's revision
+// first, and reads back to the same spec and revision; a file without one
+// has none (no check).
+func TestGroupFileRevision(t *testing.T) {
+	gs, err := ParseGroupSpec([]byte("name: w\nroles: [worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := MarshalGroupFile(gs, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "revision: 42\nname: w\n") {
+		t.Errorf("described file:\n%s", data)
+	}
+	back, rev, err := ParseGroupFile(data)
+	if err != nil || rev == nil || *rev != 42 || !proto.Equal(back, gs) {
+		t.Errorf("read back: %v, revision %v (%v), want the spec at 42", back, rev, err)
+	}
+	plain, err := MarshalGroupSpec(gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rev, err := ParseGroupFile(plain); err != nil || rev != nil {
+		t.Errorf("a file without a revision: revision %v (%v), want none", rev, err)
 	}
 }
 

@@ -34,12 +34,16 @@ var errUnknownRequest = errors.New("no check for this request type")
 func CheckManagementRequest(req proto.Message) error {
 	var err error
 	switch r := req.(type) {
-	case *pb.ListNodesRequest, *pb.ListEventsRequest, *pb.ClusterInfoRequest,
+	case *pb.ListEventsRequest:
+		err = checkEventFilter(r.Filter)
+	case *pb.ListNodesRequest, *pb.ClusterInfoRequest,
 		*pb.ListGroupsRequest, *pb.WatchNodesRequest, *pb.BackupRequest,
 		*pb.ListAdminCertificatesRequest:
 		// Any page size, page token or limit is an answer (the server
 		// caps what it sends).
 	case *pb.GetNodeRequest:
+		err = checkNodeQuery(r.Id)
+	case *pb.NodeLogsRequest:
 		err = checkNodeQuery(r.Id)
 	case *pb.NodeRequest:
 		err = checkNodeQuery(r.Id)
@@ -95,6 +99,8 @@ func CheckManagementRequest(req proto.Message) error {
 	case *pb.WatchEventsRequest:
 		if r.AfterRevision < 0 {
 			err = fmt.Errorf("%w: after_revision %d is negative", ErrInvalid, r.AfterRevision)
+		} else {
+			err = checkEventFilter(r.Filter)
 		}
 	default:
 		err = fmt.Errorf("%w: %T: %w", ErrInvalid, req, errUnknownRequest)

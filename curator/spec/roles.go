@@ -45,6 +45,8 @@ var managementRoles = map[string]string{
 	"ApproveNode":   pki.OperatorOperator,
 	"RemoveNode":    pki.OperatorOperator,
 	"CommitGroup":   pki.OperatorOperator,
+	"PlanGroup":     pki.OperatorOperator,
+	"NodeLogs":      pki.OperatorOperator,
 	"DestroyGroup":  pki.OperatorOperator,
 	"SuspendGroup":  pki.OperatorOperator,
 	"ChangeRollout": pki.OperatorOperator,
@@ -75,9 +77,11 @@ func Audited(call string) bool {
 var renewsItself = map[string]bool{"RenewAdminCertificate": true}
 
 // revealing are the audited calls that change nothing: they hand out a
-// secret or list the certificates. Every other audited call changes
+// secret or list the certificates, read a node's logs (which may say
+// more than a reader sees), or say what a commit would do (a plan needs
+// the commit's role). Every other audited call changes
 // something and is also an event (loop "operator").
-var revealing = map[string]bool{"GetToken": true, "Backup": true, "ListAdminCertificates": true}
+var revealing = map[string]bool{"GetToken": true, "Backup": true, "ListAdminCertificates": true, "PlanGroup": true, "NodeLogs": true}
 
 // changes says whether a call changes something.
 func Changes(call string) bool {

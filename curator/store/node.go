@@ -188,25 +188,73 @@ func NodeStatusSaveAll(ctx context.Context, l *Fence, changes []StatusChange) er
 	return writeNodes(ctx, l, nodes, true)
 }
 
+// nodeWrites is the transaction that writes nodes: each record put on the
+// condition that it is still the one the leader's view holds (its mod
+// revision), or, for a record the view does not hold, that it exists
+// (mustExist) or nothing. The writers hold statusMu and wait until the
+// view has their write, so the view is current for every write of this
+// leader's.
+//
+// The condition is what makes a write that returned an error harmless
+// later. A transaction can apply long after its caller gave up on it: a
+// proposal that reached an etcd member frozen (SIGSTOP, a stalled VM)
+// is forwarded to the raft leader when the member runs again, and the
+// fence, which only asks that this leader still lead, holds. Put
+// unconditionally, such a record (the health loop's mark-down of a
+// node, with its labels as they were then) undid every change made to
+// the node in between (the history checker found it: test/history,
+// README.md). Now it finds the record changed and applies nothing.
+func (l *Fence) nodeWrites(nodes []*pb.Node, mustExist bool) ([]clientv3.Cmp, []clientv3.Op, error) {
+	ops := make([]clientv3.Op, 0, len(nodes))
+	cmps := make([]clientv3.Cmp, 0, len(nodes))
+	for _, n := range nodes {
+		data, err := proto.Marshal(n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node %s: %w", n.Id, err)
+		}
+		ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
+		var rev int64
+		if l.reg != nil {
+			rev = l.reg.NodeRevision(n.Id)
+		}
+		switch {
+		case rev > 0:
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(n.Id)), "=", rev))
+		case mustExist:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), ">", 0))
+		}
+	}
+	return cmps, ops, nil
+}
+
+// nodeCompareFailed says why a write of nodes found a record other than
+// it expected: spec.ErrNodeGone if one was removed, else
+// spec.ErrNodeChanged (written meanwhile by a write the view has not
+// seen yet: the caller looks again).
+func nodeCompareFailed(ctx context.Context, l *Fence, nodes []*pb.Node) error {
+	for _, n := range nodes {
+		resp, err := l.cli.Get(ctx, nodeKey(n.Id), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Id, err)
+		}
+		if resp.Count == 0 {
+			return spec.ErrNodeGone
+		}
+	}
+	return spec.ErrNodeChanged
+}
+
 func writeNodes(ctx context.Context, l *Fence, nodes []*pb.Node, mustExist bool) error {
 	for len(nodes) > 0 {
 		batch := nodes[:min(len(nodes), MaxNodesPerTxn)]
 		nodes = nodes[len(batch):]
-		ops := make([]clientv3.Op, 0, len(batch))
-		cmps := make([]clientv3.Cmp, 0, len(batch))
-		for _, n := range batch {
-			data, err := proto.Marshal(n)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", n.Id, err)
-			}
-			ops = append(ops, clientv3.OpPut(nodeKey(n.Id), string(data)))
-			if mustExist {
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nodeKey(n.Id)), ">", 0))
-			}
+		cmps, ops, err := l.nodeWrites(batch, mustExist)
+		if err != nil {
+			return err
 		}
 		resp, err := l.txnIf(ctx, cmps, ops...)
 		if errors.Is(err, ErrCompare) {
-			return spec.ErrNodeGone
+			return nodeCompareFailed(ctx, l, batch)
 		}
 		if err != nil {
 			return err

@@ -50,3 +50,56 @@ func TestNodeDestroyWritesItsEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayedNodeWriteChangesNothing: a node write whose transaction
+// applies long after it was made (a proposal held in an etcd member that
+// was frozen, forwarded to the raft leader when it runs again; the fence
+// still holds, as the same leader leads) must not undo the writes made
+// to the node in between. The chaos suite's history checker found a
+// health loop's mark-down, timed out during a freeze, bring a node's
+// labels back to what they were 25 s before (test/history/README.md).
+func TestDelayedNodeWriteChangesNothing(t *testing.T) {
+	integration.BeforeTest(t)
+	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
+	t.Cleanup(func() { clus.Terminate(t) })
+	cli := clus.Client(0)
+	put, err := cli.Put(callCtx(t), "/test/election", "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := startRegistry(t, cli)
+	fence := NewFence(cli, "node-0", "/test/election", put.Header.Revision, reg)
+	n := &pb.Node{Id: "n1", Name: "n1", Labels: map[string]string{"history": "old"}}
+	if err := NodeCreate(callCtx(t), fence, n); err != nil {
+		t.Fatal(err)
+	}
+
+	// The write made first, and delayed: its transaction as it was made.
+	late := CloneNode(reg.Node("n1"))
+	late.Status = pb.NodeStatus_NODE_STATUS_DOWN
+	cmps, ops, err := fence.nodeWrites([]*pb.Node{late}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write made after it, acknowledged.
+	newer := CloneNode(reg.Node("n1"))
+	newer.Labels = map[string]string{"history": "new"}
+	if err := NodeSave(callCtx(t), fence, newer); err != nil {
+		t.Fatal(err)
+	}
+	// The first one lands now.
+	resp, err := cli.Txn(callCtx(t)).If(append([]clientv3.Cmp{fence.fence()}, cmps...)...).Then(ops...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Errorf("the delayed write applied over a newer one")
+	}
+	got, err := NodeLoad(callCtx(t), cli, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.GetLabels()["history"]; v != "new" {
+		t.Errorf("label history = %q after the delayed write, want %q (the acknowledged write undone)", v, "new")
+	}
+}

@@ -41,6 +41,10 @@ type Registry struct {
 	// loaded is closed once the first load is done.
 	loaded chan struct{}
 	byID   map[string]*pb.Node
+	// revs are the records' mod revisions: a write of a record is made
+	// on the condition that it is still the one the view holds
+	// (writeNodes).
+	revs map[string]int64
 	// ids caches the node IDs, sorted; nil until a reader asks (kept
 	// current from then on).
 	ids []string
@@ -71,6 +75,7 @@ func NewRegistry(cli *clientv3.Client) *Registry {
 		cli:            cli,
 		loaded:         make(chan struct{}),
 		byID:           map[string]*pb.Node{},
+		revs:           map[string]int64{},
 		consensusNodes: map[string]*pb.Node{},
 		byPeerURL:      map[string]string{},
 		byName:         map[string]string{},
@@ -107,12 +112,13 @@ func (r *Registry) load(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("load the Registry: %w", err)
 	}
 	nodes := map[string]*pb.Node{}
+	revs := map[string]int64{}
 	for _, kv := range resp.Kvs {
 		n, err := NodeUnmarshal(string(kv.Key), kv.Value)
 		if err != nil {
 			return 0, err
 		}
-		nodes[n.Id] = n
+		nodes[n.Id], revs[n.Id] = n, kv.ModRevision
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,11 +126,11 @@ func (r *Registry) load(ctx context.Context) (int64, error) {
 	r.ids = nil
 	for id := range r.byID {
 		if _, ok := nodes[id]; !ok {
-			r.applyLocked(id, nil)
+			r.applyLocked(id, nil, 0)
 		}
 	}
 	for id, n := range nodes {
-		r.applyLocked(id, n)
+		r.applyLocked(id, n, revs[id])
 	}
 	r.advanceLocked(resp.Header.Revision)
 	select {
@@ -152,7 +158,7 @@ func (r *Registry) follow(ctx context.Context, rev int64) error {
 		for _, ev := range wr.Events {
 			id := strings.TrimPrefix(string(ev.Kv.Key), nodePrefix)
 			if ev.Type == clientv3.EventTypeDelete {
-				r.applyLocked(id, nil)
+				r.applyLocked(id, nil, 0)
 				continue
 			}
 			n, err := NodeUnmarshal(string(ev.Kv.Key), ev.Kv.Value)
@@ -160,7 +166,7 @@ func (r *Registry) follow(ctx context.Context, rev int64) error {
 				r.mu.Unlock()
 				return err
 			}
-			r.applyLocked(id, n)
+			r.applyLocked(id, n, ev.Kv.ModRevision)
 		}
 		last := wr.Header.Revision
 		if k := len(wr.Events); k > 0 {
@@ -183,15 +189,16 @@ func (r *Registry) advanceLocked(rev int64) {
 
 // applyLocked makes n (nil: deleted) the record of node id and wakes who
 // cares.
-func (r *Registry) applyLocked(id string, n *pb.Node) {
+func (r *Registry) applyLocked(id string, n *pb.Node, rev int64) {
 	old := r.byID[id]
 	if old == nil && n == nil {
 		return
 	}
 	if n == nil {
 		delete(r.byID, id)
+		delete(r.revs, id)
 	} else {
-		r.byID[id] = n
+		r.byID[id], r.revs[id] = n, rev
 	}
 	if (old == nil) != (n == nil) && r.ids != nil {
 		r.ids = withOrWithout(r.ids, id, n != nil)
@@ -360,6 +367,14 @@ func (r *Registry) MembershipNodes() []*pb.Node {
 }
 
 // node returns node id (shared: read only) or nil.
+// NodeRevision is the mod revision of node id's record as the view holds
+// it (0: the view has no such node).
+func (r *Registry) NodeRevision(id string) int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.revs[id]
+}
+
 func (r *Registry) Node(id string) *pb.Node {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

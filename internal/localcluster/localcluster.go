@@ -82,6 +82,21 @@ type Process interface {
 	Exited() error
 }
 
+// Removable is a Process whose machine its group may take away on purpose
+// while the cluster comes back (a rollout that was under way when the
+// cluster stopped goes on, and replaces it): Removed says it was, and the
+// bring-up neither waits for its node nor takes its exit for a failure.
+// dev's processes are removable; a Process that is not never is.
+type Removable interface {
+	Removed() bool
+}
+
+// removed says whether p's machine was taken away on purpose.
+func removed(p Process) bool {
+	rp, ok := p.(Removable)
+	return ok && rp.Removed()
+}
+
 // Starter starts one agent process and returns at once.
 type Starter func(ctx context.Context, l Launch) (Process, error)
 
@@ -159,7 +174,15 @@ type run struct {
 	names []string
 	procs map[string]Process
 	cl    *client.Client
+	// gone: since when each Removable process was seen exited and not
+	// (yet) removed.
+	gone map[string]time.Time
 }
+
+// removeGrace is how long a Removable process may be seen exited before
+// its machine's removal is: a provider stops the process first, then
+// drops its record.
+const removeGrace = 5 * time.Second
 
 // Up brings the cluster of cfg up and returns once every node is ready. On
 // error the processes it started are left running: the caller stops them,
@@ -277,11 +300,28 @@ func (r *run) start(ctx context.Context, l Launch) (Process, error) {
 
 // exited reports the first started process that has exited.
 func (r *run) exited() error {
+	now := time.Now()
 	for _, name := range r.names {
 		p := r.procs[name]
-		if err := p.Exited(); err != nil {
-			return fmt.Errorf("%s exited (%v); see %s", name, err, p.LogFile())
+		err := p.Exited()
+		if err == nil {
+			continue
 		}
+		if _, ok := p.(Removable); ok {
+			if removed(p) {
+				continue
+			}
+			if r.gone == nil {
+				r.gone = map[string]time.Time{}
+			}
+			if since, seen := r.gone[name]; !seen || now.Sub(since) < removeGrace {
+				if !seen {
+					r.gone[name] = now
+				}
+				continue
+			}
+		}
+		return fmt.Errorf("%s exited (%v); see %s", name, err, p.LogFile())
 	}
 	return nil
 }
@@ -349,14 +389,7 @@ func (r *run) waitReady(ctx context.Context) ([]*pb.NodeView, error) {
 			}
 			return err
 		}
-		var notReady []string
-		for _, name := range r.names {
-			i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
-			if i < 0 || nodes[i].GetNode().GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
-				notReady = append(notReady, name)
-			}
-		}
-		if len(notReady) > 0 {
+		if notReady := r.notReady(nodes); len(notReady) > 0 {
 			return fmt.Errorf("not ready: %s", strings.Join(notReady, ", "))
 		}
 		return nil
@@ -402,6 +435,19 @@ func (r *run) quorumLostHealth(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// notReady names the started nodes not ready in nodes, but for those
+// whose machines were removed on purpose.
+func (r *run) notReady(nodes []*pb.NodeView) []string {
+	var names []string
+	for _, name := range r.names {
+		i := slices.IndexFunc(nodes, func(v *pb.NodeView) bool { return v.GetNode().GetName() == name })
+		if (i < 0 || nodes[i].GetNode().GetStatus() != pb.NodeStatus_NODE_STATUS_READY) && !removed(r.procs[name]) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // dial connects to the cluster with the client config at path, leaving no

@@ -188,8 +188,8 @@ func GoBuild(out, pkg string, flags ...string) error {
 
 // RunWithCurator is a TestMain's body for tests that run the real binary:
 // it builds ./cmd/curator into a new temporary dir (named by prefix),
-// sets *binary to its path, runs m and removes the dir. It returns the
-// exit code.
+// sets *binary to its path, runs m (beside the busy neighbours BusyEnv
+// asks for) and removes the dir. It returns the exit code.
 func RunWithCurator(m *testing.M, prefix string, binary *string) int {
 	tmp, err := os.MkdirTemp("", prefix)
 	if err != nil {
@@ -202,5 +202,11 @@ func RunWithCurator(m *testing.M, prefix string, binary *string) int {
 		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
 		return 1
 	}
+	stop, err := BusyNeighbours()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop()
 	return m.Run()
 }

@@ -38,6 +38,8 @@ const (
 type strike struct {
 	at        time.Time
 	id, group string
+	// kill: the node was killed for good (kill, kill-leader).
+	kill bool
 }
 
 // badWatch is a bad template's rollout, from its commit until it has
@@ -177,10 +179,46 @@ func (r *runner) busy(group string, bad bool) string {
 }
 
 // strikeNode notes a fault on node n.
-func (r *runner) strikeNode(n *pb.NodeView) {
+func (r *runner) strikeNode(n *pb.NodeView, kill bool) {
 	r.mu.Lock()
-	r.struck = append(r.struck, strike{at: time.Now(), id: n.GetNode().GetId(), group: n.GetNode().GetGroup()})
+	r.struck = append(r.struck, strike{at: time.Now(), id: n.GetNode().GetId(), group: n.GetNode().GetGroup(), kill: kill})
 	r.mu.Unlock()
+}
+
+// killWindow is how long a machine killed for good counts as unhealthy
+// to the schedule: down after 5 s, replaced replace_after later, and
+// the replacement's time to join.
+const killWindow = 30 * time.Second
+
+// killHolds says why killing node n for good would hold its group's
+// repairs for good ("" if it would not): more of its machines killed
+// within killWindow than its max_unhealthy. The group then replaces none
+// of them, by design (docs/groups.md, "Repairs": machines killed together
+// are held until they run again), and the run could not converge. A
+// freeze tests the ceiling instead, whose machines come back.
+func (r *runner) killHolds(n *pb.NodeView) string {
+	group := n.GetNode().GetGroup()
+	g, err := call(func(ctx context.Context) (*pb.GroupView, error) { return r.cl.GetGroup(ctx, group) })
+	if err != nil {
+		return fmt.Sprintf("group %s: %v", group, err)
+	}
+	spec := g.GetGroup().GetSpec()
+	ceiling, err := ceilingOf(spec.GetMaxUnhealthy(), int(spec.GetSize()))
+	if err != nil {
+		return err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	killed := map[string]bool{}
+	for _, s := range r.struck {
+		if s.kill && s.group == group && time.Since(s.at) < killWindow {
+			killed[s.id] = true
+		}
+	}
+	if len(killed)+1 > ceiling {
+		return fmt.Sprintf("group %s had %d of its machines killed in the last %s, max_unhealthy %d: one more would hold its repairs for good", group, len(killed), killWindow, ceiling)
+	}
+	return ""
 }
 
 // struckSince counts the distinct nodes of group the schedule hit since
@@ -348,7 +386,7 @@ func (r *runner) freezeGroup(ctx context.Context, s step) string {
 			r.thawAll(f)
 			return fmt.Sprintf("freeze %s: not done: %s: %v", group, fn.name, err)
 		}
-		r.strikeNode(n)
+		r.strikeNode(n, false)
 		f.nodes = append(f.nodes, fn)
 		r.mu.Lock()
 		r.held[fn.name] = heldFault{kind: stepStop, instance: fn.instance}

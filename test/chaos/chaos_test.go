@@ -29,10 +29,11 @@ import (
 )
 
 var (
-	flagSeeds  = flag.Int("seeds", 1, "how many seeds to run (1..N), each a new cluster")
-	flagFaults = flag.Int("faults", 8, "steps (faults and operations) per seed")
-	flagSeed   = flag.Uint64("seed", 0, "run this one seed only (a replay)")
-	flagKeep   = flag.String("keep", "", "keep each seed's machines (data, logs) under this directory instead of a temporary one")
+	flagSeeds   = flag.Int("seeds", 1, "how many seeds to run (1..N), each a new cluster")
+	flagFaults  = flag.Int("faults", 8, "steps (faults and operations) per seed")
+	flagSeed    = flag.Uint64("seed", 0, "run this one seed only (a replay)")
+	flagKeep    = flag.String("keep", "", "keep each seed's machines (data, logs) under this directory instead of a temporary one")
+	flagHistory = flag.Bool("history", true, "record and check a history of the API's calls (history_test.go); false only to tell whether a failure needs it")
 )
 
 const (
@@ -173,6 +174,15 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	monitorDone := make(chan struct{})
 	go func() { defer close(monitorDone); r.monitor(ctx) }()
+	var rec *recording
+	if *flagHistory {
+		var err error
+		if rec, err = r.startHistory(); err != nil {
+			cancel()
+			<-monitorDone
+			t.Fatalf("history: %v", err)
+		}
+	}
 
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, r.do(ctx, s))
@@ -187,6 +197,10 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	lastFault := time.Now()
 	r.logf("faults over")
 	back := r.apiBack(lastFault)
+	// After apiBack, which the check's time is not to count in.
+	if rec != nil {
+		r.checkHistory(rec)
+	}
 	cancel()
 	<-monitorDone
 	if back > apiBack {
@@ -373,7 +387,13 @@ func (r *runner) do(ctx context.Context, s step) string {
 			return "skipped: " + why
 		}
 		name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
-		r.strikeNode(target)
+		kill := s.Kind == stepKill || s.Kind == stepKillLeader
+		if kill {
+			if why := r.killHolds(target); why != "" {
+				return "skipped: " + why
+			}
+		}
+		r.strikeNode(target, kill)
 		switch s.Kind {
 		case stepStop, stepCut:
 			kind, err := s.Kind, error(nil)

@@ -37,8 +37,12 @@ const quietWait = 90 * time.Second
 type powerState struct {
 	clusterID string
 	nodes     map[string]string // ID → name
+	groupOf   map[string]string // node ID → group
 	sizes     map[string]uint32 // group → size
-	audit     []*pb.AuditEntry
+	// rolling: the groups with a rollout under way, which goes on once
+	// the cluster is back and may replace any of their nodes.
+	rolling map[string]bool
+	audit   []*pb.AuditEntry
 }
 
 func (r *runner) powerState() (powerState, error) {
@@ -61,12 +65,18 @@ func (r *runner) powerState() (powerState, error) {
 	if err != nil {
 		return powerState{}, err
 	}
-	s := powerState{clusterID: info.GetClusterId(), nodes: map[string]string{}, sizes: map[string]uint32{}, audit: audit}
+	s := powerState{clusterID: info.GetClusterId(), nodes: map[string]string{}, groupOf: map[string]string{}, sizes: map[string]uint32{},
+		rolling: map[string]bool{}, audit: audit}
 	for _, n := range nodes {
 		s.nodes[n.GetNode().GetId()] = n.GetNode().GetName()
+		s.groupOf[n.GetNode().GetId()] = n.GetNode().GetGroup()
 	}
 	for _, g := range groups {
-		s.sizes[g.GetGroup().GetSpec().GetName()] = g.GetGroup().GetSpec().GetSize()
+		name := g.GetGroup().GetSpec().GetName()
+		s.sizes[name] = g.GetGroup().GetSpec().GetSize()
+		if st := g.GetRolloutState(); st == "rolling" || st == "paused" {
+			s.rolling[name] = true
+		}
 	}
 	return s, nil
 }
@@ -191,7 +201,9 @@ func (r *runner) hitSince(t time.Time) map[string]bool {
 }
 
 // lost says what of s is not in after: the cluster ID, a node (but for
-// those in spare), a group's size, an entry of the audit trail.
+// those in spare, and those of a group whose rollout was under way: it
+// goes on, and replaces them), a group's size, an entry of the audit
+// trail.
 func (s powerState) lost(after powerState, spare map[string]bool) error {
 	var missing []string
 	if after.clusterID != s.clusterID {
@@ -203,7 +215,7 @@ func (s powerState) lost(after powerState, spare map[string]bool) error {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if _, ok := after.nodes[id]; !ok && !spare[id] {
+		if _, ok := after.nodes[id]; !ok && !spare[id] && !s.rolling[s.groupOf[id]] {
 			missing = append(missing, "node "+s.nodes[id])
 		}
 	}

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,6 +188,41 @@ func TestGoodNodes(t *testing.T) {
 			good, unk := goodNodes(tc.nodes, "workers", "bad")
 			if good != tc.good || unk != tc.unknownSeen {
 				t.Errorf("goodNodes = %d, %v; want %d, %v", good, unk, tc.good, tc.unknownSeen)
+			}
+		})
+	}
+}
+
+// TestPowerLost: after a power loss a node missing is lost, but for one a
+// fault hit a moment before and one of a group whose rollout was under
+// way (it goes on once the cluster is back, and replaces nodes).
+func TestPowerLost(t *testing.T) {
+	before := powerState{clusterID: "c",
+		nodes:   map[string]string{"m1": "managers-1", "m2": "managers-2", "w1": "workers-1", "w2": "workers-2"},
+		groupOf: map[string]string{"m1": "managers", "m2": "managers", "w1": "workers", "w2": "workers"},
+		sizes:   map[string]uint32{"managers": 2, "workers": 2}, rolling: map[string]bool{"workers": true}}
+	after := func(ids ...string) powerState {
+		s := powerState{clusterID: "c", nodes: map[string]string{}, sizes: before.sizes}
+		for _, id := range ids {
+			s.nodes[id] = before.nodes[id]
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		after powerState
+		spare map[string]bool
+		want  string
+	}{
+		{"every node", after("m1", "m2", "w1", "w2"), nil, ""},
+		{"a manager gone", after("m1", "w1", "w2"), nil, "node managers-2"},
+		{"a manager gone that a fault hit", after("m1", "w1", "w2"), map[string]bool{"m2": true}, ""},
+		{"workers replaced by their rollout", after("m1", "m2"), nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := before.lost(tc.after, tc.spare)
+			if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && !strings.Contains(got, tc.want)) {
+				t.Errorf("lost = %v, want %q", err, tc.want)
 			}
 		})
 	}

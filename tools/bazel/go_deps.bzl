@@ -2,6 +2,15 @@ load("@bazel_gazelle//:deps.bzl", "go_repository")
 
 def go_dependencies():
     go_repository(
+        name = "com_github_anishathalye_porcupine",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/anishathalye/porcupine",
+        sum = "h1:fBZ4/NGNPnIDdd6xNtrNk9/GiEQ0L4FO5+scINN+t0E=",
+        version = "v1.3.1",
+    )
+
+    go_repository(
         name = "com_github_beorn7_perks",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",

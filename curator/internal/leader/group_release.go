@@ -1,0 +1,76 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/docker"
+	"github.com/curatorproject/curator/provider/process"
+)
+
+// A group's template records what its machines run (template.release:
+// the binary or image its provider names and that content's digest), so
+// that the config SHA covers it: a new release, or a binary or image tag
+// rebuilt in place, rolls the group, and a rollback or an undo brings the
+// binary or image back with the rest of the template.
+
+// RecordRelease sets gs's template.release from its provider as it is
+// now on the leader's host (the binary's digest, the image's ID), over
+// whatever the request carried: it is the leader's to say, never the
+// spec's. A group committed before releases were recorded (old without
+// one) keeps none while its provider names the same binary or image,
+// unless force (an upgrade): its SHA stays as it was, and reading it
+// rolls nothing.
+//
+// It reads only what an admin chose: a caller whose operator role
+// (opRole) may not choose what machines run (an operator) and whose spec names another provider than
+// the group's, or a new group, gets the group's release back untouched,
+// and the commit is then refused for the provider it changed
+// (spec.CheckGroupChange), before the leader has read or made anything
+// the spec names.
+func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force bool, opRole string) error {
+	gs.Template.Release = nil
+	sameProvider := old != nil && proto.Equal(old.Spec.GetProvider(), gs.GetProvider())
+	if !sameProvider && !pki.OperatorRoleAllows(opRole, pki.OperatorAdmin) {
+		if r := old.GetSpec().GetTemplate().GetRelease(); r != nil {
+			gs.Template.Release = proto.Clone(r).(*pb.MachineRelease)
+		}
+		return nil
+	}
+	if !force && sameProvider && old.Spec.GetTemplate().GetRelease() == nil {
+		return nil
+	}
+	var runs provider.Runs
+	var err error
+	switch p := gs.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		runs, err = process.BinaryRuns(p.Process.Binary)
+	case *pb.ProviderSpec_Docker:
+		runs, err = dockerRuns(ctx, p.Docker)
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: group %s: what its machines would run: %v", spec.ErrInvalid, gs.GetName(), err)
+	}
+	gs.Template.Release = spec.ReleaseOf(gs, runs.Image, runs.Digest)
+	return nil
+}
+
+// dockerRuns is the image a Docker provider of spec d would run and its
+// ID on the daemon (a provider made for the question: it reaches the
+// daemon, it makes nothing).
+func dockerRuns(ctx context.Context, d *pb.DockerProviderSpec) (provider.Runs, error) {
+	p, err := docker.New(docker.Config{Network: d.Network, Subnet: d.Subnet, Image: d.Image, Port: int(d.Port)})
+	if err != nil {
+		return provider.Runs{}, err
+	}
+	defer p.Close()
+	return p.Runs(ctx)
+}
