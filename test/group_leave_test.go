@@ -30,7 +30,13 @@ func TestGroupMachineLeaves(t *testing.T) {
 		if !slices.ContainsFunc(evs, func(e eventJSON) bool {
 			return e.Loop == "groups" && e.Action == "machine-left" && strings.Contains(e.Reason, worker.InstanceID)
 		}) {
-			return fmt.Errorf("no machine-left event for %s", worker.InstanceID)
+			var groups []string
+			for _, e := range evs {
+				if e.Loop == "groups" {
+					groups = append(groups, e.Action+": "+e.Reason)
+				}
+			}
+			return fmt.Errorf("no machine-left event for %s: %q", worker.InstanceID, groups)
 		}
 		nodes, err := nodeLs(t, d.config)
 		if err != nil {

@@ -56,10 +56,11 @@ type groupCrashes struct {
 	// loop has seen listed, made or named by a node, while they are
 	// listed or dead; reported: the dead ones counted by foundDead.
 	listed, seen, reported map[string]bool
-	// joined: the listed machines whose node this loop saw joined. One
-	// that goes after its node did (agent leave, node rm) left: no death
-	// before joining, and no failure.
-	joined map[string]bool
+	// joined: the listed machines whose node this loop saw joined, with
+	// their config SHAs. One that goes after its node did, or with it
+	// (agent leave, node rm), left: no death before joining, and no
+	// failure.
+	joined map[string]string
 	// sha is the config SHA the deaths were counted under.
 	sha string
 	// deaths in a row (machines dead before joining, and provider
@@ -77,7 +78,7 @@ func (b *crashBackoff) group(name string) *groupCrashes {
 	}
 	g, ok := b.groups[name]
 	if !ok {
-		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}, listed: map[string]bool{}, seen: map[string]bool{}, reported: map[string]bool{}, joined: map[string]bool{}}
+		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}, listed: map[string]bool{}, seen: map[string]bool{}, reported: map[string]bool{}, joined: map[string]string{}}
 		b.groups[name] = g
 	}
 	return g
@@ -128,11 +129,17 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 		switch {
 		case joined[id]:
 			g.deaths, g.until, g.destroyRefused = 0, time.Time{}, false
-		case !listed[id] && !g.destroyed[id] && g.joined[id]:
+		case !listed[id] && !g.destroyed[id] && g.joined[id] != "":
 			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, Left: true})
 		case !listed[id] && !g.destroyed[id]:
 			wait := g.fail(now, false)
 			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, InARow: g.deaths, Wait: wait})
+		}
+	}
+	// Gone with its node since the last look, which saw it joined.
+	for id, machineSHA := range g.joined {
+		if _, pending := g.unjoined[id]; !pending && !listed[id] && !joined[id] && !g.destroyed[id] {
+			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, Left: true})
 		}
 	}
 	for _, d := range out {
@@ -144,7 +151,7 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 	for _, m := range machines {
 		g.seen[m.ID] = true
 		if joined[m.ID] {
-			g.joined[m.ID] = true
+			g.joined[m.ID] = m.ConfigSHA
 		} else {
 			g.unjoined[m.ID] = m.ConfigSHA
 		}

@@ -303,6 +303,14 @@ func TestCrashBackoffLeave(t *testing.T) {
 		{machines: ms("m1", "m2"), nodes: ns("m1")},
 		// Then it exits: left, not dead before joining.
 		{machines: ms("m1"), nodes: ns("m1"), deaths: []crashDeath{{Machine: "m2", ConfigSHA: "a", Left: true}}},
+		// m4 joins, then goes with its node between two looks: left.
+		{machines: ms("m1", "m4"), nodes: ns("m1", "m4")},
+		{machines: ms("m1"), nodes: ns("m1"), deaths: []crashDeath{{Machine: "m4", ConfigSHA: "a", Left: true}}},
+		// m5 joins, and goes as a node (its record stays): no leave, and
+		// no death before joining.
+		{machines: ms("m1", "m5"), nodes: ns("m1", "m5")},
+		{machines: ms("m1"), nodes: ns("m1", "m5")},
+		{machines: ms("m1"), nodes: ns("m1")},
 		// A machine made that dies unjoined is the first in a row.
 		{machines: ms("m1"), nodes: ns("m1"), made: "m3", deaths: []crashDeath{{Machine: "m3", ConfigSHA: "a", InARow: 1, Wait: time.Second}}},
 	} {
