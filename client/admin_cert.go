@@ -68,7 +68,8 @@ func (c *Client) RenewAdminCert(ctx context.Context, cfg *Config, configPath str
 // IssueAdminCert asks the cluster for an admin certificate of a new key,
 // for name with the operator role (pki.OperatorRoles), lasting ttl (0: a
 // year), and writes a client config that uses it into dir (config.yaml,
-// ca.crt, admin.crt, admin.key), naming the managers of cfg. It returns
+// ca.crt, admin.crt, admin.key), naming the managers the cluster reports
+// (those of cfg if it does not answer). It returns
 // the certificate and the new config's path. dir must not hold a config
 // already.
 func (c *Client) IssueAdminCert(ctx context.Context, cfg *Config, name, role string, ttl time.Duration, dir string) (*x509.Certificate, string, error) {
@@ -108,7 +109,13 @@ func (c *Client) IssueAdminCert(ctx context.Context, cfg *Config, name, role str
 	if err := pki.Verify(cert, ca); err != nil {
 		return nil, "", fmt.Errorf("issue admin certificate: %w", err)
 	}
-	path, err := WriteAdminConfig(dir, cfg.ClusterID, cfg.Managers, ca, cert, key)
+	// The managers of today, not those of the config, which may be of an
+	// earlier day.
+	managers := cfg.Managers
+	if info, err := c.ClusterInfo(ctx); err == nil && len(info.GetManagers()) > 0 {
+		managers = info.GetManagers()
+	}
+	path, err := WriteAdminConfig(dir, cfg.ClusterID, managers, ca, cert, key)
 	if err != nil {
 		return nil, "", err
 	}

@@ -57,6 +57,11 @@ const (
 	defaultRoundPause = 500 * time.Millisecond
 	// refreshTimeout bounds the manager-list refresh after a call.
 	refreshTimeout = 2 * time.Second
+	// DefaultManagersRefresh is how often a client that runs long (a
+	// follow, a watch, a wait) asks the cluster for its managers again,
+	// so that it learns the managers that joined since it started and
+	// can move to them when the ones it knew are gone.
+	DefaultManagersRefresh = 10 * time.Second
 )
 
 // ErrNoManager is returned (wrapped, with what each manager said) when no
@@ -112,6 +117,7 @@ type options struct {
 	roundPause           time.Duration
 	cachePath            *string
 	lg                   *zap.Logger
+	managersRefresh      time.Duration
 	// only: WithOnlyManager.
 	only string
 	// leaderWait and waitNote: WithLeaderWait; followForever and
@@ -145,6 +151,12 @@ func WithPollInterval(d time.Duration) Option {
 // client gives up (default DefaultRounds; at least 1).
 func WithRounds(n int) Option {
 	return func(o *options) { o.rounds = max(n, 1) }
+}
+
+// WithManagersRefresh sets how often a client asks the cluster for its
+// managers again (DefaultManagersRefresh).
+func WithManagersRefresh(d time.Duration) Option {
+	return func(o *options) { o.managersRefresh = d }
 }
 
 // WithCachePath sets the manager cache file; "" disables the cache. The
@@ -184,8 +196,10 @@ type Client struct {
 	retired []*grpc.ClientConn
 	// cached is what the cache file holds, so an unchanged list is not
 	// rewritten on every command.
-	cached    []string
-	refreshed bool
+	cached []string
+	// refreshedAt is when the manager list was last asked for (zero:
+	// never); refresh asks again after o.managersRefresh.
+	refreshedAt time.Time
 }
 
 // Dial prepares a client for the cluster described by cfg, which was read
@@ -208,6 +222,7 @@ func Dial(ctx context.Context, cfg *Config, configPath string, opts ...Option) (
 		pollInterval:         DefaultPollInterval,
 		rounds:               DefaultRounds,
 		roundPause:           defaultRoundPause,
+		managersRefresh:      DefaultManagersRefresh,
 		lg:                   zap.NewNop(),
 	}
 	for _, opt := range opts {
@@ -449,14 +464,17 @@ func (c *Client) answered(addr string) {
 	c.addrs = dedup([]string{addr}, c.addrs)
 }
 
-// refresh asks addr for the current managers, once per client, and records
-// them. It never fails: the call it follows has already succeeded.
+// refresh asks addr for the current managers, at the first call of the
+// client and then at most every o.managersRefresh, and records them. It
+// never fails: the call it follows has already succeeded.
 func (c *Client) refresh(ctx context.Context, addr string) {
 	c.mu.Lock()
-	done := c.refreshed
-	c.refreshed = true
+	due := c.refreshedAt.IsZero() || time.Since(c.refreshedAt) >= c.o.managersRefresh
+	if due {
+		c.refreshedAt = time.Now()
+	}
 	c.mu.Unlock()
-	if done {
+	if !due {
 		return
 	}
 	conn, err := c.conn(addr)

@@ -102,7 +102,7 @@ func (c *Client) ClusterInfo(ctx context.Context) (*pb.ClusterInfo, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.refreshed = true
+	c.refreshedAt = time.Now()
 	c.mu.Unlock()
 	c.noteManagers(addr, info.GetManagers())
 	return info, nil

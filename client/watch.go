@@ -180,6 +180,23 @@ func (c *Client) followOn(ctx context.Context, addr string, stream func(context.
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A stream may stay open for days: the managers are asked for again
+	// while it runs, so that when addr goes, the follow knows where to go.
+	refreshed := make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		tick := time.NewTicker(c.o.managersRefresh)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				c.refresh(sctx, addr)
+			}
+		}
+	}()
+	defer func() { cancel(); <-refreshed }()
 	// Until the first answer, the attempt timeout holds.
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(c.o.attemptTimeout, func() { timedOut.Store(true); cancel() })

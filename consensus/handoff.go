@@ -4,8 +4,12 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -77,4 +81,58 @@ func answers(peerURL string) bool {
 	}
 	conn.Close()
 	return true
+}
+
+// StartingVoter is a voting member of the cluster as this member's etcd
+// sees it while it starts (StartingVoters).
+type StartingVoter struct {
+	// NodeID is the member's name: its node's ID.
+	NodeID  string
+	PeerURL string
+	// Self: this member. Answers: something accepts connections at its
+	// peer URL (this member always does).
+	Self, Answers bool
+}
+
+// setStarting notes etcd while Run waits for it to be ready (nil after).
+func (s *Service) setStarting(e *embed.Etcd) {
+	s.mu.Lock()
+	s.starting = e
+	s.mu.Unlock()
+}
+
+// StartingVoters says, while Run waits for etcd to join its cluster, which
+// voters of the membership etcd recovered from its data dir accept
+// connections at their peer URLs: a member cannot get ready without a
+// majority of them, so when too few answer, it waits for them (or for
+// --force-new-cluster) and says so nowhere else. ok is false when etcd is
+// not starting.
+func (s *Service) StartingVoters() (voters []StartingVoter, ok bool) {
+	s.mu.Lock()
+	e := s.starting
+	s.mu.Unlock()
+	if e == nil {
+		return nil, false
+	}
+	self := e.Server.MemberID()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, m := range e.Server.Cluster().Members() {
+		if m.IsLearner {
+			continue
+		}
+		v := StartingVoter{NodeID: m.Name, Self: m.ID == self}
+		if len(m.PeerURLs) > 0 {
+			v.PeerURL = m.PeerURLs[0]
+		}
+		wg.Go(func() {
+			v.Answers = v.Self || v.PeerURL != "" && answers(v.PeerURL)
+			mu.Lock()
+			voters = append(voters, v)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(voters, func(a, b StartingVoter) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return voters, true
 }

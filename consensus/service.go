@@ -40,6 +40,9 @@ type Service struct {
 	removed bool // the last Run ended with ErrRemoved
 	left    bool // Leave removed this member; Run must not start again
 
+	// starting is etcd while Run waits for it to join its cluster.
+	starting *embed.Etcd
+
 	// certPEM is the etcd certificate RotateCert last installed (nil:
 	// the configured one); clientCert is what this package's own etcd
 	// clients present at their next handshake. Both under tlsMu.
@@ -132,7 +135,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	r := &run{etcd: e, memberID: uint64(e.Server.MemberID()), leaveReq: make(chan struct{}), done: make(chan struct{})}
 	defer s.stop(r)
 
-	if err := s.waitReady(ctx, r, sig); err != nil {
+	s.setStarting(e)
+	err = s.waitReady(ctx, r, sig)
+	s.setStarting(nil)
+	if err != nil {
 		return err
 	}
 	_, ca, err := s.loadTLS()

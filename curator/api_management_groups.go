@@ -257,31 +257,56 @@ func groupNamed(ctx context.Context, st *leader.State, name string) (*pb.Group, 
 }
 
 // groupView is a group with what the leader sees of it: its machines
-// (through its provider) and its nodes, and its rollout's progress.
+// (through its provider) and its nodes, and its rollout's progress. Ready
+// counts the ready nodes whose machine the provider lists (a node's
+// record outlives its machine for a moment after a scale down, a leader
+// kill or a restore). A done rollout's count is the group as it is now:
+// its ready nodes on the rollout's SHA of its size, not what the rollout
+// recorded before a scale.
 func (m *managementAPI) groupView(ctx context.Context, st *leader.State, g *pb.Group) (*pb.GroupView, error) {
-	v := &pb.GroupView{Group: g}
 	live, err := observeGroup(ctx, st, g)
 	if err != nil {
 		return nil, err
 	}
+	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, g.Spec.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return live.view(g, r), nil
+}
+
+// view is group g, whose rollout record is r (nil: none), as live sees it.
+func (live *liveGroup) view(g *pb.Group, r *pb.Rollout) *pb.GroupView {
+	v := &pb.GroupView{Group: g}
 	for _, n := range live.nodes {
 		v.NodeIds = append(v.NodeIds, n.Id)
-		if n.Status == pb.NodeStatus_NODE_STATUS_READY {
+		if live.ready(n, "") {
 			v.Ready++
 		}
 	}
 	slices.Sort(v.NodeIds)
 	v.Machines = uint32(len(live.machines))
-	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, g.Spec.GetName())
-	if err != nil {
-		return nil, err
-	}
 	if r != nil && r.TargetSha == g.ConfigSha {
 		v.RolloutState = spec.RolloutWord(r.State)
 		r = live.rollout(r)
 		v.RolloutUpdated, v.RolloutTotal = r.Updated, r.Total
+		if r.State == pb.RolloutState_ROLLOUT_STATE_DONE {
+			v.RolloutUpdated, v.RolloutTotal = 0, g.Spec.GetSize()
+			for _, n := range live.nodes {
+				if live.ready(n, r.TargetSha) {
+					v.RolloutUpdated++
+				}
+			}
+		}
 	}
-	return v, nil
+	return v
+}
+
+// ready says whether node n of the group is ready with its machine listed
+// (a node of no machine, added to the group by hand, counts as listed),
+// and on config SHA sha unless that is "".
+func (live *liveGroup) ready(n *pb.Node, sha string) bool {
+	return n.Status == pb.NodeStatus_NODE_STATUS_READY && (n.InstanceId == "" || live.machines[n.InstanceId]) && (sha == "" || n.ConfigSha == sha)
 }
 
 // liveGroup is a group's nodes and the machines its provider lists, as

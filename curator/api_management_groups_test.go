@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -160,6 +161,57 @@ func TestSuspendGroup(t *testing.T) {
 	for _, req := range []*pb.SuspendGroupRequest{{Name: "a", All: true}, {Name: "no-such"}, {}} {
 		if _, err := api.SuspendGroup(ctx, req); err == nil {
 			t.Errorf("SuspendGroup(%v) was not refused", req)
+		}
+	}
+}
+
+// TestGroupViewCounts: group ls's READY counts the ready nodes whose
+// machine the provider lists (a node's record outlives its machine for a
+// moment after a scale down, a leader kill, a restore), and a done
+// rollout's count is the group as it is now, not what it recorded
+// before a scale.
+func TestGroupViewCounts(t *testing.T) {
+	const a, b = "aaaa", "bbbb"
+	node := func(id, instance, sha string, ready bool) *pb.Node {
+		n := &pb.Node{Id: id, InstanceId: instance, ConfigSha: sha, Status: pb.NodeStatus_NODE_STATUS_DOWN}
+		if ready {
+			n.Status = pb.NodeStatus_NODE_STATUS_READY
+		}
+		return n
+	}
+	g := &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2}, ConfigSha: a}
+	type counts struct {
+		Ready, Machines, Updated, Total uint32
+		Rollout                         string
+	}
+	for _, tc := range []struct {
+		name     string
+		nodes    []*pb.Node
+		machines []string
+		rollout  *pb.Rollout
+		want     counts
+	}{
+		{"every node's machine listed", []*pb.Node{node("n1", "m1", a, true), node("n2", "m2", a, true)}, []string{"m1", "m2"}, nil,
+			counts{Ready: 2, Machines: 2}},
+		{"a scale down: n3's record outlives its machine", []*pb.Node{node("n1", "m1", a, true), node("n2", "m2", a, true), node("n3", "m3", a, true)}, []string{"m1", "m2"}, nil,
+			counts{Ready: 2, Machines: 2}},
+		{"a node of no machine, added by hand", []*pb.Node{node("n1", "", a, true), node("n2", "m2", a, false)}, []string{"m2"}, nil,
+			counts{Ready: 1, Machines: 1}},
+		{"a done rollout of 3, then scaled to 2", []*pb.Node{node("n1", "m1", a, true), node("n2", "m2", a, true), node("n3", "m3", a, true)}, []string{"m1", "m2"},
+			&pb.Rollout{Group: "w", TargetSha: a, State: pb.RolloutState_ROLLOUT_STATE_DONE, Updated: 3, Total: 3},
+			counts{Ready: 2, Machines: 2, Updated: 2, Total: 2, Rollout: "done"}},
+		{"a rolling rollout counts as it goes", []*pb.Node{node("n1", "m1", a, true), node("n2", "m2", b, true)}, []string{"m1", "m2"},
+			&pb.Rollout{Group: "w", TargetSha: a, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Updated: 0, Total: 2},
+			counts{Ready: 2, Machines: 2, Updated: 1, Total: 2, Rollout: "rolling"}},
+	} {
+		live := &liveGroup{nodes: tc.nodes, machines: map[string]bool{}}
+		for _, m := range tc.machines {
+			live.machines[m] = true
+		}
+		v := live.view(g, tc.rollout)
+		got := counts{Ready: v.Ready, Machines: v.Machines, Updated: v.RolloutUpdated, Total: v.RolloutTotal, Rollout: v.RolloutState}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/curatorproject/curator/consensus"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/supervisor"
@@ -29,6 +30,30 @@ import (
 
 // QuorumAdvice is what to do about a lost quorum.
 const QuorumAdvice = "restart the stopped managers; if they are gone for good, stop the agent of one surviving manager and restart it with `curator agent run --data-dir DIR --force-new-cluster`, then join new managers (or restore a backup: `curator agent restore`)"
+
+// DevQuorumAdvice is what to do about a lost quorum of the dev cluster in
+// dir (`curator dev --dir DIR`): there, `agent run --force-new-cluster` by
+// hand fights dev for the instance, and `dev --force-new-cluster` is the
+// command.
+func DevQuorumAdvice(dir string) string {
+	return "restart the dev cluster (curator dev --dir " + dir + "); if its managers are gone for good, stop dev and run `curator dev --dir " + dir + " --force-new-cluster` (or restore a backup: `curator agent restore`)"
+}
+
+// StartingQuorumLost is quorumLost for a manager whose etcd is still
+// starting (consensus.StartingVoters): it cannot join its cluster without
+// a majority of the voters, so it serves nothing, and only /healthz can
+// say why.
+func StartingQuorumLost(voters []consensus.StartingVoter) (bool, string) {
+	qv := make([]quorumVoter, len(voters))
+	for i, v := range voters {
+		qv[i] = quorumVoter{nodeID: v.NodeID, address: addressFromPeerURL(v.PeerURL), answers: v.Answers, self: v.Self}
+	}
+	lost, msg := quorumLost(qv)
+	if !lost {
+		return false, ""
+	}
+	return true, "this manager's etcd is starting and cannot join its cluster: " + msg
+}
 
 // quorumProbeTimeout bounds each question quorum checks ask an etcd member.
 const quorumProbeTimeout = 500 * time.Millisecond

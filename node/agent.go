@@ -77,9 +77,13 @@ type Agent struct {
 	// desired is the node's own record as the leader last sent it.
 	desired *value[*pb.Node]
 	// managers is the managers' addresses, as last known.
-	mu          sync.Mutex
-	managers    []string
-	lastRefusal string
+	mu       sync.Mutex
+	managers []string
+	// refusalWarned is the kind of refusal (refusalOfNode,
+	// refusalOfRelease) warned about since the leader last sent this node
+	// its record: each manager words a refusal its own way, and the
+	// operator is to read it once.
+	refusalWarned string
 	// refusals counts the sessions refused in a row, since refusedSince
 	// (see logStreamError).
 	refusals     int
@@ -213,6 +217,7 @@ func New(cfg Config) (*Agent, error) {
 			return slices.Clone(a.managers)
 		},
 		OnWatch: func(ctx context.Context, resp *pb.WatchNodeResponse) {
+			a.refusalOver()
 			a.setManagers(ctx, resp.Managers)
 			if resp.Node != nil {
 				a.desired.set(resp.Node)
@@ -396,10 +401,15 @@ func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 		lg.Debug(stream+" stream ended: the node is leaving", zap.String("reason", msg))
 		return
 	}
+	skew := hasReason(err, spec.ReleaseSkewReason)
+	kind := refusalOfNode
+	if skew {
+		kind = refusalOfRelease
+	}
 	now := time.Now()
 	a.mu.Lock()
-	seen := a.lastRefusal == msg
-	a.lastRefusal = msg
+	seen := a.refusalWarned == kind
+	a.refusalWarned = kind
 	if a.refusals == 0 {
 		a.refusedSince = now
 	}
@@ -407,7 +417,6 @@ func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 	refusedFor := now.Sub(a.refusedSince)
 	stop := a.refusals >= refusalsToStop && refusedFor >= refusalGrace
 	a.mu.Unlock()
-	skew := hasReason(err, spec.ReleaseSkewReason)
 	if !seen && skew {
 		lg.Warn("the cluster refuses this node's release: run this node on a release the version policy allows (`curator version` says which this is); its data is fine, keep it",
 			zap.String("stream", stream), zap.String("reason", msg), zap.Duration("stops_after", refusalGrace))
@@ -421,6 +430,20 @@ func (a *Agent) logStreamError(lg *zap.Logger, stream string, err error) {
 	case stop:
 		a.fail(fmt.Errorf("%w: %s (refused for %s): to join again, wipe %s and run `curator agent join`", ErrRefused, msg, refusedFor.Round(time.Second), a.cfg.DataDir))
 	}
+}
+
+// The kinds of refusal logStreamError warns about, once each.
+const (
+	refusalOfNode    = "node"
+	refusalOfRelease = "release"
+)
+
+// refusalOver notes that the leader sent this node its record: a refusal
+// after it is warned about again.
+func (a *Agent) refusalOver() {
+	a.mu.Lock()
+	a.refusalWarned = ""
+	a.mu.Unlock()
 }
 
 // sessionEndReason is the reason label of a session that ended with err

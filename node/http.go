@@ -8,11 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/nodeport"
 	"github.com/curatorproject/curator/supervisor"
@@ -55,6 +59,11 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 		if e, cur := a.consensus.get(); e != nil {
 			h.Consensus = e.Status().State.String()
 			h.CuratorLeader = cur != nil && cur.IsLeader()
+			if voters, ok := e.StartingVoters(); ok {
+				if lost, msg := curator.StartingQuorumLost(voters); lost {
+					h.Quorum, h.Message, code = "lost", msg, http.StatusServiceUnavailable
+				}
+			}
 			if cur != nil {
 				switch err := cur.Quorum(); {
 				case err == nil:
@@ -65,6 +74,9 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 					h.Quorum, h.Message = "unknown", err.Error()
 				}
 			}
+		}
+		if dir, ok := devClusterDir(a.cfg.DataDir); ok {
+			h.Message = strings.Replace(h.Message, curator.QuorumAdvice, curator.DevQuorumAdvice(dir), 1)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
@@ -96,4 +108,21 @@ func (a *Agent) runHTTP(ctx context.Context) error {
 		}
 		return err
 	}
+}
+
+// devClusterDir is the dir of the dev cluster (`curator dev --dir DIR`)
+// whose node has dataDir, DIR/instances/ID/data beside DIR/dev.json (the
+// process provider's layout, and the settings dev records), so that its
+// advice names dev's commands, not `agent run` by hand.
+func devClusterDir(dataDir string) (string, bool) {
+	instance := filepath.Dir(filepath.Clean(dataDir))
+	instances := filepath.Dir(instance)
+	if filepath.Base(dataDir) != "data" || filepath.Base(instances) != "instances" {
+		return "", false
+	}
+	dir := filepath.Dir(instances)
+	if _, err := os.Stat(filepath.Join(dir, "dev.json")); err != nil {
+		return "", false
+	}
+	return dir, true
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/curatorproject/curator/curator/spec"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,6 +51,41 @@ func TestSessionEndReason(t *testing.T) {
 	} {
 		if got := sessionEndReason(tc.err); got != tc.want {
 			t.Errorf("sessionEndReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// A refusal is warned about once, however each manager words it (the
+// leader's "was removed", a follower's "is not a member"), and again
+// only for another kind of refusal or after the leader accepted the node.
+func TestRefusalWarnedOnce(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	lg := zap.New(core)
+	skew, err := status.New(codes.PermissionDenied, "release v9.0.0 is outside the version policy").WithDetails(&errdetails.ErrorInfo{Reason: spec.ReleaseSkewReason, Domain: spec.ErrorDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{}
+	warnings := func() int { return logs.FilterMessageSnippet("the cluster refuses this node").Len() }
+	for _, tc := range []struct {
+		manager string
+		err     error
+		before  func()
+		want    int
+	}{
+		{"127.0.0.1:7000", status.Error(codes.PermissionDenied, "node x was removed from the cluster"), nil, 1},
+		{"127.0.0.2:7000", status.Error(codes.PermissionDenied, "node x is not a member of this cluster (was it removed?)"), nil, 1},
+		{"127.0.0.3:7000", status.Error(codes.Unavailable, "connection refused"), nil, 1},
+		{"127.0.0.3:7000", status.Error(codes.NotFound, "node x: not found"), nil, 1},
+		{"127.0.0.1:7000", skew.Err(), nil, 2},
+		{"127.0.0.1:7000", status.Error(codes.PermissionDenied, "node x was removed from the cluster"), a.refusalOver, 3},
+	} {
+		if tc.before != nil {
+			tc.before()
+		}
+		a.logStreamError(lg, "session with "+tc.manager, tc.err)
+		if got := warnings(); got != tc.want {
+			t.Errorf("after %v via %s: %d warnings, want %d", tc.err, tc.manager, got, tc.want)
 		}
 	}
 }

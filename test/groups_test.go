@@ -193,7 +193,14 @@ func TestGroupsScaleAndDestroy(t *testing.T) {
 	}
 	workers(1)
 
-	if out, stderr, err := cli(t, "--config", c.config, "group", "destroy", "workers"); err != nil {
+	// Without --yes a destroy is refused, saying so, and changes nothing.
+	if out, stderr, err := cli(t, "--config", c.config, "group", "destroy", "workers"); err == nil || !strings.Contains(stderr, "pass --yes") || !strings.Contains(stderr, "nothing was changed") {
+		t.Errorf("destroy without --yes: %v\n%s%s; want a refusal asking for --yes", err, out, stderr)
+	}
+	if groups, err := groupLs(t, c.config); err != nil || len(groups) != 1 || groups[0].Destroying {
+		t.Errorf("after a destroy without --yes: %+v (%v)", groups, err)
+	}
+	if out, stderr, err := cli(t, "--config", c.config, "group", "destroy", "--yes", "workers"); err != nil {
 		t.Fatalf("destroy: %v\n%s%s", err, out, stderr)
 	}
 	testenv.Eventually(t, time.Minute, "the group and its nodes are gone", func() error {
@@ -258,7 +265,7 @@ template:
 		return nil
 	})
 	// Every voter is the group's: without them none would be left.
-	out, stderr, err := cli(t, "--config", c.config, "group", "destroy", "managers")
+	out, stderr, err := cli(t, "--config", c.config, "group", "destroy", "managers", "--yes")
 	if err == nil || !strings.Contains(stderr, "would destroy the cluster") || !strings.Contains(stderr, "commit another group") {
 		t.Errorf("destroying the voters' group: %v\n%s%s", err, out, stderr)
 	}

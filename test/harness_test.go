@@ -214,7 +214,13 @@ func (b *syncBuffer) String() string {
 // stderr; err is set if it failed.
 func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	return cliTimeout(t, 40*time.Second, args...)
+}
+
+// cliTimeout is cli for a command that may take longer.
+func cliTimeout(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "CURATOR_CONFIG=/nonexistent/config.yaml")

@@ -17,12 +17,12 @@ import (
 // the file copy and the command install the same thing.
 func TestAgentUnitFile(t *testing.T) {
 	want := systemd.AgentUnit
-	out, err := runCLI(t, "agent", "install-unit", "--output", "-")
+	out, err := runCLI(t, "agent", "install-unit", "--binary", "/usr/local/bin/curator", "--output", "-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out != want {
-		t.Errorf("install-unit writes\n%s\nbut deploy/systemd/curator-agent.service holds\n%s\n(regenerate it: curator agent install-unit --output deploy/systemd/curator-agent.service)", out, want)
+		t.Errorf("install-unit writes\n%s\nbut deploy/systemd/curator-agent.service holds\n%s\n(regenerate it: curator agent install-unit --binary /usr/local/bin/curator --output - > deploy/systemd/curator-agent.service)", out, want)
 	}
 	for _, line := range []string{"Type=notify", "Restart=on-failure", fmt.Sprintf("RestartPreventExitStatus=%d", exitRefused), "ExecStart=/usr/local/bin/curator agent run --data-dir /var/lib/curator\n"} {
 		if !strings.Contains(out, line) {
@@ -31,34 +31,71 @@ func TestAgentUnitFile(t *testing.T) {
 	}
 
 	// Another data dir, binary and agent flags; a file written.
+	dataDir, binary := t.TempDir(), filepath.Join(t.TempDir(), "curator")
+	if err := os.WriteFile(binary, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "curator-agent.service")
-	if _, err := runCLI(t, "agent", "install-unit", "--data-dir", "/srv/curator", "--binary", "/opt/curator", "--output", path, "--", "--docker-socket", "/run/docker.sock"); err != nil {
+	if _, err := runCLI(t, "agent", "install-unit", "--data-dir", dataDir, "--binary", binary, "--output", path, "--", "--docker-socket", "/run/docker.sock"); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), "ExecStart=/opt/curator agent run --data-dir /srv/curator --docker-socket /run/docker.sock\n") {
+	if !strings.Contains(string(data), "ExecStart="+binary+" agent run --data-dir "+dataDir+" --docker-socket /run/docker.sock\n") {
 		t.Errorf("unit with other paths:\n%s", data)
 	}
 
-	// What a unit's command line cannot hold is refused, nothing written.
-	for _, args := range [][]string{
-		{"--data-dir", "relative/dir"},
-		{"--data-dir", "/a dir"},
-		{"--binary", "/bin/$x"},
-		{"--", "--log-level", "debug;rm"},
-		{"--log-level"},
-		{"stray"},
+	// What a unit's command line cannot hold, and what this machine
+	// cannot run, is refused with the reason, nothing written.
+	notExec := filepath.Join(t.TempDir(), "curator")
+	if err := os.WriteFile(notExec, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--binary", binary, "--data-dir", "relative/dir"}, "want absolute paths"},
+		{[]string{"--binary", binary, "--data-dir", "/a dir"}, "takes no spaces"},
+		{[]string{"--binary", "/bin/$x", "--data-dir", dataDir}, "takes no spaces"},
+		{[]string{"--binary", binary, "--data-dir", dataDir, "--", "--log-level", "debug;rm"}, "takes no spaces"},
+		{[]string{"--binary", binary, "--data-dir", dataDir, "--log-level"}, "unknown flag"},
+		{[]string{"--binary", binary, "--data-dir", dataDir, "stray"}, "go after --"},
+		{[]string{"--binary", "/nonexistent/curator", "--data-dir", dataDir}, "--binary /nonexistent/curator: no such file or directory: the unit would run a binary that is not there"},
+		{[]string{"--binary", notExec, "--data-dir", dataDir}, "not an executable file"},
+		{[]string{"--binary", dataDir, "--data-dir", dataDir}, "not an executable file"},
+		{[]string{"--binary", binary, "--data-dir", "/nonexistent/data"}, "--data-dir /nonexistent/data: no such file or directory: make the node first"},
+		{[]string{"--binary", binary, "--data-dir", binary}, "not a directory"},
+		// Without --binary the unit runs this binary, the test's, which
+		// is a temporary one.
+		{[]string{"--data-dir", dataDir}, "is a temporary one (go run?)"},
 	} {
 		out := filepath.Join(t.TempDir(), "u.service")
-		if _, err := runCLI(t, append([]string{"agent", "install-unit", "--output", out}, args...)...); err == nil {
-			t.Errorf("install-unit %v: no error", args)
+		_, err := runCLI(t, append([]string{"agent", "install-unit", "--output", out}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("install-unit %v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
 		if _, err := os.Stat(out); err == nil {
-			t.Errorf("install-unit %v wrote a unit", args)
+			t.Errorf("install-unit %v wrote a unit", tc.args)
 		}
+	}
+
+	// A unit file that exists is kept without --force.
+	before, _ := os.ReadFile(path)
+	_, err = runCLI(t, "agent", "install-unit", "--binary", binary, "--data-dir", dataDir, "--output", path)
+	if err == nil || !strings.Contains(err.Error(), "exists: pass --force") {
+		t.Errorf("install-unit over an existing file: %v, want a refusal naming --force", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("a refused install-unit changed %s:\n%s", path, after)
+	}
+	if _, err := runCLI(t, "agent", "install-unit", "--binary", binary, "--data-dir", dataDir, "--output", path, "--force"); err != nil {
+		t.Errorf("install-unit --force: %v", err)
+	}
+	if after, _ := os.ReadFile(path); strings.Contains(string(after), "--docker-socket") {
+		t.Errorf("install-unit --force did not write over %s:\n%s", path, after)
 	}
 }
 

@@ -269,7 +269,8 @@ the config's certificate file. The key stays. Admin certificates last a year
 whatever the cluster's cert_ttl: renew before the one in use expires, as an
 expired certificate opens no connection.
 
-Either needs the admin role.`,
+Issuing needs the admin role. Any certificate may renew itself, whatever its
+role: the same name and role, lasting what the one in use was issued for.`,
 		Example: `  curator cluster admin-cert --role reader --name wall-screen
   curator cluster admin-cert --role operator --name alice --ttl 720h --out ./alice
   curator cluster admin-cert`,
@@ -311,8 +312,8 @@ Either needs the admin role.`,
 				if err != nil {
 					return apiError("issue admin certificate", err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "issued a %s certificate for %s: serial %s, expires %s\nclient config: %s\n",
-					role, name, cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cfgPath)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "issued %s certificate for %s: serial %s, expires %s\nclient config: %s\n",
+					withArticle(role), name, cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cfgPath)
 				return err
 			})
 		},

@@ -225,7 +225,11 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		return err
 	}
 	if len(running) > 0 {
-		fmt.Fprintf(stderr, "%d nodes of %s are still running (was an earlier dev killed?): stopping them first\n", len(running), dir)
+		verb := "are"
+		if len(running) == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(stderr, "%s of %s %s still running (was an earlier dev killed?): stopping them first\n", count(len(running), "node"), dir, verb)
 		if err := dc.stopAll(running); err != nil {
 			return err
 		}
@@ -243,7 +247,7 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		if err := devSettingsOf(c).save(dir); err != nil {
 			return fmt.Errorf("record dev's settings in %s: %w", dir, err)
 		}
-		fmt.Fprintf(stderr, "starting %d managers and %d workers\n", c.managers, c.workers)
+		fmt.Fprintf(stderr, "starting %s and %s\n", count(c.managers, "manager"), count(c.workers, "worker"))
 		if cl, err = dc.up(ctx, c, self, cfgPath, stderr); err != nil && dc.empty(ctx) {
 			// Nothing was made: the dir holds no cluster.
 			os.Remove(filepath.Join(dir, devSettingsFile))
@@ -405,13 +409,13 @@ func (dc *devCluster) restart(ctx context.Context, cfgPath string, settings *dev
 	}
 	all := slices.Concat(stopped, dead)
 	if settings != nil {
-		fmt.Fprintf(dc.stderr, "%s holds the dev cluster made with %s (%s): restarting its %d nodes from disk (the groups keep their specs, each node its address)\n",
-			dc.dir, settings.flags(), filepath.Join(dc.dir, devSettingsFile), len(all)-len(givenUp))
+		fmt.Fprintf(dc.stderr, "%s holds the dev cluster made with %s (%s): restarting its %s from disk (the groups keep their specs, each node its address)\n",
+			dc.dir, settings.flags(), filepath.Join(dc.dir, devSettingsFile), count(len(all)-len(givenUp), "node"))
 	} else {
-		fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %d nodes from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, len(all)-len(givenUp))
+		fmt.Fprintf(dc.stderr, "%s already holds a dev cluster: restarting its %s from disk (--managers, --workers and --addresses are ignored: the groups keep their specs, each node its address)\n", dc.dir, count(len(all)-len(givenUp), "node"))
 	}
 	if len(dead) > 0 {
-		fmt.Fprintf(dc.stderr, "%d nodes of %s died without being stopped (power loss?): starting them again\n", len(dead), dc.dir)
+		fmt.Fprintf(dc.stderr, "%s of %s died without being stopped (power loss?): starting them again\n", count(len(dead), "node"), dc.dir)
 	}
 	slices.SortFunc(all, byNodeName)
 	procs := map[string]localcluster.Process{}
@@ -445,7 +449,8 @@ func (dc *devCluster) restart(ctx context.Context, cfgPath string, settings *dev
 		procs[nodeName(in)] = pr
 		fmt.Fprintf(dc.stderr, "started %s on %s (log: %s)\n", nodeName(in), pr.Address(), pr.LogFile())
 	}
-	return localcluster.Resume(ctx, localcluster.Config{}, cfgPath, procs)
+	cl, err := localcluster.Resume(ctx, localcluster.Config{Progress: dc.stderr}, cfgPath, procs)
+	return cl, devRestartQuorumAdvice(dc.dir, err)
 }
 
 // devForced returns the instance of the one manager left, which `dev

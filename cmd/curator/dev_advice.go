@@ -25,8 +25,25 @@ func devQuorumAdvice(configPath string, err error) error {
 	if fi, statErr := os.Stat(filepath.Join(dir, "instances")); statErr != nil || !fi.IsDir() {
 		return err
 	}
-	advice := "restart the dev cluster (curator dev --dir " + dir + "); if its managers are gone for good, stop dev and run `curator dev --dir " + dir + " --force-new-cluster` (or restore a backup: `curator agent restore`)"
-	return &rewordedError{msg: strings.Replace(err.Error(), curator.QuorumAdvice, advice, 1), err: err}
+	return &rewordedError{msg: strings.Replace(err.Error(), curator.QuorumAdvice, curator.DevQuorumAdvice(dir), 1), err: err}
+}
+
+// devRestartQuorumAdvice rewrites the managers' advice about a lost quorum
+// when the nodes dev restarted on dir do not make one (the other managers
+// are gone, or do not come up): restarting dev again would not help, and
+// `dev --force-new-cluster` is the command.
+func devRestartQuorumAdvice(dir string, err error) error {
+	if err == nil || !errors.Is(err, client.ErrQuorumLost) {
+		return err
+	}
+	advice := "the managers not answering were not started above (their dirs are gone) or do not come up (see their logs); if they are gone for good, run `curator dev --dir " + dir + " --force-new-cluster`: it forces a new cluster on the one manager left, and the managers group makes new ones (or restore a backup: `curator agent restore`)"
+	// The managers' advice, or the one a dev manager's /healthz gives.
+	for _, given := range []string{curator.QuorumAdvice, curator.DevQuorumAdvice(dir)} {
+		if strings.Contains(err.Error(), given) {
+			return &rewordedError{msg: strings.Replace(err.Error(), given, advice, 1), err: err}
+		}
+	}
+	return err
 }
 
 // rewordedError reads as msg and unwraps to err.

@@ -71,7 +71,7 @@ func runDevDocker(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (
 		}}}
 	})
 	cfgPath := filepath.Join(dir, client.ConfigFileName)
-	fmt.Fprintf(stderr, "starting %d managers and %d workers in containers of %s on the network %s\n", c.managers, c.workers, c.image, c.network)
+	fmt.Fprintf(stderr, "starting %s and %s in containers of %s on the network %s\n", count(c.managers, "manager"), count(c.workers, "worker"), c.image, c.network)
 	cl, err := devUp(ctx, groups, p, cfgPath, stderr, func(labels map[string]string) localcluster.Starter {
 		return func(ctx context.Context, l localcluster.Launch) (localcluster.Process, error) {
 			in, err := p.Provision(ctx, provider.Spec{

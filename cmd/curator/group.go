@@ -160,24 +160,33 @@ the file is refused once the group has changed since (see group commit).`,
 }
 
 func newGroupDestroyCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "destroy NAME",
+	var yes bool
+	c := &cobra.Command{
+		Use:   "destroy NAME --yes",
 		Short: "Destroy a group and its machines",
 		Long: `Destroy a group: the leader takes its machines away (workers first, consensus
 members demoted before their machine goes, the leader's own node last), then
-the group. Refused while the group's voters are the cluster's quorum.`,
-		Args: cobra.ExactArgs(1),
+the group. It takes every machine of the group, so it wants --yes, as
+'group scale NAME 0' does. Refused while the group's voters are the cluster's
+quorum.`,
+		Example: `  curator group destroy workers --yes`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return fmt.Errorf("destroying group %s takes every machine of it away: pass --yes if that is what you want (to keep the group with fewer machines: 'curator group scale %s N'); nothing was changed", args[0], args[0])
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				view, err := c.DestroyGroup(ctx, args[0])
 				if err != nil {
 					return apiError("destroy group "+args[0], err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Destroying group %s: %d machines to take away; follow it with `curator group ls` and `curator events`.\n", args[0], view.GetMachines())
+				fmt.Fprintf(cmd.OutOrStdout(), "Destroying group %s: %s to take away; follow it with `curator group ls` and `curator events`.\n", args[0], count(int(view.GetMachines()), "machine"))
 				return nil
 			})
 		},
 	}
+	c.Flags().BoolVar(&yes, "yes", false, "take every machine of the group away")
+	return c
 }
 
 // newGroupSuspendCommand is `group suspend` (resume false) or `group
@@ -349,7 +358,8 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 			roles = append(roles, enumWord(r))
 		}
 		rollout := v.GetRolloutState()
-		if rollout != "" {
+		if rollout != "" && rollout != "done" {
+			// A done rollout's count is READY's, of the group as it is.
 			rollout += fmt.Sprintf(" %d/%d", v.GetRolloutUpdated(), v.GetRolloutTotal())
 		}
 		if v.GetGroup().GetDestroying() {
@@ -396,7 +406,7 @@ func groupHolds(g *pb.Group) []string {
 		out = append(out, fmt.Sprintf("Group %s is suspended (%s): it makes and destroys nothing until `curator group resume %s`.", name, g.GetSuspended(), name))
 	}
 	if g.GetRepairHeld() != "" {
-		out = append(out, fmt.Sprintf("Group %s's repairs are held: %s.", name, g.GetRepairHeld()))
+		out = append(out, fmt.Sprintf("The repairs of group %s are held: %s.", name, g.GetRepairHeld()))
 	}
 	if g.GetProviderFailing() != "" {
 		out = append(out, fmt.Sprintf("Group %s is failing: %s.", name, g.GetProviderFailing()))

@@ -15,7 +15,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := newRootCommand().ExecuteContext(ctx)
+	err := execute(ctx, newRootCommand())
 	if err == nil {
 		return
 	}

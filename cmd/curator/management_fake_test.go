@@ -403,6 +403,6 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, root)
 	return stdout.String(), err
 }

@@ -294,3 +294,21 @@ func tableCell(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// count is n of noun, the noun in the plural unless n is 1: "1 node",
+// "3 nodes" (for nouns whose plural adds an s).
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// withArticle is word with "a" or "an" before it, by its first letter:
+// "an operator", "a reader".
+func withArticle(word string) string {
+	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
+}

@@ -135,3 +135,45 @@ func TestWriteTableTrimsTrailingBlanks(t *testing.T) {
 		t.Errorf("writeTable (-want +got):\n%s", diff)
 	}
 }
+
+// Counts and articles read as English: "1 manager", not "1 managers";
+// "an operator certificate", not "a operator certificate".
+func TestCountAndArticleWords(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{count(0, "node"), "0 nodes"},
+		{count(1, "node"), "1 node"},
+		{count(1, "manager"), "1 manager"},
+		{count(3, "worker"), "3 workers"},
+		{withArticle("operator"), "an operator"},
+		{withArticle("admin"), "an admin"},
+		{withArticle("reader"), "a reader"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// group ls's ROLLOUT column counts a rollout in progress; a done one's
+// count is READY's, of the group as it is now (not the rollout's, which a
+// scale makes stale).
+func TestGroupLsRolloutColumn(t *testing.T) {
+	g := &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 5}, ConfigSha: "aaaaaaaaaaaaaaaa"}
+	for _, tc := range []struct {
+		state   string
+		updated uint32
+		want    string
+	}{
+		{"done", 5, "   done   "},
+		{"rolling", 1, "   rolling 1/5   "},
+	} {
+		var b strings.Builder
+		v := &pb.GroupView{Group: g, Ready: 5, Machines: 5, RolloutState: tc.state, RolloutUpdated: tc.updated, RolloutTotal: 5}
+		if err := writeGroups(&b, formatTable, []*pb.GroupView{v}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("a %s rollout: group ls shows\n%s\nwant %q", tc.state, b.String(), tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -19,6 +20,15 @@ import (
 // It is applied once to the root, so a command added later cannot forget it.
 func strictTree(root *cobra.Command) {
 	root.SetFlagErrorFunc(flagError)
+	// cobra answers --help before it checks the arguments: an unknown
+	// subcommand with --help prints no help here, and execute fails.
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		if unknownWithHelp(cmd) != nil {
+			return
+		}
+		help(cmd, args)
+	})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() {
@@ -35,6 +45,29 @@ func strictTree(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// execute runs the command line of root. A command that groups others, run
+// with an unknown subcommand and --help, fails as it does without --help
+// (cobra would print the help and exit 0, which hides the typo).
+func execute(ctx context.Context, root *cobra.Command) error {
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		return err
+	}
+	return unknownWithHelp(cmd)
+}
+
+// unknownWithHelp is the refusal of an unknown subcommand of cmd when it
+// was asked for its help (nil when it was not, or when there is none).
+func unknownWithHelp(cmd *cobra.Command) error {
+	if !cmd.HasSubCommands() {
+		return nil
+	}
+	if asked, _ := cmd.Flags().GetBool("help"); !asked {
+		return nil
+	}
+	return unknownSubcommand(cmd, cmd.Flags().Args())
 }
 
 // unknownSubcommand is the Args of a command that only groups others.

@@ -110,6 +110,10 @@ func TestUnknownCommandExitStatus(t *testing.T) {
 		{[]string{"node", "bogus"}, 1, `unknown command "bogus" for "curator node"`},
 		{[]string{"bogus"}, 1, `unknown command "bogus" for "curator"`},
 		{[]string{"agent", "run", "--data-dri", "x"}, 1, "unknown flag: --data-dri (did you mean --data-dir?)"},
+		{[]string{"group", "bogus", "--help"}, 1, `unknown command "bogus" for "curator group"`},
+		{[]string{"node", "lss", "-h"}, 1, `did you mean "ls"?`},
+		{[]string{"group", "--help"}, 0, ""},
+		{[]string{"group", "ls", "--help"}, 0, ""},
 		{[]string{"group"}, 0, ""},
 		{[]string{"rollout"}, 0, ""},
 	} {

@@ -317,7 +317,7 @@ func Group(s GroupSnapshot) *GroupAction {
 			return a
 		}
 		return &GroupAction{Kind: GroupRepairResume,
-			Reason: fmt.Sprintf("group %s's repairs go on: %d of its %d machines unhealthy (max_unhealthy %s: %d), %d of max_replacements %d replaced in the last %v; it was held: %s",
+			Reason: fmt.Sprintf("the repairs of group %s go on: %d of its %d machines unhealthy (max_unhealthy %s: %d), %d of max_replacements %d replaced in the last %v; it was held: %s",
 				s.Name, len(unhealthy), s.Size, s.MaxUnhealthySpec, s.MaxUnhealthy, len(recentReplacements(s)), s.MaxReplacements, s.ReplacementWindow, s.RepairHeld)}
 	}
 	return a

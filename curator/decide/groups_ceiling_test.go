@@ -259,7 +259,7 @@ func TestCeilingCounts(t *testing.T) {
 		{"held, recovered to the ceiling: lifted", with(func(s *GroupSnapshot) {
 			downFor(s, 0, 2*time.Minute)
 			s.RepairHeld = "held"
-		}), &GroupAction{Kind: GroupRepairResume, Reason: "group w's repairs go on: 1 of its 4 machines unhealthy (max_unhealthy 40%: 1), 0 of max_replacements 10 replaced in the last 10m0s; it was held: held"}},
+		}), &GroupAction{Kind: GroupRepairResume, Reason: "the repairs of group w go on: 1 of its 4 machines unhealthy (max_unhealthy 40%: 1), 0 of max_replacements 10 replaced in the last 10m0s; it was held: held"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := cmp.Diff(tc.want, Group(tc.s)); d != "" {

@@ -22,7 +22,7 @@ import (
 //     tokens, certificates, cluster settings, backups.
 //
 // audited is every call that is not a reader's (what changes something, or
-// reveals a secret), and every refused call.
+// reveals a secret), a certificate's renewal, and every refused call.
 var managementRoles = map[string]string{
 	"ListNodes":      pki.OperatorReader,
 	"ListEvents":     pki.OperatorReader,
@@ -35,6 +35,9 @@ var managementRoles = map[string]string{
 	"WatchEvents":    pki.OperatorReader,
 	"ListAudit":      pki.OperatorReader,
 	"GetUpgrade":     pki.OperatorReader,
+	// An admin may ask for any certificate, any other role only for its
+	// own, renewed (RenewAdminCertificate checks).
+	"RenewAdminCertificate": pki.OperatorReader,
 
 	"PromoteNode":   pki.OperatorOperator,
 	"DemoteNode":    pki.OperatorOperator,
@@ -52,7 +55,6 @@ var managementRoles = map[string]string{
 	"UpdateCluster":          pki.OperatorAdmin,
 	"GetToken":               pki.OperatorAdmin,
 	"RotateToken":            pki.OperatorAdmin,
-	"RenewAdminCertificate":  pki.OperatorAdmin,
 	"ListAdminCertificates":  pki.OperatorAdmin,
 	"RevokeAdminCertificate": pki.OperatorAdmin,
 	"Backup":                 pki.OperatorAdmin,
@@ -67,8 +69,12 @@ func ManagementRole(call string) string {
 
 // audited says whether a call that was allowed goes into the audit trail.
 func Audited(call string) bool {
-	return managementRoles[call] != pki.OperatorReader
+	return managementRoles[call] != pki.OperatorReader || renewsItself[call]
 }
+
+// renewsItself are the calls a reader may make that change something: a
+// certificate renewing itself.
+var renewsItself = map[string]bool{"RenewAdminCertificate": true}
 
 // revealing are the audited calls that change nothing: they hand out a
 // secret or list the certificates, read a node's logs (which may say

@@ -51,7 +51,11 @@ func UpGroups(ctx context.Context, cfg GroupsConfig) (*Cluster, error) {
 		}); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(r.cfg.Progress, "committed group %s: %d nodes\n", g.Name, g.Size)
+		nodes := "nodes"
+		if g.Size == 1 {
+			nodes = "node"
+		}
+		fmt.Fprintf(r.cfg.Progress, "committed group %s: %d %s\n", g.Name, g.Size, nodes)
 	}
 	var nodes []*pb.NodeView
 	if err := r.waitFor(ctx, "every group's nodes to be ready", func(ctx context.Context) error {

@@ -11,16 +11,21 @@ package localcluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/internal/nodeport"
 	"github.com/curatorproject/curator/node"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -34,6 +39,14 @@ const (
 	DefaultPoll = 200 * time.Millisecond
 	// callTimeout bounds one check's calls to the cluster.
 	callTimeout = 10 * time.Second
+	// healthTimeout bounds one node's /healthz.
+	healthTimeout = 2 * time.Second
+	// DefaultQuorumGrace is how long the nodes' wait goes on while the
+	// managers answer that the quorum is lost: managers that hold a
+	// majority of the voters elect an etcd leader within seconds of
+	// starting, so a loss that lasts longer is one they cannot mend (the
+	// other voters are gone), and waiting the whole step says nothing.
+	DefaultQuorumGrace = 20 * time.Second
 )
 
 // JoinTokenEnv is the environment variable `curator agent join` reads its
@@ -101,6 +114,8 @@ type Config struct {
 	// StepTimeout and Poll default to DefaultStepTimeout and DefaultPoll.
 	StepTimeout time.Duration
 	Poll        time.Duration
+	// QuorumGrace defaults to DefaultQuorumGrace.
+	QuorumGrace time.Duration
 }
 
 // Validate says what is wrong with c, if anything.
@@ -126,8 +141,8 @@ func (c Config) Validate() error {
 	if !c.Nodes[0].Manager {
 		return fmt.Errorf("the first node, %s, must be a manager", c.Nodes[0].Name)
 	}
-	if c.StepTimeout < 0 || c.Poll < 0 {
-		return errors.New("negative step timeout or poll")
+	if c.StepTimeout < 0 || c.Poll < 0 || c.QuorumGrace < 0 {
+		return errors.New("negative step timeout, poll or quorum grace")
 	}
 	return nil
 }
@@ -135,6 +150,7 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	c.StepTimeout = cmp.Or(c.StepTimeout, DefaultStepTimeout)
 	c.Poll = cmp.Or(c.Poll, DefaultPoll)
+	c.QuorumGrace = cmp.Or(c.QuorumGrace, DefaultQuorumGrace)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -347,19 +363,78 @@ func Wait(ctx context.Context, timeout, poll time.Duration, what string, check f
 }
 
 // waitReady waits until every started node is ready and returns the list.
+// It gives up early, with the managers' own word (client.ErrQuorumLost),
+// once they have said for QuorumGrace that the quorum is lost, and says
+// at once that it waits for one.
 func (r *run) waitReady(ctx context.Context) ([]*pb.NodeView, error) {
 	var nodes []*pb.NodeView
-	err := r.waitFor(ctx, "every node to be ready", func(ctx context.Context) error {
+	var lostSince time.Time
+	var quorumGone error
+	check := func(ctx context.Context) error {
 		var err error
 		if nodes, err = r.cl.ListNodes(ctx); err != nil {
+			if msg := r.quorumLostHealth(ctx); msg != "" && !errors.Is(err, client.ErrQuorumLost) {
+				// A manager whose etcd cannot join its cluster serves
+				// no call: its /healthz says why.
+				err = fmt.Errorf("%w: %s", client.ErrQuorumLost, msg)
+			}
+			switch {
+			case !errors.Is(err, client.ErrQuorumLost):
+				lostSince = time.Time{}
+			case lostSince.IsZero():
+				lostSince = time.Now()
+				fmt.Fprintf(r.cfg.Progress, "the managers say the quorum is lost: waiting up to %s for those started to make one\n", r.cfg.QuorumGrace)
+			case time.Since(lostSince) >= r.cfg.QuorumGrace:
+				quorumGone = fmt.Errorf("the quorum is still lost %s after the managers first said so: %w", r.cfg.QuorumGrace, err)
+			}
 			return err
 		}
 		if notReady := r.notReady(nodes); len(notReady) > 0 {
 			return fmt.Errorf("not ready: %s", strings.Join(notReady, ", "))
 		}
 		return nil
-	})
+	}
+	stop := func() error {
+		if err := r.exited(); err != nil {
+			return err
+		}
+		return quorumGone
+	}
+	err := Wait(ctx, r.cfg.StepTimeout, r.cfg.Poll, "every node to be ready", check, stop)
 	return nodes, err
+}
+
+// quorumLostHealth is what the first started node whose /healthz says the
+// quorum is lost says about it ("" when none does).
+func (r *run) quorumLostHealth(ctx context.Context) string {
+	for _, name := range r.names {
+		host, port, err := net.SplitHostPort(r.procs[name].Address())
+		if err != nil {
+			continue
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			continue
+		}
+		url := "http://" + net.JoinHostPort(host, strconv.Itoa(p+nodeport.HTTP)) + "/healthz"
+		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+		req, err := http.NewRequestWithContext(hctx, http.MethodGet, url, nil)
+		if err != nil {
+			cancel()
+			continue
+		}
+		var h struct{ Quorum, Message string }
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h)
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil && h.Quorum == "lost" && h.Message != "" {
+			return h.Message
+		}
+	}
+	return ""
 }
 
 // notReady names the started nodes not ready in nodes, but for those

@@ -304,8 +304,9 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 	deaths := l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now)
 	deaths = append(deaths, l.crashes.foundDead(name, deadMachines, snap.Nodes, snap.Now)...)
 	for _, d := range deaths {
+		d.FailsRollout = d.failsRollout(snap)
 		reason := l.machineExited(ctx, gs.p, name, d)
-		if d.failsRollout(snap) {
+		if d.FailsRollout {
 			// A new machine of the rollout died before it joined: a
 			// failed machine, counted in the rollout's record.
 			if err := l.countRolloutFailure(ctx, gs.ro, gs.roRev, reason); err != nil {
@@ -374,11 +375,12 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 }
 
 // machineExited says that machine d.Machine of group name died before its
-// node joined, with its last words where provider p keeps them, and
-// makes the loop look again once the group's provisions may go on.
+// node joined, with its last words where provider p keeps them, or went
+// after its node left (d.Left), and makes the loop look again once the
+// group's provisions may go on.
 func (l *groupLoop) machineExited(ctx context.Context, p provider.Provider, name string, d crashDeath) string {
 	var words string
-	if lw, ok := p.(provider.LastWords); ok {
+	if lw, ok := p.(provider.LastWords); ok && !d.Left {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		w, err := lw.LastWords(wctx, d.Machine)
 		cancel()
@@ -388,6 +390,9 @@ func (l *groupLoop) machineExited(ctx context.Context, p provider.Provider, name
 		words = w
 	}
 	res := loopResult{action: "machine-exited", reason: d.reason(name, words), group: name}
+	if d.Left {
+		res.action = "machine-left"
+	}
 	supervisor.Logger(ctx).Warn(res.action, zap.String("reason", res.reason))
 	l.metrics.Actions.WithLabelValues("groups", res.action).Inc()
 	l.events.recordResult(ctx, "groups", res)

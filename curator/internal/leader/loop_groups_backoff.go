@@ -56,6 +56,11 @@ type groupCrashes struct {
 	// loop has seen listed, made or named by a node, while they are
 	// listed or dead; reported: the dead ones counted by foundDead.
 	listed, seen, reported map[string]bool
+	// joined: the listed machines whose node this loop saw joined, with
+	// their config SHAs. One that goes after its node did, or with it
+	// (agent leave, node rm), left: no death before joining, and no
+	// failure.
+	joined map[string]string
 	// sha is the config SHA the deaths were counted under.
 	sha string
 	// deaths in a row (machines dead before joining, and provider
@@ -73,7 +78,7 @@ func (b *crashBackoff) group(name string) *groupCrashes {
 	}
 	g, ok := b.groups[name]
 	if !ok {
-		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}, listed: map[string]bool{}, seen: map[string]bool{}, reported: map[string]bool{}}
+		g = &groupCrashes{unjoined: map[string]string{}, destroyed: map[string]bool{}, listed: map[string]bool{}, seen: map[string]bool{}, reported: map[string]bool{}, joined: map[string]string{}}
 		b.groups[name] = g
 	}
 	return g
@@ -93,6 +98,12 @@ type crashDeath struct {
 	InARow int
 	// Wait is how long the group's next provision waits.
 	Wait time.Duration
+	// Left: its node had joined and left the cluster (agent leave, node
+	// rm) before it went: no death before joining, counted nowhere.
+	Left bool
+	// FailsRollout: the group's rollout counts it as a failed machine
+	// (failsRollout), which makes no next one the way a crash loop does.
+	FailsRollout bool
 }
 
 // observe takes a look at group name (its config SHA, the machines its
@@ -118,9 +129,17 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 		switch {
 		case joined[id]:
 			g.deaths, g.until, g.destroyRefused = 0, time.Time{}, false
+		case !listed[id] && !g.destroyed[id] && g.joined[id] != "":
+			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, Left: true})
 		case !listed[id] && !g.destroyed[id]:
 			wait := g.fail(now, false)
 			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, InARow: g.deaths, Wait: wait})
+		}
+	}
+	// Gone with its node since the last look, which saw it joined.
+	for id, machineSHA := range g.joined {
+		if _, pending := g.unjoined[id]; !pending && !listed[id] && !joined[id] && !g.destroyed[id] {
+			out = append(out, crashDeath{Machine: id, ConfigSHA: machineSHA, Left: true})
 		}
 	}
 	for _, d := range out {
@@ -131,8 +150,15 @@ func (b *crashBackoff) observe(name, sha string, machines []decide.GroupMachine,
 	g.listed = listed
 	for _, m := range machines {
 		g.seen[m.ID] = true
-		if !joined[m.ID] {
+		if joined[m.ID] {
+			g.joined[m.ID] = m.ConfigSHA
+		} else {
 			g.unjoined[m.ID] = m.ConfigSHA
+		}
+	}
+	for id := range g.joined {
+		if !listed[id] {
+			delete(g.joined, id)
 		}
 	}
 	return out
@@ -251,14 +277,21 @@ func (b *crashBackoff) forget(name string) {
 // counted against the rollback, it failed the rollback, which stops
 // there.
 func (d crashDeath) failsRollout(s decide.GroupSnapshot) bool {
-	return s.Rolling && d.ConfigSHA == s.TargetSHA
+	return s.Rolling && d.ConfigSHA == s.TargetSHA && !d.Left
 }
 
 // reason is the event's reason for death d of group name.
 func (d crashDeath) reason(name, lastWords string) string {
-	s := fmt.Sprintf("group %s: machine %s exited before its node joined (%d in a row); the next is made in %v", name, d.Machine, d.InARow, d.Wait)
+	if d.Left {
+		return fmt.Sprintf("group %s: machine %s exited after its node left the cluster (agent leave, or node rm): not a crash; the group makes another to keep its size", name, d.Machine)
+	}
+	next := fmt.Sprintf("the next is made in %v", d.Wait)
+	if d.FailsRollout {
+		next = "a failed machine of the rollout"
+	}
+	s := fmt.Sprintf("group %s: machine %s exited before its node joined (%d in a row); %s", name, d.Machine, d.InARow, next)
 	if d.Unseen {
-		s = fmt.Sprintf("group %s: machine %s, made by an earlier leader, was found dead with no node of it: it exited before its node joined (%d in a row); the next is made in %v", name, d.Machine, d.InARow, d.Wait)
+		s = fmt.Sprintf("group %s: machine %s, made by an earlier leader, was found dead with no node of it: it exited before its node joined (%d in a row); %s", name, d.Machine, d.InARow, next)
 	}
 	if lastWords != "" {
 		s += "; its last words: " + lastWords

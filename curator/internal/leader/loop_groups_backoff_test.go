@@ -269,3 +269,75 @@ func TestCrashFoundDead(t *testing.T) {
 		t.Errorf("reason %q does not say an earlier leader made surge", r)
 	}
 }
+
+// TestCrashBackoffLeave: a machine whose node joined and then left the
+// cluster (agent leave, node rm) before the machine went is no death
+// before joining: it is reported as left, holds nothing back and counts
+// toward no backoff. And a rollout's failed machine's reason promises no
+// next machine, which the rollout does not make.
+func TestCrashBackoffLeave(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(ids ...string) []decide.GroupMachine {
+		var out []decide.GroupMachine
+		for _, id := range ids {
+			out = append(out, decide.GroupMachine{ID: id, ConfigSHA: "a"})
+		}
+		return out
+	}
+	ns := func(instances ...string) []decide.GroupNode {
+		var out []decide.GroupNode
+		for _, id := range instances {
+			out = append(out, decide.GroupNode{ID: "node-" + id, InstanceID: id})
+		}
+		return out
+	}
+	var b crashBackoff
+	for i, l := range []struct {
+		machines []decide.GroupMachine
+		nodes    []decide.GroupNode
+		made     string
+		deaths   []crashDeath
+	}{
+		{machines: ms("m1", "m2"), nodes: ns("m1", "m2")},
+		// m2's node leaves; its machine still runs a moment.
+		{machines: ms("m1", "m2"), nodes: ns("m1")},
+		// Then it exits: left, not dead before joining.
+		{machines: ms("m1"), nodes: ns("m1"), deaths: []crashDeath{{Machine: "m2", ConfigSHA: "a", Left: true}}},
+		// m4 joins, then goes with its node between two looks: left.
+		{machines: ms("m1", "m4"), nodes: ns("m1", "m4")},
+		{machines: ms("m1"), nodes: ns("m1"), deaths: []crashDeath{{Machine: "m4", ConfigSHA: "a", Left: true}}},
+		// m5 joins, and goes as a node (its record stays): no leave, and
+		// no death before joining.
+		{machines: ms("m1", "m5"), nodes: ns("m1", "m5")},
+		{machines: ms("m1"), nodes: ns("m1", "m5")},
+		{machines: ms("m1"), nodes: ns("m1")},
+		// A machine made that dies unjoined is the first in a row.
+		{machines: ms("m1"), nodes: ns("m1"), made: "m3", deaths: []crashDeath{{Machine: "m3", ConfigSHA: "a", InARow: 1, Wait: time.Second}}},
+	} {
+		if l.made != "" {
+			b.made("g", l.made, "a")
+		}
+		now := t0.Add(time.Duration(i) * 10 * time.Second)
+		got := b.observe("g", "a", l.machines, l.nodes, now)
+		if diff := cmp.Diff(l.deaths, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("look %d: deaths (-want +got):\n%s", i, diff)
+		}
+		if i == 2 {
+			if h := b.hold("g", decide.GroupProvision, now); h != 0 {
+				t.Errorf("after a leave, provisions wait %v", h)
+			}
+		}
+	}
+
+	left := crashDeath{Machine: "m2", ConfigSHA: "b", Left: true}
+	if left.failsRollout(decide.GroupSnapshot{Rolling: true, TargetSHA: "b"}) {
+		t.Error("a machine whose node left fails the rollout")
+	}
+	if r := left.reason("g", ""); !strings.Contains(r, "after its node left the cluster") || strings.Contains(r, "before its node joined") {
+		t.Errorf("a leave's reason %q", r)
+	}
+	failed := crashDeath{Machine: "m4", ConfigSHA: "b", InARow: 1, Wait: time.Second, FailsRollout: true}
+	if r := failed.reason("g", ""); strings.Contains(r, "the next is made") || !strings.Contains(r, "a failed machine of the rollout") {
+		t.Errorf("a rollout's failed machine's reason %q promises a next one", r)
+	}
+}
