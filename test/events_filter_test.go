@@ -22,7 +22,7 @@ type filteredEvent struct {
 // (its name is kept with each event, not looked up among the nodes
 // left).
 func TestEventsFilters(t *testing.T) {
-	c := newCluster(t, "127.0.143.")
+	c := newCluster(t, "127.0.147.")
 	m1 := c.init("manager-1", 10)
 	tok := c.token("worker")
 	c.join("worker-1", 11, tok, m1)

@@ -11,7 +11,7 @@ import (
 // values, `node ls -o wide` adds columns, JSON stays node inspect's
 // default, and a wrong combination is refused before any call.
 func TestNodeHumanViews(t *testing.T) {
-	c := newCluster(t, "127.0.144.")
+	c := newCluster(t, "127.0.148.")
 	m1 := c.init("manager-1", 10)
 	c.join("worker-1", 11, c.token("worker"), m1)
 	c.waitReady(30*time.Second, "manager-1", "worker-1")
@@ -19,7 +19,7 @@ func TestNodeHumanViews(t *testing.T) {
 	out := mgmtRun(t, c, "node", "inspect", "--pretty", "worker-1")
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^Name: +worker-1$`),
-		regexp.MustCompile(`(?m)^Address: +127\.0\.144\.11:\d+$`),
+		regexp.MustCompile(`(?m)^Address: +127\.0\.148\.11:\d+$`),
 		regexp.MustCompile(`(?m)^Status: +ready since \S+ \(\d+[smhd] ago\)$`),
 		regexp.MustCompile(`(?m)^Roles: +worker$`),
 		regexp.MustCompile(`(?m)^Last heartbeat: +\S+ \(\d+s ago\)$`),
