@@ -22,7 +22,8 @@ import (
 // rollout status), while a watch of the events and one of the nodes run
 // across the failovers. At the end of the faults the history is checked
 // for linearizability and the watches by their validators; a violation
-// breaks the seed, its visualisation written beside the seed's logs.
+// breaks the seed, its visualisation written where historyDir says
+// (test/history/README.md).
 //
 // Availability is not written (a rollout drains nodes itself: the
 // register would have a writer the history does not see), nor roles (the
@@ -105,10 +106,10 @@ func (r *runner) checkHistory(h *recording) {
 	}
 }
 
-// historyDir is where a failed check writes its visualisation: beside
-// the seed's machines under -keep, else under CURATOR_TEST_KEEP (.ci/run
-// keeps the logs of failed tests there), else a directory that outlives
-// the test (the seed's own is removed with it).
+// historyDir is where a failed check writes its visualisation: the
+// -keep directory of the seed, else the one CURATOR_TEST_KEEP names,
+// else a new temporary directory that is kept after the test (the places
+// docs/testing.md and test/history/README.md describe).
 func (r *runner) historyDir() string {
 	seed := fmt.Sprintf("seed-%d", r.seed)
 	test := strings.Split(r.t.Name(), "/")[0]
