@@ -624,8 +624,11 @@ type Node struct {
 	// the node holds no role and its Swarm node is a worker), so the Swarm
 	// sees it go rather than lose it. When it was asked; unset for none.
 	SwarmLeaveRequested *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=swarm_leave_requested,json=swarmLeaveRequested,proto3" json:"swarm_leave_requested,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The failure domain the node's machine is in, as its provider says;
+	// empty when it names none.
+	Domain        string `protobuf:"bytes,25,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -824,6 +827,13 @@ func (x *Node) GetSwarmLeaveRequested() *timestamppb.Timestamp {
 		return x.SwarmLeaveRequested
 	}
 	return nil
+}
+
+func (x *Node) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
 }
 
 // NodeView is a node as operators see it: the record plus what the leader
@@ -2087,8 +2097,12 @@ type GroupSpec struct {
 	// unhealthy machine destroyed) in any replacement_window.
 	MaxReplacements   uint32               `protobuf:"varint,11,opt,name=max_replacements,json=maxReplacements,proto3" json:"max_replacements,omitempty"`
 	ReplacementWindow *durationpb.Duration `protobuf:"bytes,12,opt,name=replacement_window,json=replacementWindow,proto3" json:"replacement_window,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The failure domains the group's machines are spread across (an
+	// engine, an address range, a zone: names its provider knows); empty
+	// for one domain, the provider's own.
+	Domains       []string `protobuf:"bytes,13,rep,name=domains,proto3" json:"domains,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupSpec) Reset() {
@@ -2205,6 +2219,13 @@ func (x *GroupSpec) GetReplacementWindow() *durationpb.Duration {
 	return nil
 }
 
+func (x *GroupSpec) GetDomains() []string {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
+}
+
 // RolloutPolicy: how a group's rollout judges itself (normalized with its
 // defaults written out; docs/architecture.md, "Rollouts").
 type RolloutPolicy struct {
@@ -2308,6 +2329,7 @@ type ProviderSpec struct {
 	//
 	//	*ProviderSpec_Process
 	//	*ProviderSpec_Docker
+	//	*ProviderSpec_Plugin
 	Kind          isProviderSpec_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2368,6 +2390,15 @@ func (x *ProviderSpec) GetDocker() *DockerProviderSpec {
 	return nil
 }
 
+func (x *ProviderSpec) GetPlugin() *PluginProviderSpec {
+	if x != nil {
+		if x, ok := x.Kind.(*ProviderSpec_Plugin); ok {
+			return x.Plugin
+		}
+	}
+	return nil
+}
+
 type isProviderSpec_Kind interface {
 	isProviderSpec_Kind()
 }
@@ -2380,9 +2411,72 @@ type ProviderSpec_Docker struct {
 	Docker *DockerProviderSpec `protobuf:"bytes,2,opt,name=docker,proto3,oneof"`
 }
 
+type ProviderSpec_Plugin struct {
+	Plugin *PluginProviderSpec `protobuf:"bytes,3,opt,name=plugin,proto3,oneof"`
+}
+
 func (*ProviderSpec_Process) isProviderSpec_Kind() {}
 
 func (*ProviderSpec_Docker) isProviderSpec_Kind() {}
+
+func (*ProviderSpec_Plugin) isProviderSpec_Kind() {}
+
+// PluginProviderSpec: machines made by a provider plugin, an executable the
+// leader starts and speaks gRPC to (docs/providers.md).
+type PluginProviderSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's executable, an absolute path on the leader's host.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Settings handed to the plugin as they are (the exec plugin's scripts,
+	// a cloud's region, ...).
+	Config        map[string]string `protobuf:"bytes,2,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PluginProviderSpec) Reset() {
+	*x = PluginProviderSpec{}
+	mi := &file_curator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PluginProviderSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PluginProviderSpec) ProtoMessage() {}
+
+func (x *PluginProviderSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PluginProviderSpec.ProtoReflect.Descriptor instead.
+func (*PluginProviderSpec) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PluginProviderSpec) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PluginProviderSpec) GetConfig() map[string]string {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
 
 // ProcessProviderSpec: node agents as processes on the leader's host.
 type ProcessProviderSpec struct {
@@ -2400,7 +2494,7 @@ type ProcessProviderSpec struct {
 
 func (x *ProcessProviderSpec) Reset() {
 	*x = ProcessProviderSpec{}
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2506,7 @@ func (x *ProcessProviderSpec) String() string {
 func (*ProcessProviderSpec) ProtoMessage() {}
 
 func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[25]
+	mi := &file_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2519,7 @@ func (x *ProcessProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessProviderSpec.ProtoReflect.Descriptor instead.
 func (*ProcessProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{25}
+	return file_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProcessProviderSpec) GetAddresses() string {
@@ -2470,7 +2564,7 @@ type DockerProviderSpec struct {
 
 func (x *DockerProviderSpec) Reset() {
 	*x = DockerProviderSpec{}
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2576,7 @@ func (x *DockerProviderSpec) String() string {
 func (*DockerProviderSpec) ProtoMessage() {}
 
 func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[26]
+	mi := &file_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2589,7 @@ func (x *DockerProviderSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DockerProviderSpec.ProtoReflect.Descriptor instead.
 func (*DockerProviderSpec) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{26}
+	return file_curator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DockerProviderSpec) GetNetwork() string {
@@ -2549,7 +2643,7 @@ type InstanceTemplate struct {
 
 func (x *InstanceTemplate) Reset() {
 	*x = InstanceTemplate{}
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2655,7 @@ func (x *InstanceTemplate) String() string {
 func (*InstanceTemplate) ProtoMessage() {}
 
 func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[27]
+	mi := &file_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2668,7 @@ func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTemplate.ProtoReflect.Descriptor instead.
 func (*InstanceTemplate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{27}
+	return file_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InstanceTemplate) GetVersion() string {
@@ -2628,7 +2722,7 @@ type MachineRelease struct {
 
 func (x *MachineRelease) Reset() {
 	*x = MachineRelease{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2734,7 @@ func (x *MachineRelease) String() string {
 func (*MachineRelease) ProtoMessage() {}
 
 func (x *MachineRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2747,7 @@ func (x *MachineRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineRelease.ProtoReflect.Descriptor instead.
 func (*MachineRelease) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MachineRelease) GetBinary() string {
@@ -2719,7 +2813,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2825,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2838,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Group) GetSpec() *GroupSpec {
@@ -2846,7 +2940,7 @@ type GroupView struct {
 
 func (x *GroupView) Reset() {
 	*x = GroupView{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2952,7 @@ func (x *GroupView) String() string {
 func (*GroupView) ProtoMessage() {}
 
 func (x *GroupView) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2965,7 @@ func (x *GroupView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
 func (*GroupView) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupView) GetGroup() *Group {
@@ -2939,7 +3033,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3045,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3058,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeLogsRequest) GetId() string {
@@ -3006,7 +3100,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3112,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3125,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeLogsResponse) GetNodeId() string {
@@ -3064,7 +3158,7 @@ type CommitGroupRequest struct {
 
 func (x *CommitGroupRequest) Reset() {
 	*x = CommitGroupRequest{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3170,7 @@ func (x *CommitGroupRequest) String() string {
 func (*CommitGroupRequest) ProtoMessage() {}
 
 func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3183,7 @@ func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CommitGroupRequest) GetSpec() *GroupSpec {
@@ -3117,7 +3211,7 @@ type CommitGroupResponse struct {
 
 func (x *CommitGroupResponse) Reset() {
 	*x = CommitGroupResponse{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3223,7 @@ func (x *CommitGroupResponse) String() string {
 func (*CommitGroupResponse) ProtoMessage() {}
 
 func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3236,7 @@ func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommitGroupResponse) GetGroup() *GroupView {
@@ -3188,7 +3282,7 @@ type GroupPlan struct {
 
 func (x *GroupPlan) Reset() {
 	*x = GroupPlan{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3294,7 @@ func (x *GroupPlan) String() string {
 func (*GroupPlan) ProtoMessage() {}
 
 func (x *GroupPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3307,7 @@ func (x *GroupPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPlan.ProtoReflect.Descriptor instead.
 func (*GroupPlan) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupPlan) GetName() string {
@@ -3287,7 +3381,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3393,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3406,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 type ListGroupsResponse struct {
@@ -3324,7 +3418,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3430,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3443,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -3368,7 +3462,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3474,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3487,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -3412,7 +3506,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3518,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3531,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -3460,7 +3554,7 @@ type SuspendGroupRequest struct {
 
 func (x *SuspendGroupRequest) Reset() {
 	*x = SuspendGroupRequest{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3566,7 @@ func (x *SuspendGroupRequest) String() string {
 func (*SuspendGroupRequest) ProtoMessage() {}
 
 func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3579,7 @@ func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
 func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SuspendGroupRequest) GetName() string {
@@ -3519,7 +3613,7 @@ type SuspendGroupResponse struct {
 
 func (x *SuspendGroupResponse) Reset() {
 	*x = SuspendGroupResponse{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3625,7 @@ func (x *SuspendGroupResponse) String() string {
 func (*SuspendGroupResponse) ProtoMessage() {}
 
 func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3638,7 @@ func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
 func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SuspendGroupResponse) GetGroups() []*GroupView {
@@ -3600,7 +3694,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3706,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3719,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -3778,7 +3872,7 @@ type RolloutSummary struct {
 
 func (x *RolloutSummary) Reset() {
 	*x = RolloutSummary{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +3884,7 @@ func (x *RolloutSummary) String() string {
 func (*RolloutSummary) ProtoMessage() {}
 
 func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +3897,7 @@ func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
 func (*RolloutSummary) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RolloutSummary) GetSha() string {
@@ -3864,7 +3958,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +3970,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +3983,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -3918,7 +4012,7 @@ type ChangeRolloutRequest struct {
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4024,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4037,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -3996,7 +4090,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4102,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4115,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -4108,7 +4202,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4214,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4227,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -4189,7 +4283,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4295,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4308,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -4271,7 +4365,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4377,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4390,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -4359,7 +4453,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4371,7 +4465,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4384,7 +4478,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -4426,7 +4520,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4532,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4545,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -4480,7 +4574,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4586,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4599,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LogChunk) GetRequestId() string {
@@ -4530,7 +4624,7 @@ type SendLogsResponse struct {
 
 func (x *SendLogsResponse) Reset() {
 	*x = SendLogsResponse{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4636,7 @@ func (x *SendLogsResponse) String() string {
 func (*SendLogsResponse) ProtoMessage() {}
 
 func (x *SendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4649,7 @@ func (x *SendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 // WatchNodeResponse is what a node follows of the cluster: its own record
@@ -4571,7 +4665,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4583,7 +4677,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4596,7 +4690,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -4628,7 +4722,7 @@ type LivenessReport struct {
 
 func (x *LivenessReport) Reset() {
 	*x = LivenessReport{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4734,7 @@ func (x *LivenessReport) String() string {
 func (*LivenessReport) ProtoMessage() {}
 
 func (x *LivenessReport) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4747,7 @@ func (x *LivenessReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
 func (*LivenessReport) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LivenessReport) GetBatch() uint64 {
@@ -4686,7 +4780,7 @@ type LivenessAck struct {
 
 func (x *LivenessAck) Reset() {
 	*x = LivenessAck{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4698,7 +4792,7 @@ func (x *LivenessAck) String() string {
 func (*LivenessAck) ProtoMessage() {}
 
 func (x *LivenessAck) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4711,7 +4805,7 @@ func (x *LivenessAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
 func (*LivenessAck) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LivenessAck) GetBatch() uint64 {
@@ -4743,7 +4837,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +4849,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +4862,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 type GetManagersResponse struct {
@@ -4781,7 +4875,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4793,7 +4887,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4806,7 +4900,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -4831,7 +4925,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +4937,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +4950,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 type SwarmJoinResponse struct {
@@ -4870,7 +4964,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +4976,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +4989,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -4925,7 +5019,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5031,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5044,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -4975,7 +5069,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4987,7 +5081,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5000,7 +5094,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 type NodeLeaveRequest struct {
@@ -5013,7 +5107,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5119,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5132,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -5063,7 +5157,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5075,7 +5169,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5088,7 +5182,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -5125,7 +5219,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5137,7 +5231,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5150,7 +5244,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 type RenewCertificateResponse struct {
@@ -5167,7 +5261,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5273,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5286,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -5233,7 +5327,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5245,7 +5339,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5258,7 +5352,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -5300,7 +5394,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5312,7 +5406,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5325,7 +5419,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -5362,7 +5456,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5468,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5481,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -5454,7 +5548,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5560,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5573,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -5491,7 +5585,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +5597,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +5610,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -5536,7 +5630,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5642,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5655,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -5580,7 +5674,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5592,7 +5686,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5605,7 +5699,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -5649,7 +5743,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5755,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +5768,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -5773,7 +5867,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5785,7 +5879,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5798,7 +5892,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -5826,7 +5920,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5838,7 +5932,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5851,7 +5945,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5876,7 +5970,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5888,7 +5982,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5901,7 +5995,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 type AgentStatus struct {
@@ -5917,7 +6011,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5929,7 +6023,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5942,7 +6036,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -5989,7 +6083,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6001,7 +6095,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6014,7 +6108,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{79}
+	return file_curator_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -6033,7 +6127,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6045,7 +6139,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6058,7 +6152,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{80}
+	return file_curator_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -6095,7 +6189,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6107,7 +6201,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6120,7 +6214,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{81}
+	return file_curator_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -6201,7 +6295,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6213,7 +6307,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6226,7 +6320,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{82}
+	return file_curator_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -6265,7 +6359,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6277,7 +6371,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6290,7 +6384,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{83}
+	return file_curator_proto_rawDescGZIP(), []int{84}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -6312,7 +6406,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6324,7 +6418,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6337,7 +6431,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{84}
+	return file_curator_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -6386,7 +6480,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6398,7 +6492,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6411,7 +6505,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{85}
+	return file_curator_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -6451,7 +6545,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[86]
+	mi := &file_curator_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6463,7 +6557,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[86]
+	mi := &file_curator_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6476,7 +6570,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{86}
+	return file_curator_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -6508,7 +6602,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[87]
+	mi := &file_curator_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6520,7 +6614,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[87]
+	mi := &file_curator_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6533,7 +6627,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{87}
+	return file_curator_proto_rawDescGZIP(), []int{88}
 }
 
 type BackupChunk struct {
@@ -6548,7 +6642,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[88]
+	mi := &file_curator_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6560,7 +6654,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[88]
+	mi := &file_curator_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6573,7 +6667,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{88}
+	return file_curator_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -6603,7 +6697,7 @@ type StartUpgradeRequest struct {
 
 func (x *StartUpgradeRequest) Reset() {
 	*x = StartUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[89]
+	mi := &file_curator_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6615,7 +6709,7 @@ func (x *StartUpgradeRequest) String() string {
 func (*StartUpgradeRequest) ProtoMessage() {}
 
 func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[89]
+	mi := &file_curator_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6628,7 +6722,7 @@ func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*StartUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{89}
+	return file_curator_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *StartUpgradeRequest) GetBinary() string {
@@ -6653,7 +6747,7 @@ type GetUpgradeRequest struct {
 
 func (x *GetUpgradeRequest) Reset() {
 	*x = GetUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[90]
+	mi := &file_curator_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6665,7 +6759,7 @@ func (x *GetUpgradeRequest) String() string {
 func (*GetUpgradeRequest) ProtoMessage() {}
 
 func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[90]
+	mi := &file_curator_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6678,7 +6772,7 @@ func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*GetUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{90}
+	return file_curator_proto_rawDescGZIP(), []int{91}
 }
 
 type CancelUpgradeRequest struct {
@@ -6689,7 +6783,7 @@ type CancelUpgradeRequest struct {
 
 func (x *CancelUpgradeRequest) Reset() {
 	*x = CancelUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[91]
+	mi := &file_curator_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6701,7 +6795,7 @@ func (x *CancelUpgradeRequest) String() string {
 func (*CancelUpgradeRequest) ProtoMessage() {}
 
 func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[91]
+	mi := &file_curator_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6714,7 +6808,7 @@ func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*CancelUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{91}
+	return file_curator_proto_rawDescGZIP(), []int{92}
 }
 
 // Upgrade is the stored record of an upgrade, at /curator/upgrade: the
@@ -6740,7 +6834,7 @@ type Upgrade struct {
 
 func (x *Upgrade) Reset() {
 	*x = Upgrade{}
-	mi := &file_curator_proto_msgTypes[92]
+	mi := &file_curator_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6752,7 +6846,7 @@ func (x *Upgrade) String() string {
 func (*Upgrade) ProtoMessage() {}
 
 func (x *Upgrade) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[92]
+	mi := &file_curator_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6765,7 +6859,7 @@ func (x *Upgrade) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upgrade.ProtoReflect.Descriptor instead.
 func (*Upgrade) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{92}
+	return file_curator_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *Upgrade) GetBinary() string {
@@ -6841,7 +6935,7 @@ type UpgradeGroup struct {
 
 func (x *UpgradeGroup) Reset() {
 	*x = UpgradeGroup{}
-	mi := &file_curator_proto_msgTypes[93]
+	mi := &file_curator_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6853,7 +6947,7 @@ func (x *UpgradeGroup) String() string {
 func (*UpgradeGroup) ProtoMessage() {}
 
 func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[93]
+	mi := &file_curator_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6866,7 +6960,7 @@ func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeGroup.ProtoReflect.Descriptor instead.
 func (*UpgradeGroup) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{93}
+	return file_curator_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *UpgradeGroup) GetName() string {
@@ -6920,7 +7014,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x12retired_etcd_certs\x18\a \x03(\fR\x10retiredEtcdCerts\"C\n" +
 	"\rConsensusPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xa7\b\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\"\xbf\b\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -6949,7 +7043,8 @@ const file_curator_proto_rawDesc = "" +
 	"\fcert_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vcertExpires\x12\"\n" +
 	"\rswarm_node_id\x18\x16 \x01(\tR\vswarmNodeId\x120\n" +
 	"\x14swarm_join_requested\x18\x17 \x01(\bR\x12swarmJoinRequested\x12N\n" +
-	"\x15swarm_leave_requested\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x13swarmLeaveRequested\x1a9\n" +
+	"\x15swarm_leave_requested\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x13swarmLeaveRequested\x12\x16\n" +
+	"\x06domain\x18\x19 \x01(\tR\x06domain\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
@@ -7054,7 +7149,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x06_swarm\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
 	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
-	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xbb\x04\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xd5\x04\n" +
 	"\tGroupSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12&\n" +
@@ -7068,7 +7163,8 @@ const file_curator_proto_rawDesc = "" +
 	"\rmax_unhealthy\x18\n" +
 	" \x01(\tR\fmaxUnhealthy\x12)\n" +
 	"\x10max_replacements\x18\v \x01(\rR\x0fmaxReplacements\x12H\n" +
-	"\x12replacement_window\x18\f \x01(\v2\x19.google.protobuf.DurationR\x11replacementWindow\"\xc8\x02\n" +
+	"\x12replacement_window\x18\f \x01(\v2\x19.google.protobuf.DurationR\x11replacementWindow\x12\x18\n" +
+	"\adomains\x18\r \x03(\tR\adomains\"\xc8\x02\n" +
 	"\rRolloutPolicy\x123\n" +
 	"\amonitor\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\amonitor\x12F\n" +
 	"\x11progress_deadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12!\n" +
@@ -7078,11 +7174,18 @@ const file_curator_proto_rawDesc = "" +
 	"\x0fmax_unavailable\x18\x06 \x01(\rH\x01R\x0emaxUnavailable\x88\x01\x01B\f\n" +
 	"\n" +
 	"_max_surgeB\x12\n" +
-	"\x10_max_unavailable\"\x8d\x01\n" +
+	"\x10_max_unavailable\"\xc7\x01\n" +
 	"\fProviderSpec\x12;\n" +
 	"\aprocess\x18\x01 \x01(\v2\x1f.curator.v1.ProcessProviderSpecH\x00R\aprocess\x128\n" +
-	"\x06docker\x18\x02 \x01(\v2\x1e.curator.v1.DockerProviderSpecH\x00R\x06dockerB\x06\n" +
-	"\x04kind\"q\n" +
+	"\x06docker\x18\x02 \x01(\v2\x1e.curator.v1.DockerProviderSpecH\x00R\x06docker\x128\n" +
+	"\x06plugin\x18\x03 \x01(\v2\x1e.curator.v1.PluginProviderSpecH\x00R\x06pluginB\x06\n" +
+	"\x04kind\"\xa7\x01\n" +
+	"\x12PluginProviderSpec\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12B\n" +
+	"\x06config\x18\x02 \x03(\v2*.curator.v1.PluginProviderSpec.ConfigEntryR\x06config\x1a9\n" +
+	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
 	"\x13ProcessProviderSpec\x12\x1c\n" +
 	"\taddresses\x18\x01 \x01(\tR\taddresses\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x10\n" +
@@ -7520,7 +7623,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -7554,84 +7657,86 @@ var file_curator_proto_goTypes = []any{
 	(*GroupSpec)(nil),                      // 29: curator.v1.GroupSpec
 	(*RolloutPolicy)(nil),                  // 30: curator.v1.RolloutPolicy
 	(*ProviderSpec)(nil),                   // 31: curator.v1.ProviderSpec
-	(*ProcessProviderSpec)(nil),            // 32: curator.v1.ProcessProviderSpec
-	(*DockerProviderSpec)(nil),             // 33: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),               // 34: curator.v1.InstanceTemplate
-	(*MachineRelease)(nil),                 // 35: curator.v1.MachineRelease
-	(*Group)(nil),                          // 36: curator.v1.Group
-	(*GroupView)(nil),                      // 37: curator.v1.GroupView
-	(*NodeLogsRequest)(nil),                // 38: curator.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),               // 39: curator.v1.NodeLogsResponse
-	(*CommitGroupRequest)(nil),             // 40: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),            // 41: curator.v1.CommitGroupResponse
-	(*GroupPlan)(nil),                      // 42: curator.v1.GroupPlan
-	(*ListGroupsRequest)(nil),              // 43: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 44: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),                // 45: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),            // 46: curator.v1.DestroyGroupRequest
-	(*SuspendGroupRequest)(nil),            // 47: curator.v1.SuspendGroupRequest
-	(*SuspendGroupResponse)(nil),           // 48: curator.v1.SuspendGroupResponse
-	(*Rollout)(nil),                        // 49: curator.v1.Rollout
-	(*RolloutSummary)(nil),                 // 50: curator.v1.RolloutSummary
-	(*GetRolloutRequest)(nil),              // 51: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),           // 52: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),                // 53: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),               // 54: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),               // 55: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 56: curator.v1.HeartbeatResponse
-	(*LogsRequest)(nil),                    // 57: curator.v1.LogsRequest
-	(*LogLine)(nil),                        // 58: curator.v1.LogLine
-	(*LogChunk)(nil),                       // 59: curator.v1.LogChunk
-	(*SendLogsResponse)(nil),               // 60: curator.v1.SendLogsResponse
-	(*WatchNodeResponse)(nil),              // 61: curator.v1.WatchNodeResponse
-	(*LivenessReport)(nil),                 // 62: curator.v1.LivenessReport
-	(*LivenessAck)(nil),                    // 63: curator.v1.LivenessAck
-	(*GetManagersRequest)(nil),             // 64: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 65: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 66: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 67: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 68: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 69: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 70: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 71: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 72: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 73: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 74: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 75: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 76: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 77: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 78: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 79: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 80: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 81: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 82: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 83: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 84: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 85: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 86: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 87: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 88: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 89: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 90: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 91: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 92: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 93: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 94: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 95: curator.v1.BackupChunk
-	(*StartUpgradeRequest)(nil),            // 96: curator.v1.StartUpgradeRequest
-	(*GetUpgradeRequest)(nil),              // 97: curator.v1.GetUpgradeRequest
-	(*CancelUpgradeRequest)(nil),           // 98: curator.v1.CancelUpgradeRequest
-	(*Upgrade)(nil),                        // 99: curator.v1.Upgrade
-	(*UpgradeGroup)(nil),                   // 100: curator.v1.UpgradeGroup
-	nil,                                    // 101: curator.v1.Node.LabelsEntry
-	nil,                                    // 102: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 103: curator.v1.ClusterInfo.ReleasesEntry
-	nil,                                    // 104: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 105: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 106: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 107: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 108: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 109: google.protobuf.Duration
+	(*PluginProviderSpec)(nil),             // 32: curator.v1.PluginProviderSpec
+	(*ProcessProviderSpec)(nil),            // 33: curator.v1.ProcessProviderSpec
+	(*DockerProviderSpec)(nil),             // 34: curator.v1.DockerProviderSpec
+	(*InstanceTemplate)(nil),               // 35: curator.v1.InstanceTemplate
+	(*MachineRelease)(nil),                 // 36: curator.v1.MachineRelease
+	(*Group)(nil),                          // 37: curator.v1.Group
+	(*GroupView)(nil),                      // 38: curator.v1.GroupView
+	(*NodeLogsRequest)(nil),                // 39: curator.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),               // 40: curator.v1.NodeLogsResponse
+	(*CommitGroupRequest)(nil),             // 41: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),            // 42: curator.v1.CommitGroupResponse
+	(*GroupPlan)(nil),                      // 43: curator.v1.GroupPlan
+	(*ListGroupsRequest)(nil),              // 44: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 45: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 46: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 47: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 48: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 49: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 50: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 51: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 52: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 53: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 54: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 55: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 56: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 57: curator.v1.HeartbeatResponse
+	(*LogsRequest)(nil),                    // 58: curator.v1.LogsRequest
+	(*LogLine)(nil),                        // 59: curator.v1.LogLine
+	(*LogChunk)(nil),                       // 60: curator.v1.LogChunk
+	(*SendLogsResponse)(nil),               // 61: curator.v1.SendLogsResponse
+	(*WatchNodeResponse)(nil),              // 62: curator.v1.WatchNodeResponse
+	(*LivenessReport)(nil),                 // 63: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 64: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 65: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 66: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 67: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 68: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 69: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 70: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 71: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 72: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 73: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 74: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 75: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 76: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 77: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 78: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 79: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 80: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 81: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 82: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 83: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 84: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 85: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 86: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 87: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 88: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 89: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 90: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 91: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 92: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 93: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 94: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 95: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 96: curator.v1.BackupChunk
+	(*StartUpgradeRequest)(nil),            // 97: curator.v1.StartUpgradeRequest
+	(*GetUpgradeRequest)(nil),              // 98: curator.v1.GetUpgradeRequest
+	(*CancelUpgradeRequest)(nil),           // 99: curator.v1.CancelUpgradeRequest
+	(*Upgrade)(nil),                        // 100: curator.v1.Upgrade
+	(*UpgradeGroup)(nil),                   // 101: curator.v1.UpgradeGroup
+	nil,                                    // 102: curator.v1.Node.LabelsEntry
+	nil,                                    // 103: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 104: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 105: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 106: curator.v1.PluginProviderSpec.ConfigEntry
+	nil,                                    // 107: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 108: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 109: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 110: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 111: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -7639,179 +7744,181 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	101, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	108, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	108, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	108, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	102, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	110, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	110, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	110, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	108, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	108, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	110, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	110, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	108, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	110, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	102, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	109, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	103, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	108, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	108, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
+	103, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	111, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	104, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	110, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	110, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
 	20,  // 21: curator.v1.ListEventsRequest.filter:type_name -> curator.v1.EventFilter
 	19,  // 22: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 23: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	104, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	109, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	105, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	111, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 26: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 27: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	31,  // 28: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	34,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	109, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	109, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	35,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	111, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	111, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	109, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	109, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	109, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
-	32,  // 36: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	33,  // 37: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	105, // 38: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	106, // 39: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	35,  // 40: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
-	29,  // 41: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	108, // 42: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	108, // 43: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	108, // 44: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	108, // 45: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	36,  // 46: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	108, // 47: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
-	58,  // 48: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
-	29,  // 49: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	37,  // 50: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	37,  // 51: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	37,  // 52: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 53: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	108, // 54: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	108, // 55: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	108, // 56: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	34,  // 57: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	50,  // 58: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	34,  // 59: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 60: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	108, // 61: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	108, // 62: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 63: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	107, // 64: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	61,  // 65: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	57,  // 66: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
-	108, // 67: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
-	108, // 68: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	58,  // 69: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
-	9,   // 70: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	109, // 71: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	108, // 72: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	108, // 73: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	108, // 74: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	76,  // 75: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	76,  // 76: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	108, // 77: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	81,  // 78: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 79: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	108, // 80: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	109, // 81: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 82: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	20,  // 83: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
-	19,  // 84: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 85: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	100, // 86: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	108, // 87: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	108, // 88: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	11,  // 89: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	21,  // 90: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	23,  // 91: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 92: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	24,  // 93: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	23,  // 94: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	25,  // 95: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	27,  // 96: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 97: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 98: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 99: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 100: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	40,  // 101: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	40,  // 102: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
-	43,  // 103: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	45,  // 104: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	46,  // 105: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	47,  // 106: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	51,  // 107: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	52,  // 108: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	74,  // 109: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	77,  // 110: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	79,  // 111: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	82,  // 112: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	90,  // 113: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	92,  // 114: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	94,  // 115: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	38,  // 116: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
-	96,  // 117: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	97,  // 118: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	98,  // 119: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	53,  // 120: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	55,  // 121: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	64,  // 122: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	62,  // 123: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	70,  // 124: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	59,  // 125: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
-	72,  // 126: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	66,  // 127: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	68,  // 128: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	84,  // 129: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	86,  // 130: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 131: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	22,  // 132: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 133: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	28,  // 134: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 135: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 136: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	26,  // 137: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 138: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 139: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 140: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 141: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 142: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	41,  // 143: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	42,  // 144: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
-	44,  // 145: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	37,  // 146: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	37,  // 147: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	48,  // 148: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	49,  // 149: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	49,  // 150: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	75,  // 151: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	78,  // 152: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	80,  // 153: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	83,  // 154: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	91,  // 155: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	93,  // 156: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	95,  // 157: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	39,  // 158: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
-	99,  // 159: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	99,  // 160: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	99,  // 161: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	54,  // 162: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	56,  // 163: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	65,  // 164: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	63,  // 165: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	71,  // 166: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	60,  // 167: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
-	73,  // 168: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	67,  // 169: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	69,  // 170: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	85,  // 171: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	87,  // 172: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	131, // [131:173] is the sub-list for method output_type
-	89,  // [89:131] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	111, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	111, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	111, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	33,  // 36: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	34,  // 37: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	32,  // 38: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
+	106, // 39: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
+	107, // 40: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	108, // 41: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	36,  // 42: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	29,  // 43: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	110, // 44: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	110, // 45: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	110, // 46: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	110, // 47: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	37,  // 48: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	110, // 49: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	59,  // 50: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 51: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	38,  // 52: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	38,  // 53: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	38,  // 54: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 55: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	110, // 56: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	110, // 57: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	110, // 58: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	35,  // 59: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	51,  // 60: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	35,  // 61: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 62: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	110, // 63: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	110, // 64: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 65: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	109, // 66: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	62,  // 67: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	58,  // 68: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	110, // 69: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	110, // 70: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	59,  // 71: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 72: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	111, // 73: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	110, // 74: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	110, // 75: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	110, // 76: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	77,  // 77: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	77,  // 78: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	110, // 79: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	82,  // 80: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 81: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	110, // 82: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	111, // 83: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 84: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 85: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 86: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 87: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	101, // 88: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	110, // 89: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	110, // 90: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	11,  // 91: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 92: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 93: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 94: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 95: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 96: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 97: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 98: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 99: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 100: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 101: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 102: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	41,  // 103: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	41,  // 104: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	44,  // 105: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	46,  // 106: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	47,  // 107: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	48,  // 108: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	52,  // 109: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	53,  // 110: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	75,  // 111: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	78,  // 112: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	80,  // 113: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	83,  // 114: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	91,  // 115: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	93,  // 116: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	95,  // 117: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	39,  // 118: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	97,  // 119: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	98,  // 120: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	99,  // 121: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	54,  // 122: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	56,  // 123: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	65,  // 124: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	63,  // 125: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	71,  // 126: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	60,  // 127: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	73,  // 128: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	67,  // 129: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	69,  // 130: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	85,  // 131: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	87,  // 132: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 133: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 134: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 135: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 136: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 137: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 138: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 139: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 140: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 141: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 142: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 143: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 144: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	42,  // 145: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	43,  // 146: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	45,  // 147: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	38,  // 148: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	38,  // 149: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	49,  // 150: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	50,  // 151: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	50,  // 152: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	76,  // 153: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	79,  // 154: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	81,  // 155: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	84,  // 156: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	92,  // 157: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	94,  // 158: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	96,  // 159: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	40,  // 160: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	100, // 161: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	100, // 162: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	100, // 163: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	55,  // 164: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	57,  // 165: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	66,  // 166: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	64,  // 167: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	72,  // 168: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	61,  // 169: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	74,  // 170: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	68,  // 171: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	70,  // 172: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	86,  // 173: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	88,  // 174: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	133, // [133:175] is the sub-list for method output_type
+	91,  // [91:133] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -7824,15 +7931,16 @@ func file_curator_proto_init() {
 	file_curator_proto_msgTypes[24].OneofWrappers = []any{
 		(*ProviderSpec_Process)(nil),
 		(*ProviderSpec_Docker)(nil),
+		(*ProviderSpec_Plugin)(nil),
 	}
-	file_curator_proto_msgTypes[33].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

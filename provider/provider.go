@@ -59,6 +59,10 @@ type Spec struct {
 	// machines itself: a provider that needs access for that gives it
 	// (the docker provider mounts the Docker socket).
 	Manager bool
+	// Domain is the failure domain to make the machine in, one of the
+	// names the group gives (an engine, an address range, a zone); "" for
+	// the provider's own choice.
+	Domain string
 }
 
 // Instance is one machine a provider made.
@@ -71,6 +75,9 @@ type Instance struct {
 	// Created is when the provider made it: a machine whose node has not
 	// joined some time after is destroyed.
 	Created time.Time
+	// Domain is the failure domain the machine is in, as the provider
+	// knows it; "" when it names none.
+	Domain string
 }
 
 // Provider makes, lists and destroys machines. Every method is safe to call
