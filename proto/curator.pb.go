@@ -2555,9 +2555,13 @@ type DockerProviderSpec struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Network string                 `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
 	// The network's IPv4 subnet, CIDR.
-	Subnet        string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
-	Image         string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
-	Port          uint32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	Subnet string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Image  string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Port   uint32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	// The Docker engines the machines are made on, by failure domain: each
+	// engine is a domain of its own (docs/containers.md). Empty: the
+	// leader's own engine, domain "".
+	Engines       map[string]*DockerEngine `protobuf:"bytes,5,rep,name=engines,proto3" json:"engines,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2620,6 +2624,70 @@ func (x *DockerProviderSpec) GetPort() uint32 {
 	return 0
 }
 
+func (x *DockerProviderSpec) GetEngines() map[string]*DockerEngine {
+	if x != nil {
+		return x.Engines
+	}
+	return nil
+}
+
+// DockerEngine is one Docker engine of a docker provider, a failure domain.
+type DockerEngine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine's address: unix:///path/docker.sock or tcp://host:port.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// The IPv4 subnet of the network on this engine, CIDR; each engine's
+	// own, the engines' hosts routing between them. Empty: the provider's
+	// subnet (with one engine only).
+	Subnet        string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DockerEngine) Reset() {
+	*x = DockerEngine{}
+	mi := &file_curator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DockerEngine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DockerEngine) ProtoMessage() {}
+
+func (x *DockerEngine) ProtoReflect() protoreflect.Message {
+	mi := &file_curator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DockerEngine.ProtoReflect.Descriptor instead.
+func (*DockerEngine) Descriptor() ([]byte, []int) {
+	return file_curator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DockerEngine) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *DockerEngine) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
 // InstanceTemplate is how each machine of a group starts; the group's
 // config SHA is taken over it alone.
 type InstanceTemplate struct {
@@ -2643,7 +2711,7 @@ type InstanceTemplate struct {
 
 func (x *InstanceTemplate) Reset() {
 	*x = InstanceTemplate{}
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2723,7 @@ func (x *InstanceTemplate) String() string {
 func (*InstanceTemplate) ProtoMessage() {}
 
 func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[28]
+	mi := &file_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2736,7 @@ func (x *InstanceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTemplate.ProtoReflect.Descriptor instead.
 func (*InstanceTemplate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{28}
+	return file_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *InstanceTemplate) GetVersion() string {
@@ -2722,7 +2790,7 @@ type MachineRelease struct {
 
 func (x *MachineRelease) Reset() {
 	*x = MachineRelease{}
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2802,7 @@ func (x *MachineRelease) String() string {
 func (*MachineRelease) ProtoMessage() {}
 
 func (x *MachineRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[29]
+	mi := &file_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2815,7 @@ func (x *MachineRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineRelease.ProtoReflect.Descriptor instead.
 func (*MachineRelease) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{29}
+	return file_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MachineRelease) GetBinary() string {
@@ -2813,7 +2881,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2893,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[30]
+	mi := &file_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2906,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{30}
+	return file_curator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Group) GetSpec() *GroupSpec {
@@ -2940,7 +3008,7 @@ type GroupView struct {
 
 func (x *GroupView) Reset() {
 	*x = GroupView{}
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3020,7 @@ func (x *GroupView) String() string {
 func (*GroupView) ProtoMessage() {}
 
 func (x *GroupView) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[31]
+	mi := &file_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3033,7 @@ func (x *GroupView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupView.ProtoReflect.Descriptor instead.
 func (*GroupView) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{31}
+	return file_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupView) GetGroup() *Group {
@@ -3033,7 +3101,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3113,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[32]
+	mi := &file_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3126,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{32}
+	return file_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeLogsRequest) GetId() string {
@@ -3100,7 +3168,7 @@ type NodeLogsResponse struct {
 
 func (x *NodeLogsResponse) Reset() {
 	*x = NodeLogsResponse{}
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3180,7 @@ func (x *NodeLogsResponse) String() string {
 func (*NodeLogsResponse) ProtoMessage() {}
 
 func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[33]
+	mi := &file_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3193,7 @@ func (x *NodeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{33}
+	return file_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeLogsResponse) GetNodeId() string {
@@ -3158,7 +3226,7 @@ type CommitGroupRequest struct {
 
 func (x *CommitGroupRequest) Reset() {
 	*x = CommitGroupRequest{}
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3238,7 @@ func (x *CommitGroupRequest) String() string {
 func (*CommitGroupRequest) ProtoMessage() {}
 
 func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[34]
+	mi := &file_curator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3251,7 @@ func (x *CommitGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{34}
+	return file_curator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommitGroupRequest) GetSpec() *GroupSpec {
@@ -3211,7 +3279,7 @@ type CommitGroupResponse struct {
 
 func (x *CommitGroupResponse) Reset() {
 	*x = CommitGroupResponse{}
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3291,7 @@ func (x *CommitGroupResponse) String() string {
 func (*CommitGroupResponse) ProtoMessage() {}
 
 func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[35]
+	mi := &file_curator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3304,7 @@ func (x *CommitGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{35}
+	return file_curator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommitGroupResponse) GetGroup() *GroupView {
@@ -3282,7 +3350,7 @@ type GroupPlan struct {
 
 func (x *GroupPlan) Reset() {
 	*x = GroupPlan{}
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3362,7 @@ func (x *GroupPlan) String() string {
 func (*GroupPlan) ProtoMessage() {}
 
 func (x *GroupPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[36]
+	mi := &file_curator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3375,7 @@ func (x *GroupPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPlan.ProtoReflect.Descriptor instead.
 func (*GroupPlan) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{36}
+	return file_curator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GroupPlan) GetName() string {
@@ -3381,7 +3449,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3461,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[37]
+	mi := &file_curator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3474,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{37}
+	return file_curator_proto_rawDescGZIP(), []int{38}
 }
 
 type ListGroupsResponse struct {
@@ -3418,7 +3486,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3430,7 +3498,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[38]
+	mi := &file_curator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3443,7 +3511,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{38}
+	return file_curator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupView {
@@ -3462,7 +3530,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3542,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[39]
+	mi := &file_curator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3555,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{39}
+	return file_curator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetGroupRequest) GetName() string {
@@ -3506,7 +3574,7 @@ type DestroyGroupRequest struct {
 
 func (x *DestroyGroupRequest) Reset() {
 	*x = DestroyGroupRequest{}
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +3586,7 @@ func (x *DestroyGroupRequest) String() string {
 func (*DestroyGroupRequest) ProtoMessage() {}
 
 func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[40]
+	mi := &file_curator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3531,7 +3599,7 @@ func (x *DestroyGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyGroupRequest.ProtoReflect.Descriptor instead.
 func (*DestroyGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{40}
+	return file_curator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DestroyGroupRequest) GetName() string {
@@ -3554,7 +3622,7 @@ type SuspendGroupRequest struct {
 
 func (x *SuspendGroupRequest) Reset() {
 	*x = SuspendGroupRequest{}
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3634,7 @@ func (x *SuspendGroupRequest) String() string {
 func (*SuspendGroupRequest) ProtoMessage() {}
 
 func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[41]
+	mi := &file_curator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3647,7 @@ func (x *SuspendGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupRequest.ProtoReflect.Descriptor instead.
 func (*SuspendGroupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{41}
+	return file_curator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SuspendGroupRequest) GetName() string {
@@ -3613,7 +3681,7 @@ type SuspendGroupResponse struct {
 
 func (x *SuspendGroupResponse) Reset() {
 	*x = SuspendGroupResponse{}
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3693,7 @@ func (x *SuspendGroupResponse) String() string {
 func (*SuspendGroupResponse) ProtoMessage() {}
 
 func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[42]
+	mi := &file_curator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3706,7 @@ func (x *SuspendGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendGroupResponse.ProtoReflect.Descriptor instead.
 func (*SuspendGroupResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{42}
+	return file_curator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SuspendGroupResponse) GetGroups() []*GroupView {
@@ -3694,7 +3762,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3774,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[43]
+	mi := &file_curator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3787,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{43}
+	return file_curator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Rollout) GetGroup() string {
@@ -3872,7 +3940,7 @@ type RolloutSummary struct {
 
 func (x *RolloutSummary) Reset() {
 	*x = RolloutSummary{}
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +3952,7 @@ func (x *RolloutSummary) String() string {
 func (*RolloutSummary) ProtoMessage() {}
 
 func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[44]
+	mi := &file_curator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +3965,7 @@ func (x *RolloutSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutSummary.ProtoReflect.Descriptor instead.
 func (*RolloutSummary) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{44}
+	return file_curator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RolloutSummary) GetSha() string {
@@ -3958,7 +4026,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4038,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[45]
+	mi := &file_curator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4051,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{45}
+	return file_curator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetRolloutRequest) GetGroup() string {
@@ -4012,7 +4080,7 @@ type ChangeRolloutRequest struct {
 
 func (x *ChangeRolloutRequest) Reset() {
 	*x = ChangeRolloutRequest{}
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4092,7 @@ func (x *ChangeRolloutRequest) String() string {
 func (*ChangeRolloutRequest) ProtoMessage() {}
 
 func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[46]
+	mi := &file_curator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4105,7 @@ func (x *ChangeRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{46}
+	return file_curator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ChangeRolloutRequest) GetGroup() string {
@@ -4090,7 +4158,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4170,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[47]
+	mi := &file_curator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4183,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{47}
+	return file_curator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RegisterRequest) GetToken() string {
@@ -4202,7 +4270,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4214,7 +4282,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[48]
+	mi := &file_curator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4227,7 +4295,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{48}
+	return file_curator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -4283,7 +4351,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4295,7 +4363,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[49]
+	mi := &file_curator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4308,7 +4376,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{49}
+	return file_curator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatRequest) GetVersion() string {
@@ -4365,7 +4433,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4377,7 +4445,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[50]
+	mi := &file_curator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4390,7 +4458,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{50}
+	return file_curator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HeartbeatResponse) GetIntervalMs() uint32 {
@@ -4453,7 +4521,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4465,7 +4533,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[51]
+	mi := &file_curator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4478,7 +4546,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{51}
+	return file_curator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -4520,7 +4588,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4600,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[52]
+	mi := &file_curator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4613,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{52}
+	return file_curator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -4574,7 +4642,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4654,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[53]
+	mi := &file_curator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4667,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{53}
+	return file_curator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LogChunk) GetRequestId() string {
@@ -4624,7 +4692,7 @@ type SendLogsResponse struct {
 
 func (x *SendLogsResponse) Reset() {
 	*x = SendLogsResponse{}
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4704,7 @@ func (x *SendLogsResponse) String() string {
 func (*SendLogsResponse) ProtoMessage() {}
 
 func (x *SendLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[54]
+	mi := &file_curator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4717,7 @@ func (x *SendLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendLogsResponse.ProtoReflect.Descriptor instead.
 func (*SendLogsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{54}
+	return file_curator_proto_rawDescGZIP(), []int{55}
 }
 
 // WatchNodeResponse is what a node follows of the cluster: its own record
@@ -4665,7 +4733,7 @@ type WatchNodeResponse struct {
 
 func (x *WatchNodeResponse) Reset() {
 	*x = WatchNodeResponse{}
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4745,7 @@ func (x *WatchNodeResponse) String() string {
 func (*WatchNodeResponse) ProtoMessage() {}
 
 func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[55]
+	mi := &file_curator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4758,7 @@ func (x *WatchNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{55}
+	return file_curator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchNodeResponse) GetNode() *Node {
@@ -4722,7 +4790,7 @@ type LivenessReport struct {
 
 func (x *LivenessReport) Reset() {
 	*x = LivenessReport{}
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4734,7 +4802,7 @@ func (x *LivenessReport) String() string {
 func (*LivenessReport) ProtoMessage() {}
 
 func (x *LivenessReport) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[56]
+	mi := &file_curator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4747,7 +4815,7 @@ func (x *LivenessReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessReport.ProtoReflect.Descriptor instead.
 func (*LivenessReport) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{56}
+	return file_curator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LivenessReport) GetBatch() uint64 {
@@ -4780,7 +4848,7 @@ type LivenessAck struct {
 
 func (x *LivenessAck) Reset() {
 	*x = LivenessAck{}
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4792,7 +4860,7 @@ func (x *LivenessAck) String() string {
 func (*LivenessAck) ProtoMessage() {}
 
 func (x *LivenessAck) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[57]
+	mi := &file_curator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4805,7 +4873,7 @@ func (x *LivenessAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LivenessAck.ProtoReflect.Descriptor instead.
 func (*LivenessAck) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{57}
+	return file_curator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LivenessAck) GetBatch() uint64 {
@@ -4837,7 +4905,7 @@ type GetManagersRequest struct {
 
 func (x *GetManagersRequest) Reset() {
 	*x = GetManagersRequest{}
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4849,7 +4917,7 @@ func (x *GetManagersRequest) String() string {
 func (*GetManagersRequest) ProtoMessage() {}
 
 func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[58]
+	mi := &file_curator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4862,7 +4930,7 @@ func (x *GetManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersRequest.ProtoReflect.Descriptor instead.
 func (*GetManagersRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{58}
+	return file_curator_proto_rawDescGZIP(), []int{59}
 }
 
 type GetManagersResponse struct {
@@ -4875,7 +4943,7 @@ type GetManagersResponse struct {
 
 func (x *GetManagersResponse) Reset() {
 	*x = GetManagersResponse{}
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4887,7 +4955,7 @@ func (x *GetManagersResponse) String() string {
 func (*GetManagersResponse) ProtoMessage() {}
 
 func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[59]
+	mi := &file_curator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4900,7 +4968,7 @@ func (x *GetManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManagersResponse.ProtoReflect.Descriptor instead.
 func (*GetManagersResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{59}
+	return file_curator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetManagersResponse) GetManagers() []string {
@@ -4925,7 +4993,7 @@ type SwarmJoinRequest struct {
 
 func (x *SwarmJoinRequest) Reset() {
 	*x = SwarmJoinRequest{}
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5005,7 @@ func (x *SwarmJoinRequest) String() string {
 func (*SwarmJoinRequest) ProtoMessage() {}
 
 func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[60]
+	mi := &file_curator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5018,7 @@ func (x *SwarmJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinRequest.ProtoReflect.Descriptor instead.
 func (*SwarmJoinRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{60}
+	return file_curator_proto_rawDescGZIP(), []int{61}
 }
 
 type SwarmJoinResponse struct {
@@ -4964,7 +5032,7 @@ type SwarmJoinResponse struct {
 
 func (x *SwarmJoinResponse) Reset() {
 	*x = SwarmJoinResponse{}
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5044,7 @@ func (x *SwarmJoinResponse) String() string {
 func (*SwarmJoinResponse) ProtoMessage() {}
 
 func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[61]
+	mi := &file_curator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5057,7 @@ func (x *SwarmJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmJoinResponse.ProtoReflect.Descriptor instead.
 func (*SwarmJoinResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{61}
+	return file_curator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SwarmJoinResponse) GetWorkerToken() string {
@@ -5019,7 +5087,7 @@ type ReportSwarmNodeRequest struct {
 
 func (x *ReportSwarmNodeRequest) Reset() {
 	*x = ReportSwarmNodeRequest{}
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5031,7 +5099,7 @@ func (x *ReportSwarmNodeRequest) String() string {
 func (*ReportSwarmNodeRequest) ProtoMessage() {}
 
 func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[62]
+	mi := &file_curator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5044,7 +5112,7 @@ func (x *ReportSwarmNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{62}
+	return file_curator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReportSwarmNodeRequest) GetSwarmNodeId() string {
@@ -5069,7 +5137,7 @@ type ReportSwarmNodeResponse struct {
 
 func (x *ReportSwarmNodeResponse) Reset() {
 	*x = ReportSwarmNodeResponse{}
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5149,7 @@ func (x *ReportSwarmNodeResponse) String() string {
 func (*ReportSwarmNodeResponse) ProtoMessage() {}
 
 func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[63]
+	mi := &file_curator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5162,7 @@ func (x *ReportSwarmNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSwarmNodeResponse.ProtoReflect.Descriptor instead.
 func (*ReportSwarmNodeResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{63}
+	return file_curator_proto_rawDescGZIP(), []int{64}
 }
 
 type NodeLeaveRequest struct {
@@ -5107,7 +5175,7 @@ type NodeLeaveRequest struct {
 
 func (x *NodeLeaveRequest) Reset() {
 	*x = NodeLeaveRequest{}
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5119,7 +5187,7 @@ func (x *NodeLeaveRequest) String() string {
 func (*NodeLeaveRequest) ProtoMessage() {}
 
 func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[64]
+	mi := &file_curator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5132,7 +5200,7 @@ func (x *NodeLeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveRequest.ProtoReflect.Descriptor instead.
 func (*NodeLeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{64}
+	return file_curator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *NodeLeaveRequest) GetForce() bool {
@@ -5157,7 +5225,7 @@ type NodeLeaveResponse struct {
 
 func (x *NodeLeaveResponse) Reset() {
 	*x = NodeLeaveResponse{}
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5169,7 +5237,7 @@ func (x *NodeLeaveResponse) String() string {
 func (*NodeLeaveResponse) ProtoMessage() {}
 
 func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[65]
+	mi := &file_curator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5182,7 +5250,7 @@ func (x *NodeLeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaveResponse.ProtoReflect.Descriptor instead.
 func (*NodeLeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{65}
+	return file_curator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NodeLeaveResponse) GetOutcome() string {
@@ -5219,7 +5287,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5299,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[66]
+	mi := &file_curator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5312,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{66}
+	return file_curator_proto_rawDescGZIP(), []int{67}
 }
 
 type RenewCertificateResponse struct {
@@ -5261,7 +5329,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5273,7 +5341,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[67]
+	mi := &file_curator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5286,7 +5354,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{67}
+	return file_curator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RenewCertificateResponse) GetNodeCert() []byte {
@@ -5327,7 +5395,7 @@ type RenewAdminCertificateRequest struct {
 
 func (x *RenewAdminCertificateRequest) Reset() {
 	*x = RenewAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5339,7 +5407,7 @@ func (x *RenewAdminCertificateRequest) String() string {
 func (*RenewAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[68]
+	mi := &file_curator_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5352,7 +5420,7 @@ func (x *RenewAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{68}
+	return file_curator_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RenewAdminCertificateRequest) GetPublicKey() []byte {
@@ -5394,7 +5462,7 @@ type RenewAdminCertificateResponse struct {
 
 func (x *RenewAdminCertificateResponse) Reset() {
 	*x = RenewAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5474,7 @@ func (x *RenewAdminCertificateResponse) String() string {
 func (*RenewAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[69]
+	mi := &file_curator_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5487,7 @@ func (x *RenewAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{69}
+	return file_curator_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RenewAdminCertificateResponse) GetCert() []byte {
@@ -5456,7 +5524,7 @@ type AdminCertificate struct {
 
 func (x *AdminCertificate) Reset() {
 	*x = AdminCertificate{}
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5536,7 @@ func (x *AdminCertificate) String() string {
 func (*AdminCertificate) ProtoMessage() {}
 
 func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[70]
+	mi := &file_curator_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5549,7 @@ func (x *AdminCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminCertificate.ProtoReflect.Descriptor instead.
 func (*AdminCertificate) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{70}
+	return file_curator_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AdminCertificate) GetName() string {
@@ -5548,7 +5616,7 @@ type ListAdminCertificatesRequest struct {
 
 func (x *ListAdminCertificatesRequest) Reset() {
 	*x = ListAdminCertificatesRequest{}
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5560,7 +5628,7 @@ func (x *ListAdminCertificatesRequest) String() string {
 func (*ListAdminCertificatesRequest) ProtoMessage() {}
 
 func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[71]
+	mi := &file_curator_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5573,7 +5641,7 @@ func (x *ListAdminCertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesRequest.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{71}
+	return file_curator_proto_rawDescGZIP(), []int{72}
 }
 
 type ListAdminCertificatesResponse struct {
@@ -5585,7 +5653,7 @@ type ListAdminCertificatesResponse struct {
 
 func (x *ListAdminCertificatesResponse) Reset() {
 	*x = ListAdminCertificatesResponse{}
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5665,7 @@ func (x *ListAdminCertificatesResponse) String() string {
 func (*ListAdminCertificatesResponse) ProtoMessage() {}
 
 func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[72]
+	mi := &file_curator_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5678,7 @@ func (x *ListAdminCertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAdminCertificatesResponse.ProtoReflect.Descriptor instead.
 func (*ListAdminCertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{72}
+	return file_curator_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListAdminCertificatesResponse) GetCerts() []*AdminCertificate {
@@ -5630,7 +5698,7 @@ type RevokeAdminCertificateRequest struct {
 
 func (x *RevokeAdminCertificateRequest) Reset() {
 	*x = RevokeAdminCertificateRequest{}
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5642,7 +5710,7 @@ func (x *RevokeAdminCertificateRequest) String() string {
 func (*RevokeAdminCertificateRequest) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[73]
+	mi := &file_curator_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5655,7 +5723,7 @@ func (x *RevokeAdminCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{73}
+	return file_curator_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RevokeAdminCertificateRequest) GetCert() string {
@@ -5674,7 +5742,7 @@ type RevokeAdminCertificateResponse struct {
 
 func (x *RevokeAdminCertificateResponse) Reset() {
 	*x = RevokeAdminCertificateResponse{}
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5686,7 +5754,7 @@ func (x *RevokeAdminCertificateResponse) String() string {
 func (*RevokeAdminCertificateResponse) ProtoMessage() {}
 
 func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[74]
+	mi := &file_curator_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5699,7 +5767,7 @@ func (x *RevokeAdminCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAdminCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAdminCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{74}
+	return file_curator_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RevokeAdminCertificateResponse) GetRevoked() []*AdminCertificate {
@@ -5743,7 +5811,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5755,7 +5823,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[75]
+	mi := &file_curator_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5768,7 +5836,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{75}
+	return file_curator_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
@@ -5867,7 +5935,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5879,7 +5947,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[76]
+	mi := &file_curator_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5892,7 +5960,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{76}
+	return file_curator_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -5920,7 +5988,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5932,7 +6000,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[77]
+	mi := &file_curator_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5945,7 +6013,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{77}
+	return file_curator_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5970,7 +6038,7 @@ type AgentStatusRequest struct {
 
 func (x *AgentStatusRequest) Reset() {
 	*x = AgentStatusRequest{}
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5982,7 +6050,7 @@ func (x *AgentStatusRequest) String() string {
 func (*AgentStatusRequest) ProtoMessage() {}
 
 func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[78]
+	mi := &file_curator_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5995,7 +6063,7 @@ func (x *AgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*AgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{78}
+	return file_curator_proto_rawDescGZIP(), []int{79}
 }
 
 type AgentStatus struct {
@@ -6011,7 +6079,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6023,7 +6091,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[79]
+	mi := &file_curator_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6036,7 +6104,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{79}
+	return file_curator_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AgentStatus) GetNodeId() string {
@@ -6083,7 +6151,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6095,7 +6163,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[80]
+	mi := &file_curator_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6108,7 +6176,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{80}
+	return file_curator_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *LeaveRequest) GetForce() bool {
@@ -6127,7 +6195,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6139,7 +6207,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[81]
+	mi := &file_curator_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6152,7 +6220,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{81}
+	return file_curator_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *LeaveResponse) GetMessage() string {
@@ -6189,7 +6257,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6201,7 +6269,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[82]
+	mi := &file_curator_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6214,7 +6282,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{82}
+	return file_curator_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ClusterState) GetClusterId() string {
@@ -6295,7 +6363,7 @@ type PKIState struct {
 
 func (x *PKIState) Reset() {
 	*x = PKIState{}
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6307,7 +6375,7 @@ func (x *PKIState) String() string {
 func (*PKIState) ProtoMessage() {}
 
 func (x *PKIState) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[83]
+	mi := &file_curator_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6320,7 +6388,7 @@ func (x *PKIState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKIState.ProtoReflect.Descriptor instead.
 func (*PKIState) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{83}
+	return file_curator_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *PKIState) GetCaCert() []byte {
@@ -6359,7 +6427,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6371,7 +6439,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[84]
+	mi := &file_curator_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6384,7 +6452,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{84}
+	return file_curator_proto_rawDescGZIP(), []int{85}
 }
 
 // WatchNodesResponse is the whole node list (snapshot) or a change to the
@@ -6406,7 +6474,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6418,7 +6486,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[85]
+	mi := &file_curator_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6431,7 +6499,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{85}
+	return file_curator_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchNodesResponse) GetSnapshot() bool {
@@ -6480,7 +6548,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_curator_proto_msgTypes[86]
+	mi := &file_curator_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6492,7 +6560,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[86]
+	mi := &file_curator_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6505,7 +6573,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{86}
+	return file_curator_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *WatchEventsRequest) GetAfterRevision() int64 {
@@ -6545,7 +6613,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_curator_proto_msgTypes[87]
+	mi := &file_curator_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6557,7 +6625,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[87]
+	mi := &file_curator_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6570,7 +6638,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{87}
+	return file_curator_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -6602,7 +6670,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_curator_proto_msgTypes[88]
+	mi := &file_curator_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6614,7 +6682,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[88]
+	mi := &file_curator_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6627,7 +6695,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{88}
+	return file_curator_proto_rawDescGZIP(), []int{89}
 }
 
 type BackupChunk struct {
@@ -6642,7 +6710,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_curator_proto_msgTypes[89]
+	mi := &file_curator_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6654,7 +6722,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[89]
+	mi := &file_curator_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6667,7 +6735,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{89}
+	return file_curator_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -6697,7 +6765,7 @@ type StartUpgradeRequest struct {
 
 func (x *StartUpgradeRequest) Reset() {
 	*x = StartUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[90]
+	mi := &file_curator_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6709,7 +6777,7 @@ func (x *StartUpgradeRequest) String() string {
 func (*StartUpgradeRequest) ProtoMessage() {}
 
 func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[90]
+	mi := &file_curator_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6722,7 +6790,7 @@ func (x *StartUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*StartUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{90}
+	return file_curator_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *StartUpgradeRequest) GetBinary() string {
@@ -6747,7 +6815,7 @@ type GetUpgradeRequest struct {
 
 func (x *GetUpgradeRequest) Reset() {
 	*x = GetUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[91]
+	mi := &file_curator_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6759,7 +6827,7 @@ func (x *GetUpgradeRequest) String() string {
 func (*GetUpgradeRequest) ProtoMessage() {}
 
 func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[91]
+	mi := &file_curator_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6772,7 +6840,7 @@ func (x *GetUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*GetUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{91}
+	return file_curator_proto_rawDescGZIP(), []int{92}
 }
 
 type CancelUpgradeRequest struct {
@@ -6783,7 +6851,7 @@ type CancelUpgradeRequest struct {
 
 func (x *CancelUpgradeRequest) Reset() {
 	*x = CancelUpgradeRequest{}
-	mi := &file_curator_proto_msgTypes[92]
+	mi := &file_curator_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6795,7 +6863,7 @@ func (x *CancelUpgradeRequest) String() string {
 func (*CancelUpgradeRequest) ProtoMessage() {}
 
 func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[92]
+	mi := &file_curator_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6808,7 +6876,7 @@ func (x *CancelUpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelUpgradeRequest.ProtoReflect.Descriptor instead.
 func (*CancelUpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{92}
+	return file_curator_proto_rawDescGZIP(), []int{93}
 }
 
 // Upgrade is the stored record of an upgrade, at /curator/upgrade: the
@@ -6834,7 +6902,7 @@ type Upgrade struct {
 
 func (x *Upgrade) Reset() {
 	*x = Upgrade{}
-	mi := &file_curator_proto_msgTypes[93]
+	mi := &file_curator_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6846,7 +6914,7 @@ func (x *Upgrade) String() string {
 func (*Upgrade) ProtoMessage() {}
 
 func (x *Upgrade) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[93]
+	mi := &file_curator_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6859,7 +6927,7 @@ func (x *Upgrade) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upgrade.ProtoReflect.Descriptor instead.
 func (*Upgrade) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{93}
+	return file_curator_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *Upgrade) GetBinary() string {
@@ -6935,7 +7003,7 @@ type UpgradeGroup struct {
 
 func (x *UpgradeGroup) Reset() {
 	*x = UpgradeGroup{}
-	mi := &file_curator_proto_msgTypes[94]
+	mi := &file_curator_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6947,7 +7015,7 @@ func (x *UpgradeGroup) String() string {
 func (*UpgradeGroup) ProtoMessage() {}
 
 func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_curator_proto_msgTypes[94]
+	mi := &file_curator_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6960,7 +7028,7 @@ func (x *UpgradeGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeGroup.ProtoReflect.Descriptor instead.
 func (*UpgradeGroup) Descriptor() ([]byte, []int) {
-	return file_curator_proto_rawDescGZIP(), []int{94}
+	return file_curator_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *UpgradeGroup) GetName() string {
@@ -7190,12 +7258,19 @@ const file_curator_proto_rawDesc = "" +
 	"\taddresses\x18\x01 \x01(\tR\taddresses\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x16\n" +
-	"\x06binary\x18\x04 \x01(\tR\x06binary\"p\n" +
+	"\x06binary\x18\x04 \x01(\tR\x06binary\"\x8d\x02\n" +
 	"\x12DockerProviderSpec\x12\x18\n" +
 	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x12\n" +
-	"\x04port\x18\x04 \x01(\rR\x04port\"\xe4\x02\n" +
+	"\x04port\x18\x04 \x01(\rR\x04port\x12E\n" +
+	"\aengines\x18\x05 \x03(\v2+.curator.v1.DockerProviderSpec.EnginesEntryR\aengines\x1aT\n" +
+	"\fEnginesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.curator.v1.DockerEngineR\x05value:\x028\x01\":\n" +
+	"\fDockerEngine\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
+	"\x06subnet\x18\x02 \x01(\tR\x06subnet\"\xe4\x02\n" +
 	"\x10InstanceTemplate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12@\n" +
 	"\x06labels\x18\x02 \x03(\v2(.curator.v1.InstanceTemplate.LabelsEntryR\x06labels\x12\x12\n" +
@@ -7623,7 +7698,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -7660,83 +7735,85 @@ var file_curator_proto_goTypes = []any{
 	(*PluginProviderSpec)(nil),             // 32: curator.v1.PluginProviderSpec
 	(*ProcessProviderSpec)(nil),            // 33: curator.v1.ProcessProviderSpec
 	(*DockerProviderSpec)(nil),             // 34: curator.v1.DockerProviderSpec
-	(*InstanceTemplate)(nil),               // 35: curator.v1.InstanceTemplate
-	(*MachineRelease)(nil),                 // 36: curator.v1.MachineRelease
-	(*Group)(nil),                          // 37: curator.v1.Group
-	(*GroupView)(nil),                      // 38: curator.v1.GroupView
-	(*NodeLogsRequest)(nil),                // 39: curator.v1.NodeLogsRequest
-	(*NodeLogsResponse)(nil),               // 40: curator.v1.NodeLogsResponse
-	(*CommitGroupRequest)(nil),             // 41: curator.v1.CommitGroupRequest
-	(*CommitGroupResponse)(nil),            // 42: curator.v1.CommitGroupResponse
-	(*GroupPlan)(nil),                      // 43: curator.v1.GroupPlan
-	(*ListGroupsRequest)(nil),              // 44: curator.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 45: curator.v1.ListGroupsResponse
-	(*GetGroupRequest)(nil),                // 46: curator.v1.GetGroupRequest
-	(*DestroyGroupRequest)(nil),            // 47: curator.v1.DestroyGroupRequest
-	(*SuspendGroupRequest)(nil),            // 48: curator.v1.SuspendGroupRequest
-	(*SuspendGroupResponse)(nil),           // 49: curator.v1.SuspendGroupResponse
-	(*Rollout)(nil),                        // 50: curator.v1.Rollout
-	(*RolloutSummary)(nil),                 // 51: curator.v1.RolloutSummary
-	(*GetRolloutRequest)(nil),              // 52: curator.v1.GetRolloutRequest
-	(*ChangeRolloutRequest)(nil),           // 53: curator.v1.ChangeRolloutRequest
-	(*RegisterRequest)(nil),                // 54: curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),               // 55: curator.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),               // 56: curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 57: curator.v1.HeartbeatResponse
-	(*LogsRequest)(nil),                    // 58: curator.v1.LogsRequest
-	(*LogLine)(nil),                        // 59: curator.v1.LogLine
-	(*LogChunk)(nil),                       // 60: curator.v1.LogChunk
-	(*SendLogsResponse)(nil),               // 61: curator.v1.SendLogsResponse
-	(*WatchNodeResponse)(nil),              // 62: curator.v1.WatchNodeResponse
-	(*LivenessReport)(nil),                 // 63: curator.v1.LivenessReport
-	(*LivenessAck)(nil),                    // 64: curator.v1.LivenessAck
-	(*GetManagersRequest)(nil),             // 65: curator.v1.GetManagersRequest
-	(*GetManagersResponse)(nil),            // 66: curator.v1.GetManagersResponse
-	(*SwarmJoinRequest)(nil),               // 67: curator.v1.SwarmJoinRequest
-	(*SwarmJoinResponse)(nil),              // 68: curator.v1.SwarmJoinResponse
-	(*ReportSwarmNodeRequest)(nil),         // 69: curator.v1.ReportSwarmNodeRequest
-	(*ReportSwarmNodeResponse)(nil),        // 70: curator.v1.ReportSwarmNodeResponse
-	(*NodeLeaveRequest)(nil),               // 71: curator.v1.NodeLeaveRequest
-	(*NodeLeaveResponse)(nil),              // 72: curator.v1.NodeLeaveResponse
-	(*RenewCertificateRequest)(nil),        // 73: curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 74: curator.v1.RenewCertificateResponse
-	(*RenewAdminCertificateRequest)(nil),   // 75: curator.v1.RenewAdminCertificateRequest
-	(*RenewAdminCertificateResponse)(nil),  // 76: curator.v1.RenewAdminCertificateResponse
-	(*AdminCertificate)(nil),               // 77: curator.v1.AdminCertificate
-	(*ListAdminCertificatesRequest)(nil),   // 78: curator.v1.ListAdminCertificatesRequest
-	(*ListAdminCertificatesResponse)(nil),  // 79: curator.v1.ListAdminCertificatesResponse
-	(*RevokeAdminCertificateRequest)(nil),  // 80: curator.v1.RevokeAdminCertificateRequest
-	(*RevokeAdminCertificateResponse)(nil), // 81: curator.v1.RevokeAdminCertificateResponse
-	(*AuditEntry)(nil),                     // 82: curator.v1.AuditEntry
-	(*ListAuditRequest)(nil),               // 83: curator.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 84: curator.v1.ListAuditResponse
-	(*AgentStatusRequest)(nil),             // 85: curator.v1.AgentStatusRequest
-	(*AgentStatus)(nil),                    // 86: curator.v1.AgentStatus
-	(*LeaveRequest)(nil),                   // 87: curator.v1.LeaveRequest
-	(*LeaveResponse)(nil),                  // 88: curator.v1.LeaveResponse
-	(*ClusterState)(nil),                   // 89: curator.v1.ClusterState
-	(*PKIState)(nil),                       // 90: curator.v1.PKIState
-	(*WatchNodesRequest)(nil),              // 91: curator.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),             // 92: curator.v1.WatchNodesResponse
-	(*WatchEventsRequest)(nil),             // 93: curator.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 94: curator.v1.WatchEventsResponse
-	(*BackupRequest)(nil),                  // 95: curator.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 96: curator.v1.BackupChunk
-	(*StartUpgradeRequest)(nil),            // 97: curator.v1.StartUpgradeRequest
-	(*GetUpgradeRequest)(nil),              // 98: curator.v1.GetUpgradeRequest
-	(*CancelUpgradeRequest)(nil),           // 99: curator.v1.CancelUpgradeRequest
-	(*Upgrade)(nil),                        // 100: curator.v1.Upgrade
-	(*UpgradeGroup)(nil),                   // 101: curator.v1.UpgradeGroup
-	nil,                                    // 102: curator.v1.Node.LabelsEntry
-	nil,                                    // 103: curator.v1.ClusterInfo.NamesEntry
-	nil,                                    // 104: curator.v1.ClusterInfo.ReleasesEntry
-	nil,                                    // 105: curator.v1.UpdateNodeRequest.LabelAddEntry
-	nil,                                    // 106: curator.v1.PluginProviderSpec.ConfigEntry
-	nil,                                    // 107: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 108: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 109: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 110: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 111: google.protobuf.Duration
+	(*DockerEngine)(nil),                   // 35: curator.v1.DockerEngine
+	(*InstanceTemplate)(nil),               // 36: curator.v1.InstanceTemplate
+	(*MachineRelease)(nil),                 // 37: curator.v1.MachineRelease
+	(*Group)(nil),                          // 38: curator.v1.Group
+	(*GroupView)(nil),                      // 39: curator.v1.GroupView
+	(*NodeLogsRequest)(nil),                // 40: curator.v1.NodeLogsRequest
+	(*NodeLogsResponse)(nil),               // 41: curator.v1.NodeLogsResponse
+	(*CommitGroupRequest)(nil),             // 42: curator.v1.CommitGroupRequest
+	(*CommitGroupResponse)(nil),            // 43: curator.v1.CommitGroupResponse
+	(*GroupPlan)(nil),                      // 44: curator.v1.GroupPlan
+	(*ListGroupsRequest)(nil),              // 45: curator.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 46: curator.v1.ListGroupsResponse
+	(*GetGroupRequest)(nil),                // 47: curator.v1.GetGroupRequest
+	(*DestroyGroupRequest)(nil),            // 48: curator.v1.DestroyGroupRequest
+	(*SuspendGroupRequest)(nil),            // 49: curator.v1.SuspendGroupRequest
+	(*SuspendGroupResponse)(nil),           // 50: curator.v1.SuspendGroupResponse
+	(*Rollout)(nil),                        // 51: curator.v1.Rollout
+	(*RolloutSummary)(nil),                 // 52: curator.v1.RolloutSummary
+	(*GetRolloutRequest)(nil),              // 53: curator.v1.GetRolloutRequest
+	(*ChangeRolloutRequest)(nil),           // 54: curator.v1.ChangeRolloutRequest
+	(*RegisterRequest)(nil),                // 55: curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),               // 56: curator.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),               // 57: curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 58: curator.v1.HeartbeatResponse
+	(*LogsRequest)(nil),                    // 59: curator.v1.LogsRequest
+	(*LogLine)(nil),                        // 60: curator.v1.LogLine
+	(*LogChunk)(nil),                       // 61: curator.v1.LogChunk
+	(*SendLogsResponse)(nil),               // 62: curator.v1.SendLogsResponse
+	(*WatchNodeResponse)(nil),              // 63: curator.v1.WatchNodeResponse
+	(*LivenessReport)(nil),                 // 64: curator.v1.LivenessReport
+	(*LivenessAck)(nil),                    // 65: curator.v1.LivenessAck
+	(*GetManagersRequest)(nil),             // 66: curator.v1.GetManagersRequest
+	(*GetManagersResponse)(nil),            // 67: curator.v1.GetManagersResponse
+	(*SwarmJoinRequest)(nil),               // 68: curator.v1.SwarmJoinRequest
+	(*SwarmJoinResponse)(nil),              // 69: curator.v1.SwarmJoinResponse
+	(*ReportSwarmNodeRequest)(nil),         // 70: curator.v1.ReportSwarmNodeRequest
+	(*ReportSwarmNodeResponse)(nil),        // 71: curator.v1.ReportSwarmNodeResponse
+	(*NodeLeaveRequest)(nil),               // 72: curator.v1.NodeLeaveRequest
+	(*NodeLeaveResponse)(nil),              // 73: curator.v1.NodeLeaveResponse
+	(*RenewCertificateRequest)(nil),        // 74: curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 75: curator.v1.RenewCertificateResponse
+	(*RenewAdminCertificateRequest)(nil),   // 76: curator.v1.RenewAdminCertificateRequest
+	(*RenewAdminCertificateResponse)(nil),  // 77: curator.v1.RenewAdminCertificateResponse
+	(*AdminCertificate)(nil),               // 78: curator.v1.AdminCertificate
+	(*ListAdminCertificatesRequest)(nil),   // 79: curator.v1.ListAdminCertificatesRequest
+	(*ListAdminCertificatesResponse)(nil),  // 80: curator.v1.ListAdminCertificatesResponse
+	(*RevokeAdminCertificateRequest)(nil),  // 81: curator.v1.RevokeAdminCertificateRequest
+	(*RevokeAdminCertificateResponse)(nil), // 82: curator.v1.RevokeAdminCertificateResponse
+	(*AuditEntry)(nil),                     // 83: curator.v1.AuditEntry
+	(*ListAuditRequest)(nil),               // 84: curator.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 85: curator.v1.ListAuditResponse
+	(*AgentStatusRequest)(nil),             // 86: curator.v1.AgentStatusRequest
+	(*AgentStatus)(nil),                    // 87: curator.v1.AgentStatus
+	(*LeaveRequest)(nil),                   // 88: curator.v1.LeaveRequest
+	(*LeaveResponse)(nil),                  // 89: curator.v1.LeaveResponse
+	(*ClusterState)(nil),                   // 90: curator.v1.ClusterState
+	(*PKIState)(nil),                       // 91: curator.v1.PKIState
+	(*WatchNodesRequest)(nil),              // 92: curator.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),             // 93: curator.v1.WatchNodesResponse
+	(*WatchEventsRequest)(nil),             // 94: curator.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 95: curator.v1.WatchEventsResponse
+	(*BackupRequest)(nil),                  // 96: curator.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 97: curator.v1.BackupChunk
+	(*StartUpgradeRequest)(nil),            // 98: curator.v1.StartUpgradeRequest
+	(*GetUpgradeRequest)(nil),              // 99: curator.v1.GetUpgradeRequest
+	(*CancelUpgradeRequest)(nil),           // 100: curator.v1.CancelUpgradeRequest
+	(*Upgrade)(nil),                        // 101: curator.v1.Upgrade
+	(*UpgradeGroup)(nil),                   // 102: curator.v1.UpgradeGroup
+	nil,                                    // 103: curator.v1.Node.LabelsEntry
+	nil,                                    // 104: curator.v1.ClusterInfo.NamesEntry
+	nil,                                    // 105: curator.v1.ClusterInfo.ReleasesEntry
+	nil,                                    // 106: curator.v1.UpdateNodeRequest.LabelAddEntry
+	nil,                                    // 107: curator.v1.PluginProviderSpec.ConfigEntry
+	nil,                                    // 108: curator.v1.DockerProviderSpec.EnginesEntry
+	nil,                                    // 109: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 110: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 111: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 113: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -7744,181 +7821,183 @@ var file_curator_proto_depIdxs = []int32{
 	3,   // 2: curator.v1.Node.roles:type_name -> curator.v1.Role
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
-	102, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	110, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	110, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	110, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	103, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
+	112, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	112, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	112, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	110, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	110, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	112, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	112, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	110, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	112, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
-	103, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	111, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
-	104, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	110, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	110, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
+	104, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
+	113, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	105, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
+	112, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	112, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
 	20,  // 21: curator.v1.ListEventsRequest.filter:type_name -> curator.v1.EventFilter
 	19,  // 22: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 23: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
-	105, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	111, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	106, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
+	113, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 26: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 27: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	31,  // 28: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
-	35,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	111, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	111, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	36,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
+	113, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	113, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	111, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	111, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	111, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	113, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	113, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	113, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	33,  // 36: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	34,  // 37: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
 	32,  // 38: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
-	106, // 39: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
-	107, // 40: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	108, // 41: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	36,  // 42: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
-	29,  // 43: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	110, // 44: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	110, // 45: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	110, // 46: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	110, // 47: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	37,  // 48: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	110, // 49: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
-	59,  // 50: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
-	29,  // 51: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	38,  // 52: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	38,  // 53: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	38,  // 54: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 55: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	110, // 56: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	110, // 57: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	110, // 58: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	35,  // 59: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	51,  // 60: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	35,  // 61: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 62: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	110, // 63: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	110, // 64: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 65: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	109, // 66: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	62,  // 67: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	58,  // 68: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
-	110, // 69: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
-	110, // 70: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	59,  // 71: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
-	9,   // 72: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	111, // 73: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	110, // 74: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	110, // 75: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	110, // 76: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	77,  // 77: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	77,  // 78: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	110, // 79: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	82,  // 80: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 81: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	110, // 82: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	111, // 83: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 84: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	20,  // 85: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
-	19,  // 86: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 87: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	101, // 88: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	110, // 89: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	110, // 90: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	11,  // 91: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	21,  // 92: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	23,  // 93: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 94: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	24,  // 95: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	23,  // 96: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	25,  // 97: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	27,  // 98: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 99: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 100: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 101: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 102: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	41,  // 103: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	41,  // 104: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
-	44,  // 105: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	46,  // 106: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	47,  // 107: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	48,  // 108: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	52,  // 109: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	53,  // 110: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	75,  // 111: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	78,  // 112: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	80,  // 113: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	83,  // 114: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	91,  // 115: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	93,  // 116: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	95,  // 117: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	39,  // 118: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
-	97,  // 119: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	98,  // 120: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	99,  // 121: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	54,  // 122: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	56,  // 123: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	65,  // 124: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	63,  // 125: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	71,  // 126: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	60,  // 127: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
-	73,  // 128: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	67,  // 129: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	69,  // 130: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	85,  // 131: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	87,  // 132: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 133: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	22,  // 134: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 135: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	28,  // 136: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 137: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 138: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	26,  // 139: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 140: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 141: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 142: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 143: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 144: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	42,  // 145: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	43,  // 146: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
-	45,  // 147: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	38,  // 148: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	38,  // 149: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	49,  // 150: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	50,  // 151: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	50,  // 152: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	76,  // 153: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	79,  // 154: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	81,  // 155: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	84,  // 156: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	92,  // 157: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	94,  // 158: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	96,  // 159: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	40,  // 160: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
-	100, // 161: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	100, // 162: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	100, // 163: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	55,  // 164: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	57,  // 165: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	66,  // 166: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	64,  // 167: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	72,  // 168: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	61,  // 169: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
-	74,  // 170: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	68,  // 171: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	70,  // 172: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	86,  // 173: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	88,  // 174: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	133, // [133:175] is the sub-list for method output_type
-	91,  // [91:133] is the sub-list for method input_type
-	91,  // [91:91] is the sub-list for extension type_name
-	91,  // [91:91] is the sub-list for extension extendee
-	0,   // [0:91] is the sub-list for field type_name
+	107, // 39: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
+	108, // 40: curator.v1.DockerProviderSpec.engines:type_name -> curator.v1.DockerProviderSpec.EnginesEntry
+	109, // 41: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	110, // 42: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	37,  // 43: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	29,  // 44: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	112, // 45: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	112, // 46: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	112, // 47: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	112, // 48: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	38,  // 49: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	112, // 50: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	60,  // 51: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 52: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	39,  // 53: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	39,  // 54: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	39,  // 55: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 56: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	112, // 57: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	112, // 58: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	112, // 59: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	36,  // 60: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	52,  // 61: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	36,  // 62: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 63: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	112, // 64: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	112, // 65: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 66: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	111, // 67: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	63,  // 68: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	59,  // 69: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	112, // 70: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	112, // 71: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	60,  // 72: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 73: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	113, // 74: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	112, // 75: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	112, // 76: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	112, // 77: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	78,  // 78: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	78,  // 79: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	112, // 80: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	83,  // 81: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 82: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	112, // 83: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	113, // 84: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 85: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 86: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 87: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 88: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	102, // 89: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	112, // 90: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	112, // 91: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	35,  // 92: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
+	11,  // 93: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 94: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 95: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 96: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 97: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 98: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 99: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 100: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 101: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 102: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 103: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 104: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	42,  // 105: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	42,  // 106: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	45,  // 107: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	47,  // 108: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	48,  // 109: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	49,  // 110: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	53,  // 111: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	54,  // 112: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	76,  // 113: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	79,  // 114: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	81,  // 115: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	84,  // 116: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	92,  // 117: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	94,  // 118: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	96,  // 119: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	40,  // 120: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	98,  // 121: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	99,  // 122: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	100, // 123: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	55,  // 124: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	57,  // 125: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	66,  // 126: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	64,  // 127: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	72,  // 128: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	61,  // 129: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	74,  // 130: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	68,  // 131: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	70,  // 132: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	86,  // 133: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	88,  // 134: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 135: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 136: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 137: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 138: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 139: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 140: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 141: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 142: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 143: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 144: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 145: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 146: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	43,  // 147: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	44,  // 148: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	46,  // 149: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	39,  // 150: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	39,  // 151: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	50,  // 152: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	51,  // 153: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	51,  // 154: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	77,  // 155: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	80,  // 156: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	82,  // 157: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	85,  // 158: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	93,  // 159: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	95,  // 160: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	97,  // 161: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	41,  // 162: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	101, // 163: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	101, // 164: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	101, // 165: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	56,  // 166: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	58,  // 167: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	67,  // 168: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	65,  // 169: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	73,  // 170: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	62,  // 171: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	75,  // 172: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	69,  // 173: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	71,  // 174: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	87,  // 175: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	89,  // 176: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	135, // [135:177] is the sub-list for method output_type
+	93,  // [93:135] is the sub-list for method input_type
+	93,  // [93:93] is the sub-list for extension type_name
+	93,  // [93:93] is the sub-list for extension extendee
+	0,   // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -7933,14 +8012,14 @@ func file_curator_proto_init() {
 		(*ProviderSpec_Docker)(nil),
 		(*ProviderSpec_Plugin)(nil),
 	}
-	file_curator_proto_msgTypes[34].OneofWrappers = []any{}
+	file_curator_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   103,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

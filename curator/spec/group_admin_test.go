@@ -40,6 +40,9 @@ func TestAdminGroupChange(t *testing.T) {
 		{"provider kind", baseSpec, func(s *pb.GroupSpec) { s.Provider = dockerSpec(t).Provider }, "provider"},
 		{"image", dockerSpec, func(s *pb.GroupSpec) { s.Provider.GetDocker().Image = "evil:latest" }, "provider.docker.image"},
 		{"network", dockerSpec, func(s *pb.GroupSpec) { s.Provider.GetDocker().Network = "host" }, "provider.docker.network"},
+		{"engines", dockerSpec, func(s *pb.GroupSpec) {
+			s.Provider.GetDocker().Engines = map[string]*pb.DockerEngine{"a": {Host: "tcp://evil:2375"}}
+		}, "provider.docker.engines"},
 		{"env added", baseSpec, func(s *pb.GroupSpec) { s.Template.Env = map[string]string{"BASH_ENV": "$(id > /tmp/x)"} }, "template.env.BASH_ENV"},
 		{"env changed", func(t *testing.T) *pb.GroupSpec {
 			s := baseSpec(t)
@@ -66,6 +69,7 @@ func TestAdminGroupChange(t *testing.T) {
 		// The rest: an operator's.
 		{"nothing", baseSpec, func(*pb.GroupSpec) {}, ""},
 		{"size", baseSpec, func(s *pb.GroupSpec) { s.Size = 9 }, ""},
+		{"domains", dockerSpec, func(s *pb.GroupSpec) { s.Domains = []string{"b"} }, ""},
 		{"roles", baseSpec, func(s *pb.GroupSpec) { s.Roles = []pb.Role{pb.Role_ROLE_CONSENSUS, pb.Role_ROLE_WORKER} }, ""},
 		{"version", baseSpec, func(s *pb.GroupSpec) { s.Template.Version = "v2" }, ""},
 		{"labels", baseSpec, func(s *pb.GroupSpec) { s.Template.Labels = map[string]string{"tier": "db", "zone": "a"} }, ""},

@@ -68,10 +68,10 @@ const (
 // groupFields are a group file's top-level fields, in the order they are
 // printed.
 var (
-	groupFields    = []string{"revision", "name", "size", "roles", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
+	groupFields    = []string{"revision", "name", "size", "roles", "domains", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
 	rolloutFields  = []string{"monitor", "progress_deadline", "max_failures", "failure_action", "max_surge", "max_unavailable"}
 	processFields  = []string{"addresses", "port", "dir", "binary"}
-	dockerFields   = []string{"network", "subnet", "image", "port"}
+	dockerFields   = []string{"network", "subnet", "image", "port", "engines"}
 	templateFields = []string{"version", "labels", "args", "env"}
 )
 
@@ -132,6 +132,8 @@ func parseGroupFile(data []byte, revision **uint64) (*pb.GroupSpec, error) {
 			spec.Size, err = whole(f.value, f.key, MaxGroupSize)
 		case "roles":
 			spec.Roles, err = roles(f.value)
+		case "domains":
+			spec.Domains, err = stringList(f.value, f.key)
 		case "max_parallel":
 			spec.MaxParallel, err = whole(f.value, f.key, MaxGroupSize)
 			if err == nil && spec.MaxParallel == 0 {
@@ -413,6 +415,8 @@ func providerSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
 				d.Image, err = scalar(x.value, name)
 			case "port":
 				d.Port, err = whole(x.value, name, 65535-3)
+			case "engines":
+				d.Engines, err = dockerEngines(x.value, name)
 			}
 			if err != nil {
 				return nil, err
@@ -474,6 +478,7 @@ func NormalizeGroupSpec(s *pb.GroupSpec) {
 		p.Docker.Port = cmp.Or(p.Docker.Port, DefaultGroupPort)
 		p.Docker.Image = cmp.Or(p.Docker.Image, DefaultGroupImage)
 	}
+	normalizeDomains(s)
 }
 
 // normalRolloutPolicy is r with its defaults written out (a new policy if
@@ -594,6 +599,7 @@ func ValidateGroupSpec(s *pb.GroupSpec) error {
 			errs = append(errs, fmt.Errorf("template.env: %w", err))
 		}
 	}
+	errs = append(errs, validateDomains(s)...)
 	errs = append(errs, validateGroupValues(s)...)
 	return errors.Join(errs...)
 }
@@ -716,6 +722,9 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 	root.Content = append(root.Content, kv("name", str(s.Name))...)
 	root.Content = append(root.Content, kv("size", num(s.Size))...)
 	root.Content = append(root.Content, kv("roles", flowList(roleList))...)
+	if len(s.Domains) > 0 {
+		root.Content = append(root.Content, kv("domains", flowList(s.Domains))...)
+	}
 	root.Content = append(root.Content, kv("max_parallel", num(s.MaxParallel))...)
 	root.Content = append(root.Content, kv("replace_after", str(s.ReplaceAfter.AsDuration().String()))...)
 	root.Content = append(root.Content, kv("join_timeout", str(s.JoinTimeout.AsDuration().String()))...)
@@ -747,6 +756,19 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 		m.Content = append(m.Content, kv("subnet", str(p.Docker.Subnet))...)
 		m.Content = append(m.Content, kv("image", str(p.Docker.Image))...)
 		m.Content = append(m.Content, kv("port", num(p.Docker.Port))...)
+		if len(p.Docker.Engines) > 0 {
+			engines := &yaml.Node{Kind: yaml.MappingNode}
+			for _, name := range slices.Sorted(maps.Keys(p.Docker.Engines)) {
+				e := p.Docker.Engines[name]
+				em := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+				em.Content = append(em.Content, kv("host", str(e.Host))...)
+				if e.Subnet != "" {
+					em.Content = append(em.Content, kv("subnet", str(e.Subnet))...)
+				}
+				engines.Content = append(engines.Content, kv(name, em)...)
+			}
+			m.Content = append(m.Content, kv("engines", engines)...)
+		}
 		prov.Content = kv("docker", m)
 	}
 	root.Content = append(root.Content, kv("provider", prov)...)

@@ -1,0 +1,204 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// A group's failure domains (`domains:`) are names its provider knows: the
+// docker provider's engines (provider.docker.engines), a plugin's zones.
+// The group spreads its machines across them; the names are shown in
+// `node ls` and `group ls`, and make part of a docker machine's container
+// name and node name, so they are short.
+
+// The limits of a group's failure domains.
+const (
+	// MaxDomains is how many domains a group, or engines a docker
+	// provider, may name.
+	MaxDomains = 16
+	// MaxDomainLength is the longest domain name: it goes into the
+	// container's and the node's names.
+	MaxDomainLength = 20
+)
+
+// domainName: letters, digits, '-', '.', '_', starting and ending with a
+// letter or digit, as a node name, shorter.
+var domainName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,18}[A-Za-z0-9])?$`)
+
+// ValidateDomainName checks a failure domain's name.
+func ValidateDomainName(name string) error {
+	if !domainName.MatchString(name) {
+		return fmt.Errorf("domain %s: use 1 to %d letters, digits, '-', '.' or '_', starting and ending with a letter or digit", QuoteShort(name), MaxDomainLength)
+	}
+	return nil
+}
+
+// dockerEngineFields are the fields of one engine of provider.docker.engines.
+var dockerEngineFields = []string{"host", "subnet"}
+
+// dockerEngines reads provider.docker.engines: a mapping of domain names
+// to engines, each {host: ..., subnet: ...}, or the host alone.
+func dockerEngines(n *yaml.Node, name string) (map[string]*pb.DockerEngine, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, specError(n, name, "want a mapping of domain names to engines, such as {a: {host: unix:///run/a.sock, subnet: 172.31.1.0/24}}")
+	}
+	out := map[string]*pb.DockerEngine{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if err := ValidateDomainName(k.Value); err != nil {
+			return nil, specError(k, name, "%v", err)
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, specError(k, name, "%s is given twice", QuoteShort(k.Value))
+		}
+		what := name + "." + k.Value
+		e := &pb.DockerEngine{}
+		if v.Kind == yaml.ScalarNode {
+			e.Host = v.Value
+		} else {
+			fs, err := mapping(v, what, dockerEngineFields)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range fs {
+				switch f.key {
+				case "host":
+					e.Host, err = scalar(f.value, what+".host")
+				case "subnet":
+					e.Subnet, err = scalar(f.value, what+".subnet")
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := validateEngineHost(e.Host); err != nil {
+			return nil, specError(v, what+".host", "%v", err)
+		}
+		out[k.Value] = e
+	}
+	return out, nil
+}
+
+// validateEngineHost checks a Docker engine's address: unix:///abs/path or
+// tcp://host:port.
+func validateEngineHost(host string) error {
+	u, err := url.Parse(host)
+	if err != nil {
+		return fmt.Errorf("want unix:///path/docker.sock or tcp://host:port, got %s", QuoteShort(host))
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" || !path.IsAbs(u.Path) {
+			return fmt.Errorf("want unix:///absolute/path, got %s", QuoteShort(host))
+		}
+	case "tcp":
+		if u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("want tcp://host:port, got %s", QuoteShort(host))
+		}
+	default:
+		return fmt.Errorf("want unix:///path/docker.sock or tcp://host:port, got %s", QuoteShort(host))
+	}
+	return nil
+}
+
+// normalizeDomains gives a group on docker engines the domains of every
+// engine when it names none.
+func normalizeDomains(s *pb.GroupSpec) {
+	if d := s.GetProvider().GetDocker(); d != nil && len(s.Domains) == 0 && len(d.Engines) > 0 {
+		s.Domains = slices.Sorted(maps.Keys(d.Engines))
+	}
+}
+
+// validateDomains checks a group's domains, and its provider's engines,
+// against each other.
+func validateDomains(s *pb.GroupSpec) []error {
+	var errs []error
+	if len(s.Domains) > MaxDomains {
+		errs = append(errs, fmt.Errorf("domains: %d are more than %d", len(s.Domains), MaxDomains))
+	}
+	for i, d := range s.Domains {
+		if err := ValidateDomainName(d); err != nil {
+			errs = append(errs, fmt.Errorf("domains: %w", err))
+		}
+		if slices.Contains(s.Domains[:i], d) {
+			errs = append(errs, fmt.Errorf("domains: %s is given twice", QuoteShort(d)))
+		}
+	}
+	switch p := s.GetProvider().GetKind().(type) {
+	case *pb.ProviderSpec_Process:
+		if len(s.Domains) > 0 {
+			errs = append(errs, errors.New("domains: the process provider makes every machine on the leader's host, one domain: leave domains out"))
+		}
+	case *pb.ProviderSpec_Docker:
+		errs = append(errs, validateEngines(p.Docker)...)
+		for _, d := range s.Domains {
+			if _, ok := p.Docker.Engines[d]; !ok {
+				if len(p.Docker.Engines) == 0 {
+					errs = append(errs, fmt.Errorf("domains: %s: the docker provider has one engine, the leader's own: name its engines in provider.docker.engines to spread the group across them", QuoteShort(d)))
+					break
+				}
+				errs = append(errs, fmt.Errorf("domains: %s is not one of provider.docker.engines (%s)", QuoteShort(d), strings.Join(slices.Sorted(maps.Keys(p.Docker.Engines)), ", ")))
+			}
+		}
+	}
+	return errs
+}
+
+// validateEngines checks a docker provider's engines: valid names and
+// hosts, each engine once, and with more than one, a subnet of its own
+// for each (the engines' hosts route between them).
+func validateEngines(d *pb.DockerProviderSpec) []error {
+	var errs []error
+	if len(d.Engines) > MaxDomains {
+		errs = append(errs, fmt.Errorf("provider.docker.engines: %d are more than %d", len(d.Engines), MaxDomains))
+	}
+	hosts := map[string]string{}
+	subnets := map[string]netip.Prefix{}
+	for _, name := range slices.Sorted(maps.Keys(d.Engines)) {
+		e := d.Engines[name]
+		what := "provider.docker.engines." + name
+		if err := ValidateDomainName(name); err != nil {
+			errs = append(errs, fmt.Errorf("provider.docker.engines: %w", err))
+		}
+		if len(e.GetHost()) > MaxProviderValue || len(e.GetSubnet()) > MaxProviderValue {
+			errs = append(errs, fmt.Errorf("%s: a value longer than %d bytes (MaxProviderValue)", what, MaxProviderValue))
+			continue
+		}
+		if err := validateEngineHost(e.GetHost()); err != nil {
+			errs = append(errs, fmt.Errorf("%s.host: %w", what, err))
+		} else if other, dup := hosts[e.Host]; dup {
+			errs = append(errs, fmt.Errorf("%s.host: %s is engine %s's too: each engine is a domain of its own", what, QuoteShort(e.Host), other))
+		}
+		hosts[e.GetHost()] = name
+		if e.GetSubnet() == "" {
+			if len(d.Engines) > 1 {
+				errs = append(errs, fmt.Errorf("%s.subnet: with several engines, each needs a subnet of its own, such as 172.31.1.0/24", what))
+			}
+			continue
+		}
+		pre, err := netip.ParsePrefix(e.Subnet)
+		if err != nil || !pre.Addr().Is4() || pre != pre.Masked() {
+			errs = append(errs, fmt.Errorf("%s.subnet: want an IPv4 subnet such as 172.31.1.0/24, got %s", what, QuoteShort(e.Subnet)))
+			continue
+		}
+		for other, op := range subnets {
+			if op.Overlaps(pre) {
+				errs = append(errs, fmt.Errorf("%s.subnet: %s overlaps engine %s's %s", what, pre, other, op))
+			}
+		}
+		subnets[name] = pre
+	}
+	return errs
+}
