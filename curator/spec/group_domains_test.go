@@ -53,7 +53,9 @@ func TestGroupDomains(t *testing.T) {
 }
 
 func TestGroupDomainsErrors(t *testing.T) {
-	withDomains := func(d string) string { return strings.Replace(enginesFile, "size: 3\n", "size: 3\ndomains: "+d+"\n", 1) }
+	withDomains := func(d string) string {
+		return strings.Replace(enginesFile, "size: 3\n", "size: 3\ndomains: "+d+"\n", 1)
+	}
 	engine := func(old, new string) string { return strings.Replace(enginesFile, old, new, 1) }
 	for _, tc := range []struct{ name, file, want string }{
 		{"unknown domain", withDomains("[a, z]"), `domains: "z" is not one of provider.docker.engines (a, b, c)`},
