@@ -13,9 +13,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -87,7 +90,9 @@ type Provider interface {
 	Provision(ctx context.Context, spec Spec) (Instance, error)
 	Destroy(ctx context.Context, id string) error
 	// List returns the machines whose labels include every one in
-	// selector.
+	// selector. A provider of several failure domains that could list
+	// some of them only returns what it listed with an *UnreachableError
+	// naming the others: never a short list as if it were whole.
 	List(ctx context.Context, selector map[string]string) ([]Instance, error)
 }
 
@@ -148,4 +153,43 @@ func FileDigest(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// UnreachableError is what List (and a dead-machine listing) returns
+// beside the machines it did list when some failure domains could not be
+// listed: an engine that does not answer, a zone's API down. Those
+// domains' machines are unknown, not gone: a caller must not take them
+// for machines that went (the group loop holds them, see docs/groups.md).
+// Domains maps each domain that could not be listed to why.
+type UnreachableError struct {
+	Domains map[string]error
+}
+
+func (e *UnreachableError) Error() string {
+	names := slices.Sorted(maps.Keys(e.Domains))
+	parts := make([]string, len(names))
+	for i, d := range names {
+		parts[i] = fmt.Sprintf("domain %s: %v", d, e.Domains[d])
+	}
+	return "could not list every failure domain: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns the domains' errors.
+func (e *UnreachableError) Unwrap() []error {
+	out := make([]error, 0, len(e.Domains))
+	for _, d := range slices.Sorted(maps.Keys(e.Domains)) {
+		out = append(out, e.Domains[d])
+	}
+	return out
+}
+
+// Unreachable returns the domains err says could not be listed (an
+// *UnreachableError, wrapped or not), and whether it is one: a List
+// error that is not leaves nothing known.
+func Unreachable(err error) (map[string]error, bool) {
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		return ue.Domains, true
+	}
+	return nil, false
 }

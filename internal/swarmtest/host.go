@@ -31,12 +31,12 @@ func readPid(path string) (int, error) {
 	return pid, nil
 }
 
-// signalPid sends SIGTERM ("TERM") or SIGKILL ("KILL") to pid; a process
-// that is gone already is no error.
+// signalPid sends SIGTERM ("TERM"), SIGKILL ("KILL"), SIGSTOP ("STOP")
+// or SIGCONT ("CONT") to pid; a process that is gone already is no error.
 func signalPid(pid int, sig string) error {
-	s := syscall.SIGTERM
-	if sig == "KILL" {
-		s = syscall.SIGKILL
+	s := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT}[sig]
+	if s == 0 {
+		return fmt.Errorf("unknown signal %q", sig)
 	}
 	if err := syscall.Kill(pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill -%s %d: %w", sig, pid, err)

@@ -556,6 +556,7 @@ func (e *Engine) stopLocked() error {
 	var errs []error
 	if e.done != nil {
 		if pid, err := readPid(e.pidfile()); err == nil {
+			_ = signalPid(pid, "CONT") // a Cut engine's dockerd is stopped
 			if err := signalPid(pid, "TERM"); err != nil {
 				errs = append(errs, err)
 			}

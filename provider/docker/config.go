@@ -38,6 +38,9 @@ const (
 	// started must be before Prune removes it: younger, it may be a
 	// Provision in progress.
 	DefaultPruneGrace = time.Minute
+	// DefaultListTimeout is how long List waits for one engine of
+	// several before it says that engine's domain is unreachable.
+	DefaultListTimeout = 5 * time.Second
 )
 
 // Config is the provider's configuration. Zero fields take the defaults
@@ -85,6 +88,21 @@ type Config struct {
 	Now func() time.Time
 	// Logger records what the provider does; default a no-op logger.
 	Logger *zap.Logger
+	// Engines, for NewEngines, are the Docker engines to make machines
+	// on, by failure domain (Host and Subnet above are then unused).
+	Engines map[string]Engine
+	// ListTimeout bounds how long NewEngines' List waits for one engine
+	// before it takes that engine's domain for unreachable.
+	ListTimeout time.Duration
+}
+
+// Engine is one Docker engine of Config.Engines, a failure domain.
+type Engine struct {
+	// Host is the engine's address (unix:///path or tcp://host:port).
+	Host string
+	// Subnet is the network's subnet on this engine: each engine's own,
+	// the hosts routing between them.
+	Subnet string
 }
 
 // withDefaults returns c with its zero fields filled in and HostDir made
@@ -103,6 +121,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
 	c.StopTimeout = cmp.Or(c.StopTimeout, DefaultStopTimeout)
 	c.PruneGrace = cmp.Or(c.PruneGrace, DefaultPruneGrace)
+	c.ListTimeout = cmp.Or(c.ListTimeout, DefaultListTimeout)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -35,7 +35,7 @@ func (p *Provider) ListDead(ctx context.Context, selector map[string]string) ([]
 	}
 	var out []provider.Instance
 	for _, c := range res.Items {
-		if in := instance(c); provider.Matches(in.Labels, selector) {
+		if in := p.instance(c); provider.Matches(in.Labels, selector) {
 			out = append(out, in)
 		}
 	}

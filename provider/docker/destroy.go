@@ -35,7 +35,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	case err != nil:
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}
-	if c.Container.Config == nil || c.Container.Config.Labels[labelNetwork] != p.cfg.Network {
+	if c.Container.Config == nil || !p.ours(c.Container.Config.Labels) {
 		return fmt.Errorf("destroy: %w: container %q was not made by a provider on network %s", ErrInvalidID, id, p.cfg.Network)
 	}
 	timeout := int((p.cfg.StopTimeout + time.Second - 1) / time.Second)
@@ -156,7 +156,7 @@ func (p *Provider) orphanDataDirs(exists map[string]bool, cutoff time.Time) ([]s
 	var out []string
 	for _, e := range entries {
 		id := e.Name()
-		if !e.IsDir() || exists[id] || !strings.HasPrefix(id, p.cfg.Network+"-") || p.validID(id) != nil {
+		if !e.IsDir() || exists[id] || !strings.HasPrefix(id, p.namePrefix()+"-") || p.validID(id) != nil {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {

@@ -133,3 +133,22 @@ func readBuildOutput(r io.Reader) (string, error) {
 	}
 	return id, nil
 }
+
+// copyImage saves Config.Image from p's engine and loads it onto to's:
+// the same image, by the same ID.
+func (p *Provider) copyImage(ctx context.Context, to *Provider) error {
+	saved, err := p.docker.ImageSave(ctx, []string{p.cfg.Image})
+	if err != nil {
+		return fmt.Errorf("save image %s: %w", p.cfg.Image, err)
+	}
+	defer saved.Close()
+	res, err := to.docker.ImageLoad(ctx, saved, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return fmt.Errorf("load image %s: %w", p.cfg.Image, err)
+	}
+	defer res.Close()
+	if _, err := io.Copy(io.Discard, res); err != nil {
+		return fmt.Errorf("load image %s: %w", p.cfg.Image, err)
+	}
+	return nil
+}

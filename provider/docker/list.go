@@ -32,7 +32,7 @@ func (p *Provider) List(ctx context.Context, selector map[string]string) ([]prov
 		// The daemon filtered already, but on every label of the
 		// container, its image's too; Matches, on the spec's labels,
 		// has the last word.
-		if in := instance(c); provider.Matches(in.Labels, selector) {
+		if in := p.instance(c); provider.Matches(in.Labels, selector) {
 			out = append(out, in)
 		}
 	}

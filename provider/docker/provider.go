@@ -29,6 +29,10 @@ const (
 	// labelSpecKeys lists the keys of the spec's labels (a JSON array), as
 	// a container also carries the labels of its image.
 	labelSpecKeys = labelPrefix + "spec-labels"
+	// labelDomain is the failure domain of a provider that is one engine
+	// of several (Engines): its scope within the network's, should two
+	// domains name one daemon.
+	labelDomain = labelPrefix + "domain"
 )
 
 var (
@@ -51,6 +55,13 @@ var (
 type Provider struct {
 	cfg    Config
 	docker *client.Client
+	// domain is the failure domain of a Provider that is one engine of
+	// several (Engines), "" alone: it names the containers
+	// (NETWORK-DOMAIN-<hex>), labels them and scopes what it sees.
+	domain string
+	// managerBinds are bound into Spec.Manager containers beside the
+	// socket of their own engine: the sockets of the other engines.
+	managerBinds []string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -89,7 +100,25 @@ func (p *Provider) Ping(ctx context.Context) error {
 // ourFilter selects the provider's containers (and network): those labelled
 // with its network.
 func (p *Provider) ourFilter() client.Filters {
-	return make(client.Filters).Add("label", labelNetwork+"="+p.cfg.Network)
+	f := make(client.Filters).Add("label", labelNetwork+"="+p.cfg.Network)
+	if p.domain != "" {
+		f.Add("label", labelDomain+"="+p.domain)
+	}
+	return f
+}
+
+// namePrefix starts the name of every container of the provider, before
+// a dash and 8 hex digits: the network's name, then the domain's.
+func (p *Provider) namePrefix() string {
+	if p.domain != "" {
+		return p.cfg.Network + "-" + p.domain
+	}
+	return p.cfg.Network
+}
+
+// ours says whether a container's labels say the provider made it.
+func (p *Provider) ours(labels map[string]string) bool {
+	return labels[labelNetwork] == p.cfg.Network && labels[labelDomain] == p.domain
 }
 
 // containerName is the name of a container from its summary (Docker lists
@@ -103,8 +132,8 @@ func containerName(c container.Summary) string {
 
 // instance is what the provider.Provider interface shows of container c:
 // its name, the spec's labels and its address.
-func instance(c container.Summary) provider.Instance {
-	return provider.Instance{ID: containerName(c), Labels: specLabels(c.Labels), Address: c.Labels[labelAddress], Created: time.Unix(c.Created, 0)}
+func (p *Provider) instance(c container.Summary) provider.Instance {
+	return provider.Instance{ID: containerName(c), Labels: specLabels(c.Labels), Address: c.Labels[labelAddress], Created: time.Unix(c.Created, 0), Domain: p.domain}
 }
 
 // containerLabels returns the labels of a container for spec: the spec's
@@ -118,6 +147,9 @@ func (p *Provider) containerLabels(spec map[string]string, addr string) map[stri
 	out[labelNetwork] = p.cfg.Network
 	out[labelAddress] = addr
 	out[labelSpecKeys] = string(keys)
+	if p.domain != "" {
+		out[labelDomain] = p.domain
+	}
 	return out
 }
 
@@ -139,10 +171,14 @@ func specLabels(labels map[string]string) map[string]string {
 }
 
 // validID checks that id could name one of the provider's containers,
-// which are named after its network: NETWORK-<hex>.
+// which are named after its network (and domain): NETWORK-<hex>, or
+// NETWORK-DOMAIN-<hex>.
 func (p *Provider) validID(id string) error {
-	rest, ok := strings.CutPrefix(id, p.cfg.Network+"-")
+	rest, ok := strings.CutPrefix(id, p.namePrefix()+"-")
 	if !ok || len(rest) != 2*idBytes || strings.Trim(rest, "0123456789abcdef") != "" {
+		if p.domain != "" {
+			return fmt.Errorf("%w: %q is not a container of network %s on engine %s", ErrInvalidID, id, p.cfg.Network, p.domain)
+		}
 		return fmt.Errorf("%w: %q is not a container of network %s", ErrInvalidID, id, p.cfg.Network)
 	}
 	return nil

@@ -59,6 +59,9 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 			return provider.Instance{}, fmt.Errorf("provision: %w: label %q: keys under %q are the provider's", ErrInvalidSpec, k, labelPrefix)
 		}
 	}
+	if spec.Domain != p.domain {
+		return provider.Instance{}, fmt.Errorf("provision: %w: domain %q: this engine is domain %q", ErrInvalidSpec, spec.Domain, p.domain)
+	}
 	if err := p.ensureNetwork(ctx); err != nil {
 		return provider.Instance{}, fmt.Errorf("provision: %w", err)
 	}
@@ -129,13 +132,16 @@ func (p *Provider) provisionAt(ctx context.Context, spec provider.Spec, ip netip
 		host.Binds = append(host.Binds, p.cfg.ManagerSocket+":"+containerSocket)
 		env = append(env, client.EnvOverrideHost+"=unix://"+containerSocket)
 	}
+	if spec.Manager {
+		host.Binds = append(host.Binds, p.managerBinds...)
+	}
 
 	socketBinds := host.Binds
 	var id string
 	for range 10 {
 		b := make([]byte, idBytes)
 		rand.Read(b)
-		id = p.cfg.Network + "-" + hex.EncodeToString(b)
+		id = p.namePrefix() + "-" + hex.EncodeToString(b)
 		if p.cfg.HostDir != "" {
 			dir := p.hostDataDir(id)
 			if err := os.MkdirAll(p.cfg.HostDir, 0o700); err != nil {
@@ -194,7 +200,7 @@ func (p *Provider) provisionAt(ctx context.Context, spec provider.Spec, ip netip
 		}
 		p.cfg.Logger.Info("provisioned instance",
 			zap.String("id", id), zap.String("address", addr), zap.Any("labels", spec.Labels))
-		return provider.Instance{ID: id, Labels: maps.Clone(spec.Labels), Address: addr, Created: time.Now()}, nil
+		return provider.Instance{ID: id, Labels: maps.Clone(spec.Labels), Address: addr, Created: time.Now(), Domain: p.domain}, nil
 	}
 	return provider.Instance{}, fmt.Errorf("no free container name after 10 tries (last %s)", id)
 }
