@@ -79,6 +79,9 @@ const (
 	// GroupRepairResume: the group recovered (or its budget came back):
 	// the hold is cleared, and its repairs go on.
 	GroupRepairResume
+	// GroupSetDomain records in a node's record the failure domain its
+	// provider lists its machine in (GroupAction.Domain).
+	GroupSetDomain
 )
 
 func (k GroupActionKind) String() string {
@@ -111,6 +114,8 @@ func (k GroupActionKind) String() string {
 		return "repair-hold"
 	case GroupRepairResume:
 		return "repair-resume"
+	case GroupSetDomain:
+		return "set-domain"
 	}
 	return fmt.Sprintf("GroupAction(%d)", int(k))
 }
@@ -120,13 +125,17 @@ type GroupMachine struct {
 	ID        string
 	Created   time.Time
 	ConfigSHA string
+	// Domain is the failure domain its provider lists it in.
+	Domain string
 }
 
 // GroupNode is one node record that names the group.
 type GroupNode struct {
 	ID         string
 	InstanceID string
-	Status     pb.NodeStatus
+	// Domain is the failure domain its record names (see GroupSetDomain).
+	Domain string
+	Status pb.NodeStatus
 	// Since is when Status last changed.
 	Since time.Time
 	// Consensus: the node holds the consensus role (a voter or learner);
@@ -256,6 +265,18 @@ type GroupSnapshot struct {
 	// Swarm manager too, and a ready node leaves the Swarm before its
 	// machine goes.
 	Swarm bool
+	// Domains are the failure domains the group spreads its machines
+	// across (its spec's), Dark those dark now, with why (see
+	// domains.go), and ConsensusByDomain the cluster's consensus members
+	// in each.
+	Domains           []string
+	Dark              map[string]string
+	ConsensusByDomain map[string]int
+	// DarkSince is when each dark domain was first seen dark (by this
+	// leader); DomainHold how long the group holds a dark domain's
+	// machines at most (zero: until it comes back).
+	DarkSince  map[string]time.Time
+	DomainHold time.Duration
 }
 
 type GroupAction struct {
@@ -271,6 +292,9 @@ type GroupAction struct {
 	// (GroupSnapshot.Dead), to replace it: the repair ceiling applies,
 	// and to a destroy the budget.
 	Repair bool
+	// Domain is the failure domain a provision makes its machine in, or
+	// the one a set-domain records.
+	Domain string
 }
 
 // Group is decideRules under the group's brakes:
@@ -291,6 +315,16 @@ type GroupAction struct {
 //     does not churn through the provider.
 func Group(s GroupSnapshot) *GroupAction {
 	a := decideRules(s)
+	if a != nil && a.Kind == GroupProvision {
+		d, ok := Place(s)
+		if !ok {
+			return &GroupAction{Kind: GroupWait, Reason: fmt.Sprintf("%s, but every domain it names is dark: %s", a.Reason, darkWords(s, s.Domains))}
+		}
+		a.Domain = d
+		if d != "" {
+			a.Reason += " (in domain " + d + ")"
+		}
+	}
 	if s.Suspended != "" {
 		if a == nil {
 			return nil
@@ -302,11 +336,18 @@ func Group(s GroupSnapshot) *GroupAction {
 	if a != nil && a.Repair && !s.Destroying {
 		held = repairHeld(s, a)
 	}
+	dark := darkHere(s)
 	switch {
 	case held != "" && s.RepairHeld == "":
 		return &GroupAction{Kind: GroupRepairHold, Node: a.Node, Machine: a.Machine, Reason: held}
 	case held != "":
 		return &GroupAction{Kind: GroupWait, Node: a.Node, Machine: a.Machine, Reason: held}
+	case len(dark) > 0 && !s.Destroying && s.RepairHeld == "":
+		// Said once, whether or not a repair is due: the domain's
+		// machines will not be replaced while it is dark.
+		return &GroupAction{Kind: GroupRepairHold, Reason: darkHold(s, dark)}
+	case len(dark) > 0 && !s.Destroying:
+		return a // held until the domain comes back; the other rules go on
 	case s.RepairHeld != "":
 		unhealthy, _ := unhealthyMachines(s)
 		if len(unhealthy) > s.MaxUnhealthy && !s.Destroying {
@@ -316,9 +357,13 @@ func Group(s GroupSnapshot) *GroupAction {
 			// its full replace_after from a resume that is one.
 			return a
 		}
+		lapsed := ""
+		if up := givenUp(s); len(up) > 0 {
+			lapsed = fmt.Sprintf("; %s dark for domain_hold %v or longer: given up, its machines are replaced in the other domains", strings.Join(up, ", "), s.DomainHold)
+		}
 		return &GroupAction{Kind: GroupRepairResume,
-			Reason: fmt.Sprintf("the repairs of group %s go on: %d of its %d machines unhealthy (max_unhealthy %s: %d), %d of max_replacements %d replaced in the last %v; it was held: %s",
-				s.Name, len(unhealthy), s.Size, s.MaxUnhealthySpec, s.MaxUnhealthy, len(recentReplacements(s)), s.MaxReplacements, s.ReplacementWindow, s.RepairHeld)}
+			Reason: fmt.Sprintf("the repairs of group %s go on: %d of its %d machines unhealthy (max_unhealthy %s: %d), %d of max_replacements %d replaced in the last %v%s; it was held: %s",
+				s.Name, len(unhealthy), s.Size, s.MaxUnhealthySpec, s.MaxUnhealthy, len(recentReplacements(s)), s.MaxReplacements, s.ReplacementWindow, lapsed, s.RepairHeld)}
 	}
 	return a
 }
@@ -344,6 +389,9 @@ func recentReplacements(s GroupSnapshot) []time.Time {
 
 // repairHeld says why repair a is held back (empty: it is not).
 func repairHeld(s GroupSnapshot, a *GroupAction) string {
+	if d := actionDomain(s, a); heldDomain(s, d) {
+		return fmt.Sprintf("%s (it would %s: %s)", darkHold(s, []string{d}), a.Kind, a.Reason)
+	}
 	unhealthy, machines := unhealthyMachines(s)
 	if len(unhealthy) > s.MaxUnhealthy {
 		shown := unhealthy[:min(len(unhealthy), 5)]
@@ -384,8 +432,9 @@ func decideRules(s GroupSnapshot) *GroupAction {
 	// 1. Records whose machine is gone (a drained node's at once: its
 	// machine was taken away on purpose).
 	for _, n := range nodes {
-		if _, ok := machines[n.InstanceID]; ok || (n.Status == pb.NodeStatus_NODE_STATUS_READY && !n.Drained) {
-			continue
+		_, ok := machines[n.InstanceID]
+		if ok || (n.Status == pb.NodeStatus_NODE_STATUS_READY && !n.Drained) || (unknownMachine(s, n, ok) && !dead[n.InstanceID]) {
+			continue // a held dark domain's: its machine is unknown, not gone
 		}
 		if n.Consensus && !QuorumAfterRemoval(s.Voters, s.HealthyVoters, n.HealthyVoter) {
 			return &GroupAction{Kind: GroupRefuse, Node: n.ID, Reason: fmt.Sprintf("node %s's machine is gone, but removing its etcd member would leave %d healthy of %d voters, short of a majority: bring voters back first", n.ID, s.HealthyVoters-btoi(n.HealthyVoter), s.Voters-1)}
@@ -396,6 +445,13 @@ func decideRules(s GroupSnapshot) *GroupAction {
 		}
 		return &GroupAction{Kind: GroupRemoveNode, Node: n.ID, Machine: n.InstanceID,
 			Reason: fmt.Sprintf("node %s is %s and its machine %s is gone", n.ID, spec.StatusWord(n.Status.String()), OrNone(n.InstanceID))}
+	}
+	// The domain of a node's machine, recorded once its provider lists it.
+	for _, n := range nodes {
+		if m, ok := machines[n.InstanceID]; ok && m.Domain != n.Domain {
+			return &GroupAction{Kind: GroupSetDomain, Node: n.ID, Machine: m.ID, Domain: m.Domain,
+				Reason: fmt.Sprintf("node %s's machine %s is in domain %s", n.ID, m.ID, OrNone(m.Domain))}
+		}
 	}
 	// 2. Dead nodes: destroy their machines.
 	for _, n := range nodes {
@@ -428,8 +484,8 @@ func decideRules(s GroupSnapshot) *GroupAction {
 	// its address.
 	have := len(ms)
 	for _, n := range nodes {
-		if _, ok := machines[n.InstanceID]; !ok && n.Status == pb.NodeStatus_NODE_STATUS_READY {
-			have++
+		if _, ok := machines[n.InstanceID]; !ok && (n.Status == pb.NodeStatus_NODE_STATUS_READY || unknownMachine(s, n, ok)) {
+			have++ // a held dark domain's node: its machine is unknown, not gone
 		}
 	}
 	if s.Rolling && !s.Destroying {
@@ -443,9 +499,7 @@ func decideRules(s GroupSnapshot) *GroupAction {
 	}
 	// 5. Extra machines (a held rollout keeps its surge).
 	if len(ms) > size && !(s.Held && !s.Destroying && len(ms) <= size+heldSurge(s)) {
-		victim := slices.MinFunc(ms, func(a, b GroupMachine) int {
-			return cmp.Compare(removalRank(s, a, nodeOf), removalRank(s, b, nodeOf))
-		})
+		victim := pickVictim(s, ms, nodeOf)
 		why := fmt.Sprintf("group %s has %d machines, wants %d", s.Name, len(ms), size)
 		if s.Destroying {
 			why = fmt.Sprintf("group %s is being destroyed (%d machines left)", s.Name, len(ms))
@@ -723,9 +777,7 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 		}
 		return nil // the usual rules bring the rest
 	}
-	victim := slices.MinFunc(stale, func(a, b GroupMachine) int {
-		return cmp.Compare(removalRank(s, a, nodeOf), removalRank(s, b, nodeOf))
-	})
+	victim := pickVictim(s, stale, nodeOf)
 	n, joined := nodeOf[victim.ID]
 	ready := joined && n.Status == pb.NodeStatus_NODE_STATUS_READY
 	why := fmt.Sprintf("rolling group %s to %s (%d of %d updated)", s.Name, spec.ShortSHA(s.TargetSHA), updated, s.Size)
@@ -755,9 +807,7 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 			if len(live) == 0 {
 				return nil
 			}
-			victim = slices.MinFunc(live, func(a, b GroupMachine) int {
-				return cmp.Compare(removalRank(s, a, nodeOf), removalRank(s, b, nodeOf))
-			})
+			victim = pickVictim(s, live, nodeOf)
 			n, joined = nodeOf[victim.ID]
 			ready = joined && n.Status == pb.NodeStatus_NODE_STATUS_READY
 		}
