@@ -2100,7 +2100,11 @@ type GroupSpec struct {
 	// The failure domains the group's machines are spread across (an
 	// engine, an address range, a zone: names its provider knows); empty
 	// for one domain, the provider's own.
-	Domains       []string `protobuf:"bytes,13,rep,name=domains,proto3" json:"domains,omitempty"`
+	Domains []string `protobuf:"bytes,13,rep,name=domains,proto3" json:"domains,omitempty"`
+	// How long a dark domain's machines are held (neither replaced nor
+	// destroyed) at most: past it, the domain is given up and its machines
+	// replaced in the others. Set with domains.
+	DomainHold    *durationpb.Duration `protobuf:"bytes,14,opt,name=domain_hold,json=domainHold,proto3" json:"domain_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2222,6 +2226,13 @@ func (x *GroupSpec) GetReplacementWindow() *durationpb.Duration {
 func (x *GroupSpec) GetDomains() []string {
 	if x != nil {
 		return x.Domains
+	}
+	return nil
+}
+
+func (x *GroupSpec) GetDomainHold() *durationpb.Duration {
+	if x != nil {
+		return x.DomainHold
 	}
 	return nil
 }
@@ -7217,7 +7228,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x06_swarm\"T\n" +
 	"\x0eDemoteResponse\x12(\n" +
 	"\x04node\x18\x01 \x01(\v2\x14.curator.v1.NodeViewR\x04node\x12\x18\n" +
-	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\xd5\x04\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\"\x91\x05\n" +
 	"\tGroupSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12&\n" +
@@ -7232,7 +7243,9 @@ const file_curator_proto_rawDesc = "" +
 	" \x01(\tR\fmaxUnhealthy\x12)\n" +
 	"\x10max_replacements\x18\v \x01(\rR\x0fmaxReplacements\x12H\n" +
 	"\x12replacement_window\x18\f \x01(\v2\x19.google.protobuf.DurationR\x11replacementWindow\x12\x18\n" +
-	"\adomains\x18\r \x03(\tR\adomains\"\xc8\x02\n" +
+	"\adomains\x18\r \x03(\tR\adomains\x12:\n" +
+	"\vdomain_hold\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"domainHold\"\xc8\x02\n" +
 	"\rRolloutPolicy\x123\n" +
 	"\amonitor\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\amonitor\x12F\n" +
 	"\x11progress_deadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12!\n" +
@@ -7850,154 +7863,155 @@ var file_curator_proto_depIdxs = []int32{
 	113, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
 	113, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	113, // 34: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	113, // 35: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
-	33,  // 36: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
-	34,  // 37: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
-	32,  // 38: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
-	107, // 39: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
-	108, // 40: curator.v1.DockerProviderSpec.engines:type_name -> curator.v1.DockerProviderSpec.EnginesEntry
-	109, // 41: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	110, // 42: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	37,  // 43: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
-	29,  // 44: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	112, // 45: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	112, // 46: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	112, // 47: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	112, // 48: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	38,  // 49: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	112, // 50: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
-	60,  // 51: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
-	29,  // 52: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	39,  // 53: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	39,  // 54: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	39,  // 55: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 56: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	112, // 57: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	112, // 58: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	112, // 59: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	36,  // 60: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	52,  // 61: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	36,  // 62: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 63: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	112, // 64: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	112, // 65: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 66: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	111, // 67: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	63,  // 68: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	59,  // 69: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
-	112, // 70: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
-	112, // 71: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	60,  // 72: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
-	9,   // 73: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	113, // 74: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	112, // 75: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	112, // 76: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	112, // 77: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	78,  // 78: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	78,  // 79: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	112, // 80: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	83,  // 81: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 82: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	112, // 83: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	113, // 84: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 85: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	20,  // 86: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
-	19,  // 87: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 88: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	102, // 89: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	112, // 90: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	112, // 91: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	35,  // 92: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
-	11,  // 93: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	21,  // 94: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	23,  // 95: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 96: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	24,  // 97: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	23,  // 98: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	25,  // 99: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	27,  // 100: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 101: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 102: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 103: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 104: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	42,  // 105: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	42,  // 106: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
-	45,  // 107: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	47,  // 108: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	48,  // 109: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	49,  // 110: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	53,  // 111: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	54,  // 112: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	76,  // 113: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	79,  // 114: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	81,  // 115: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	84,  // 116: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	92,  // 117: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	94,  // 118: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	96,  // 119: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	40,  // 120: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
-	98,  // 121: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	99,  // 122: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	100, // 123: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	55,  // 124: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	57,  // 125: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	66,  // 126: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	64,  // 127: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	72,  // 128: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	61,  // 129: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
-	74,  // 130: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	68,  // 131: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	70,  // 132: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	86,  // 133: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	88,  // 134: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 135: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	22,  // 136: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 137: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	28,  // 138: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 139: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 140: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	26,  // 141: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 142: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 143: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 144: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 145: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 146: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	43,  // 147: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	44,  // 148: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
-	46,  // 149: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	39,  // 150: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	39,  // 151: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	50,  // 152: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	51,  // 153: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	51,  // 154: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	77,  // 155: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	80,  // 156: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	82,  // 157: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	85,  // 158: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	93,  // 159: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	95,  // 160: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	97,  // 161: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	41,  // 162: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
-	101, // 163: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	101, // 164: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	101, // 165: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	56,  // 166: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	58,  // 167: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	67,  // 168: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	65,  // 169: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	73,  // 170: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	62,  // 171: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
-	75,  // 172: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	69,  // 173: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	71,  // 174: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	87,  // 175: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	89,  // 176: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	135, // [135:177] is the sub-list for method output_type
-	93,  // [93:135] is the sub-list for method input_type
-	93,  // [93:93] is the sub-list for extension type_name
-	93,  // [93:93] is the sub-list for extension extendee
-	0,   // [0:93] is the sub-list for field type_name
+	113, // 34: curator.v1.GroupSpec.domain_hold:type_name -> google.protobuf.Duration
+	113, // 35: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	113, // 36: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	33,  // 37: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
+	34,  // 38: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
+	32,  // 39: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
+	107, // 40: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
+	108, // 41: curator.v1.DockerProviderSpec.engines:type_name -> curator.v1.DockerProviderSpec.EnginesEntry
+	109, // 42: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	110, // 43: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	37,  // 44: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	29,  // 45: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	112, // 46: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	112, // 47: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	112, // 48: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	112, // 49: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	38,  // 50: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	112, // 51: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	60,  // 52: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 53: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	39,  // 54: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	39,  // 55: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	39,  // 56: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 57: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	112, // 58: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	112, // 59: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	112, // 60: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	36,  // 61: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	52,  // 62: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	36,  // 63: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 64: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	112, // 65: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	112, // 66: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 67: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	111, // 68: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	63,  // 69: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	59,  // 70: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	112, // 71: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	112, // 72: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	60,  // 73: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 74: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	113, // 75: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	112, // 76: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	112, // 77: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	112, // 78: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	78,  // 79: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	78,  // 80: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	112, // 81: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	83,  // 82: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 83: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	112, // 84: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	113, // 85: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 86: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 87: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 88: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 89: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	102, // 90: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	112, // 91: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	112, // 92: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	35,  // 93: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
+	11,  // 94: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 95: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 96: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 97: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 98: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 99: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 100: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 101: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 102: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 103: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 104: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 105: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	42,  // 106: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	42,  // 107: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	45,  // 108: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	47,  // 109: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	48,  // 110: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	49,  // 111: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	53,  // 112: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	54,  // 113: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	76,  // 114: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	79,  // 115: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	81,  // 116: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	84,  // 117: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	92,  // 118: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	94,  // 119: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	96,  // 120: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	40,  // 121: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	98,  // 122: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	99,  // 123: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	100, // 124: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	55,  // 125: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	57,  // 126: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	66,  // 127: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	64,  // 128: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	72,  // 129: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	61,  // 130: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	74,  // 131: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	68,  // 132: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	70,  // 133: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	86,  // 134: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	88,  // 135: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 136: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 137: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 138: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 139: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 140: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 141: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 142: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 143: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 144: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 145: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 146: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 147: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	43,  // 148: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	44,  // 149: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	46,  // 150: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	39,  // 151: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	39,  // 152: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	50,  // 153: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	51,  // 154: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	51,  // 155: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	77,  // 156: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	80,  // 157: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	82,  // 158: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	85,  // 159: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	93,  // 160: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	95,  // 161: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	97,  // 162: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	41,  // 163: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	101, // 164: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	101, // 165: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	101, // 166: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	56,  // 167: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	58,  // 168: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	67,  // 169: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	65,  // 170: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	73,  // 171: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	62,  // 172: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	75,  // 173: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	69,  // 174: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	71,  // 175: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	87,  // 176: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	89,  // 177: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	136, // [136:178] is the sub-list for method output_type
+	94,  // [94:136] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }

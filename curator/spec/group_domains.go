@@ -10,8 +10,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -113,11 +115,18 @@ func validateEngineHost(host string) error {
 	return nil
 }
 
+// DefaultGroupDomainHold is how long a group holds a dark domain's
+// machines at most, when it names domains.
+const DefaultGroupDomainHold = 15 * time.Minute
+
 // normalizeDomains gives a group on docker engines the domains of every
-// engine when it names none.
+// engine when it names none, and a group with domains its domain_hold.
 func normalizeDomains(s *pb.GroupSpec) {
 	if d := s.GetProvider().GetDocker(); d != nil && len(s.Domains) == 0 && len(d.Engines) > 0 {
 		s.Domains = slices.Sorted(maps.Keys(d.Engines))
+	}
+	if len(s.Domains) > 0 && s.DomainHold == nil {
+		s.DomainHold = durationpb.New(DefaultGroupDomainHold)
 	}
 }
 
@@ -125,6 +134,9 @@ func normalizeDomains(s *pb.GroupSpec) {
 // against each other.
 func validateDomains(s *pb.GroupSpec) []error {
 	var errs []error
+	if d := s.GetDomainHold(); d != nil && d.AsDuration() <= 0 {
+		errs = append(errs, fmt.Errorf("domain_hold: want a positive duration, got %v", d.AsDuration()))
+	}
 	if len(s.Domains) > MaxDomains {
 		errs = append(errs, fmt.Errorf("domains: %d are more than %d", len(s.Domains), MaxDomains))
 	}

@@ -3,6 +3,7 @@ package spec
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -32,6 +33,9 @@ func TestGroupDomains(t *testing.T) {
 	if d := cmp.Diff([]string{"a", "b", "c"}, s.Domains); d != "" {
 		t.Errorf("domains (-want +got):\n%s", d)
 	}
+	if s.DomainHold.AsDuration() != DefaultGroupDomainHold {
+		t.Errorf("domain_hold %v, want the default %v", s.DomainHold.AsDuration(), DefaultGroupDomainHold)
+	}
 	out, err := MarshalGroupSpec(s)
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +47,12 @@ func TestGroupDomains(t *testing.T) {
 	if d := cmp.Diff(s, again, protocmp.Transform()); d != "" {
 		t.Errorf("describe | commit changed the spec (-first +again):\n%s\n%s", d, out)
 	}
-	some, err := ParseGroupSpec([]byte(strings.Replace(enginesFile, "size: 3\n", "size: 3\ndomains: [c, a]\n", 1)))
+	some, err := ParseGroupSpec([]byte(strings.Replace(enginesFile, "size: 3\n", "size: 3\ndomains: [c, a]\ndomain_hold: 1h\n", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{"c", "a"}, some.Domains); d != "" {
-		t.Errorf("domains given (-want +got):\n%s", d)
+	if d := cmp.Diff([]string{"c", "a"}, some.Domains); d != "" || some.DomainHold.AsDuration() != time.Hour {
+		t.Errorf("domains given (-want +got):\n%s; domain_hold %v, want 1h", d, some.DomainHold.AsDuration())
 	}
 }
 

@@ -68,7 +68,7 @@ const (
 // groupFields are a group file's top-level fields, in the order they are
 // printed.
 var (
-	groupFields    = []string{"revision", "name", "size", "roles", "domains", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
+	groupFields    = []string{"revision", "name", "size", "roles", "domains", "domain_hold", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
 	rolloutFields  = []string{"monitor", "progress_deadline", "max_failures", "failure_action", "max_surge", "max_unavailable"}
 	processFields  = []string{"addresses", "port", "dir", "binary"}
 	dockerFields   = []string{"network", "subnet", "image", "port", "engines"}
@@ -134,6 +134,8 @@ func parseGroupFile(data []byte, revision **uint64) (*pb.GroupSpec, error) {
 			spec.Roles, err = roles(f.value)
 		case "domains":
 			spec.Domains, err = stringList(f.value, f.key)
+		case "domain_hold":
+			spec.DomainHold, err = duration(f.value, f.key)
 		case "max_parallel":
 			spec.MaxParallel, err = whole(f.value, f.key, MaxGroupSize)
 			if err == nil && spec.MaxParallel == 0 {
@@ -724,6 +726,7 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 	root.Content = append(root.Content, kv("roles", flowList(roleList))...)
 	if len(s.Domains) > 0 {
 		root.Content = append(root.Content, kv("domains", flowList(s.Domains))...)
+		root.Content = append(root.Content, kv("domain_hold", str(s.DomainHold.AsDuration().String()))...)
 	}
 	root.Content = append(root.Content, kv("max_parallel", num(s.MaxParallel))...)
 	root.Content = append(root.Content, kv("replace_after", str(s.ReplaceAfter.AsDuration().String()))...)
