@@ -228,6 +228,17 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 	if w := spec.MaxVotersWarning(cs.MaxVoters); w != "" {
 		info.Warnings = append(info.Warnings, w)
 	}
+	var voterDomains []string
+	for _, id := range info.Voters {
+		if n := v.st.Reg.Node(id); n != nil {
+			voterDomains = append(voterDomains, n.Domain)
+		} else {
+			voterDomains = append(voterDomains, "")
+		}
+	}
+	if w := decide.DomainsWarning(voterDomains); w != "" {
+		info.Warnings = append(info.Warnings, w)
+	}
 	if !info.QuorumHealthy {
 		info.Warnings = append(info.Warnings, fmt.Sprintf("only %d of %d voters are healthy: one more failure may lose quorum", q.Healthy, q.Voters))
 	}

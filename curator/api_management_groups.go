@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -286,6 +287,7 @@ func (live *liveGroup) view(g *pb.Group, r *pb.Rollout) *pb.GroupView {
 	}
 	slices.Sort(v.NodeIds)
 	v.Machines = uint32(len(live.machines))
+	v.DomainMachines, v.UnreachableDomains = live.byDomain, live.unreachable
 	if r != nil && r.TargetSha == g.ConfigSha {
 		v.RolloutState = spec.RolloutWord(r.State)
 		r = live.rollout(r)
@@ -314,11 +316,15 @@ func (live *liveGroup) ready(n *pb.Node, sha string) bool {
 type liveGroup struct {
 	nodes    []*pb.Node
 	machines map[string]bool
+	// byDomain counts the machines by failure domain; unreachable are
+	// the domains the provider could not list, sorted.
+	byDomain    map[string]uint32
+	unreachable []string
 }
 
 // observeGroup reads group g's nodes and machines.
 func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGroup, error) {
-	live := &liveGroup{machines: map[string]bool{}}
+	live := &liveGroup{machines: map[string]bool{}, byDomain: map[string]uint32{}}
 	for _, n := range st.Reg.Nodes() {
 		if n.Group == g.Spec.GetName() {
 			live.nodes = append(live.nodes, n)
@@ -333,11 +339,22 @@ func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGrou
 		return nil, err
 	}
 	machines, err := p.List(ctx, map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: g.Spec.GetName()})
+	if down, partial := provider.Unreachable(err); partial {
+		// What the domains that answered list: the others' machines
+		// are unknown, and named so.
+		live.unreachable, err = slices.Sorted(maps.Keys(down)), nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("group %s: list machines: %w", g.Spec.GetName(), err)
 	}
 	for _, mc := range machines {
 		live.machines[mc.ID] = true
+		live.byDomain[mc.Domain]++
+	}
+	for _, d := range g.Spec.GetDomains() {
+		if _, ok := live.byDomain[d]; !ok && !slices.Contains(live.unreachable, d) {
+			live.byDomain[d] = 0
+		}
 	}
 	return live, nil
 }

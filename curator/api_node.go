@@ -220,6 +220,9 @@ func groupMade(ctx context.Context, st *leader.State, cs *pb.ClusterState, group
 		return ""
 	}
 	machines, err := p.List(ctx, map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: group})
+	if _, partial := provider.Unreachable(err); partial {
+		err = nil // a machine of a domain that answered is vouched for
+	}
 	if err != nil {
 		return ""
 	}

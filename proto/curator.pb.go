@@ -3013,8 +3013,13 @@ type GroupView struct {
 	// `rollout status` says too).
 	RolloutUpdated uint32 `protobuf:"varint,6,opt,name=rollout_updated,json=rolloutUpdated,proto3" json:"rollout_updated,omitempty"`
 	RolloutTotal   uint32 `protobuf:"varint,7,opt,name=rollout_total,json=rolloutTotal,proto3" json:"rollout_total,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The machines the provider lists for the group, by failure domain
+	// (a group of no domains: one entry, ""), and the domains it could not
+	// list now (their machines unknown).
+	DomainMachines     map[string]uint32 `protobuf:"bytes,8,rep,name=domain_machines,json=domainMachines,proto3" json:"domain_machines,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	UnreachableDomains []string          `protobuf:"bytes,9,rep,name=unreachable_domains,json=unreachableDomains,proto3" json:"unreachable_domains,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GroupView) Reset() {
@@ -3094,6 +3099,20 @@ func (x *GroupView) GetRolloutTotal() uint32 {
 		return x.RolloutTotal
 	}
 	return 0
+}
+
+func (x *GroupView) GetDomainMachines() map[string]uint32 {
+	if x != nil {
+		return x.DomainMachines
+	}
+	return nil
+}
+
+func (x *GroupView) GetUnreachableDomains() []string {
+	if x != nil {
+		return x.UnreachableDomains
+	}
+	return nil
 }
 
 type NodeLogsRequest struct {
@@ -7316,7 +7335,7 @@ const file_curator_proto_rawDesc = "" +
 	"\tsuspended\x18\f \x01(\tR\tsuspended\x12A\n" +
 	"\x0erepair_resumed\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rrepairResumed\x12)\n" +
 	"\x10provider_failing\x18] \x01(\tR\x0fproviderFailing\x12#\n" +
-	"\rspec_revision\x18\x0e \x01(\x04R\fspecRevision\"\xf4\x01\n" +
+	"\rspec_revision\x18\x0e \x01(\x04R\fspecRevision\"\xbc\x03\n" +
 	"\tGroupView\x12'\n" +
 	"\x05group\x18\x01 \x01(\v2\x11.curator.v1.GroupR\x05group\x12\x1a\n" +
 	"\bmachines\x18\x02 \x01(\rR\bmachines\x12\x14\n" +
@@ -7324,7 +7343,12 @@ const file_curator_proto_rawDesc = "" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12#\n" +
 	"\rrollout_state\x18\x05 \x01(\tR\frolloutState\x12'\n" +
 	"\x0frollout_updated\x18\x06 \x01(\rR\x0erolloutUpdated\x12#\n" +
-	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\"\x7f\n" +
+	"\rrollout_total\x18\a \x01(\rR\frolloutTotal\x12R\n" +
+	"\x0fdomain_machines\x18\b \x03(\v2).curator.v1.GroupView.DomainMachinesEntryR\x0edomainMachines\x12/\n" +
+	"\x13unreachable_domains\x18\t \x03(\tR\x12unreachableDomains\x1aA\n" +
+	"\x13DomainMachinesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x7f\n" +
 	"\x0fNodeLogsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
@@ -7711,7 +7735,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -7824,9 +7848,10 @@ var file_curator_proto_goTypes = []any{
 	nil,                                    // 108: curator.v1.DockerProviderSpec.EnginesEntry
 	nil,                                    // 109: curator.v1.InstanceTemplate.LabelsEntry
 	nil,                                    // 110: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 111: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 113: google.protobuf.Duration
+	nil,                                    // 111: curator.v1.GroupView.DomainMachinesEntry
+	nil,                                    // 112: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 113: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 114: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -7835,37 +7860,37 @@ var file_curator_proto_depIdxs = []int32{
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
 	103, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	112, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	112, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	112, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	113, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	113, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	113, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	112, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	112, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	113, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	113, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	112, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	113, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
 	104, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	113, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	114, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
 	105, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	112, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	112, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
+	113, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	113, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
 	20,  // 21: curator.v1.ListEventsRequest.filter:type_name -> curator.v1.EventFilter
 	19,  // 22: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 23: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
 	106, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	113, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	114, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 26: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 27: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	31,  // 28: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	36,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	113, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	113, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	114, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	114, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	113, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	113, // 34: curator.v1.GroupSpec.domain_hold:type_name -> google.protobuf.Duration
-	113, // 35: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	113, // 36: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	114, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	114, // 34: curator.v1.GroupSpec.domain_hold:type_name -> google.protobuf.Duration
+	114, // 35: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	114, // 36: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	33,  // 37: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	34,  // 38: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
 	32,  // 39: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
@@ -7875,143 +7900,144 @@ var file_curator_proto_depIdxs = []int32{
 	110, // 43: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
 	37,  // 44: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
 	29,  // 45: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	112, // 46: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	112, // 47: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	112, // 48: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	112, // 49: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	113, // 46: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	113, // 47: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	113, // 48: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	113, // 49: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
 	38,  // 50: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	112, // 51: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
-	60,  // 52: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
-	29,  // 53: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	39,  // 54: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	39,  // 55: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	39,  // 56: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 57: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	112, // 58: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	112, // 59: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	112, // 60: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	36,  // 61: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	52,  // 62: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	36,  // 63: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 64: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	112, // 65: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	112, // 66: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 67: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	111, // 68: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	63,  // 69: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	59,  // 70: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
-	112, // 71: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
-	112, // 72: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	60,  // 73: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
-	9,   // 74: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	113, // 75: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	112, // 76: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	112, // 77: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	112, // 78: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	78,  // 79: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	78,  // 80: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	112, // 81: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	83,  // 82: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 83: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	112, // 84: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	113, // 85: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 86: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	20,  // 87: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
-	19,  // 88: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 89: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	102, // 90: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	112, // 91: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	112, // 92: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	35,  // 93: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
-	11,  // 94: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	21,  // 95: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	23,  // 96: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 97: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	24,  // 98: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	23,  // 99: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	25,  // 100: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	27,  // 101: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 102: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 103: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 104: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 105: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	42,  // 106: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	42,  // 107: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
-	45,  // 108: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	47,  // 109: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	48,  // 110: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	49,  // 111: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	53,  // 112: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	54,  // 113: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	76,  // 114: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	79,  // 115: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	81,  // 116: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	84,  // 117: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	92,  // 118: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	94,  // 119: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	96,  // 120: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	40,  // 121: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
-	98,  // 122: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	99,  // 123: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	100, // 124: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	55,  // 125: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	57,  // 126: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	66,  // 127: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	64,  // 128: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	72,  // 129: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	61,  // 130: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
-	74,  // 131: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	68,  // 132: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	70,  // 133: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	86,  // 134: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	88,  // 135: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 136: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	22,  // 137: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 138: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	28,  // 139: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 140: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 141: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	26,  // 142: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 143: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 144: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 145: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 146: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 147: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	43,  // 148: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	44,  // 149: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
-	46,  // 150: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	39,  // 151: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	39,  // 152: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	50,  // 153: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	51,  // 154: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	51,  // 155: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	77,  // 156: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	80,  // 157: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	82,  // 158: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	85,  // 159: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	93,  // 160: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	95,  // 161: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	97,  // 162: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	41,  // 163: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
-	101, // 164: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	101, // 165: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	101, // 166: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	56,  // 167: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	58,  // 168: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	67,  // 169: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	65,  // 170: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	73,  // 171: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	62,  // 172: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
-	75,  // 173: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	69,  // 174: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	71,  // 175: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	87,  // 176: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	89,  // 177: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	136, // [136:178] is the sub-list for method output_type
-	94,  // [94:136] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	111, // 51: curator.v1.GroupView.domain_machines:type_name -> curator.v1.GroupView.DomainMachinesEntry
+	113, // 52: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	60,  // 53: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 54: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	39,  // 55: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	39,  // 56: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	39,  // 57: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 58: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	113, // 59: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	113, // 60: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	113, // 61: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	36,  // 62: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	52,  // 63: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	36,  // 64: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 65: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	113, // 66: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	113, // 67: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 68: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	112, // 69: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	63,  // 70: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	59,  // 71: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	113, // 72: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	113, // 73: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	60,  // 74: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 75: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	114, // 76: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	113, // 77: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	113, // 78: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	113, // 79: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	78,  // 80: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	78,  // 81: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	113, // 82: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	83,  // 83: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 84: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	113, // 85: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	114, // 86: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 87: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 88: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 89: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 90: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	102, // 91: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	113, // 92: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	113, // 93: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	35,  // 94: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
+	11,  // 95: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 96: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 97: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 98: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 99: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 100: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 101: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 102: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 103: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 104: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 105: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 106: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	42,  // 107: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	42,  // 108: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	45,  // 109: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	47,  // 110: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	48,  // 111: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	49,  // 112: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	53,  // 113: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	54,  // 114: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	76,  // 115: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	79,  // 116: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	81,  // 117: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	84,  // 118: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	92,  // 119: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	94,  // 120: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	96,  // 121: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	40,  // 122: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	98,  // 123: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	99,  // 124: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	100, // 125: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	55,  // 126: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	57,  // 127: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	66,  // 128: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	64,  // 129: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	72,  // 130: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	61,  // 131: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	74,  // 132: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	68,  // 133: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	70,  // 134: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	86,  // 135: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	88,  // 136: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 137: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 138: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 139: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 140: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 141: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 142: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 143: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 144: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 145: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 146: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 147: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 148: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	43,  // 149: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	44,  // 150: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	46,  // 151: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	39,  // 152: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	39,  // 153: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	50,  // 154: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	51,  // 155: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	51,  // 156: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	77,  // 157: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	80,  // 158: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	82,  // 159: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	85,  // 160: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	93,  // 161: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	95,  // 162: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	97,  // 163: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	41,  // 164: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	101, // 165: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	101, // 166: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	101, // 167: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	56,  // 168: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	58,  // 169: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	67,  // 170: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	65,  // 171: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	73,  // 172: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	62,  // 173: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	75,  // 174: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	69,  // 175: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	71,  // 176: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	87,  // 177: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	89,  // 178: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	137, // [137:179] is the sub-list for method output_type
+	95,  // [95:137] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -8033,7 +8059,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   105,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -248,21 +249,28 @@ func shortSHA(sha string) string {
 // groupJSON is a group in `group ls -o json` and `group describe -o json`.
 type groupJSON struct {
 	// Revision is the spec's (see group commit).
-	Revision     uint64            `json:"revision"`
-	Name         string            `json:"name"`
-	Size         uint32            `json:"size"`
-	Roles        []string          `json:"roles"`
-	MaxParallel  uint32            `json:"max_parallel"`
-	ReplaceAfter string            `json:"replace_after"`
-	JoinTimeout  string            `json:"join_timeout"`
-	Provider     map[string]any    `json:"provider"`
-	Template     groupTemplateJSON `json:"template"`
-	ConfigSHA    string            `json:"config_sha"`
-	Machines     uint32            `json:"machines"`
-	Ready        uint32            `json:"ready"`
-	NodeIDs      []string          `json:"node_ids"`
-	Destroying   bool              `json:"destroying"`
-	RolloutState string            `json:"rollout_state"`
+	Revision     uint64         `json:"revision"`
+	Name         string         `json:"name"`
+	Size         uint32         `json:"size"`
+	Roles        []string       `json:"roles"`
+	MaxParallel  uint32         `json:"max_parallel"`
+	ReplaceAfter string         `json:"replace_after"`
+	JoinTimeout  string         `json:"join_timeout"`
+	Provider     map[string]any `json:"provider"`
+	// Domains are the failure domains the group spreads across, with
+	// domain_hold; DomainMachines the machines listed in each, and
+	// UnreachableDomains those its provider could not list now.
+	Domains            []string          `json:"domains"`
+	DomainHold         string            `json:"domain_hold,omitempty"`
+	DomainMachines     map[string]uint32 `json:"domain_machines"`
+	UnreachableDomains []string          `json:"unreachable_domains"`
+	Template           groupTemplateJSON `json:"template"`
+	ConfigSHA          string            `json:"config_sha"`
+	Machines           uint32            `json:"machines"`
+	Ready              uint32            `json:"ready"`
+	NodeIDs            []string          `json:"node_ids"`
+	Destroying         bool              `json:"destroying"`
+	RolloutState       string            `json:"rollout_state"`
 	// The rollout's progress, as `rollout status` gives it.
 	RolloutUpdated uint32 `json:"rollout_updated"`
 	RolloutTotal   uint32 `json:"rollout_total"`
@@ -313,6 +321,12 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 		ReplacementWindow: spec.GetReplacementWindow().AsDuration().String(),
 		RepairHeld:        v.GetGroup().GetRepairHeld(), Suspended: v.GetGroup().GetSuspended(),
 		ProviderFailing: v.GetGroup().GetProviderFailing(),
+		Domains:         slices.Concat([]string{}, spec.GetDomains()),
+		DomainMachines:  map[string]uint32{}, UnreachableDomains: slices.Concat([]string{}, v.GetUnreachableDomains()),
+	}
+	maps.Copy(out.DomainMachines, v.GetDomainMachines())
+	if h := spec.GetDomainHold(); h != nil {
+		out.DomainHold = h.AsDuration().String()
 	}
 	if r := spec.GetTemplate().GetRelease(); r != nil {
 		out.Template.Release = &groupReleaseJSON{Binary: r.Binary, Image: r.Image, Digest: r.Digest}
@@ -325,7 +339,15 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 	case *pb.ProviderSpec_Process:
 		out.Provider = map[string]any{"process": map[string]any{"addresses": p.Process.Addresses, "port": p.Process.Port, "dir": p.Process.Dir, "binary": p.Process.Binary}}
 	case *pb.ProviderSpec_Docker:
-		out.Provider = map[string]any{"docker": map[string]any{"network": p.Docker.Network, "subnet": p.Docker.Subnet, "image": p.Docker.Image, "port": p.Docker.Port}}
+		docker := map[string]any{"network": p.Docker.Network, "subnet": p.Docker.Subnet, "image": p.Docker.Image, "port": p.Docker.Port}
+		if len(p.Docker.Engines) > 0 {
+			engines := map[string]any{}
+			for name, e := range p.Docker.Engines {
+				engines[name] = map[string]any{"host": e.GetHost(), "subnet": e.GetSubnet()}
+			}
+			docker["engines"] = engines
+		}
+		out.Provider = map[string]any{"docker": docker}
 	}
 	return out
 }
@@ -350,6 +372,10 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 		return err
 	}
 	rows := [][]string{{"NAME", "ROLES", "SIZE", "READY", "MACHINES", "CONFIG SHA", "ROLLOUT", "REPAIRS"}}
+	withDomains := slices.ContainsFunc(groups, func(v *pb.GroupView) bool { return len(v.GetGroup().GetSpec().GetDomains()) > 0 })
+	if withDomains {
+		rows[0] = append(rows[0], "DOMAINS")
+	}
 	var notes []string
 	for _, v := range groups {
 		spec := v.GetGroup().GetSpec()
@@ -370,7 +396,13 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 			fmt.Sprintf("%d/%d", v.GetReady(), spec.GetSize()), fmt.Sprint(v.GetMachines()),
 			shortSHA(v.GetGroup().GetConfigSha()), orDash(rollout), repairsWord(v.GetGroup()),
 		})
+		if withDomains {
+			rows[len(rows)-1] = append(rows[len(rows)-1], domainsCell(v))
+		}
 		notes = append(notes, groupHolds(v.GetGroup())...)
+		if d := v.GetUnreachableDomains(); len(d) > 0 {
+			notes = append(notes, fmt.Sprintf("Group %s: its provider cannot list domain %s now: the machines there are unknown, not gone.", spec.GetName(), strings.Join(d, ", ")))
+		}
 	}
 	if err := writeTable(w, rows); err != nil {
 		return err
@@ -381,6 +413,21 @@ func writeGroups(w io.Writer, format outputFormat, groups []*pb.GroupView) error
 		}
 	}
 	return nil
+}
+
+// domainsCell is the DOMAINS column of `group ls`: the machines listed in
+// each of the group's domains, "?" for one its provider cannot list now
+// ("a:1 b:? c:1"), "-" for a group of no domains.
+func domainsCell(v *pb.GroupView) string {
+	var cells []string
+	for _, d := range v.GetGroup().GetSpec().GetDomains() {
+		if slices.Contains(v.GetUnreachableDomains(), d) {
+			cells = append(cells, d+":?")
+			continue
+		}
+		cells = append(cells, fmt.Sprintf("%s:%d", d, v.GetDomainMachines()[d]))
+	}
+	return orDash(strings.Join(cells, " "))
 }
 
 // repairsWord is the REPAIRS column of `group ls`: on, held (by the

@@ -402,13 +402,16 @@ type nodeJSON struct {
 	State   string `json:"state"`
 	// Refused is why the cluster refuses the node (a former manager
 	// after a recovery without it), if it does.
-	Refused       string            `json:"refused,omitempty"`
-	Status        string            `json:"status"`
-	Availability  string            `json:"availability"`
-	Roles         []string          `json:"roles"`
-	ManagerStatus string            `json:"manager_status"`
-	Group         string            `json:"group"`
-	InstanceID    string            `json:"instance_id"`
+	Refused       string   `json:"refused,omitempty"`
+	Status        string   `json:"status"`
+	Availability  string   `json:"availability"`
+	Roles         []string `json:"roles"`
+	ManagerStatus string   `json:"manager_status"`
+	Group         string   `json:"group"`
+	InstanceID    string   `json:"instance_id"`
+	// Domain is the failure domain of the node's machine, as its group's
+	// provider lists it ("" for none).
+	Domain        string            `json:"domain"`
 	ConfigSHA     string            `json:"config_sha"`
 	Version       string            `json:"version"`
 	Labels        map[string]string `json:"labels"`
@@ -455,6 +458,7 @@ func nodeToJSON(v *pb.NodeView) nodeJSON {
 		ManagerStatus: enumWord(v.GetManagerStatus()),
 		Group:         n.GetGroup(),
 		InstanceID:    n.GetInstanceId(),
+		Domain:        n.GetDomain(),
 		ConfigSHA:     n.GetConfigSha(),
 		Version:       n.GetVersion(),
 		Labels:        labels,

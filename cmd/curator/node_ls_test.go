@@ -91,6 +91,7 @@ func TestYAMLOutput(t *testing.T) {
   manager_status: unreachable
   group: ""
   instance_id: ""
+  domain: ""
   config_sha: ""
   version: v0.1.0
   labels: {}

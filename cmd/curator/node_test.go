@@ -52,6 +52,7 @@ const wantNodeB = `{
   "manager_status": "unreachable",
   "group": "",
   "instance_id": "",
+  "domain": "",
   "config_sha": "",
   "version": "v0.1.0",
   "labels": {},
@@ -82,6 +83,7 @@ const wantNodeC = `{
   "manager_status": "",
   "group": "",
   "instance_id": "",
+  "domain": "",
   "config_sha": "",
   "version": "",
   "labels": {},
@@ -119,6 +121,7 @@ func TestNodeLsJSON(t *testing.T) {
     "manager_status": "leader",
     "group": "managers",
     "instance_id": "i-1",
+    "domain": "",
     "config_sha": "5ha",
     "version": "v0.1.0",
     "labels": {

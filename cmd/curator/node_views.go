@@ -30,13 +30,13 @@ func (o wideOutput) Set(s string) error {
 }
 
 // wideHeader are the columns -o wide adds to node ls's table.
-var wideHeader = []string{"GROUP", "INSTANCE", "CONFIG", "LAST HEARTBEAT", "STATUS SINCE", "CERT EXPIRES", "LABELS"}
+var wideHeader = []string{"GROUP", "INSTANCE", "DOMAIN", "CONFIG", "LAST HEARTBEAT", "STATUS SINCE", "CERT EXPIRES", "LABELS"}
 
 // wideCells are node n's cells of wideHeader at now: times as how long
 // ago (or, for the certificate, how long until), "-" where there is none.
 func (n nodeJSON) wideCells(now time.Time) []string {
 	return []string{
-		orDash(n.Group), orDash(n.InstanceID), orDash(shortSHA(n.ConfigSHA)),
+		orDash(n.Group), orDash(n.InstanceID), orDash(n.Domain), orDash(shortSHA(n.ConfigSHA)),
 		ago(n.LastHeartbeat, now), ago(n.StatusChanged, now), until(n.CertExpires, now), orDash(labelList(n.Labels)),
 	}
 }
@@ -65,7 +65,11 @@ func writePrettyNode(w io.Writer, n nodeJSON, now time.Time) error {
 	}
 	lines = append(lines, kv{"Version", n.Version})
 	if n.Group != "" {
-		lines = append(lines, kv{"Group", n.Group}, kv{"Instance", n.InstanceID}, kv{"Config SHA", n.ConfigSHA})
+		lines = append(lines, kv{"Group", n.Group}, kv{"Instance", n.InstanceID})
+		if n.Domain != "" {
+			lines = append(lines, kv{"Domain", n.Domain})
+		}
+		lines = append(lines, kv{"Config SHA", n.ConfigSHA})
 	}
 	lines = append(lines,
 		kv{"Labels", orDash(labelList(n.Labels))},

@@ -18,7 +18,7 @@ func TestNodeHumanViews(t *testing.T) {
 		Node: &pb.Node{
 			Id: "cccccccccccccccccccccccc", Name: "web-1", Address: "10.0.0.5:7000", State: pb.NodeState_NODE_STATE_UP,
 			Status: pb.NodeStatus_NODE_STATUS_READY, Availability: pb.Availability_AVAILABILITY_ACTIVE,
-			Roles: []pb.Role{pb.Role_ROLE_WORKER}, Group: "web", InstanceId: "web-1-abc", ConfigSha: "0123456789abcdef0123",
+			Roles: []pb.Role{pb.Role_ROLE_WORKER}, Group: "web", InstanceId: "web-1-abc", Domain: "b", ConfigSha: "0123456789abcdef0123",
 			Version: "v1.2.0", Labels: map[string]string{"zone": "b", "disk": "ssd"}, JoinedAs: "worker",
 			StatusChanged: ts(-90 * time.Minute), Created: ts(-72 * time.Hour), Updated: ts(-90 * time.Minute), CertExpires: ts(59 * 24 * time.Hour),
 		},
@@ -49,6 +49,7 @@ Manager status:       -
 Version:              v1.2.0
 Group:                web
 Instance:             web-1-abc
+Domain:               b
 Config SHA:           0123456789abcdef0123
 Labels:               disk=ssd,zone=b
 Joined as:            worker
@@ -90,9 +91,9 @@ Certificate expires:  2026-03-01T11:00:00Z (1h ago)
 	if err := writeNodesAt(&b, formatWide, []*pb.NodeView{worker, manager}, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `ID                         NAME        ADDRESS         STATE    STATUS   AVAILABILITY   ROLES              MANAGER STATUS   VERSION   GROUP   INSTANCE    CONFIG         LAST HEARTBEAT   STATUS SINCE   CERT EXPIRES     LABELS
-aaaaaaaaaaaaaaaaaaaaaaaa   manager-1   10.0.0.1:7000   joined   down     drain          consensus,worker   unreachable      v1.2.0    -       -           -              -                5m ago         expired 1h ago   -
-cccccccccccccccccccccccc   web-1       10.0.0.5:7000   joined   ready    active         worker                              v1.2.0    web     web-1-abc   0123456789ab   2s ago           1h ago         in 59d           disk=ssd,zone=b
+	want := `ID                         NAME        ADDRESS         STATE    STATUS   AVAILABILITY   ROLES              MANAGER STATUS   VERSION   GROUP   INSTANCE    DOMAIN   CONFIG         LAST HEARTBEAT   STATUS SINCE   CERT EXPIRES     LABELS
+aaaaaaaaaaaaaaaaaaaaaaaa   manager-1   10.0.0.1:7000   joined   down     drain          consensus,worker   unreachable      v1.2.0    -       -           -        -              -                5m ago         expired 1h ago   -
+cccccccccccccccccccccccc   web-1       10.0.0.5:7000   joined   ready    active         worker                              v1.2.0    web     web-1-abc   b        0123456789ab   2s ago           1h ago         in 59d           disk=ssd,zone=b
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("node ls -o wide (-want +got):\n%s", diff)

@@ -76,8 +76,12 @@ func DarkDomains(nodes []DomainNode) map[string]string {
 	return dark
 }
 
-// darkHere returns the dark domains holding a machine or a node of the
-// group, sorted.
+// HeldDomains returns the dark domains whose machines of the group are
+// held now, sorted.
+func HeldDomains(s GroupSnapshot) []string { return darkHere(s) }
+
+// darkHere returns the held dark domains holding a machine or a node of
+// the group, sorted.
 func darkHere(s GroupSnapshot) []string {
 	var out []string
 	for d := range s.Dark {

@@ -10,7 +10,6 @@ import (
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
-	"github.com/curatorproject/curator/provider/docker"
 	"github.com/curatorproject/curator/provider/process"
 )
 
@@ -67,7 +66,7 @@ func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force b
 // ID on the daemon (a provider made for the question: it reaches the
 // daemon, it makes nothing).
 func dockerRuns(ctx context.Context, d *pb.DockerProviderSpec) (provider.Runs, error) {
-	p, err := docker.New(docker.Config{Network: d.Network, Subnet: d.Subnet, Image: d.Image, Port: int(d.Port)})
+	p, err := dockerProvider(d, nil)
 	if err != nil {
 		return provider.Runs{}, err
 	}

@@ -62,6 +62,10 @@ type groupLoop struct {
 	crashes  crashBackoff
 	// shown are the groups the metrics show (groupGone drops the rest).
 	shown map[string]bool
+	// dark is when this leader first saw each group's dark domains dark
+	// (domain_hold counts from then: a new leader starts the count
+	// anew, holding longer rather than less).
+	dark darkDomains
 }
 
 func newGroupLoop(st *State, metrics *metrics.Metrics) *groupLoop {
@@ -100,6 +104,10 @@ type groupsSeen struct {
 	ms      *decide.Membership
 	q       decide.Quorum
 	byGroup map[string][]*pb.Node
+	// dark are the failure domains whose nodes are all down at once
+	// (decide.DarkDomains), consensus the consensus members by domain.
+	dark      map[string]string
+	consensus map[string]int
 }
 
 // groupSeen is what the loop read of one group: its provider, the
@@ -112,6 +120,9 @@ type groupSeen struct {
 	dead     []provider.Instance
 	ro       *pb.Rollout
 	roRev    int64
+	// unreachable are the failure domains its provider could not list,
+	// with why: their machines are unknown, not gone.
+	unreachable map[string]string
 }
 
 func (l *groupLoop) tick(ctx context.Context) (loopResult, error) {
@@ -171,12 +182,25 @@ func (l *groupLoop) observe(ctx context.Context) (*groupsSeen, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &groupsSeen{cs: cs, ms: ms, q: ms.RemovalQuorum(0), byGroup: map[string][]*pb.Node{}}
+	w := &groupsSeen{cs: cs, ms: ms, q: ms.RemovalQuorum(0), byGroup: map[string][]*pb.Node{}, consensus: map[string]int{}}
+	var domainNodes []decide.DomainNode
+	suspect := decide.SuspectAfter(l.cfg.HeartbeatInterval)
+	now, heardSince := l.cfg.Now(), l.hb.ServingSince()
 	for _, n := range l.reg.Nodes() {
 		if n.Group != "" {
 			w.byGroup[n.Group] = append(w.byGroup[n.Group], n)
 		}
+		if n.Domain == "" {
+			continue
+		}
+		if _, member := ms.MemberOf[n.Id]; member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS) {
+			w.consensus[n.Domain]++
+		}
+		last, _ := l.hb.Get(n.Id)
+		heard := n.Id == l.cfg.NodeID || now.Sub(latestOf(last, heardSince, n.StatusChanged.AsTime())) < suspect
+		domainNodes = append(domainNodes, decide.DomainNode{ID: n.Id, Domain: n.Domain, Healthy: n.Status == pb.NodeStatus_NODE_STATUS_READY && heard})
 	}
+	w.dark = decide.DarkDomains(domainNodes)
 	return w, nil
 }
 
@@ -195,8 +219,20 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 		// Before List: a machine dead now is not listed by it.
 		gs.dead, err = gs.dk.ListDead(ctx, sel)
 	}
+	if down, partial := provider.Unreachable(err); partial {
+		// The dead of the domains that answered; the others' are
+		// unknown, as their live machines are.
+		gs.unreachable, err = unreachableWords(down), nil
+	}
 	if err == nil {
 		gs.machines, err = gs.p.List(ctx, sel)
+		if down, partial := provider.Unreachable(err); partial {
+			if gs.unreachable == nil {
+				gs.unreachable = map[string]string{}
+			}
+			maps.Copy(gs.unreachable, unreachableWords(down))
+			err = nil
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -256,11 +292,23 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		snap.RollbackOf = ro.RollbackOf
 	}
 	snap.Machines = groupMachines(gs.machines)
+	snap.Domains, snap.ConsensusByDomain = g.Spec.GetDomains(), w.consensus
+	snap.Dark = maps.Clone(w.dark)
+	if snap.Dark == nil {
+		snap.Dark = map[string]string{}
+	}
+	maps.Copy(snap.Dark, gs.unreachable)
+	snap.DarkSince = l.dark.seen(snap.Name, snap.Dark, snap.Now)
+	if h := g.Spec.GetDomainHold(); h != nil {
+		snap.DomainHold = h.AsDuration()
+	} else if len(snap.Domains) > 0 {
+		snap.DomainHold = spec.DefaultGroupDomainHold
+	}
 	ms := w.ms
 	for _, n := range w.byGroup[snap.Name] {
 		mem, member := ms.MemberOf[n.Id]
 		gn := decide.GroupNode{
-			ID: n.Id, InstanceID: n.InstanceId, Status: n.Status, Since: n.StatusChanged.AsTime(),
+			ID: n.Id, InstanceID: n.InstanceId, Domain: n.Domain, Status: n.Status, Since: n.StatusChanged.AsTime(),
 			Consensus: spec.HasRole(n, pb.Role_ROLE_CONSENSUS) || member,
 			Learner:   member && mem.IsLearner,
 			Refused:   n.Refused != "",
@@ -300,6 +348,7 @@ func (l *groupLoop) tickGroup(ctx context.Context, w *groupsSeen, g *pb.Group) (
 	l.metrics.SetHeld(name, metrics.HeldRepairCeiling, g.RepairHeld != "")
 	l.metrics.SetHeld(name, metrics.HeldSuspended, g.Suspended != "")
 	l.metrics.SetHeld(name, metrics.HeldProviderFailing, g.ProviderFailing != "")
+	l.metrics.SetHeld(name, metrics.HeldDomainDark, len(decide.HeldDomains(snap)) > 0)
 	deadMachines := groupMachines(gs.dead)
 	deaths := l.crashes.observe(name, g.ConfigSha, snap.Machines, snap.Nodes, snap.Now)
 	deaths = append(deaths, l.crashes.foundDead(name, deadMachines, snap.Nodes, snap.Now)...)
@@ -497,7 +546,9 @@ func (l *groupLoop) countRolloutFailure(ctx context.Context, ro *pb.Rollout, rev
 func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p provider.Provider, a *decide.GroupAction) error {
 	switch a.Kind {
 	case decide.GroupProvision:
-		inst, err := l.machines.provision(ctx, p, machineSpec(cs, pki.Fingerprint(l.pki.CA.Cert), g, l.reg.ManagerList()))
+		ms := machineSpec(cs, pki.Fingerprint(l.pki.CA.Cert), g, l.reg.ManagerList())
+		ms.Domain = a.Domain
+		inst, err := l.machines.provision(ctx, p, ms)
 		if err != nil {
 			return err
 		}
@@ -544,6 +595,12 @@ func (l *groupLoop) act(ctx context.Context, cs *pb.ClusterState, g *pb.Group, p
 			faults.Point(faults.RolloutAfterDestroy)
 		}
 		return nil
+	case decide.GroupSetDomain:
+		return l.records.ChangeNode(ctx, a.Node, func(n *pb.Node) bool {
+			changed := n.Domain != a.Domain
+			n.Domain = a.Domain
+			return changed
+		})
 	case decide.GroupDrain:
 		return l.records.ChangeNode(ctx, a.Node, func(n *pb.Node) bool {
 			n.Availability = pb.Availability_AVAILABILITY_DRAIN

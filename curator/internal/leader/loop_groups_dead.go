@@ -57,7 +57,7 @@ type pruner interface {
 func groupMachines(instances []provider.Instance) []decide.GroupMachine {
 	var out []decide.GroupMachine
 	for _, m := range instances {
-		out = append(out, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA]})
+		out = append(out, decide.GroupMachine{ID: m.ID, Created: m.Created, ConfigSHA: m.Labels[provider.LabelConfigSHA], Domain: m.Domain})
 	}
 	return out
 }

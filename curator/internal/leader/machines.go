@@ -167,7 +167,25 @@ func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, erro
 		}
 		return process.New(process.Config{Dir: k.Process.Dir, Binary: k.Process.Binary, Addresses: pool, Logger: lg})
 	case *pb.ProviderSpec_Docker:
-		return docker.New(docker.Config{Network: k.Docker.Network, Subnet: k.Docker.Subnet, Image: k.Docker.Image, Port: int(k.Docker.Port), Logger: lg})
+		return dockerProvider(k.Docker, lg)
 	}
 	return nil, errors.New("the spec names no provider")
+}
+
+// dockerProvider is the docker provider of spec d: on the leader's own
+// engine, or on d's engines, a failure domain each.
+func dockerProvider(d *pb.DockerProviderSpec, lg *zap.Logger) (interface {
+	provider.Provider
+	provider.Runner
+	io.Closer
+}, error) {
+	cfg := docker.Config{Network: d.Network, Subnet: d.Subnet, Image: d.Image, Port: int(d.Port), Logger: lg}
+	if len(d.Engines) == 0 {
+		return docker.New(cfg)
+	}
+	cfg.Engines = map[string]docker.Engine{}
+	for name, e := range d.Engines {
+		cfg.Engines[name] = docker.Engine{Host: e.GetHost(), Subnet: e.GetSubnet()}
+	}
+	return docker.NewEngines(cfg)
 }

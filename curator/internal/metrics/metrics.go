@@ -105,6 +105,9 @@ const (
 	HeldSuspended       = "suspended"
 	HeldProviderFailing = "provider-failing"
 	HeldCrashBackoff    = "crash-backoff"
+	// HeldDomainDark: a failure domain holding machines of the group is
+	// dark, and its machines are held.
+	HeldDomainDark = "domain-dark"
 )
 
 // SetQuorum sets the quorum gauges from the healthy voters and voters.
