@@ -176,12 +176,15 @@ func (e *Engines) LastWords(ctx context.Context, id string) (string, error) {
 	return p.LastWords(ctx, id)
 }
 
-// Prune prunes every engine that answers (Provider.Prune).
+// Prune prunes every engine that answers (Provider.Prune), each for
+// Config.ListTimeout at most.
 func (e *Engines) Prune(ctx context.Context) ([]string, error) {
 	var pruned []string
 	var errs []error
 	for _, d := range e.domains {
-		ids, err := e.engines[d].Prune(ctx)
+		pctx, cancel := context.WithTimeout(ctx, e.cfg.ListTimeout)
+		ids, err := e.engines[d].Prune(pctx)
+		cancel()
 		pruned = append(pruned, ids...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("engine %s: %w", d, err))
@@ -191,8 +194,9 @@ func (e *Engines) Prune(ctx context.Context) ([]string, error) {
 	return pruned, errors.Join(errs...)
 }
 
-// Runs is the image the engines run and its ID, which every engine that
-// answers must hold the same (one image loaded on each, `docker save |
+// Runs is the image the engines run and its ID (each engine asked for
+// Config.ListTimeout at most), which every engine that answers must hold
+// the same (one image loaded on each, `docker save |
 // docker load`): the machines of a config run one thing whatever their
 // engine, and a dark engine changes nothing of what the group runs.
 func (e *Engines) Runs(ctx context.Context) (provider.Runs, error) {
@@ -200,7 +204,9 @@ func (e *Engines) Runs(ctx context.Context) (provider.Runs, error) {
 	var errs []error
 	by := ""
 	for _, d := range e.domains {
-		r, err := e.engines[d].Runs(ctx)
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.ListTimeout)
+		r, err := e.engines[d].Runs(rctx)
+		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("engine %s: %w", d, err))
 			continue
