@@ -259,7 +259,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "curator_rollout_progress_deadline_seconds", Help: "Each group's rollout.progress_deadline: how long a new machine has to be ready. Only on the leader.",
 		}, []string{"group"}),
 		GroupHeld: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "curator_group_repairs_held", Help: "1 while the group loop holds a group's repairs, by reason: repair-ceiling (max_unhealthy or max_replacements), suspended (a restore, group suspend), provider-failing, crash-backoff (its new machines die before joining). Only on the leader.",
+			Name: "curator_group_repairs_held", Help: "1 while the group loop holds a group's repairs, by reason: repair-ceiling (max_unhealthy or max_replacements), suspended (a restore, group suspend), provider-failing, crash-backoff (its new machines die before joining), domain-dark (a failure domain of its machines is dark). Only on the leader.",
 		}, []string{"group", "reason"}),
 		AgentHeartbeatAnswers: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "curator_agent_heartbeat_answer_seconds",
