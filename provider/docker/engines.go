@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/curatorproject/curator/provider"
 )
@@ -24,7 +25,8 @@ import (
 //	                 the engines' hosts route between the subnets
 //
 // A machine is made on the engine Spec.Domain names. List asks every
-// engine at once, each for Config.ListTimeout at most: when some answer
+// engine at once, each for Config.ListTimeout at most (SuspectTimeout
+// for one that failed the last list, until it answers): when some answer
 // and others do not, it returns what it listed with a
 // *provider.UnreachableError naming the others, so that a dark engine is
 // never taken for machines gone; when none answers, an error alone.
@@ -37,6 +39,42 @@ type Engines struct {
 	cfg     Config
 	domains []string // sorted
 	engines map[string]*Provider
+
+	mu sync.Mutex
+	// failed is when each engine last failed a list: until it answers
+	// again, it is asked with SuspectTimeout only, so that a dark engine
+	// does not make every list of the group (the group loop's, an
+	// operator's `group ls`) wait ListTimeout.
+	failed map[string]time.Time
+}
+
+// SuspectTimeout is how long an engine that failed its last list is
+// waited for by the next: a live engine on the leader's network answers
+// in a few milliseconds.
+const SuspectTimeout = 500 * time.Millisecond
+
+// timeout is how long a call to domain d's engine may take.
+func (e *Engines) timeout(d string) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.failed[d]; ok {
+		return min(SuspectTimeout, e.cfg.ListTimeout)
+	}
+	return e.cfg.ListTimeout
+}
+
+// answered notes whether domain d's engine answered.
+func (e *Engines) answered(d string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		delete(e.failed, d)
+		return
+	}
+	if e.failed == nil {
+		e.failed = map[string]time.Time{}
+	}
+	e.failed[d] = time.Now()
 }
 
 var (
@@ -182,7 +220,7 @@ func (e *Engines) Prune(ctx context.Context) ([]string, error) {
 	var pruned []string
 	var errs []error
 	for _, d := range e.domains {
-		pctx, cancel := context.WithTimeout(ctx, e.cfg.ListTimeout)
+		pctx, cancel := context.WithTimeout(ctx, e.timeout(d))
 		ids, err := e.engines[d].Prune(pctx)
 		cancel()
 		pruned = append(pruned, ids...)
@@ -204,7 +242,7 @@ func (e *Engines) Runs(ctx context.Context) (provider.Runs, error) {
 	var errs []error
 	by := ""
 	for _, d := range e.domains {
-		rctx, cancel := context.WithTimeout(ctx, e.cfg.ListTimeout)
+		rctx, cancel := context.WithTimeout(ctx, e.timeout(d))
 		r, err := e.engines[d].Runs(rctx)
 		cancel()
 		if err != nil {
@@ -232,9 +270,12 @@ func (e *Engines) each(ctx context.Context, what string, fn func(context.Context
 	var wg sync.WaitGroup
 	for i, d := range e.domains {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, e.cfg.ListTimeout)
+			cctx, cancel := context.WithTimeout(ctx, e.timeout(d))
 			defer cancel()
-			lists[i], errs[i] = fn(ctx, e.engines[d])
+			lists[i], errs[i] = fn(cctx, e.engines[d])
+			if ctx.Err() == nil {
+				e.answered(d, errs[i])
+			}
 		})
 	}
 	wg.Wait()

@@ -156,6 +156,15 @@ func TestEngines(t *testing.T) {
 		t.Errorf("List with engine b cut = %v, want engine a's machine", ids(got))
 	}
 	t.Logf("List with engine b cut took %v: %v", time.Since(start).Round(time.Millisecond), err)
+	// Engine b failed its last list: the next waits for it SuspectTimeout
+	// only.
+	start = time.Now()
+	if _, err := e.List(ctx, labels); err == nil {
+		t.Error("List again with engine b cut: no error")
+	}
+	if took := time.Since(start); took > SuspectTimeout+time.Second {
+		t.Errorf("List again with engine b cut took %v, want about SuspectTimeout %v", took, SuspectTimeout)
+	}
 	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
 	err = e.Destroy(dctx, second.ID)
 	dcancel()
