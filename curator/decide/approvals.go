@@ -18,6 +18,8 @@ type ApprovalNode struct {
 	// Consensus: the node holds the consensus role or is an etcd member.
 	Consensus bool
 	Demoting  bool
+	// Domain is the failure domain of its machine ("" for none).
+	Domain string
 }
 
 type ApprovalSnapshot struct {
@@ -26,6 +28,11 @@ type ApprovalSnapshot struct {
 	// limit bounds (as in promote).
 	Members   int
 	MaxVoters uint32
+	// ConsensusByDomain counts the consensus members in each failure
+	// domain: a node of a domain with fewer is promoted first, so that
+	// the voters spread and losing one domain keeps the quorum when the
+	// domains allow it.
+	ConsensusByDomain map[string]int
 }
 
 // ApprovalActionKind is what an action does, as events and metrics name it.
@@ -46,7 +53,13 @@ type ApprovalAction struct {
 // nil when every pending promotion waits for its node to be ready.
 func Approvals(s ApprovalSnapshot) *ApprovalAction {
 	pending := append([]ApprovalNode(nil), s.Pending...)
-	sort.Slice(pending, func(i, j int) bool { return pending[i].ID < pending[j].ID })
+	sort.Slice(pending, func(i, j int) bool {
+		ci, cj := s.ConsensusByDomain[pending[i].Domain], s.ConsensusByDomain[pending[j].Domain]
+		if ci != cj {
+			return ci < cj
+		}
+		return pending[i].ID < pending[j].ID
+	})
 	for _, n := range pending {
 		drop := func(format string, args ...any) *ApprovalAction {
 			return &ApprovalAction{Kind: ApprovalDrop, NodeID: n.ID, Reason: fmt.Sprintf(format, args...)}
@@ -66,8 +79,12 @@ func Approvals(s ApprovalSnapshot) *ApprovalAction {
 			return drop("node %s joined with the manager token and was approved, but the cluster has %d consensus members, the voter limit of %d: it stays a worker; "+
 				"raise the limit with `curator cluster update --max-voters N` and promote it with `curator node promote %s`", n.ID, s.Members, s.MaxVoters, n.ID)
 		}
+		where := ""
+		if n.Domain != "" {
+			where = fmt.Sprintf(" in domain %s, which holds %d consensus members", n.Domain, s.ConsensusByDomain[n.Domain])
+		}
 		return &ApprovalAction{Kind: ApprovalPromote, NodeID: n.ID,
-			Reason: fmt.Sprintf("node %s joined with the manager token and was approved, and it is ready: promoting it (an etcd learner first, a voter once it has caught up)", n.ID)}
+			Reason: fmt.Sprintf("node %s%s joined with the manager token and was approved, and it is ready: promoting it (an etcd learner first, a voter once it has caught up)", n.ID, where)}
 	}
 	return nil
 }

@@ -49,6 +49,10 @@ func TestDecideApprovals(t *testing.T) {
 			&want{ApprovalPromote, "b", "promoting"}},
 		{"lowest ID first", ApprovalSnapshot{Pending: []ApprovalNode{ready("c"), {ID: "a"}, ready("b")}, Members: 1, MaxVoters: 7},
 			&want{ApprovalDrop, "a", "no longer exists"}},
+		{"a domain without a manager first", ApprovalSnapshot{Pending: []ApprovalNode{
+			with(ready("a"), func(n *ApprovalNode) { n.Domain = "x" }), with(ready("b"), func(n *ApprovalNode) { n.Domain = "y" })},
+			Members: 2, MaxVoters: 3, ConsensusByDomain: map[string]int{"x": 2}},
+			&want{ApprovalPromote, "b", "node b in domain y, which holds 0 consensus members"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Approvals(tc.snap)

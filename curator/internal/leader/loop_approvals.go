@@ -90,13 +90,18 @@ func (l *approvalLoop) observe(ctx context.Context) (decide.ApprovalSnapshot, er
 	}
 	// The pending nodes are looked up by ID: a fleet's other nodes are not
 	// read at all.
-	snap := decide.ApprovalSnapshot{Members: len(ms.Members), MaxVoters: cs.MaxVoters}
+	snap := decide.ApprovalSnapshot{Members: len(ms.Members), MaxVoters: cs.MaxVoters, ConsensusByDomain: map[string]int{}}
+	for id := range ms.MemberOf {
+		if n := l.reg.Node(id); n != nil && n.Domain != "" {
+			snap.ConsensusByDomain[n.Domain]++
+		}
+	}
 	for id := range pending {
 		an := decide.ApprovalNode{ID: id}
 		if n := l.reg.Node(id); n != nil {
 			_, member := ms.MemberOf[id]
 			an = decide.ApprovalNode{ID: id, Exists: true, State: n.State, Status: n.Status,
-				Consensus: member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Demoting: n.Demoting}
+				Consensus: member || spec.HasRole(n, pb.Role_ROLE_CONSENSUS), Demoting: n.Demoting, Domain: n.Domain}
 		}
 		snap.Pending = append(snap.Pending, an)
 	}
