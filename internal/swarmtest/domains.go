@@ -3,9 +3,11 @@ package swarmtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // What the tests of failure domains need of the engines: the containers
@@ -65,7 +67,43 @@ func (e *Engine) Cut(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return signalPid(pid, "STOP")
+	if err := signalPid(pid, "STOP"); err != nil {
+		return err
+	}
+	return waitStopped(ctx, pid)
+}
+
+// waitStopped waits until every thread of process pid is stopped: a
+// SIGSTOP is sent at once but taken by each thread when it next runs,
+// and a thread at work may still answer a call meanwhile.
+func waitStopped(ctx context.Context, pid int) error {
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return err
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				continue // the thread exited
+			}
+			// The state follows the command, in parentheses.
+			_, after, _ := strings.Cut(string(stat), ") ")
+			if len(after) == 0 || (after[0] != 'T' && after[0] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("process %d not stopped: %w", pid, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Heal brings an engine Cut back: its dockerd goes on, its link comes up.
