@@ -30,8 +30,9 @@ import (
 //   - The hold: while a domain holding machines of the group is dark, the
 //     group's repairs are held (its record's repair hold, an event that
 //     names the domain): no machine of it is destroyed or replaced, and
-//     a node of it whose machine is unlisted is neither removed nor
-//     counted missing, so nothing is made in its stead. The other
+//     when its provider could not list it, a node of it is neither
+//     removed nor counted missing, so nothing is made in its stead (in
+//     a domain it did list, a machine not listed is gone). The other
 //     domains' repairs go on under the repair ceiling, which counts the
 //     dark domain's machines as unhealthy. The hold ends by itself when
 //     the domain comes back: its machines are listed, its nodes ready, and
@@ -135,10 +136,13 @@ func actionDomain(s GroupSnapshot, a *GroupAction) string {
 }
 
 // unknownMachine says whether node n's machine is unknown rather than
-// gone: it is not listed, and n's domain is dark (its provider could not
-// list it, or all of it is down).
+// gone: it is not listed, and n's domain is held and was not listed (its
+// provider could not reach it). In a domain the provider did list, a
+// machine it did not list is gone (or dead: GroupSnapshot.Dead), as
+// anywhere: a rollout or a scale-down that takes a domain's machines
+// away on purpose is not held up by their nodes.
 func unknownMachine(s GroupSnapshot, n GroupNode, listed bool) bool {
-	return !listed && heldDomain(s, n.Domain)
+	return !listed && s.Unlisted[n.Domain] && heldDomain(s, n.Domain)
 }
 
 // heldDomain says whether domain d is held: one of the group's domains,

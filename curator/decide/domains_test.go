@@ -120,6 +120,7 @@ func TestDarkDomainHeld(t *testing.T) {
 		s.Nodes[1].Status, s.Nodes[1].Since = down, now.Add(-10*time.Minute)
 		s.Dark = map[string]string{"b": "its provider cannot list it"}
 		s.DarkSince = map[string]time.Time{"b": now.Add(-10 * time.Minute)}
+		s.Unlisted = map[string]bool{"b": true}
 		return s
 	}
 	allDown := func() GroupSnapshot {
@@ -160,6 +161,13 @@ func TestDarkDomainHeld(t *testing.T) {
 		{"given up: its record goes, and a machine is made elsewhere", func() GroupSnapshot {
 			s := unreachable()
 			s.DarkSince["b"] = now.Add(-16 * time.Minute)
+			return s
+		}, GroupRemoveNode, "its machine mb1 is gone"},
+		{"all down, listed: a machine it does not list is gone", func() GroupSnapshot {
+			s := allDown()
+			s.RepairHeld = "held"
+			s.Machines = []GroupMachine{s.Machines[0], s.Machines[2]}
+			s.Nodes[1].Drained = true
 			return s
 		}, GroupRemoveNode, "its machine mb1 is gone"},
 		{"a domain the group no longer names is not held", func() GroupSnapshot {

@@ -277,6 +277,9 @@ type GroupSnapshot struct {
 	// machines at most (zero: until it comes back).
 	DarkSince  map[string]time.Time
 	DomainHold time.Duration
+	// Unlisted are the dark domains the provider could not list: a
+	// machine there that it did not list is unknown, not gone.
+	Unlisted map[string]bool
 }
 
 type GroupAction struct {

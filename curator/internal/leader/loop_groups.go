@@ -298,6 +298,10 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		snap.Dark = map[string]string{}
 	}
 	maps.Copy(snap.Dark, gs.unreachable)
+	snap.Unlisted = map[string]bool{}
+	for d := range gs.unreachable {
+		snap.Unlisted[d] = true
+	}
 	snap.DarkSince = l.dark.seen(snap.Name, snap.Dark, snap.Now)
 	if h := g.Spec.GetDomainHold(); h != nil {
 		snap.DomainHold = h.AsDuration()
