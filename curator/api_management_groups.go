@@ -349,7 +349,9 @@ func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGrou
 	}
 	for _, mc := range machines {
 		live.machines[mc.ID] = true
-		live.byDomain[mc.Domain]++
+		if mc.Domain != "" || len(g.Spec.GetDomains()) > 0 {
+			live.byDomain[mc.Domain]++ // a group of no domains shows none
+		}
 	}
 	for _, d := range g.Spec.GetDomains() {
 		if _, ok := live.byDomain[d]; !ok && !slices.Contains(live.unreachable, d) {

@@ -199,10 +199,12 @@ func TestLeaderMetricsGroups(t *testing.T) {
 		"curator_group_repairs_held{group=web,reason=suspended}":        1,
 		"curator_group_repairs_held{group=web,reason=provider-failing}": 0,
 		"curator_group_repairs_held{group=web,reason=crash-backoff}":    0,
+		"curator_group_repairs_held{group=web,reason=domain-dark}":      0,
 		"curator_group_repairs_held{group=api,reason=repair-ceiling}":   0,
 		"curator_group_repairs_held{group=api,reason=suspended}":        0,
 		"curator_group_repairs_held{group=api,reason=provider-failing}": 0,
 		"curator_group_repairs_held{group=api,reason=crash-backoff}":    0,
+		"curator_group_repairs_held{group=api,reason=domain-dark}":      0,
 	}
 	waitGathered(t, "two groups", reg, want, "curator_rollout_state", "curator_rollout_progress_", "curator_group_")
 
