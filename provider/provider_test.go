@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,5 +39,22 @@ func TestExpandArgs(t *testing.T) {
 	}
 	if args[3] != "{{address}}" {
 		t.Errorf("ExpandArgs changed its input: %v", args)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ue := &UnreachableError{Domains: map[string]error{"b": errors.New("no answer"), "a": errors.New("refused")}}
+	if got, want := ue.Error(), "could not list every failure domain: domain a: refused; domain b: no answer"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	wrapped := fmt.Errorf("list: %w", ue)
+	if down, ok := Unreachable(wrapped); !ok || len(down) != 2 {
+		t.Errorf("Unreachable(wrapped) = %v, %v; want both domains", down, ok)
+	}
+	if _, ok := Unreachable(errors.New("no daemon")); ok {
+		t.Error("Unreachable of a plain error: true, want false (nothing is known)")
+	}
+	if !errors.Is(wrapped, ue.Domains["a"]) {
+		t.Error("the domains' errors are not unwrapped")
 	}
 }
