@@ -312,21 +312,7 @@ func (r *Registry) CaughtUp(ctx context.Context, rev int64) error {
 // nodes returns every node, sorted by ID. The records are shared: read
 // only.
 func (r *Registry) Nodes() []*pb.Node {
-	r.mu.RLock()
-	ids := r.ids
-	r.mu.RUnlock()
-	if ids == nil {
-		r.mu.Lock()
-		if r.ids == nil {
-			r.ids = make([]string, 0, len(r.byID))
-			for id := range r.byID {
-				r.ids = append(r.ids, id)
-			}
-			sort.Strings(r.ids)
-		}
-		ids = r.ids
-		r.mu.Unlock()
-	}
+	ids := r.sortedIDs()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*pb.Node, 0, len(ids))
@@ -337,6 +323,48 @@ func (r *Registry) Nodes() []*pb.Node {
 		}
 	}
 	return out
+}
+
+// NodesPage returns up to limit nodes whose IDs sort after after, in ID
+// order, and whether more follow: a page of a listing, without the copy
+// of the whole fleet that Nodes makes.
+func (r *Registry) NodesPage(after string, limit int) (page []*pb.Node, more bool) {
+	ids := r.sortedIDs()
+	i, found := slices.BinarySearch(ids, after)
+	if found {
+		i++
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	page = make([]*pb.Node, 0, min(limit, len(ids)-i))
+	for ; i < len(ids) && len(page) < limit; i++ {
+		// A node deleted since the IDs were read is left out.
+		if n := r.byID[ids[i]]; n != nil {
+			page = append(page, n)
+		}
+	}
+	return page, i < len(ids)
+}
+
+// sortedIDs returns the node IDs, sorted: a slice that is never changed
+// (applyLocked makes a new one).
+func (r *Registry) sortedIDs() []string {
+	r.mu.RLock()
+	ids := r.ids
+	r.mu.RUnlock()
+	if ids != nil {
+		return ids
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil {
+		r.ids = make([]string, 0, len(r.byID))
+		for id := range r.byID {
+			r.ids = append(r.ids, id)
+		}
+		sort.Strings(r.ids)
+	}
+	return r.ids
 }
 
 // revision is the etcd revision the view reflects.
