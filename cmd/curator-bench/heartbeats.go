@@ -111,7 +111,7 @@ The last line on stdout is one JSON object with the figures; it holds an
 	cmd.Flags().BoolVar(&c.killLeader, "kill-leader", false, "after the window, kill -9 the curator leader and time the failover")
 	cmd.Flags().IntVar(&c.massFailure, "mass-failure", 0, "after the window (and the kill), stop this many nodes at once and time their marking down")
 	cmd.Flags().IntVar(&c.simGCPercent, "sim-gc-percent", 100, "the bench process's GOGC (the simulated nodes' garbage collection, which real nodes do on machines of their own; the managers keep theirs)")
-	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof), and over the first 30s after --kill-leader (sim-failover-cpu.pprof), into this dir")
+	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof), and over the first 30s after --kill-leader (sim-failover-cpu.pprof), into this dir; with --pprof also the leader's over the window (leader-cpu.pprof) and each manager's over the first 20s of the join wave (manager-N-join-cpu.pprof)")
 	return cmd
 }
 
@@ -228,6 +228,9 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 		return err
 	}
 	debug.SetGCPercent(cfg.simGCPercent)
+	if cfg.profile != "" && cfg.cluster.pprof {
+		cfg.fleet.joinProfile = cfg.profile
+	}
 	if cfg.profile != "" {
 		// Fine-grained heap samples, from the start, so the heap profile
 		// shows what a node costs.
