@@ -36,10 +36,9 @@ type managementAPI struct {
 // clusterView is one consistent look at the cluster for the read calls:
 // every node, and the membership snapshot the loops decide on.
 type clusterView struct {
-	st         *leader.State
-	nodes      []*pb.Node
-	ms         *decide.Membership
-	etcdLeader uint64
+	st    *leader.State
+	nodes []*pb.Node
+	ms    *decide.Membership
 }
 
 // read starts a read call: the leadership it is served under, and one
@@ -110,11 +109,6 @@ func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*cluster
 	v := &clusterView{st: st, nodes: st.Reg.Nodes(), ms: ms}
 	if faults.Armed(faults.ReadStale500ms) {
 		v.nodes = m.stale.at(time.Now(), v.nodes)
-	}
-	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
-		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
-			v.etcdLeader = st.Leader
-		}
 	}
 	return v, nil
 }
@@ -255,7 +249,10 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 			continue
 		}
 		info.Voters = append(info.Voters, id)
-		if mem.ID == v.etcdLeader {
+		// etcd's leader as it answered for itself in the snapshot's
+		// hearing: no question of its own (a new leader's first answers
+		// count).
+		if mem.ID == ms.EtcdLeader {
 			info.EtcdLeader = id
 		}
 	}
