@@ -54,11 +54,11 @@ func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
 // readNodes starts a read of node records (ListNodes, GetNode): the
 // leadership, and a look at the cluster whose membership is etcd's member
 // list without asking each member whom etcd hears from
-// (Members.ObserveListed; a MANAGER STATUS needs no more) and without
-// etcd's leader (only cluster info shows it): one etcd call a page of a
-// listing instead of five. Its nodes are read from the registry view as
-// they are asked for (page), unless the stale-read fault point serves an
-// old copy.
+// (Members.ObserveListed; a MANAGER STATUS needs no more, and etcd's
+// leader, which that hearing finds, only cluster info shows): one etcd
+// call a page of a listing, not one and a status of every member. Its
+// nodes are read from the registry view as they are asked for (page),
+// unless the stale-read fault point serves an old copy.
 func (m *managementAPI) readNodes(ctx context.Context) (*clusterView, error) {
 	st, err := m.s.leaderFor()
 	if err != nil {
