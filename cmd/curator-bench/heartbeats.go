@@ -124,9 +124,15 @@ type heartbeatsResult struct {
 	DownAfterS   float64 `json:"down_after_s"`
 	ElectionTTLS float64 `json:"election_ttl_s"`
 	joinFigures
-	Rest        *restFigures        `json:"rest,omitempty"`
-	KillLeader  *killLeaderFigures  `json:"kill_leader,omitempty"`
-	MassFailure *massFailureFigures `json:"mass_failure,omitempty"`
+	// JoinOwnCPUMsPerJoin is join_managers_cpu_ms_per_join less the
+	// sessions of the nodes joined before: the managers' CPU at rest
+	// (the full fleet, measured after the wave) for half the wave, the
+	// fleet having grown from none to all. What a slower wave (a busier
+	// host) adds to the figure, taken out: an estimate.
+	JoinOwnCPUMsPerJoin float64             `json:"join_own_cpu_ms_per_join,omitempty"`
+	Rest                *restFigures        `json:"rest,omitempty"`
+	KillLeader          *killLeaderFigures  `json:"kill_leader,omitempty"`
+	MassFailure         *massFailureFigures `json:"mass_failure,omitempty"`
 	// StreamErrors counts why simulated nodes' streams ended, over the
 	// whole run ("heartbeat: Unavailable": 3).
 	StreamErrors map[string]int `json:"stream_errors,omitempty"`
@@ -259,6 +265,7 @@ func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f
 	if err != nil {
 		return append(problems, fmt.Errorf("at rest: %w", err))
 	}
+	res.JoinOwnCPUMsPerJoin = joinOwnCPU(res.joinFigures, rest)
 	if cfg.killLeader {
 		kl, err := killLeader(ctx, cfg, c, f, p)
 		res.KillLeader = kl
@@ -274,6 +281,20 @@ func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f
 		}
 	}
 	return problems
+}
+
+// joinOwnCPU is JoinOwnCPUMsPerJoin of a wave j and the fleet at rest
+// after it (0 without the figures).
+func joinOwnCPU(j joinFigures, rest *restFigures) float64 {
+	if j.Joined == 0 || j.JoinManagersCPUMsPerJoin == 0 || rest == nil || rest.LeaderCPUPct < 0 {
+		return 0
+	}
+	restCores := rest.LeaderCPUPct / 100
+	for _, f := range rest.FollowersCPUPct {
+		restCores += f / 100
+	}
+	sessionsMs := restCores * j.JoinS / 2 * 1000 / float64(j.Joined)
+	return round3(max(j.JoinManagersCPUMsPerJoin-sessionsMs, 0))
 }
 
 // measureRest measures the fleet at rest for d.
