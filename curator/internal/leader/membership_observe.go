@@ -107,8 +107,9 @@ func (mb *members) Observe(ctx context.Context) (*decide.Membership, error) {
 // who is a member, a learner, healthy by its heartbeats): Observe without
 // asking each member whom etcd hears from now, which nothing a read shows
 // depends on, and which costs a round trip to every member on each page
-// of a listing. Every member is then Unheard: no decision may be made on
-// this snapshot.
+// of a listing. Every voter is then Unheard, so a decision made on it by
+// mistake fails safe: no removal counts an Unheard voter healthy, and
+// none takes etcd leadership.
 func (mb *members) ObserveListed(ctx context.Context) (*decide.Membership, error) {
 	in, err := mb.gather(ctx, false)
 	if err != nil {
