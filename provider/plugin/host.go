@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,17 +56,38 @@ type Config struct {
 }
 
 // ConfigFor is the Config of a group's provider.plugin settings: path,
-// and config with its timeout read (Validate says what is wrong).
+// and config with its timeout read (CheckConfig says what is wrong).
 func ConfigFor(path string, config map[string]string) (Config, error) {
 	c := Config{Path: path, Config: config}
+	if err := CheckConfig(config); err != nil {
+		return c, err
+	}
 	if t, ok := config[ConfigTimeout]; ok {
-		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 {
-			return c, fmt.Errorf("config.%s: want a positive duration such as 30s or 5m, got %q", ConfigTimeout, t)
-		}
-		c.Timeout = d
+		c.Timeout, _ = time.ParseDuration(t)
 	}
 	return c, nil
+}
+
+// configKey is what a key of a plugin's config may be: a plugin may make
+// an environment variable's name of it (the exec plugin does).
+var configKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+// CheckConfig says what is wrong with a plugin's config, if anything,
+// field by field: a key that is not a letter then letters, digits, -
+// and _, or a timeout that is not a positive duration.
+func CheckConfig(config map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(config)) {
+		if !configKey.MatchString(k) {
+			errs = append(errs, fmt.Errorf("config: key %q: want a letter, then letters, digits, - and _", k))
+		}
+	}
+	if t, ok := config[ConfigTimeout]; ok {
+		if d, err := time.ParseDuration(t); err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("config.%s: want a positive duration such as 30s or 5m, got %q", ConfigTimeout, t))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
@@ -109,7 +133,8 @@ type Provider struct {
 	// succeeds; no process is started before retryAt.
 	down    error
 	retryAt time.Time
-	backoff time.Duration
+	// wait is the backoff before retryAt; backoff the next one.
+	wait, backoff time.Duration
 	// kills are the stopped processes' Kills under way (Close waits).
 	kills sync.WaitGroup
 }
@@ -232,7 +257,7 @@ func (p *Provider) stopLocked(c *conn, why error) {
 	if p.cur == c {
 		p.cur = nil
 	}
-	p.down = why
+	p.down, p.wait = why, p.backoff
 	p.retryAt = time.Now().Add(p.backoff)
 	p.cfg.Logger.Warn("provider plugin stopped", zap.String("plugin", p.cfg.Path), zap.Error(why), zap.Duration("restart_in", p.backoff))
 	p.backoff = min(2*p.backoff, p.cfg.MaxBackoff)
@@ -241,10 +266,11 @@ func (p *Provider) stopLocked(c *conn, why error) {
 	p.kills.Go(c.client.Kill)
 }
 
-// downLocked is the error of a call while no plugin runs.
+// downLocked is the error of a call while no plugin runs. Its text is
+// the same for every call until the plugin is started again (the group
+// loop records a reason when it changes).
 func (p *Provider) downLocked() error {
-	wait := time.Until(p.retryAt).Round(100 * time.Millisecond)
-	return fmt.Errorf("provider plugin %s %v: it is started again in %v", p.cfg.Path, p.down, max(wait, 0))
+	return fmt.Errorf("provider plugin %s %v: it is started again %v after that", p.cfg.Path, p.down, p.wait)
 }
 
 // call calls the plugin with f, within the call timeout. A plugin that

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -61,19 +60,15 @@ var (
 	_ provider.LastWords = (*Provider)(nil)
 )
 
-// configKey is what a config key may be: it becomes a variable's name.
-var configKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
-
 // New returns the Provider of config: the scripts it names must be
 // executable files, at absolute paths.
 func New(config map[string]string) (provider.Provider, error) {
 	p := &Provider{scripts: map[string]string{}}
 	var errs []error
+	if err := plugin.CheckConfig(config); err != nil {
+		return nil, err
+	}
 	for _, k := range slices.Sorted(maps.Keys(config)) {
-		if !configKey.MatchString(k) {
-			errs = append(errs, fmt.Errorf("config key %q: want letters, digits, - and _, a letter first", k))
-			continue
-		}
 		p.env = append(p.env, EnvConfigPrefix+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+config[k])
 	}
 	for _, k := range []string{KeyProvision, KeyDestroy, KeyList, KeyLastWords} {

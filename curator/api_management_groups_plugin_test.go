@@ -1,0 +1,91 @@
+package curator
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// TestCommitPluginGroupRoles: a provider plugin's path and config choose
+// what runs on the leader's host (the plugin, the scripts it runs): an
+// operator's commit may not change them, and its refusal changes
+// nothing; an admin's may. A path that is not an executable file on the
+// leader's host is refused on commit, saying so.
+func TestCommitPluginGroupRoles(t *testing.T) {
+	c := newTestCluster(t)
+	c.startLeader()
+	adminConn, _ := c.dialFirst()
+	admin := pb.NewManagementClient(adminConn)
+	operator := pb.NewManagementClient(c.dialRole(pki.OperatorOperator))
+	// Not a plugin: the suspended group's loop starts it, and it exits.
+	notPlugin, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true on this host")
+	}
+	notPlugin, _ = filepath.Abs(notPlugin)
+	base, err := spec.ParseGroupSpec([]byte("name: cloud\nsize: 0\nroles: [worker]\n" +
+		"provider: {plugin: {path: " + notPlugin + ", config: {provision: /etc/curator/provision, timeout: 5s}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSuspended(t, admin, base)
+	load := func() *pb.Group {
+		t.Helper()
+		g, err := store.GroupLoad(context.Background(), c.cli, "cloud")
+		if err != nil || g == nil {
+			t.Fatalf("load group cloud: %v, %v", g, err)
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name   string
+		who    pb.ManagementClient
+		change func(s *pb.GroupSpec)
+		code   codes.Code
+		say    string
+	}{
+		{"operator: path", operator, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Path = "/bin/sh" }, codes.PermissionDenied, "provider.plugin.path is an admin's decision"},
+		{"operator: a script", operator, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["provision"] = "/tmp/mine" }, codes.PermissionDenied, "provider.plugin.config is an admin's decision"},
+		{"operator: a setting added", operator, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["destroy"] = "/tmp/mine" }, codes.PermissionDenied, "provider.plugin.config is an admin's decision"},
+		{"operator: another provider", operator, func(s *pb.GroupSpec) {
+			s.Provider = &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{Addresses: "127.0.0.1-127.0.0.2", Dir: t.TempDir()}}}
+		}, codes.PermissionDenied, "provider is an admin's decision"},
+		{"admin: relative path", admin, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Path = "bin/plugin" }, codes.InvalidArgument, `provider.plugin.path: want the plugin's absolute path on the leader's host, got "bin/plugin"`},
+		{"admin: no such file", admin, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Path = "/no/such/plugin" }, codes.InvalidArgument, `provider.plugin.path: "/no/such/plugin" does not exist on the leader's host`},
+		{"admin: a bad timeout", admin, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["timeout"] = "-1s" }, codes.InvalidArgument, "config.timeout: want a positive duration"},
+
+		{"operator: size", operator, func(s *pb.GroupSpec) { s.Size = 2 }, codes.OK, ""},
+		{"admin: a script", admin, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["provision"] = "/etc/curator/provision2" }, codes.OK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := load()
+			gs := proto.Clone(before.Spec).(*pb.GroupSpec)
+			tc.change(gs)
+			_, err := tc.who.CommitGroup(callCtx(t), &pb.CommitGroupRequest{Spec: gs})
+			after := load()
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.say) {
+				t.Fatalf("commit: %v, want %v saying %q", err, tc.code, tc.say)
+			}
+			if tc.code == codes.OK {
+				if !proto.Equal(after.Spec.Provider, gs.Provider) || after.Spec.Size != gs.Size {
+					t.Errorf("the stored spec is %v, want %v", after.Spec, gs)
+				}
+				return
+			}
+			if !proto.Equal(before, after) {
+				t.Errorf("a refused commit changed the group: %v -> %v", before, after)
+			}
+		})
+	}
+}
