@@ -21,7 +21,8 @@ import (
 // what runs on the leader's host (the plugin, the scripts it runs): an
 // operator's commit may not change them, and its refusal changes
 // nothing; an admin's may. A path that is not an executable file on the
-// leader's host is refused on commit, saying so.
+// leader's host is refused on commit, saying so. A plugin the leader
+// cannot run has the group failing, with why.
 func TestCommitPluginGroupRoles(t *testing.T) {
 	c := newTestCluster(t)
 	c.startLeader()
@@ -87,5 +88,16 @@ func TestCommitPluginGroupRoles(t *testing.T) {
 				t.Errorf("a refused commit changed the group: %v -> %v", before, after)
 			}
 		})
+	}
+
+	// The group loop cannot list the group's machines (its plugin is no
+	// plugin): the group's record says why, which group ls shows.
+	want := "group cloud: its provider does not answer: provider plugin " + notPlugin + " could not start"
+	waitFor(t, "the group failing, with its plugin's reason", func() bool {
+		return strings.Contains(load().ProviderFailing, want)
+	})
+	v, err := admin.GetGroup(callCtx(t), &pb.GetGroupRequest{Name: "cloud"})
+	if err != nil || !strings.Contains(v.GetGroup().GetProviderFailing(), want) {
+		t.Errorf("GetGroup: %v, %v; want the group failing with %q", v, err, want)
 	}
 }
