@@ -171,6 +171,9 @@ func (p *Provider) Close() error {
 	p.mu.Lock()
 	c := p.cur
 	p.cur, p.closed = nil, true
+	if c != nil {
+		c.stopped = true // a call failing on it now stops nothing more
+	}
 	p.mu.Unlock()
 	if c != nil {
 		c.client.Kill()
