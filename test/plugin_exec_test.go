@@ -71,7 +71,8 @@ func killExecMachine(t *testing.T, state, id string) {
 }
 
 // TestExecPluginGroup: a group on the exec plugin, whose scripts make its
-// machines as local agent processes, is made, and kept at its size
+// machines as local agent processes, is refused on commit while the
+// plugin refuses its config; then it is made, and kept at its size
 // through a kill -9 of a machine, a kill -9 of the curator leader (the
 // next leader starts its own plugin and finds the machines by their
 // labels: nothing is made twice), a kill -9 of the plugin (started again,
@@ -100,7 +101,23 @@ func TestExecPluginGroup(t *testing.T) {
 		}
 	})
 	d := startDevCluster(t, binary, nil, "127.0.30.10-127.0.30.19", 3, 0)
-	d.commitText("exec", execGroup(plugin, state, "127.0.30.50:7000 127.0.30.51:7000 127.0.30.52:7000 127.0.30.53:7000 127.0.30.54:7000"))
+	group := execGroup(plugin, state, "127.0.30.50:7000 127.0.30.51:7000 127.0.30.52:7000 127.0.30.53:7000 127.0.30.54:7000")
+
+	// A config the plugin refuses (a script missing) is refused on
+	// commit, with the plugin's reason, and makes nothing.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(group, "      destroy: ", "      destroy-typo: ", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := cli(t, "--config", d.config, "group", "commit", bad)
+	if err == nil || !strings.Contains(stderr, "refused its config: config: destroy: the script is required") {
+		t.Errorf("commit of a config without a destroy script: %v\n%s%s", err, out, stderr)
+	}
+	if _, err := groupNamed(t, d.config, "exec"); err == nil {
+		t.Error("a refused commit made the group")
+	}
+
+	d.commitText("exec", group)
 
 	// atSize waits until the group has two ready workers, none of them
 	// gone, and two machines: it returns them.

@@ -166,6 +166,22 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg, backoff: cfg.MinBackoff}, nil
 }
 
+// Check starts the plugin of cfg, configures it and stops it: what the
+// group's provider would meet at its first call (an executable that is
+// no plugin, of another protocol version, or that refuses the config).
+func Check(ctx context.Context, cfg Config) error {
+	p, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := p.start(ctx)
+	c.client.Kill()
+	if err != nil {
+		return fmt.Errorf("provider plugin %s %v", cfg.Path, err)
+	}
+	return nil
+}
+
 // Close stops the plugin's process; later calls fail with ErrClosed.
 func (p *Provider) Close() error {
 	p.mu.Lock()
