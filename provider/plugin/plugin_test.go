@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -71,7 +73,7 @@ func killMachines(state string) {
 	for _, f := range pids {
 		b, _ := os.ReadFile(f)
 		var pid int
-		if _, err := fmtSscan(string(b), &pid); err == nil && pid > 0 {
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}
@@ -174,8 +176,8 @@ func TestNotAPlugin(t *testing.T) {
 	if _, err := p.List(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "could not start") {
 		t.Errorf("List of /bin/true as a plugin: %v", err)
 	}
-	out, err := osexecCombined(execPlugin)
-	if err == nil || !strings.Contains(out, "This binary is a plugin") {
+	out, err := exec.Command(execPlugin).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "This binary is a plugin") {
 		t.Errorf("the exec plugin run by hand: %v\n%s", err, out)
 	}
 }
@@ -196,7 +198,7 @@ func TestCrashRestarts(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "a call fails, saying the plugin exited", func() error {
 		_, err := p.List(context.Background(), labels)
 		if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "it is started again") {
-			return errors.New("List: " + errString(err))
+			return fmt.Errorf("List: %v", err)
 		}
 		return nil
 	})
