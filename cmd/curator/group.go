@@ -326,6 +326,8 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 		out.Provider = map[string]any{"process": map[string]any{"addresses": p.Process.Addresses, "port": p.Process.Port, "dir": p.Process.Dir, "binary": p.Process.Binary}}
 	case *pb.ProviderSpec_Docker:
 		out.Provider = map[string]any{"docker": map[string]any{"network": p.Docker.Network, "subnet": p.Docker.Subnet, "image": p.Docker.Image, "port": p.Docker.Port}}
+	case *pb.ProviderSpec_Plugin:
+		out.Provider = map[string]any{"plugin": map[string]any{"path": p.Plugin.Path, "config": nonNil(p.Plugin.Config)}}
 	}
 	return out
 }
