@@ -57,28 +57,58 @@ type Hearing struct {
 // more than the question). A connection that fails is closed and made
 // again on the next call, so a member that comes back is heard at once,
 // not after gRPC's reconnection backoff. Close it when done.
+//
+// A member that left its last question unanswered for HearTimeout (a
+// frozen process, a partition: silence, not a refusal) is not waited on
+// again: Hear counts it unheard at once and asks it again in the
+// background, and waits on it again once it has answered. Otherwise every
+// observation, and so every read of the management API, would pay
+// HearTimeout while a voter is silent.
 type Hearer struct {
 	cli    *clientv3.Client
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by client URL
+	silent map[string]bool             // by client URL: its last question timed out
+	asking map[string]bool             // by client URL: a background question in flight
+	bg     sync.WaitGroup              // the background questions
 	closed bool                        // keep no more connections
 }
 
 // NewHearer returns a Hearer that dials members with cli's credentials.
 func NewHearer(cli *clientv3.Client) *Hearer {
-	return &Hearer{cli: cli, conns: map[string]*grpc.ClientConn{}}
+	return &Hearer{cli: cli, conns: map[string]*grpc.ClientConn{}, silent: map[string]bool{}, asking: map[string]bool{}}
 }
 
-// Close closes the connections the Hearer keeps. A Hear after it keeps
-// none: each connection is closed after its question.
+// Close closes the connections the Hearer keeps, and waits for its
+// background questions (HearTimeout at most). A Hear after it keeps none:
+// each connection is closed after its question.
 func (h *Hearer) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.closed = true
 	for u, c := range h.conns {
 		c.Close()
 		delete(h.conns, u)
 	}
+	h.mu.Unlock()
+	h.bg.Wait()
+}
+
+// askLater asks a silent member again in the background, unless a question
+// to it is in flight already: its answer (status) lets the next Hear wait
+// on it again.
+func (h *Hearer) askLater(clientURL string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asking[clientURL] || h.closed {
+		return
+	}
+	h.asking[clientURL] = true
+	h.bg.Go(func() {
+		h.status(context.Background(), clientURL)
+		h.mu.Lock()
+		delete(h.asking, clientURL)
+		h.mu.Unlock()
+	})
 }
 
 // Hear asks the voters among members who etcd hears from now; see above.
@@ -96,6 +126,14 @@ func (h *Hearer) Hear(ctx context.Context, members []Member) Hearing {
 	h.forgetAllBut(members)
 	for _, m := range members {
 		if m.IsLearner || m.ClientURL == "" {
+			continue
+		}
+		h.mu.Lock()
+		silent := h.silent[m.ClientURL]
+		h.mu.Unlock()
+		if silent {
+			h.askLater(m.ClientURL)
+			errs = append(errs, fmt.Errorf("%s: did not answer within %v (asked again)", hexID(m.ID), HearTimeout))
 			continue
 		}
 		wg.Go(func() {
@@ -151,16 +189,32 @@ func (h *Hearer) forgetAllBut(members []Member) {
 			delete(h.conns, u)
 		}
 	}
+	for u := range h.silent {
+		if !slices.ContainsFunc(members, func(m Member) bool { return m.ClientURL == u }) {
+			delete(h.silent, u)
+		}
+	}
 }
 
 // status asks the member at a client URL for its status, within
 // HearTimeout. Unlike the client's Status, it does not wait for a
 // connection to become ready: a member whose port refuses (a process just
 // killed) fails at once, not at the timeout, so that an observation
-// under muNodes costs little when a voter is dead.
-func (h *Hearer) status(ctx context.Context, clientURL string) (*pb.StatusResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, HearTimeout)
+// under muNodes costs little when a voter is dead. It notes whether the
+// member was silent: the bound, not the caller, ended the question.
+func (h *Hearer) status(caller context.Context, clientURL string) (_ *pb.StatusResponse, err error) {
+	ctx, cancel := context.WithTimeout(caller, HearTimeout)
 	defer cancel()
+	defer func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch {
+		case err == nil:
+			delete(h.silent, clientURL)
+		case ctx.Err() != nil && caller.Err() == nil:
+			h.silent[clientURL] = true
+		}
+	}()
 	h.mu.Lock()
 	conn, keep := h.conns[clientURL], !h.closed
 	if conn == nil {

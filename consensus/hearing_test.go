@@ -2,11 +2,15 @@ package consensus
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
 )
 
 // TestHearNotTheDead: a voter stopped a moment ago is not heard, at once
@@ -88,4 +92,104 @@ func TestHearNotTheDead(t *testing.T) {
 	if got := leaderNode(t, cli, nodes); got == dead {
 		t.Errorf("etcd leadership went to the stopped member %s", dead.id)
 	}
+}
+
+// TestHearSilentVoterOnce: a voter that goes silent (its member's client
+// traffic held by a proxy, as a frozen process or a partition holds it)
+// costs one Hear its bound, and no Hear after it: the next counts it
+// unheard at once and asks it again in the background. Once it answers
+// again it is waited on, and heard, again.
+func TestHearSilentVoterOnce(t *testing.T) {
+	t.Parallel()
+	p := newTestPKI(t)
+	nodes := p.newCluster(t, 3)
+	cli := p.client(t, nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	members, err := Members(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderNode(t, cli, nodes)
+	var quiet *testNode
+	for _, n := range nodes {
+		if n != leader {
+			quiet = n
+			break
+		}
+	}
+	// The quiet member is asked through a proxy on its own address (its
+	// certificate names it), which the test can hold.
+	l, err := net.Listen("tcp", net.JoinHostPort(quiet.ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := l.Addr().String()
+	l.Close()
+	to, err := url.Parse(quiet.clientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := proxy.NewServer(proxy.ServerConfig{Logger: zap.NewNop(), From: url.URL{Scheme: "tcp", Host: from}, To: url.URL{Scheme: "tcp", Host: to.Host}})
+	<-px.Ready()
+	t.Cleanup(func() { px.Close() })
+	quietID := quiet.svc.Status().MemberID
+	for i := range members {
+		if members[i].ID == quietID {
+			members[i].ClientURL = "https://" + from
+		}
+	}
+	hearer := NewHearer(cli)
+	defer hearer.Close()
+	everyone := map[uint64]bool{}
+	for _, n := range nodes {
+		everyone[n.svc.Status().MemberID] = true
+	}
+	heardAll := func(what string) {
+		t.Helper()
+		var diff string
+		for deadline := time.Now().Add(testTimeout); ; time.Sleep(50 * time.Millisecond) {
+			h := hearer.Hear(ctx, members)
+			if diff = cmp.Diff(Hearing{Leader: leader.svc.Status().MemberID, Heard: everyone}, h); diff == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (-want +got):\n%s", what, diff)
+			}
+		}
+	}
+	heardAll("every voter running")
+
+	px.PauseTx()
+	px.PauseRx()
+	withoutQuiet := Hearing{Leader: leader.svc.Status().MemberID, Heard: map[uint64]bool{}}
+	for id := range everyone {
+		if id != quietID {
+			withoutQuiet.Heard[id] = true
+		}
+	}
+	asked := time.Now()
+	h := hearer.Hear(ctx, members)
+	first := time.Since(asked)
+	if diff := cmp.Diff(withoutQuiet, h); diff != "" {
+		t.Errorf("the first Hear with the voter silent (-want +got):\n%s", diff)
+	}
+	if first < HearTimeout {
+		t.Fatalf("the first Hear with the voter silent took %v, less than its bound %v: the voter was not silent", first, HearTimeout)
+	}
+	for i := range 3 {
+		asked = time.Now()
+		h = hearer.Hear(ctx, members)
+		took := time.Since(asked)
+		if diff := cmp.Diff(withoutQuiet, h); diff != "" {
+			t.Errorf("Hear %d after the voter went silent (-want +got):\n%s", i+2, diff)
+		}
+		if took >= HearTimeout/2 {
+			t.Errorf("Hear %d after the voter went silent took %v: it waited on the silent voter again", i+2, took)
+		}
+	}
+
+	px.UnpauseTx()
+	px.UnpauseRx()
+	heardAll("the voter answering again")
 }

@@ -36,10 +36,9 @@ type managementAPI struct {
 // clusterView is one consistent look at the cluster for the read calls:
 // every node, and the membership snapshot the loops decide on.
 type clusterView struct {
-	st         *leader.State
-	nodes      []*pb.Node
-	ms         *decide.Membership
-	etcdLeader uint64
+	st    *leader.State
+	nodes []*pb.Node
+	ms    *decide.Membership
 }
 
 // read starts a read call: the leadership it is served under, and one
@@ -52,6 +51,54 @@ func (m *managementAPI) read(ctx context.Context) (*clusterView, error) {
 	return m.observe(ctx, st)
 }
 
+// readNodes starts a read of node records (ListNodes, GetNode): the
+// leadership, and a look at the cluster whose membership is etcd's member
+// list without asking each member whom etcd hears from
+// (Members.ObserveListed; a MANAGER STATUS needs no more, and etcd's
+// leader, which that hearing finds, only cluster info shows): one etcd
+// call a page of a listing, not one and a status of every member. Its
+// nodes are read from the registry view as they are asked for (page),
+// unless the stale-read fault point serves an old copy.
+func (m *managementAPI) readNodes(ctx context.Context) (*clusterView, error) {
+	st, err := m.s.leaderFor()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := st.Members.ObserveListed(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list etcd members: %w", err)
+	}
+	v := &clusterView{st: st, ms: ms}
+	if faults.Armed(faults.ReadStale500ms) {
+		v.nodes = m.stale.at(time.Now(), st.Reg.Nodes())
+	}
+	return v, nil
+}
+
+// page returns up to size nodes whose IDs sort after after, in ID order,
+// and whether more follow.
+func (v *clusterView) page(after string, size int) ([]*pb.Node, bool) {
+	if v.nodes == nil {
+		return v.st.Reg.NodesPage(after, size)
+	}
+	nodes := v.nodes
+	if after != "" {
+		nodes = nodes[sort.Search(len(nodes), func(i int) bool { return nodes[i].Id > after }):]
+	}
+	if len(nodes) > size {
+		return nodes[:size], true
+	}
+	return nodes, false
+}
+
+// allNodes is every node of the view.
+func (v *clusterView) allNodes() []*pb.Node {
+	if v.nodes == nil {
+		return v.st.Reg.Nodes()
+	}
+	return v.nodes
+}
+
 // observe reads the registry view and etcd's members. The nodes are the
 // view's, shared: read only.
 func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*clusterView, error) {
@@ -62,11 +109,6 @@ func (m *managementAPI) observe(ctx context.Context, st *leader.State) (*cluster
 	v := &clusterView{st: st, nodes: st.Reg.Nodes(), ms: ms}
 	if faults.Armed(faults.ReadStale500ms) {
 		v.nodes = m.stale.at(time.Now(), v.nodes)
-	}
-	if eps := m.s.cfg.Etcd.Endpoints(); len(eps) > 0 {
-		if st, err := m.s.cfg.Etcd.Status(ctx, eps[0]); err == nil {
-			v.etcdLeader = st.Leader
-		}
 	}
 	return v, nil
 }
@@ -128,7 +170,7 @@ const (
 // ListNodes answers one page of nodes in ID order; the page token is the
 // last ID of the page before.
 func (m *managementAPI) ListNodes(ctx context.Context, req *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
-	v, err := m.read(ctx)
+	v, err := m.readNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,14 +179,10 @@ func (m *managementAPI) ListNodes(ctx context.Context, req *pb.ListNodesRequest)
 		size = DefaultListPageSize
 	}
 	size = min(size, MaxListPageSize)
-	nodes := v.nodes
-	if req.PageToken != "" {
-		nodes = nodes[sort.Search(len(nodes), func(i int) bool { return nodes[i].Id > req.PageToken }):]
-	}
+	nodes, more := v.page(req.PageToken, size)
 	resp := &pb.ListNodesResponse{}
-	if len(nodes) > size {
-		nodes = nodes[:size]
-		resp.NextPageToken = nodes[size-1].Id
+	if more && len(nodes) > 0 {
+		resp.NextPageToken = nodes[len(nodes)-1].Id
 	}
 	resp.Nodes = make([]*pb.NodeView, 0, len(nodes))
 	for _, n := range nodes {
@@ -154,11 +192,11 @@ func (m *managementAPI) ListNodes(ctx context.Context, req *pb.ListNodesRequest)
 }
 
 func (m *managementAPI) GetNode(ctx context.Context, req *pb.GetNodeRequest) (*pb.NodeView, error) {
-	v, err := m.read(ctx)
+	v, err := m.readNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n, err := store.NodeResolve(v.nodes, req.Id)
+	n, err := store.NodeResolve(v.allNodes(), req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +249,10 @@ func (m *managementAPI) GetClusterInfo(ctx context.Context, _ *pb.ClusterInfoReq
 			continue
 		}
 		info.Voters = append(info.Voters, id)
-		if mem.ID == v.etcdLeader {
+		// etcd's leader as it answered for itself in the snapshot's
+		// hearing: no question of its own (a new leader's first answers
+		// count).
+		if mem.ID == ms.EtcdLeader {
 			info.EtcdLeader = id
 		}
 	}

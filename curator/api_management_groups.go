@@ -232,11 +232,17 @@ func (m *managementAPI) commitLocked(ctx context.Context, st *leader.State, gs *
 
 // checkProviderOnHost refuses a spec whose provider could not make a
 // machine on this host (the leader's, where the provider runs): a
-// process binary that is not an executable file here.
+// process binary or a plugin that is not an executable file here. It
+// runs nothing: the caller's role is checked after (commitLocked).
 func checkProviderOnHost(gs *pb.GroupSpec) error {
 	if p := gs.GetProvider().GetProcess(); p != nil {
 		if err := process.CheckBinary(p.Binary); err != nil {
 			return fmt.Errorf("%w: provider.process.binary: %v: the process provider could not start a machine", spec.ErrInvalid, err)
+		}
+	}
+	if p := gs.GetProvider().GetPlugin(); p != nil {
+		if err := process.CheckBinary(p.Path); err != nil {
+			return fmt.Errorf("%w: provider.plugin.path: %v: the leader could not start the plugin", spec.ErrInvalid, err)
 		}
 	}
 	return nil
@@ -264,9 +270,22 @@ func groupNamed(ctx context.Context, st *leader.State, name string) (*pb.Group, 
 // kill or a restore). A done rollout's count is the group as it is now:
 // its ready nodes on the rollout's SHA of its size, not what the rollout
 // recorded before a scale.
+//
+// A group whose provider does not answer (a plugin that hangs or keeps
+// exiting, a Docker daemon down) is shown with no machine, and failing
+// with the provider's error: the other groups, and what the group loop
+// said of it, are still shown.
 func (m *managementAPI) groupView(ctx context.Context, st *leader.State, g *pb.Group) (*pb.GroupView, error) {
 	live, err := observeGroup(ctx, st, g)
-	if err != nil {
+	var refused *providerListError
+	switch {
+	case errors.As(err, &refused) && ctx.Err() == nil:
+		live = &liveGroup{machines: map[string]bool{}}
+		if g.ProviderFailing == "" {
+			g = proto.Clone(g).(*pb.Group)
+			g.ProviderFailing = err.Error()
+		}
+	case err != nil:
 		return nil, err
 	}
 	r, _, err := store.RolloutLoad(ctx, st.Cfg.Etcd, g.Spec.GetName())
@@ -345,7 +364,7 @@ func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGrou
 		live.unreachable, err = slices.Sorted(maps.Keys(down)), nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("group %s: list machines: %w", g.Spec.GetName(), err)
+		return nil, &providerListError{fmt.Errorf("group %s: its provider does not answer: %w", g.Spec.GetName(), err)}
 	}
 	for _, mc := range machines {
 		live.machines[mc.ID] = true
@@ -360,6 +379,12 @@ func observeGroup(ctx context.Context, st *leader.State, g *pb.Group) (*liveGrou
 	}
 	return live, nil
 }
+
+// providerListError is a group's provider's failure to list its
+// machines.
+type providerListError struct{ error }
+
+func (e *providerListError) Unwrap() error { return e.error }
 
 // rollout is r with its progress as the group is now, the one count that
 // `rollout status` and the dashboard both show: its ready nodes on the

@@ -77,6 +77,8 @@ func planDestroys(from, to *pb.GroupSpec, machines uint32) []string {
 		out = append(out, fmt.Sprintf("the group's %d machines are left behind: the provider changes from %s to %s, which does not see them (destroy them first: scale the group to 0)", machines, fk, tk))
 	case fk == "process" && from.GetProvider().GetProcess().GetDir() != to.GetProvider().GetProcess().GetDir():
 		out = append(out, fmt.Sprintf("the group's %d machines are left behind: provider.process.dir changes, and the provider keeps its books there (destroy them first: scale the group to 0)", machines))
+	case fk == "plugin" && !proto.Equal(from.GetProvider(), to.GetProvider()):
+		out = append(out, fmt.Sprintf("the group's %d machines may be left behind: provider.plugin changes, and the plugin so configured may not see the machines the old one made (if so, destroy them first: scale the group to 0)", machines))
 	}
 	return out
 }
@@ -88,6 +90,8 @@ func providerKind(p *pb.ProviderSpec) string {
 		return "process"
 	case *pb.ProviderSpec_Docker:
 		return "docker"
+	case *pb.ProviderSpec_Plugin:
+		return "plugin"
 	}
 	return "none"
 }

@@ -53,7 +53,9 @@ func (a *nodeAPI) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if err := tok.VerifyCA(st.PKI.CA.Cert); err != nil {
 		return nil, s.refuseJoin(ctx, st, refusedOtherCluster, req.Name, fmt.Errorf("%w: %v", spec.ErrDenied, err))
 	}
-	cs, err := store.ClusterLoad(ctx, s.cfg.Etcd)
+	// A read of the record that starts after this call did (shared with
+	// the Registers that ask at once): a token rotated before is refused.
+	cs, err := s.clusterReads.Load(ctx)
 	if err != nil {
 		return nil, err
 	}

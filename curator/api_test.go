@@ -683,6 +683,11 @@ func TestFailover(t *testing.T) {
 	if info.Leader != m2.id {
 		t.Errorf("cluster info leader %s, want %s", info.Leader, m2.id)
 	}
+	// Its first answers name etcd's leader too (the one member, the first
+	// node's), from the membership's hearing.
+	if info.EtcdLeader != c.first.id {
+		t.Errorf("cluster info etcd leader %q, want the only member's node %s", info.EtcdLeader, c.first.id)
+	}
 }
 
 // TestListNodesPages: following the pages returns every node once, in ID

@@ -53,7 +53,7 @@ func auditNoted(ctx context.Context) string {
 // auditShownProvider are the provider settings whose values an audit
 // entry shows: what a machine runs and where. Any other is shown as
 // changed only.
-var auditShownProvider = []protoreflect.Name{"addresses", "port", "dir", "binary", "network", "subnet", "image"}
+var auditShownProvider = []protoreflect.Name{"addresses", "port", "dir", "binary", "network", "subnet", "image", "path"}
 
 // maxAuditChanges bounds the changes of one entry (each value is cut
 // shorter still).

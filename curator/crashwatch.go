@@ -46,7 +46,7 @@ import (
 const (
 	crashProbeEvery   = 100 * time.Millisecond
 	crashProbeTimeout = 200 * time.Millisecond
-	crashConfirmAfter = 50 * time.Millisecond
+	crashConfirmAfter = 20 * time.Millisecond
 	// After this follower's connection to the leader was lost, the watch
 	// looks again every crashRelookAfter, crashRelooks times, before it
 	// keeps its period: a process killed resets its connections a moment

@@ -62,6 +62,9 @@ type Service struct {
 	// refusals are the audit entries of refused calls, waiting to be
 	// written (runRefusalLog).
 	refusals chan *pb.AuditEntry
+	// clusterReads shares the reads of the cluster record of the
+	// Registers that ask at once (a join wave).
+	clusterReads *store.ClusterReads
 	// tickets are the keys of the server's TLS session tickets, the
 	// managers' own (tickets.go).
 	tickets *pki.SessionTickets
@@ -105,7 +108,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	nodes := newNodeLookup(func(ctx context.Context, id string) (*pb.Node, error) { return store.NodeLoad(ctx, cfg.Etcd, id) }, cfg.Now)
 	s := &Service{cfg: cfg, metrics: m, health: health.NewServer(), listen: net.Listen, shedAfter: handshakeWait, sessions: newSessionGate(cfg.SessionRate, cfg.SessionBurst), knocks: &leader.Knocks{}, nodes: nodes,
-		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter()}
+		refusals: make(chan *pb.AuditEntry, refusalQueue), tickets: pki.NewSessionTickets(), calls: newOpenCalls(), joinRefusals: newRefusalLimiter(),
+		clusterReads: store.NewClusterReads(cfg.Etcd)}
 	s.revocationWatch = s.runRevocationWatch
 	return s, nil
 }

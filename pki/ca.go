@@ -130,12 +130,22 @@ func (ca *CA) Issue(req CertRequest) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issue certificate: %w", err)
 	}
-	now := time.Now()
+	tmpl := ca.leafTemplate(req, validity, serial, time.Now())
+	cert, err := signLeaf(tmpl, ca.Cert, req.PublicKey, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("issue certificate for %s %q: %w", req.Role, req.NodeID, err)
+	}
+	return cert, nil
+}
+
+// leafTemplate is the certificate Issue makes for req, valid for validity
+// from now (backdated), with serial.
+func (ca *CA) leafTemplate(req CertRequest, validity time.Duration, serial *big.Int, now time.Time) *x509.Certificate {
 	subject := pkix.Name{CommonName: req.NodeID, Organization: []string{req.Role}}
 	if req.OperatorRole != "" {
 		subject.OrganizationalUnit = []string{req.OperatorRole}
 	}
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      subject,
 		NotBefore:    now.Add(-backdate(validity)),
@@ -147,11 +157,6 @@ func (ca *CA) Issue(req CertRequest) (*x509.Certificate, error) {
 
 		BasicConstraintsValid: true,
 	}
-	cert, err := sign(tmpl, ca.Cert, req.PublicKey, ca.Key)
-	if err != nil {
-		return nil, fmt.Errorf("issue certificate for %s %q: %w", req.Role, req.NodeID, err)
-	}
-	return cert, nil
 }
 
 func (req CertRequest) validate() error {

@@ -1,8 +1,8 @@
 // Package provider puts the machines behind nodes behind one small
 // interface, so that the curator can create, destroy and find them without
-// knowing what they are. Implementations (`process`, local
-// processes; `docker`, containers) come with groups and rollouts; this file
-// is the contract they will meet.
+// knowing what they are. Implementations: `process`, local processes;
+// `docker`, containers; `plugin`, an executable of its own (the `exec`
+// plugin runs an operator's scripts). This file is the contract they meet.
 //
 // Every machine carries labels: the cluster, the group and the config SHA
 // it was made from, so that any leader can find the machines of a group
@@ -84,8 +84,12 @@ type Instance struct {
 }
 
 // Provider makes, lists and destroys machines. Every method is safe to call
-// again after a crash in the middle of it: Provision of a spec whose
-// machine exists returns it, Destroy of a machine that is gone succeeds.
+// again after a crash in the middle of it: Provision makes a new machine at
+// each call (a spec names no machine: a group's machines have identical
+// specs), and a machine it made, even if it never returned, is found by
+// List by its labels, which the caller counts before it provisions;
+// Destroy of a machine that is gone succeeds. providertest.Contract
+// checks these rules.
 type Provider interface {
 	Provision(ctx context.Context, spec Spec) (Instance, error)
 	Destroy(ctx context.Context, id string) error

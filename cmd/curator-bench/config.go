@@ -112,6 +112,11 @@ type fleetConfig struct {
 	// every node to be ready after it.
 	joinTimeout  time.Duration
 	readyTimeout time.Duration
+	// joinProfile is a dir for each manager's CPU profile over the first
+	// joinProfileWindow of the join wave (manager-N-join-cpu.pprof; the
+	// managers must run with --pprof); "": none. Not a flag: heartbeats
+	// --profile sets it.
+	joinProfile string
 }
 
 func (c *fleetConfig) register(cmd *cobra.Command) {

@@ -111,7 +111,7 @@ The last line on stdout is one JSON object with the figures; it holds an
 	cmd.Flags().BoolVar(&c.killLeader, "kill-leader", false, "after the window, kill -9 the curator leader and time the failover")
 	cmd.Flags().IntVar(&c.massFailure, "mass-failure", 0, "after the window (and the kill), stop this many nodes at once and time their marking down")
 	cmd.Flags().IntVar(&c.simGCPercent, "sim-gc-percent", 100, "the bench process's GOGC (the simulated nodes' garbage collection, which real nodes do on machines of their own; the managers keep theirs)")
-	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof), and over the first 30s after --kill-leader (sim-failover-cpu.pprof), into this dir")
+	cmd.Flags().StringVar(&c.profile, "profile", "", "write the bench's own CPU profile over the at-rest window and heap profile at its end (sim-cpu.pprof, sim-heap.pprof), and over the first 30s after --kill-leader (sim-failover-cpu.pprof), into this dir; with --pprof also the leader's over the window (leader-cpu.pprof) and each manager's over the first 20s of the join wave (manager-N-join-cpu.pprof)")
 	return cmd
 }
 
@@ -124,9 +124,15 @@ type heartbeatsResult struct {
 	DownAfterS   float64 `json:"down_after_s"`
 	ElectionTTLS float64 `json:"election_ttl_s"`
 	joinFigures
-	Rest        *restFigures        `json:"rest,omitempty"`
-	KillLeader  *killLeaderFigures  `json:"kill_leader,omitempty"`
-	MassFailure *massFailureFigures `json:"mass_failure,omitempty"`
+	// JoinOwnCPUMsPerJoin is join_managers_cpu_ms_per_join less the
+	// sessions of the nodes joined before: the managers' CPU at rest
+	// (the full fleet, measured after the wave) for half the wave, the
+	// fleet having grown from none to all. What a slower wave (a busier
+	// host) adds to the figure, taken out: an estimate.
+	JoinOwnCPUMsPerJoin float64             `json:"join_own_cpu_ms_per_join,omitempty"`
+	Rest                *restFigures        `json:"rest,omitempty"`
+	KillLeader          *killLeaderFigures  `json:"kill_leader,omitempty"`
+	MassFailure         *massFailureFigures `json:"mass_failure,omitempty"`
 	// StreamErrors counts why simulated nodes' streams ended, over the
 	// whole run ("heartbeat: Unavailable": 3).
 	StreamErrors map[string]int `json:"stream_errors,omitempty"`
@@ -228,6 +234,9 @@ func runHeartbeats(ctx context.Context, cfg *heartbeatsConfig, stdout, stderr io
 		return err
 	}
 	debug.SetGCPercent(cfg.simGCPercent)
+	if cfg.profile != "" && cfg.cluster.pprof {
+		cfg.fleet.joinProfile = cfg.profile
+	}
 	if cfg.profile != "" {
 		// Fine-grained heap samples, from the start, so the heap profile
 		// shows what a node costs.
@@ -256,6 +265,7 @@ func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f
 	if err != nil {
 		return append(problems, fmt.Errorf("at rest: %w", err))
 	}
+	res.JoinOwnCPUMsPerJoin = joinOwnCPU(res.joinFigures, rest)
 	if cfg.killLeader {
 		kl, err := killLeader(ctx, cfg, c, f, p)
 		res.KillLeader = kl
@@ -271,6 +281,20 @@ func heartbeatsMeasure(ctx context.Context, cfg *heartbeatsConfig, c *cluster, f
 		}
 	}
 	return problems
+}
+
+// joinOwnCPU is JoinOwnCPUMsPerJoin of a wave j and the fleet at rest
+// after it (0 without the figures).
+func joinOwnCPU(j joinFigures, rest *restFigures) float64 {
+	if j.Joined == 0 || j.JoinManagersCPUMsPerJoin == 0 || rest == nil || rest.LeaderCPUPct < 0 {
+		return 0
+	}
+	restCores := rest.LeaderCPUPct / 100
+	for _, f := range rest.FollowersCPUPct {
+		restCores += f / 100
+	}
+	sessionsMs := restCores * j.JoinS / 2 * 1000 / float64(j.Joined)
+	return round3(max(j.JoinManagersCPUMsPerJoin-sessionsMs, 0))
 }
 
 // measureRest measures the fleet at rest for d.

@@ -19,6 +19,9 @@ import (
 // cliTimeout bounds one `curator node ls`.
 const cliTimeout = 2 * time.Minute
 
+// listGoal is the p99 a listing of 10,000 nodes should take.
+const listGoal = 100 * time.Millisecond
+
 type listConfig struct {
 	cluster   clusterConfig
 	fleet     fleetConfig
@@ -78,9 +81,12 @@ type listResult struct {
 	RPCRounds int     `json:"rpc_rounds"`
 	RPCP50Ms  float64 `json:"rpc_p50_ms"`
 	RPCP99Ms  float64 `json:"rpc_p99_ms"`
-	RPCPages  int     `json:"rpc_pages"`
-	RPCBytes  int     `json:"rpc_bytes"`
-	PageSize  uint32  `json:"page_size"`
+	// RPCGoalRatio is RPCP99Ms over the goal (listGoal): at most 1
+	// meets it.
+	RPCGoalRatio float64 `json:"rpc_p99_goal_ratio"`
+	RPCPages     int     `json:"rpc_pages"`
+	RPCBytes     int     `json:"rpc_bytes"`
+	PageSize     uint32  `json:"page_size"`
 	// The CLI: wall time of the whole process, and its output.
 	CLIRounds int     `json:"cli_rounds"`
 	CLIP50Ms  float64 `json:"cli_p50_ms"`
@@ -125,6 +131,7 @@ func measureList(ctx context.Context, cfg *listConfig, c *cluster, p *progress, 
 		res.Listed, res.RPCPages, res.RPCBytes = len(nodes), pages, size
 	}
 	res.RPCP50Ms, res.RPCP99Ms = ms(quantile(rpc, 0.5)), ms(quantile(rpc, 0.99))
+	res.RPCGoalRatio = round3(float64(quantile(rpc, 0.99)) / float64(listGoal))
 	p.printf("ListNodes of %d nodes: p50 %.1fms p99 %.1fms, %d pages, %d bytes", res.Listed, res.RPCP50Ms, res.RPCP99Ms, res.RPCPages, res.RPCBytes)
 	var cli []time.Duration
 	for range cfg.cliRounds {

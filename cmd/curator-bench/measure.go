@@ -204,6 +204,20 @@ func (w *cpuWindow) pct(pid int) float64 {
 	return 100 * (c1 - c0).Seconds() / time.Since(w.start).Seconds()
 }
 
+// used is the CPU time pid used since the window started, and false if it
+// cannot be read (the process died).
+func (w *cpuWindow) used(pid int) (time.Duration, bool) {
+	c0, ok := w.cpu[pid]
+	if !ok {
+		return 0, false
+	}
+	c1, err := procCPU(pid)
+	if err != nil {
+		return 0, false
+	}
+	return c1 - c0, true
+}
+
 // hostPct is how busy the whole host was since the window started, in
 // percent of all its cores.
 func (w *cpuWindow) hostPct() float64 {

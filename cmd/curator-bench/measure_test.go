@@ -190,3 +190,20 @@ curator_sessions_refused_total 3
 		t.Error("a value that is not a number: no error")
 	}
 }
+
+// TestJoinOwnCPU: the sessions of the nodes joined before are taken out
+// of a join's CPU as half the wave at the rest rate.
+func TestJoinOwnCPU(t *testing.T) {
+	j := joinFigures{Joined: 3000, JoinS: 90.4, JoinManagersCPUMsPerJoin: 12.348}
+	rest := &restFigures{LeaderCPUPct: 8.5, FollowersCPUPct: []float64{12, 8.028}}
+	// 0.28528 cores for 45.2 s over 3,000 joins: 4.298 ms.
+	if got, want := joinOwnCPU(j, rest), 8.05; got < want-0.01 || got > want+0.01 {
+		t.Errorf("joinOwnCPU = %v, want %v", got, want)
+	}
+	if got := joinOwnCPU(joinFigures{}, rest); got != 0 {
+		t.Errorf("joinOwnCPU with no joins = %v, want 0", got)
+	}
+	if got := joinOwnCPU(j, nil); got != 0 {
+		t.Errorf("joinOwnCPU with no rest figures = %v, want 0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	pb "github.com/curatorproject/curator/proto"
@@ -47,13 +48,33 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 	for _, m := range c.managers {
 		pids = append(pids, m.pid())
 	}
+	rev0, revErr := c.etcdRevision(ctx)
+	profiles := profileJoins(ctx, c, fc.joinProfile, p)
 	w := startCPUWindow(pids...)
 	start := time.Now()
 	err = f.join(ctx, fig)
+	var managersCPU time.Duration
 	for _, m := range c.managers {
 		fig.JoinManagersCPUPct = append(fig.JoinManagersCPUPct, round3(w.pct(m.pid())))
+		if used, ok := w.used(m.pid()); ok {
+			managersCPU += used
+		}
 	}
 	fig.JoinSimCPUPct, fig.JoinHostBusyPct = round3(w.pct(os.Getpid())), round3(w.hostPct())
+	if fig.Joined > 0 {
+		per := managersCPU / time.Duration(fig.Joined)
+		fig.JoinManagersCPUMsPerJoin = ms(per)
+		fig.JoinGoalRatio = round3(float64(per) / float64(joinCPUGoal))
+		if used, ok := w.used(os.Getpid()); ok {
+			fig.JoinSimCPUMsPerJoin = ms(used / time.Duration(fig.Joined))
+		}
+		p.printf("a join cost the managers %.3f ms of CPU (goal %.1f ms: ratio %.2f), the bench %.3f ms",
+			fig.JoinManagersCPUMsPerJoin, ms(joinCPUGoal), fig.JoinGoalRatio, fig.JoinSimCPUMsPerJoin)
+	}
+	if rev1, err := c.etcdRevision(ctx); err == nil && revErr == nil {
+		fig.JoinEtcdWrites = rev1 - rev0
+	}
+	profiles()
 	fig.SimGoroutines = runtime.NumGoroutine()
 	if fig.Joined > 0 {
 		fig.SimKiBPerNode = round3(float64(goMemory()-mem0) / 1024 / float64(fig.Joined))
@@ -63,6 +84,29 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 	}
 	err = f.waitReady(ctx, c, start, fig)
 	return c, f, err
+}
+
+// profileJoins starts each manager's CPU profile over the first
+// joinProfileWindow of the join wave into dir (none with dir ""); the
+// function it returns waits for them.
+func profileJoins(ctx context.Context, c *cluster, dir string, p *progress) (wait func()) {
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		p.printf("could not profile the join wave: %v", err)
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, m := range c.managers {
+		wg.Go(func() {
+			path := filepath.Join(dir, m.name+"-join-cpu.pprof")
+			if err := fetchCPUProfile(ctx, m, joinProfileWindow, path); err != nil {
+				p.printf("could not profile %s over the join wave: %v", m.name, err)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // goMemory is the bench's heap and stacks in use after a collection: what

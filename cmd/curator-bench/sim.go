@@ -145,7 +145,27 @@ type joinFigures struct {
 	JoinManagersCPUPct []float64 `json:"join_managers_cpu_pct,omitempty"`
 	JoinSimCPUPct      float64   `json:"join_sim_cpu_pct,omitempty"`
 	JoinHostBusyPct    float64   `json:"join_host_busy_pct,omitempty"`
+	// JoinManagersCPUMsPerJoin is the CPU time of all the managers over
+	// the join wave (each whole process: curator, etcd, agent), divided
+	// by the nodes that joined: what a join costs the managers, the
+	// sessions of the nodes that joined before it included.
+	// JoinSimCPUMsPerJoin is the bench's own. JoinGoalRatio is the
+	// managers' figure over the goal (joinCPUGoal): at most 1 meets it.
+	JoinManagersCPUMsPerJoin float64 `json:"join_managers_cpu_ms_per_join,omitempty"`
+	JoinSimCPUMsPerJoin      float64 `json:"join_sim_cpu_ms_per_join,omitempty"`
+	JoinGoalRatio            float64 `json:"join_cpu_goal_ratio,omitempty"`
+	// JoinEtcdWrites are etcd's write transactions over the wave (its
+	// revision's growth): the joins' records, the ready marks, events.
+	JoinEtcdWrites int64 `json:"join_etcd_writes,omitempty"`
 }
+
+// joinCPUGoal is what a join may cost the managers' CPU, in all.
+const joinCPUGoal = 2500 * time.Microsecond
+
+// joinProfileWindow is how long each manager's CPU profile runs from the
+// start of the join wave (heartbeats --pprof --profile DIR): a profile
+// cannot be cut short, and 20 s is the first 2,000 to 6,000 joins.
+const joinProfileWindow = 20 * time.Second
 
 // join registers cfg.nodes nodes, cfg.joinConcurrency at a time, and starts
 // each one's streams as soon as it has joined. It returns the first

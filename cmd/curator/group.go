@@ -348,6 +348,8 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 			docker["engines"] = engines
 		}
 		out.Provider = map[string]any{"docker": docker}
+	case *pb.ProviderSpec_Plugin:
+		out.Provider = map[string]any{"plugin": map[string]any{"path": p.Plugin.Path, "config": nonNil(p.Plugin.Config)}}
 	}
 	return out
 }

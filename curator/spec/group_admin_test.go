@@ -22,6 +22,15 @@ func dockerSpec(t *testing.T) *pb.GroupSpec {
 	return s
 }
 
+func pluginGroupSpec(t *testing.T) *pb.GroupSpec {
+	t.Helper()
+	s, err := ParseGroupSpec([]byte("name: p\nroles: [worker]\nprovider: {plugin: {path: /usr/local/bin/curator-provider-exec, config: {provision: /etc/curator/provision, timeout: 5m}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestAdminGroupChange is the rule of who may change what of a group, as
 // a table: what an operator's commit may not change (what the machines
 // run), named as the refusal names it; what it may ("").
@@ -43,6 +52,11 @@ func TestAdminGroupChange(t *testing.T) {
 		{"engines", dockerSpec, func(s *pb.GroupSpec) {
 			s.Provider.GetDocker().Engines = map[string]*pb.DockerEngine{"a": {Host: "tcp://evil:2375"}}
 		}, "provider.docker.engines"},
+		{"plugin path", pluginGroupSpec, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Path = "/bin/sh" }, "provider.plugin.path"},
+		{"plugin script", pluginGroupSpec, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["provision"] = "/tmp/mine" }, "provider.plugin.config"},
+		{"plugin config added", pluginGroupSpec, func(s *pb.GroupSpec) { s.Provider.GetPlugin().Config["list"] = "/tmp/mine" }, "provider.plugin.config"},
+		{"plugin timeout", pluginGroupSpec, func(s *pb.GroupSpec) { delete(s.Provider.GetPlugin().Config, "timeout") }, "provider.plugin.config"},
+		{"to a plugin", baseSpec, func(s *pb.GroupSpec) { s.Provider = pluginGroupSpec(t).Provider }, "provider"},
 		{"env added", baseSpec, func(s *pb.GroupSpec) { s.Template.Env = map[string]string{"BASH_ENV": "$(id > /tmp/x)"} }, "template.env.BASH_ENV"},
 		{"env changed", func(t *testing.T) *pb.GroupSpec {
 			s := baseSpec(t)
@@ -81,6 +95,7 @@ func TestAdminGroupChange(t *testing.T) {
 			s.Template.Args = []string{"--pprof"}
 			return s
 		}, func(s *pb.GroupSpec) { s.Template.Args = []string{"--log-level", "debug", "--pprof", "--label=x=y"} }, ""},
+		{"plugin kept", pluginGroupSpec, func(s *pb.GroupSpec) { s.Size = 4; s.Template.Labels = map[string]string{"zone": "b"} }, ""},
 		{"image of a docker group kept", dockerSpec, func(s *pb.GroupSpec) { s.Size = 2; s.Template.Version = "v2" }, ""},
 		{"policy", baseSpec, func(s *pb.GroupSpec) {
 			s.ReplaceAfter = durationpb.New(1e12)

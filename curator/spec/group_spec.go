@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider/plugin"
 	"github.com/curatorproject/curator/provider/process"
 )
 
@@ -72,6 +73,7 @@ var (
 	rolloutFields  = []string{"monitor", "progress_deadline", "max_failures", "failure_action", "max_surge", "max_unavailable"}
 	processFields  = []string{"addresses", "port", "dir", "binary"}
 	dockerFields   = []string{"network", "subnet", "image", "port", "engines"}
+	pluginFields   = []string{"path", "config"}
 	templateFields = []string{"version", "labels", "args", "env"}
 )
 
@@ -354,15 +356,17 @@ func roles(n *yaml.Node) ([]pb.Role, error) {
 }
 
 func providerSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
-	fields, err := mapping(n, "provider", []string{"process", "docker"})
+	fields, err := mapping(n, "provider", []string{"process", "docker", "plugin"})
 	if err != nil {
 		return nil, err
 	}
 	if len(fields) != 1 {
-		return nil, specError(n, "provider", "name exactly one provider: process or docker")
+		return nil, specError(n, "provider", "name exactly one provider: process, docker or plugin")
 	}
 	f := fields[0]
 	switch f.key {
+	case "plugin":
+		return pluginSpec(f.value)
 	case "process":
 		fs, err := mapping(f.value, "provider.process", processFields)
 		if err != nil {
@@ -426,6 +430,40 @@ func providerSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
 		}
 		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Docker{Docker: d}}, nil
 	}
+}
+
+// pluginSpec reads provider.plugin: the executable's absolute path, and
+// its config, a mapping of text (a timeout the leader reads too).
+func pluginSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
+	fs, err := mapping(n, "provider.plugin", pluginFields)
+	if err != nil {
+		return nil, err
+	}
+	p := &pb.PluginProviderSpec{}
+	for _, x := range fs {
+		name := "provider.plugin." + x.key
+		switch x.key {
+		case "path":
+			p.Path, err = scalar(x.value, name)
+			if err == nil && !filepath.IsAbs(p.Path) {
+				err = specError(x.value, name, "want the plugin's absolute path on the leader's host, got %s", QuoteShort(p.Path))
+			}
+		case "config":
+			p.Config, err = stringMap(x.value, name, nil)
+			if err == nil {
+				if cerr := plugin.CheckConfig(p.Config); cerr != nil {
+					err = specError(x.value, name, "%v", cerr)
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if p.Path == "" {
+		return nil, specError(n, "provider.plugin", "path is required: the plugin's executable on the leader's host")
+	}
+	return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Plugin{Plugin: p}}, nil
 }
 
 func template(n *yaml.Node) (*pb.InstanceTemplate, error) {
@@ -588,8 +626,15 @@ func ValidateGroupSpec(s *pb.GroupSpec) error {
 		if pre, err := netip.ParsePrefix(p.Docker.Subnet); err != nil || !pre.Addr().Is4() {
 			errs = append(errs, fmt.Errorf("provider.docker.subnet: want an IPv4 subnet such as 172.28.0.0/24, got %s", QuoteShort(p.Docker.Subnet)))
 		}
+	case *pb.ProviderSpec_Plugin:
+		if !filepath.IsAbs(p.Plugin.Path) {
+			errs = append(errs, fmt.Errorf("provider.plugin.path: want the plugin's absolute path on the leader's host, got %s", QuoteShort(p.Plugin.Path)))
+		}
+		if err := plugin.CheckConfig(p.Plugin.Config); err != nil {
+			errs = append(errs, fmt.Errorf("provider.plugin.%w", err))
+		}
 	default:
-		errs = append(errs, errors.New("provider: name exactly one provider: process or docker"))
+		errs = append(errs, errors.New("provider: name exactly one provider: process, docker or plugin"))
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.GetTemplate().GetLabels())) {
 		if err := ValidateLabel(k, s.Template.Labels[k]); err != nil {
@@ -773,6 +818,11 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 			m.Content = append(m.Content, kv("engines", engines)...)
 		}
 		prov.Content = kv("docker", m)
+	case *pb.ProviderSpec_Plugin:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		m.Content = append(m.Content, kv("path", str(p.Plugin.Path))...)
+		m.Content = append(m.Content, kv("config", flowMap(p.Plugin.Config))...)
+		prov.Content = kv("plugin", m)
 	}
 	root.Content = append(root.Content, kv("provider", prov)...)
 	tmpl := &yaml.Node{Kind: yaml.MappingNode}

@@ -52,6 +52,13 @@ replacement_window: 1h
 provider:
   process: {addresses: 127.0.0.1-127.0.0.9, dir: /x}
 `,
+		"plugin": `name: w
+roles: [worker]
+provider:
+  plugin:
+    path: /usr/local/bin/curator-provider-exec
+    config: {provision: /etc/curator/provision, timeout: 5m, region: "eu-west: 1"}
+`,
 		"rollout policy": `name: w
 roles: [worker]
 max_parallel: 3
@@ -148,6 +155,13 @@ func TestGroupSpecErrors(t *testing.T) {
 		{"bad revision", "revision: latest\nname: w\n", "line 1: revision: want the whole number `group describe` wrote"},
 		{"negative revision", "revision: -1\nname: w\n", "line 1: revision: want the whole number"},
 		{"bad subnet", "name: w\nroles: [worker]\nprovider:\n  docker: {network: n, subnet: 10.0.0.0}\n", "line 4: provider.docker.subnet"},
+		{"plugin: relative path", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: bin/exec}\n", `line 4: provider.plugin.path: want the plugin's absolute path on the leader's host, got "bin/exec"`},
+		{"plugin: no path", "name: w\nroles: [worker]\nprovider:\n  plugin: {config: {a: b}}\n", "line 4: provider.plugin: path is required"},
+		{"plugin: unknown field", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: /x, args: [a]}\n", `line 4: provider.plugin: unknown field "args"`},
+		{"plugin: config not a mapping", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: /x, config: [a]}\n", "line 4: provider.plugin.config: want a mapping"},
+		{"plugin: config key", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: /x, config: {\"a b\": c}}\n", `line 4: provider.plugin.config: config: key "a b": want a letter, then letters, digits, - and _`},
+		{"plugin: timeout", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: /x, config: {timeout: soon}}\n", `provider.plugin.config: config.timeout: want a positive duration such as 30s or 5m, got "soon"`},
+		{"plugin: control character", "name: w\nroles: [worker]\nprovider:\n  plugin: {path: /x, config: {a: \"b\\x01\"}}\n", `provider.plugin.config.a: "b\x01" holds a control character`},
 		{"max_unhealthy: word", "name: w\nmax_unhealthy: most\n", `line 2: max_unhealthy: want a count from 1 to 10000 such as 2, or a percentage of the size such as 40%, got "most"`},
 		{"max_unhealthy: 0", "name: w\nmax_unhealthy: 0\n", `line 2: max_unhealthy: want a count from 1`},
 		{"max_unhealthy: 0%", "name: w\nmax_unhealthy: 0%\n", `line 2: max_unhealthy: want a count such as 2 or a percentage of the size from 1% to 100%`},

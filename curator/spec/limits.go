@@ -102,6 +102,17 @@ func validateGroupValues(s *pb.GroupSpec) []error {
 	if p := s.GetProvider(); p != nil {
 		errs = append(errs, validateProviderValues(p.ProtoReflect())...)
 	}
+	for _, k := range slices.Sorted(maps.Keys(s.GetProvider().GetPlugin().GetConfig())) {
+		field := "provider.plugin.config." + k
+		if v := s.Provider.GetPlugin().Config[k]; len(k)+len(v) > MaxProviderValue {
+			errs = append(errs, fmt.Errorf("%s: %d bytes, at most %d (MaxProviderValue)", field, len(k)+len(v), MaxProviderValue))
+		} else if err := CheckText(field, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n := len(s.GetProvider().GetPlugin().GetConfig()); n > MaxTemplateEnv {
+		errs = append(errs, fmt.Errorf("provider.plugin.config: %d settings, at most %d (MaxTemplateEnv)", n, MaxTemplateEnv))
+	}
 	if b := s.GetProvider().GetProcess().GetBinary(); b != "" && !filepath.IsAbs(b) {
 		errs = append(errs, fmt.Errorf("provider.process.binary: want an absolute path (or none: the leader's own binary), got %s", QuoteShort(b)))
 	}

@@ -27,6 +27,8 @@ func UpgradeProvider(s *pb.GroupSpec, binary, image string) (changed bool, skip 
 			return false, "its machines are containers: --image names their release"
 		}
 		changed, p.Docker.Image = p.Docker.Image != image, image
+	case *pb.ProviderSpec_Plugin:
+		return false, "its machines are made by a provider plugin, whose config names what they run: an admin commits that"
 	default:
 		return false, "its spec names no provider"
 	}

@@ -45,9 +45,13 @@ type Registry struct {
 	// on the condition that it is still the one the view holds
 	// (writeNodes).
 	revs map[string]int64
-	// ids caches the node IDs, sorted; nil until a reader asks (kept
-	// current from then on).
-	ids []string
+	// ids caches the node IDs, sorted; nil until a reader asks, and
+	// after a node is deleted. added are the IDs of the nodes that came
+	// since, which the next reader merges in (sortedIDs): a join wave
+	// adds hundreds a second, and copying the whole list for each cost
+	// the leader more than its readers (a loop's tick, a page) ask.
+	ids   []string
+	added []string
 	// consensusNodes are the nodes that hold, held or are handing back
 	// the consensus role (MembershipChange): what the membership loops
 	// look at, a handful in a fleet of thousands.
@@ -123,7 +127,7 @@ func (r *Registry) load(ctx context.Context) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Sorted again by the next reader, at once, not a node at a time.
-	r.ids = nil
+	r.ids, r.added = nil, nil
 	for id := range r.byID {
 		if _, ok := nodes[id]; !ok {
 			r.applyLocked(id, nil, 0)
@@ -201,7 +205,12 @@ func (r *Registry) applyLocked(id string, n *pb.Node, rev int64) {
 		r.byID[id], r.revs[id] = n, rev
 	}
 	if (old == nil) != (n == nil) && r.ids != nil {
-		r.ids = withOrWithout(r.ids, id, n != nil)
+		if n != nil {
+			r.added = append(r.added, id)
+		} else {
+			// Deletions are rare: the next reader sorts the IDs again.
+			r.ids, r.added = nil, nil
+		}
 	}
 	if MembershipChange(nil, n) {
 		r.consensusNodes[id] = n
@@ -234,21 +243,6 @@ func (r *Registry) applyLocked(id string, n *pb.Node, rev int64) {
 			supervisor.Kick(s.ch)
 		}
 	}
-}
-
-// withOrWithout returns the sorted IDs ids with id put in (add) or taken
-// out, as a new slice: readers may hold the old one, which is never
-// changed. A copy costs less than sorting again (a join wave changes the
-// list a few hundred times a second).
-func withOrWithout(ids []string, id string, add bool) []string {
-	i, found := slices.BinarySearch(ids, id)
-	switch {
-	case add && !found:
-		return slices.Insert(slices.Clip(ids), i, id)
-	case !add && found:
-		return slices.Delete(slices.Clone(ids), i, i+1)
-	}
-	return ids
 }
 
 // ManagerAddress is a node's gRPC address if it is a manager, else "".
@@ -312,21 +306,7 @@ func (r *Registry) CaughtUp(ctx context.Context, rev int64) error {
 // nodes returns every node, sorted by ID. The records are shared: read
 // only.
 func (r *Registry) Nodes() []*pb.Node {
-	r.mu.RLock()
-	ids := r.ids
-	r.mu.RUnlock()
-	if ids == nil {
-		r.mu.Lock()
-		if r.ids == nil {
-			r.ids = make([]string, 0, len(r.byID))
-			for id := range r.byID {
-				r.ids = append(r.ids, id)
-			}
-			sort.Strings(r.ids)
-		}
-		ids = r.ids
-		r.mu.Unlock()
-	}
+	ids := r.sortedIDs()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*pb.Node, 0, len(ids))
@@ -337,6 +317,66 @@ func (r *Registry) Nodes() []*pb.Node {
 		}
 	}
 	return out
+}
+
+// NodesPage returns up to limit nodes whose IDs sort after after, in ID
+// order, and whether more follow: a page of a listing, without the copy
+// of the whole fleet that Nodes makes.
+func (r *Registry) NodesPage(after string, limit int) (page []*pb.Node, more bool) {
+	ids := r.sortedIDs()
+	i, found := slices.BinarySearch(ids, after)
+	if found {
+		i++
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	page = make([]*pb.Node, 0, min(limit, len(ids)-i))
+	for ; i < len(ids) && len(page) < limit; i++ {
+		// A node deleted since the IDs were read is left out.
+		if n := r.byID[ids[i]]; n != nil {
+			page = append(page, n)
+		}
+	}
+	return page, i < len(ids)
+}
+
+// sortedIDs returns the node IDs, sorted: a slice that is never changed
+// (the IDs added since are merged into a new one).
+func (r *Registry) sortedIDs() []string {
+	r.mu.RLock()
+	ids, added := r.ids, len(r.added)
+	r.mu.RUnlock()
+	if ids != nil && added == 0 {
+		return ids
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.ids == nil:
+		r.ids = make([]string, 0, len(r.byID))
+		for id := range r.byID {
+			r.ids = append(r.ids, id)
+		}
+		sort.Strings(r.ids)
+	case len(r.added) > 0:
+		slices.Sort(r.added)
+		r.ids = mergeSorted(r.ids, r.added)
+	}
+	r.added = nil
+	return r.ids
+}
+
+// mergeSorted returns the sorted a and b (no ID in both) in a new slice.
+func mergeSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // revision is the etcd revision the view reflects.

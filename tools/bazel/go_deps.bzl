@@ -27,6 +27,15 @@ def go_dependencies():
         version = "v0.2.0",
     )
     go_repository(
+        name = "com_github_bufbuild_protocompile",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/bufbuild/protocompile",
+        sum = "h1:iA73zAf/fyljNjQKwYzUHD6AD4R8KMasmwa/FBatYVw=",
+        version = "v0.14.1",
+    )
+
+    go_repository(
         name = "com_github_cenkalti_backoff_v5",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
@@ -281,6 +290,31 @@ def go_dependencies():
         version = "v2.29.0",
     )
     go_repository(
+        name = "com_github_hashicorp_go_hclog",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/hashicorp/go-hclog",
+        sum = "h1:Qr2kF+eVWjTiYmU7Y31tYlP1h0q/X3Nl3tPGdaB11/k=",
+        version = "v1.6.3",
+    )
+    go_repository(
+        name = "com_github_hashicorp_go_plugin",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/hashicorp/go-plugin",
+        sum = "h1:ie8S6RRY8RvB2usYZv+AAZ/wBvx2AU5p5QeP5j/FORs=",
+        version = "v1.8.0",
+    )
+    go_repository(
+        name = "com_github_hashicorp_yamux",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/hashicorp/yamux",
+        sum = "h1:XtB8kyFOyHXYVFnwT5C3+Bdo8gArse7j2AQ0DA0Uey8=",
+        version = "v0.1.2",
+    )
+
+    go_repository(
         name = "com_github_inconshreveable_mousetrap",
         build_file_generation = "on",
         build_file_proto_mode = "disable_global",
@@ -288,6 +322,15 @@ def go_dependencies():
         sum = "h1:wN+x4NVGpMsO7ErUn/mUI3vEoE6Jt13X2s0bqwp9tc8=",
         version = "v1.1.0",
     )
+    go_repository(
+        name = "com_github_jhump_protoreflect",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/jhump/protoreflect",
+        sum = "h1:qOEr613fac2lOuTgWN4tPAtLL7fUSbuJL5X5XumQh94=",
+        version = "v1.17.0",
+    )
+
     go_repository(
         name = "com_github_jonboulle_clockwork",
         build_file_generation = "on",
@@ -377,6 +420,15 @@ def go_dependencies():
         sum = "h1:C3w9PqII01/Oq1c1nUAm88MOHcQC9l5mIlSMApZMrHA=",
         version = "v0.0.0-20191010083416-a7dc8b61c822",
     )
+    go_repository(
+        name = "com_github_oklog_run",
+        build_file_generation = "on",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/oklog/run",
+        sum = "h1:GEenZ1cK0+q0+wsJew9qUg/DyD8k3JzYsZAi5gYi2mA=",
+        version = "v1.1.0",
+    )
+
     go_repository(
         name = "com_github_olekukonko_cat",
         build_file_generation = "on",

@@ -10,6 +10,7 @@ import (
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/plugin"
 	"github.com/curatorproject/curator/provider/process"
 )
 
@@ -26,6 +27,9 @@ import (
 // one) keeps none while its provider names the same binary or image,
 // unless force (an upgrade): its SHA stays as it was, and reading it
 // rolls nothing.
+//
+// A plugin's release is none; RecordRelease checks that the plugin starts
+// and takes its config instead.
 //
 // It reads only what an admin chose: a caller whose operator role
 // (opRole) may not choose what machines run (an operator) and whose spec names another provider than
@@ -52,6 +56,11 @@ func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force b
 		runs, err = process.BinaryRuns(p.Process.Binary)
 	case *pb.ProviderSpec_Docker:
 		runs, err = dockerRuns(ctx, p.Docker)
+	case *pb.ProviderSpec_Plugin:
+		// A plugin says nothing of what its machines run; but whether it
+		// runs here and takes its config, it says now, not at the group's
+		// first machine.
+		return checkPlugin(ctx, gs.GetName(), p.Plugin)
 	default:
 		return nil
 	}
@@ -59,6 +68,18 @@ func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force b
 		return fmt.Errorf("%w: group %s: what its machines would run: %v", spec.ErrInvalid, gs.GetName(), err)
 	}
 	gs.Template.Release = spec.ReleaseOf(gs, runs.Image, runs.Digest)
+	return nil
+}
+
+// checkPlugin starts the plugin of spec p, configures it and stops it.
+func checkPlugin(ctx context.Context, group string, p *pb.PluginProviderSpec) error {
+	cfg, err := plugin.ConfigFor(p.Path, p.Config)
+	if err == nil {
+		err = plugin.Check(ctx, cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: group %s: provider.plugin: %v", spec.ErrInvalid, group, err)
+	}
 	return nil
 }
 

@@ -205,8 +205,10 @@ func (l *groupLoop) observe(ctx context.Context) (*groupsSeen, error) {
 }
 
 // observeGroup reads group g's machines through its provider, and its
-// rollout. A provider that does not answer (no Docker daemon, say) is a
-// refusal of that group, with the reason: the other groups are served.
+// rollout. A provider that does not answer (no Docker daemon, a plugin
+// that hangs or exits) is a refusal of that group, with the reason: the
+// other groups are served, and `group ls` shows the group failing (its
+// provider_failing) until its provider lists again.
 func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb.Group) (*groupSeen, *loopResult, error) {
 	name := g.Spec.GetName()
 	gs := &groupSeen{g: g}
@@ -238,12 +240,30 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return nil, &loopResult{refused: true, group: name, reason: fmt.Sprintf("group %s: its provider does not answer: %v", name, err)}, nil
+		reason := noAnswer(name) + err.Error()
+		if g.ProviderFailing != reason {
+			if err := l.groups.change(ctx, name, func(g *pb.Group) { g.ProviderFailing = reason }); err != nil {
+				return nil, nil, err
+			}
+		}
+		return nil, &loopResult{refused: true, group: name, reason: reason}, nil
+	}
+	if strings.HasPrefix(g.ProviderFailing, noAnswer(name)) {
+		// It answers again.
+		if err := l.groups.change(ctx, name, func(g *pb.Group) { g.ProviderFailing = "" }); err != nil {
+			return nil, nil, err
+		}
 	}
 	if gs.ro, gs.roRev, err = store.RolloutLoad(ctx, l.cfg.Etcd, name); err != nil {
 		return nil, nil, err
 	}
 	return gs, nil, nil
+}
+
+// noAnswer begins the reason of group name's provider failing to list
+// its machines.
+func noAnswer(name string) string {
+	return fmt.Sprintf("group %s: its provider does not answer: ", name)
 }
 
 // snapshot is decide.Group's snapshot of one group, from what the tick

@@ -16,6 +16,7 @@ import (
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
 	"github.com/curatorproject/curator/provider/docker"
+	"github.com/curatorproject/curator/provider/plugin"
 	"github.com/curatorproject/curator/provider/process"
 )
 
@@ -168,6 +169,13 @@ func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, erro
 		return process.New(process.Config{Dir: k.Process.Dir, Binary: k.Process.Binary, Addresses: pool, Logger: lg})
 	case *pb.ProviderSpec_Docker:
 		return dockerProvider(k.Docker, lg)
+	case *pb.ProviderSpec_Plugin:
+		cfg, err := plugin.ConfigFor(k.Plugin.Path, k.Plugin.Config)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger = lg
+		return plugin.New(cfg)
 	}
 	return nil, errors.New("the spec names no provider")
 }

@@ -96,7 +96,22 @@ func (mb *members) ObserveLocked(ctx context.Context) (*decide.Membership, error
 // voters etcd does not hear from now are Unheard: no removal counts on
 // either, and no Unheard voter takes etcd leadership.
 func (mb *members) Observe(ctx context.Context) (*decide.Membership, error) {
-	in, err := mb.gather(ctx)
+	in, err := mb.gather(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return decide.BuildMembership(in), nil
+}
+
+// ObserveListed is the snapshot a read of nodes shows (MANAGER STATUS:
+// who is a member, a learner, healthy by its heartbeats): Observe without
+// asking each member whom etcd hears from now, which nothing a read shows
+// depends on, and which costs a round trip to every member on each page
+// of a listing. Every voter is then Unheard, so a decision made on it by
+// mistake fails safe: no removal counts an Unheard voter healthy, and
+// none takes etcd leadership.
+func (mb *members) ObserveListed(ctx context.Context) (*decide.Membership, error) {
+	in, err := mb.gather(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +126,7 @@ func (mb *members) Observe(ctx context.Context) (*decide.Membership, error) {
 // within a bound); and this leader's heartbeats of the members' nodes. The
 // registry is read right after the members, so that the two match; the
 // heartbeats and the time last, after the members' answers.
-func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) {
+func (mb *members) gather(ctx context.Context, hear bool) (decide.MembershipInputs, error) {
 	list, err := consensus.Members(ctx, mb.cfg.Etcd)
 	if err != nil {
 		return decide.MembershipInputs{}, err
@@ -146,8 +161,12 @@ func (mb *members) gather(ctx context.Context) (decide.MembershipInputs, error) 
 			}
 		}
 	}
-	h := mb.hearer.Hear(ctx, list)
-	in.EtcdHeard, in.EtcdLeader, in.Hearing = h.Heard, h.Leader, h.Why
+	if hear {
+		h := mb.hearer.Hear(ctx, list)
+		in.EtcdHeard, in.EtcdLeader, in.Hearing = h.Heard, h.Leader, h.Why
+	} else {
+		in.Hearing = "not asked (a read's snapshot)"
+	}
 	for _, id := range ids {
 		if last, ok := mb.hb.Get(id); ok {
 			in.Heartbeats[id] = last

@@ -1,0 +1,112 @@
+package curator
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/curatorproject/curator/pki"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// etcdCalls counts a curator's calls to etcd by the call of its own API
+// they were made for (grpc.Method of the context: "" for its loops) and
+// etcd's method.
+type etcdCalls struct {
+	mu sync.Mutex
+	n  map[[2]string]int
+}
+
+func (e *etcdCalls) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	for_, _ := grpc.Method(ctx)
+	e.mu.Lock()
+	e.n[[2]string{for_, method}]++
+	e.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// of returns the calls made for the API call apiMethod, by etcd method.
+func (e *etcdCalls) of(apiMethod string) map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for k, n := range e.n {
+		if k[0] == apiMethod {
+			out[k[1]] += n
+		}
+	}
+	return out
+}
+
+// countingClient is an etcd client of the test cluster's etcd, as the
+// curator's, whose calls (its own, and those of connections it dials to
+// each member) calls counts.
+func (c *testCluster) countingClient(calls *etcdCalls) *clientv3.Client {
+	c.t.Helper()
+	calls.n = map[[2]string]int{}
+	cert := c.tlsCert(c.etcdCA, "client", pki.RoleConsensus)
+	roots := x509.NewCertPool()
+	roots.AddCert(c.etcdCA.Cert)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{c.etcdURL},
+		TLS:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: roots},
+		DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(calls.intercept)},
+		Logger:      nopLogger(),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// TestListNodesPageAsksEtcdOnce: a page of ListNodes costs one etcd call
+// of its own (the member list, for MANAGER STATUS), not that, etcd's
+// status and a status of every member (who etcd hears from): a listing of
+// 10,000 nodes is six pages. Every operator's call also reads whether its
+// certificate was revoked (a Range).
+func TestListNodesPageAsksEtcdOnce(t *testing.T) {
+	c := newTestCluster(t)
+	calls := &etcdCalls{}
+	c.leadWith(c.curatorConfig(c.first, c.countingClient(calls)))
+	admin, anon := c.dialFirst()
+	token := c.token(admin, "worker")
+	want := []string{c.first.id}
+	for i := range 5 {
+		n, _ := c.register(anon, token, "w"+strconv.Itoa(i))
+		want = append(want, n.id)
+	}
+	var got []string
+	pages := 0
+	req := &pb.ListNodesRequest{PageSize: 2}
+	for {
+		resp, err := pb.NewManagementClient(admin).ListNodes(callCtx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, nv := range resp.Nodes {
+			got = append(got, nv.Node.Id)
+		}
+		if resp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = resp.NextPageToken
+	}
+	if len(got) != len(want) || pages != 3 {
+		t.Fatalf("listed %d nodes in %d pages, want %d in 3", len(got), pages, len(want))
+	}
+	wantCalls := map[string]int{"/etcdserverpb.Cluster/MemberList": pages, "/etcdserverpb.KV/Range": pages}
+	if diff := cmp.Diff(wantCalls, calls.of("/curator.v1.Management/ListNodes")); diff != "" {
+		t.Errorf("etcd calls of %d pages of ListNodes (-want +got):\n%s", pages, diff)
+	}
+}
