@@ -21,14 +21,15 @@ import (
 )
 
 // testPlugin is the provider plugin the test binary serves: it makes no
-// machine, and refuses a config with a "refuse" setting.
-type testPlugin struct{}
+// machine, refuses a config with a "refuse" setting, and with a
+// "hang-list" setting never answers a List (until the call is given up).
+type testPlugin struct{ hangList bool }
 
 func newTestPlugin(config map[string]string) (provider.Provider, error) {
 	if why := config["refuse"]; why != "" {
 		return nil, errors.New(why)
 	}
-	return testPlugin{}, nil
+	return testPlugin{hangList: config["hang-list"] != ""}, nil
 }
 
 func (testPlugin) Provision(context.Context, provider.Spec) (provider.Instance, error) {
@@ -37,7 +38,11 @@ func (testPlugin) Provision(context.Context, provider.Spec) (provider.Instance, 
 
 func (testPlugin) Destroy(context.Context, string) error { return nil }
 
-func (testPlugin) List(context.Context, map[string]string) ([]provider.Instance, error) {
+func (p testPlugin) List(ctx context.Context, _ map[string]string) ([]provider.Instance, error) {
+	if p.hangList {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return nil, nil
 }
 

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,6 +109,43 @@ func TestGroupProviderRefusal(t *testing.T) {
 	waitFor(t, "the rollout of group c failed on its machine that could not be made", func() bool {
 		r, _, err := store.RolloutLoad(context.Background(), c.cli, "c")
 		return err == nil && r.State == pb.RolloutState_ROLLOUT_STATE_FAILED && r.Failures == 1 && strings.Contains(r.LastFailure, "could not make a machine")
+	})
+	if n := metricValue(t, svc.metrics.Errors.WithLabelValues("groups")); n != 0 {
+		t.Errorf("the group loop failed %v times: a group's provider is not the loop's failure", n)
+	}
+}
+
+// TestGroupHungProviderAlone: a group whose provider hangs (a plugin
+// whose List never answers, with a minute to answer each call) holds
+// itself alone: the group after it in name order is served meanwhile,
+// within seconds, and the hung group's record says that its provider has
+// not listed its machines.
+func TestGroupHungProviderAlone(t *testing.T) {
+	c := newTestCluster(t)
+	svc := c.startLeader()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &pb.GroupSpec{Name: "a", Size: 1, Roles: []pb.Role{pb.Role_ROLE_WORKER},
+		Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Plugin{Plugin: &pb.PluginProviderSpec{
+			Path: self, Config: map[string]string{"hang-list": "yes", "timeout": "1m"}}}},
+		Template: &pb.InstanceTemplate{Version: "v1"},
+	}
+	spec.NormalizeGroupSpec(s)
+	start := time.Now()
+	putGroup(t, c, &pb.Group{Spec: s, ConfigSha: spec.GroupConfigSHA(s.Template)}, nil)
+	putGroup(t, c, processGroup(t, "b", 1, "/bin/true"), nil)
+
+	waitFor(t, "group b served while group a's provider hangs", func() bool { return len(groupEvents(t, c, "provision", "b")) > 0 })
+	// The plugin's calls have a minute each: a loop that waited on the
+	// hung List would serve group b after it, at the earliest.
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("group b was served %v after the groups were put: the loop waited on group a's hung provider", took)
+	}
+	waitFor(t, "group a's record says its provider has not listed", func() bool {
+		g, err := store.GroupLoad(context.Background(), c.cli, "a")
+		return err == nil && strings.Contains(g.GetProviderFailing(), "has not listed the group's machines within")
 	})
 	if n := metricValue(t, svc.metrics.Errors.WithLabelValues("groups")); n != 0 {
 		t.Errorf("the group loop failed %v times: a group's provider is not the loop's failure", n)

@@ -66,11 +66,14 @@ type groupLoop struct {
 	// (domain_hold counts from then: a new leader starts the count
 	// anew, holding longer rather than less).
 	dark darkDomains
+	// lists are the groups' listings of their machines.
+	lists listings
 }
 
 func newGroupLoop(st *State, metrics *metrics.Metrics) *groupLoop {
 	return &groupLoop{cfg: st.Cfg, lead: st.Lead, reg: st.Reg, pki: st.PKI, hb: st.Heartbeats, members: st.Members, roles: st.Roles,
-		records: st.Records, groups: st.Groups, machines: st.Machines, swarm: st.Swarm, events: st.Events, metrics: metrics}
+		records: st.Records, groups: st.Groups, machines: st.Machines, swarm: st.Swarm, events: st.Events, metrics: metrics,
+		lists: listings{wait: listWait}}
 }
 
 func (l *groupLoop) spec() loopSpec {
@@ -207,8 +210,9 @@ func (l *groupLoop) observe(ctx context.Context) (*groupsSeen, error) {
 // observeGroup reads group g's machines through its provider, and its
 // rollout. A provider that does not answer (no Docker daemon, a plugin
 // that hangs or exits) is a refusal of that group, with the reason: the
-// other groups are served, and `group ls` shows the group failing (its
-// provider_failing) until its provider lists again.
+// other groups are served (a listing that takes longer than listWait goes
+// on in the background: listings), and `group ls` shows the group failing
+// (its provider_failing) until its provider lists again.
 func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb.Group) (*groupSeen, *loopResult, error) {
 	name := g.Spec.GetName()
 	gs := &groupSeen{g: g}
@@ -217,24 +221,20 @@ func (l *groupLoop) observeGroup(ctx context.Context, cs *pb.ClusterState, g *pb
 	sel := map[string]string{provider.LabelCluster: cs.ClusterId, provider.LabelGroup: name}
 	var keepsDead bool
 	gs.dk, keepsDead = gs.p.(deadKeeper)
-	if err == nil && keepsDead {
-		// Before List: a machine dead now is not listed by it.
-		gs.dead, err = gs.dk.ListDead(ctx, sel)
-	}
-	if down, partial := provider.Unreachable(err); partial {
-		// The dead of the domains that answered; the others' are
-		// unknown, as their live machines are.
-		gs.unreachable, err = unreachableWords(down), nil
-	}
 	if err == nil {
-		gs.machines, err = gs.p.List(ctx, sel)
-		if down, partial := provider.Unreachable(err); partial {
-			if gs.unreachable == nil {
-				gs.unreachable = map[string]string{}
+		var listed groupListed
+		listed, err = l.lists.take(ctx, name, func(ctx context.Context) (out groupListed, err error) {
+			if keepsDead {
+				// Before List: a machine dead now is not listed by it.
+				out.dead, err = gs.dk.ListDead(ctx, sel)
+				if err = out.partial(err); err != nil {
+					return out, err
+				}
 			}
-			maps.Copy(gs.unreachable, unreachableWords(down))
-			err = nil
-		}
+			out.machines, err = gs.p.List(ctx, sel)
+			return out, out.partial(err)
+		})
+		gs.machines, gs.dead, gs.unreachable = listed.machines, listed.dead, listed.unreachable
 	}
 	if err != nil {
 		if ctx.Err() != nil {

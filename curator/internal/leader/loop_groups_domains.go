@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/curatorproject/curator/provider"
 )
 
 // darkDomains is the group loop's memory of when it first saw each
@@ -38,6 +40,21 @@ func (d *darkDomains) seen(group string, dark map[string]string, now time.Time) 
 	}
 	d.since[group] = out
 	return maps.Clone(out)
+}
+
+// partial takes a listing's error: one that names the failure domains
+// the provider could not list (provider.UnreachableError) is noted in
+// gl, beside what it did list, and is no error; any other is returned.
+func (gl *groupListed) partial(err error) error {
+	down, ok := provider.Unreachable(err)
+	if !ok {
+		return err
+	}
+	if gl.unreachable == nil {
+		gl.unreachable = map[string]string{}
+	}
+	maps.Copy(gl.unreachable, unreachableWords(down))
+	return nil
 }
 
 // unreachableWords is why each domain a provider could not list is dark.
