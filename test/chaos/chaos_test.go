@@ -62,7 +62,10 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(testenv.RunWithCurator(m, "curator-chaos-", &binary))
+	// With fault points (curator/internal/faults): the delay and skew
+	// steps arm them in a manager they restart; unarmed, they do
+	// nothing.
+	os.Exit(testenv.RunWithCurator(m, "curator-chaos-", &binary, "-tags", "faults"))
 }
 
 // TestChaos runs each seed's schedule against a new dev cluster of five
@@ -134,12 +137,16 @@ type runner struct {
 	dev    *devProc
 	devs   int
 	outage bool
+	// starving: a starve step's busy processes run.
+	starving bool
 }
 
-// heldFault is a stop or a cut that lasts: its kind and the machine.
+// heldFault is a fault on a node that lasts: a stop, a cut, a restart
+// with a fault armed; its kind, the machine and the node's ID.
 type heldFault struct {
 	kind     stepKind
 	instance string
+	node     string
 }
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
@@ -167,6 +174,11 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		}
 	})
 	r.logf("schedule of seed %d: %d steps", seed, len(steps))
+	if pm, ok := r.m.(*processMachines); ok && pm.noPartition != nil {
+		// Said, not silent: the steps stay in the schedule (a seed
+		// draws the same steps everywhere) and say so as they run.
+		t.Logf("no partitions here (%v): a cut step stops its node instead, a partition step is skipped", pm.noPartition)
+	}
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, s)
 	}
@@ -409,7 +421,7 @@ func (r *runner) do(ctx context.Context, s step) string {
 				return fmt.Sprintf("%s %s: not done: %v", s.Kind, name, err)
 			}
 			r.mu.Lock()
-			r.held[name] = heldFault{kind: kind, instance: id}
+			r.held[name] = heldFault{kind: kind, instance: id, node: target.GetNode().GetId()}
 			r.mu.Unlock()
 			r.holds.Add(1)
 			go func() {
@@ -442,6 +454,12 @@ func (r *runner) do(ctx context.Context, s step) string {
 		return r.commitBad(s.Kind.group())
 	case stepPowerLoss:
 		return r.powerLoss(ctx)
+	case stepDelay, stepSkew:
+		return r.restartArmed(ctx, s)
+	case stepStarve:
+		return r.starve(s)
+	case stepPartition:
+		return r.partition(ctx, s)
 	case stepScaleWorkers:
 		if why := r.busy("workers", false); why != "" {
 			return "skipped: " + why
@@ -596,11 +614,16 @@ func etcdAnswers(addr string) bool {
 }
 
 // release ends a held fault: continues a stopped node, joins a cut one
-// again.
+// again, restarts one with a fault armed without it (counted as down to
+// the schedule for rebootSettle after, as a reboot is).
 func (r *runner) release(name string) {
 	r.mu.Lock()
 	h, ok := r.held[name]
 	delete(r.held, name)
+	restart := h.kind == stepDelay || h.kind == stepSkew
+	if ok && restart {
+		r.hit[h.node] = time.Now().Add(rebootSettle)
+	}
 	r.mu.Unlock()
 	if !ok {
 		return
@@ -608,10 +631,18 @@ func (r *runner) release(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if h.kind == stepCut {
-		err = r.m.heal(ctx, h.instance)
-	} else {
+	note := ""
+	switch {
+	case h.kind == stepCut:
+		note, err = r.m.heal(ctx, h.instance)
+	case restart:
+		err = r.m.restart(ctx, h.instance, nil)
+		note = "restarted without the fault"
+	default:
 		err = r.m.thaw(ctx, h.instance)
+	}
+	if note != "" {
+		note = ": " + note
 	}
 	switch {
 	case err != nil && !r.m.alive(h.instance):
@@ -620,7 +651,7 @@ func (r *runner) release(name string) {
 	case err != nil:
 		r.breakf("could not release %s: %v", name, err)
 	default:
-		r.logf("released %s", name)
+		r.logf("released %s%s", name, note)
 	}
 }
 
@@ -839,7 +870,7 @@ func machinesNeeded(steps []step) int {
 			need += int(workersSize(2)) - int(workersSize(0))
 		case stepBadWorkers, stepBadManagers:
 			need += 2 // a new machine that fails, one that replaces it
-		case stepFreezeWorkers, stepFreezeManagers:
+		case stepFreezeWorkers, stepFreezeManagers, stepStarve:
 			// Nothing is replaced.
 		default:
 			need++

@@ -57,6 +57,10 @@ func TestScheduleKinds(t *testing.T) {
 		{stepFreezeWorkers, "freeze-workers", "workers", 25 * time.Second, 31 * time.Second, 0},
 		{stepFreezeManagers, "freeze-managers", "managers", 25 * time.Second, 31 * time.Second, 0},
 		{stepPowerLoss, "power-loss", "", 2 * time.Second, 8 * time.Second, 1},
+		{stepDelay, "delay", "", 6 * time.Second, 24 * time.Second, 1},
+		{stepSkew, "skew", "", 6 * time.Second, 24 * time.Second, 1},
+		{stepStarve, "starve", "", 4 * time.Second, 16 * time.Second, 0},
+		{stepPartition, "partition", "", 2 * time.Second, 8 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.kind.String(); got != tc.name {

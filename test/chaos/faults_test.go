@@ -1,0 +1,176 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/curatorproject/curator/curator"
+	"github.com/curatorproject/curator/internal/testenv"
+	pb "github.com/curatorproject/curator/proto"
+)
+
+// The faults beside the kills and freezes: a manager restarted with
+// delays armed at chosen fault points or with its clock off (the
+// binary is built with -tags faults: curator/internal/faults), the host
+// starved of CPU, a manager cut off from the other nodes.
+
+// delayPresets are the delays a delay step arms (CURATOR_FAULT_DELAY),
+// chosen by its pick.
+var delayPresets = []string{
+	// A sleep between two writes of one action: a machine made and its
+	// rollout not told yet, an etcd member added or removed and its node
+	// record not written yet, a member about to go.
+	"rollout/after-provision=2s,promote/after-member-add=2s,demote/after-member-remove=1500ms,membership/before-member-remove=1s",
+	// A slow apply of the node view, and slow watches.
+	"registry/before-apply=400ms,watch/before-send=700ms",
+	// Every answer late after its call took effect.
+	"api/before-reply=1200ms",
+	// All of them at once, shorter.
+	"rollout/after-provision=1s,promote/after-member-add=1s,membership/before-member-remove=500ms,registry/before-apply=200ms,watch/before-send=300ms,api/before-reply=500ms",
+}
+
+// delayPreset is the delays a delay step of pick arms.
+func delayPreset(pick uint32) string { return delayPresets[(pick>>8)%uint32(len(delayPresets))] }
+
+// clockSkew is how far a skew step of pick sets a manager's clock off:
+// 1–4 s ahead or behind (down-after is 5 s).
+func clockSkew(pick uint32) time.Duration {
+	d := time.Duration(1+(pick>>8)%4) * time.Second
+	if (pick>>12)%2 == 1 {
+		d = -d
+	}
+	return d
+}
+
+// starveProcs is how many processes burn a core each while the host is
+// starved: twice the 2-core machine's cores.
+const starveProcs = 4
+
+// managerTarget picks a manager (a ready voter) by the step's pick,
+// while the others keep a majority without it.
+func (v faultView) managerTarget(s step) (*pb.NodeView, string) {
+	if !v.spares(1) {
+		return nil, fmt.Sprintf("no manager may be hit: %d of %d voters healthy", v.healthy, len(v.voters))
+	}
+	var candidates []*pb.NodeView
+	for _, n := range v.ready {
+		if v.isVoter(n) {
+			candidates = append(candidates, n)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, "no ready voter"
+	}
+	n := candidates[int(s.Pick)%len(candidates)]
+	why := ""
+	if n.GetNode().GetId() == v.leader {
+		why = " (the curator leader)"
+	}
+	return n, why
+}
+
+// restartArmed runs a delay or a skew step: the manager restarted with
+// the fault armed, held for the step's hold, then restarted without it
+// (release).
+func (r *runner) restartArmed(ctx context.Context, s step) string {
+	env := map[string]string{}
+	switch s.Kind {
+	case stepDelay:
+		env[curator.FaultDelayEnv] = delayPreset(s.Pick)
+	case stepSkew:
+		d := clockSkew(s.Pick)
+		env[curator.FaultClockSkewEnv] = fmt.Sprintf("%+.0fs", d.Seconds())
+	}
+	v, err := r.faultView()
+	if err != nil {
+		return "skipped: " + err.Error()
+	}
+	target, why := v.managerTarget(s)
+	if target == nil {
+		return "skipped: " + why
+	}
+	name, id, node := target.GetNode().GetName(), target.GetNode().GetInstanceId(), target.GetNode().GetId()
+	r.strikeNode(target, false)
+	r.mu.Lock()
+	r.held[name] = heldFault{kind: s.Kind, instance: id, node: node}
+	r.mu.Unlock()
+	if err := r.m.restart(ctx, id, env); err != nil {
+		r.mu.Lock()
+		delete(r.held, name)
+		r.hit[node] = time.Now().Add(rebootSettle)
+		r.mu.Unlock()
+		if errors.Is(err, errNoRestartEnv) {
+			return "skipped: " + err.Error()
+		}
+		return fmt.Sprintf("%s %s: not done: %v", s.Kind, name, err)
+	}
+	r.holds.Add(1)
+	go func() {
+		defer r.holds.Done()
+		time.Sleep(s.Hold)
+		r.release(name)
+	}()
+	return fmt.Sprintf("restarted %s with %v for %s%s", name, env, s.Hold, why)
+}
+
+// starve runs a starve step: starveProcs processes burning a core each
+// for the step's hold.
+func (r *runner) starve(s step) string {
+	r.mu.Lock()
+	if r.starving {
+		r.mu.Unlock()
+		return "skipped: the host is starved already"
+	}
+	r.starving = true
+	r.mu.Unlock()
+	stop, err := testenv.Busy(starveProcs)
+	if err != nil {
+		r.mu.Lock()
+		r.starving = false
+		r.mu.Unlock()
+		return "starve: not done: " + err.Error()
+	}
+	r.holds.Add(1)
+	go func() {
+		defer r.holds.Done()
+		time.Sleep(s.Hold)
+		stop()
+		r.mu.Lock()
+		r.starving = false
+		r.mu.Unlock()
+		r.logf("the host has its CPU again")
+	}()
+	return fmt.Sprintf("starved the host: %d processes burning a core each for %s", starveProcs, s.Hold)
+}
+
+// partition runs a partition step: a manager cut off from every other
+// node for the step's hold, then healed (release).
+func (r *runner) partition(ctx context.Context, s step) string {
+	v, err := r.faultView()
+	if err != nil {
+		return "skipped: " + err.Error()
+	}
+	target, why := v.managerTarget(s)
+	if target == nil {
+		return "skipped: " + why
+	}
+	name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
+	if err := r.m.cut(ctx, id); errors.Is(err, errNoPartition) {
+		return "skipped: " + err.Error()
+	} else if err != nil {
+		return fmt.Sprintf("partition %s: not done: %v", name, err)
+	}
+	r.strikeNode(target, false)
+	r.mu.Lock()
+	r.held[name] = heldFault{kind: stepCut, instance: id, node: target.GetNode().GetId()}
+	r.mu.Unlock()
+	r.holds.Add(1)
+	go func() {
+		defer r.holds.Done()
+		time.Sleep(s.Hold)
+		r.release(name)
+	}()
+	return fmt.Sprintf("cut %s off from the other nodes for %s%s", name, s.Hold, why)
+}
