@@ -139,6 +139,9 @@ type runner struct {
 	outage bool
 	// starving: a starve step's busy processes run.
 	starving bool
+	// delaysMet: the fault points the delay steps' managers delayed
+	// at, one a step and point.
+	delaysMet []string
 }
 
 // heldFault is a fault on a node that lasts: a stop, a cut, a restart
@@ -147,6 +150,9 @@ type heldFault struct {
 	kind     stepKind
 	instance string
 	node     string
+	// logFrom: a delay's machine's log size when it was armed (-1:
+	// unknown).
+	logFrom int64
 }
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
@@ -196,8 +202,15 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		}
 	}
 
+	ran, skipped := map[stepKind]int{}, map[stepKind]int{}
 	for i, s := range steps {
-		r.logf("step %d: %s", i+1, r.do(ctx, s))
+		said := r.do(ctx, s)
+		r.logf("step %d: %s", i+1, said)
+		if strings.HasPrefix(said, "skipped") || strings.Contains(said, "not done") {
+			skipped[s.Kind]++
+		} else {
+			ran[s.Kind]++
+		}
 		time.Sleep(s.Gap)
 	}
 	r.holds.Wait()
@@ -226,7 +239,22 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	for _, b := range r.broken {
 		t.Error(b)
 	}
-	t.Logf("seed %d: %d steps; %d invariants broken", seed, len(steps), len(r.broken))
+	t.Logf("seed %d: %d steps; %d invariants broken; ran %s; skipped %s; delays met %v", seed, len(steps), len(r.broken),
+		countsByKind(ran), countsByKind(skipped), r.delaysMet)
+}
+
+// countsByKind says a count per step kind, in the kinds' order.
+func countsByKind(n map[stepKind]int) string {
+	var parts []string
+	for _, w := range weights {
+		if n[w.kind] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", w.kind, n[w.kind]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // seedDir is where a seed's machines live: a temporary directory, or one
@@ -636,8 +664,18 @@ func (r *runner) release(name string) {
 	case h.kind == stepCut:
 		note, err = r.m.heal(ctx, h.instance)
 	case restart:
+		var met []string
+		if pm, ok := r.m.(*processMachines); ok && h.kind == stepDelay {
+			met = pm.delaysMet(h.instance, h.logFrom)
+		}
 		err = r.m.restart(ctx, h.instance, nil)
 		note = "restarted without the fault"
+		if h.kind == stepDelay {
+			note += fmt.Sprintf("; the delays met: %v", met)
+			r.mu.Lock()
+			r.delaysMet = append(r.delaysMet, met...)
+			r.mu.Unlock()
+		}
 	default:
 		err = r.m.thaw(ctx, h.instance)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/curatorproject/curator/curator"
@@ -93,8 +96,14 @@ func (r *runner) restartArmed(ctx context.Context, s step) string {
 	}
 	name, id, node := target.GetNode().GetName(), target.GetNode().GetInstanceId(), target.GetNode().GetId()
 	r.strikeNode(target, false)
+	logFrom := int64(-1)
+	if pm, ok := r.m.(*processMachines); ok {
+		if fi, err := os.Stat(pm.prov.LogFile(id)); err == nil {
+			logFrom = fi.Size()
+		}
+	}
 	r.mu.Lock()
-	r.held[name] = heldFault{kind: s.Kind, instance: id, node: node}
+	r.held[name] = heldFault{kind: s.Kind, instance: id, node: node, logFrom: logFrom}
 	r.mu.Unlock()
 	if err := r.m.restart(ctx, id, env); err != nil {
 		r.mu.Lock()
@@ -112,7 +121,31 @@ func (r *runner) restartArmed(ctx context.Context, s step) string {
 		time.Sleep(s.Hold)
 		r.release(name)
 	}()
-	return fmt.Sprintf("restarted %s with %v for %s%s", name, env, s.Hold, why)
+	var set []string
+	for k, v := range env {
+		set = append(set, k+"="+v)
+	}
+	return fmt.Sprintf("restarted %s with %s for %s%s", name, strings.Join(set, " "), s.Hold, why)
+}
+
+// delaysMet lists the fault points the agent of a process instance said
+// it delayed at (once each per process) in its log from offset from on:
+// which of the delays armed the manager met while they were armed.
+func (m *processMachines) delaysMet(id string, from int64) []string {
+	b, err := os.ReadFile(m.prov.LogFile(id))
+	if err != nil || from < 0 || from > int64(len(b)) {
+		return nil
+	}
+	var met []string
+	for _, line := range strings.Split(string(b[from:]), "\n") {
+		if _, rest, ok := strings.Cut(line, curator.FaultDelayEnv+": "); ok {
+			if point, _, ok := strings.Cut(rest, " delayed"); ok && !slices.Contains(met, point) {
+				met = append(met, point)
+			}
+		}
+	}
+	slices.Sort(met)
+	return met
 }
 
 // starve runs a starve step: starveProcs processes burning a core each

@@ -156,9 +156,10 @@ func (r *runner) powerLoss(ctx context.Context) string {
 	}
 	up := time.Since(off)
 	// The nodes restarted count as hit until they settle, like a reboot.
+	settled := time.Now().Add(rebootSettle)
 	r.mu.Lock()
 	for id := range before.nodes {
-		r.hit[id] = time.Now().Add(rebootSettle)
+		r.hit[id] = settled
 	}
 	r.mu.Unlock()
 	var after powerState
@@ -182,6 +183,10 @@ func (r *runner) powerLoss(ctx context.Context) string {
 			r.breakf("a power loss lost node %s's label power-loss=%d (%v)", short(labelled), r.devs-1, err)
 		}
 	}
+	// The step ends once the nodes have settled: every node counts as
+	// down until then, and the steps drawn meanwhile would all be
+	// skipped.
+	time.Sleep(time.Until(settled))
 	return fmt.Sprintf("power loss: dev and %d agents killed at once; dev --dir restarted the cluster %s, up in %s, %d nodes and %d audit entries kept",
 		killed-1, short(before.clusterID), up.Round(time.Millisecond), len(after.nodes), len(after.audit))
 }
