@@ -8,6 +8,7 @@ import "github.com/curatorproject/curator/curator/internal/faults"
 const (
 	FaultEnv                   = faults.Env
 	FaultDelayEnv              = faults.DelayEnv
+	FaultDelayDirEnv           = faults.DelayDirEnv
 	FaultClockSkewEnv          = faults.ClockSkewEnv
 	FaultAPIBeforeReply        = faults.APIBeforeReply
 	FaultWatchBeforeSend       = faults.WatchBeforeSend

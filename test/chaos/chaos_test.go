@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -150,9 +151,6 @@ type heldFault struct {
 	kind     stepKind
 	instance string
 	node     string
-	// logFrom: a delay's machine's log size when it was armed (-1:
-	// unknown).
-	logFrom int64
 }
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
@@ -358,6 +356,10 @@ func (r *runner) startDev(args []string) error {
 		return err
 	}
 	cmd := exec.Command(binary, append([]string{"dev", "--dir", r.dir}, args...)...)
+	if pm, ok := r.m.(*processMachines); ok {
+		// Every agent dev and its leaders start inherits it (delay).
+		cmd.Env = append(os.Environ(), curator.FaultDelayDirEnv+"="+pm.delayDir())
+	}
 	// dev prints the export line on stdout once the cluster is up.
 	outPath := filepath.Join(r.dir, "dev"+suffix+".out")
 	outFile, err := os.Create(outPath)
@@ -482,7 +484,9 @@ func (r *runner) do(ctx context.Context, s step) string {
 		return r.commitBad(s.Kind.group())
 	case stepPowerLoss:
 		return r.powerLoss(ctx)
-	case stepDelay, stepSkew:
+	case stepDelay:
+		return r.delay(s)
+	case stepSkew:
 		return r.restartArmed(ctx, s)
 	case stepStarve:
 		return r.starve(s)
@@ -648,7 +652,7 @@ func (r *runner) release(name string) {
 	r.mu.Lock()
 	h, ok := r.held[name]
 	delete(r.held, name)
-	restart := h.kind == stepDelay || h.kind == stepSkew
+	restart := h.kind == stepSkew
 	if ok && restart {
 		r.hit[h.node] = time.Now().Add(rebootSettle)
 	}
@@ -664,18 +668,8 @@ func (r *runner) release(name string) {
 	case h.kind == stepCut:
 		note, err = r.m.heal(ctx, h.instance)
 	case restart:
-		var met []string
-		if pm, ok := r.m.(*processMachines); ok && h.kind == stepDelay {
-			met = pm.delaysMet(h.instance, h.logFrom)
-		}
 		err = r.m.restart(ctx, h.instance, nil)
 		note = "restarted without the fault"
-		if h.kind == stepDelay {
-			note += fmt.Sprintf("; the delays met: %v", met)
-			r.mu.Lock()
-			r.delaysMet = append(r.delaysMet, met...)
-			r.mu.Unlock()
-		}
 	default:
 		err = r.m.thaw(ctx, h.instance)
 	}

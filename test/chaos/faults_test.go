@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,18 +76,10 @@ func (v faultView) managerTarget(s step) (*pb.NodeView, string) {
 	return n, why
 }
 
-// restartArmed runs a delay or a skew step: the manager restarted with
-// the fault armed, held for the step's hold, then restarted without it
-// (release).
+// restartArmed runs a skew step: the manager restarted with its clock
+// off, held for the step's hold, then restarted without it (release).
 func (r *runner) restartArmed(ctx context.Context, s step) string {
-	env := map[string]string{}
-	switch s.Kind {
-	case stepDelay:
-		env[curator.FaultDelayEnv] = delayPreset(s.Pick)
-	case stepSkew:
-		d := clockSkew(s.Pick)
-		env[curator.FaultClockSkewEnv] = fmt.Sprintf("%+.0fs", d.Seconds())
-	}
+	env := map[string]string{curator.FaultClockSkewEnv: fmt.Sprintf("%+.0fs", clockSkew(s.Pick).Seconds())}
 	v, err := r.faultView()
 	if err != nil {
 		return "skipped: " + err.Error()
@@ -96,14 +90,8 @@ func (r *runner) restartArmed(ctx context.Context, s step) string {
 	}
 	name, id, node := target.GetNode().GetName(), target.GetNode().GetInstanceId(), target.GetNode().GetId()
 	r.strikeNode(target, false)
-	logFrom := int64(-1)
-	if pm, ok := r.m.(*processMachines); ok {
-		if fi, err := os.Stat(pm.prov.LogFile(id)); err == nil {
-			logFrom = fi.Size()
-		}
-	}
 	r.mu.Lock()
-	r.held[name] = heldFault{kind: s.Kind, instance: id, node: node, logFrom: logFrom}
+	r.held[name] = heldFault{kind: s.Kind, instance: id, node: node}
 	r.mu.Unlock()
 	if err := r.m.restart(ctx, id, env); err != nil {
 		r.mu.Lock()
@@ -128,8 +116,87 @@ func (r *runner) restartArmed(ctx context.Context, s step) string {
 	return fmt.Sprintf("restarted %s with %s for %s%s", name, strings.Join(set, " "), s.Hold, why)
 }
 
+// delay runs a delay step: a manager's process (the curator leader's,
+// for an even pick) given delays at fault points through its file in
+// the cluster's delay directory (CURATOR_FAULT_DELAY_DIR), for the
+// step's hold, then none again. The manager runs on meanwhile, slow
+// where the delays are: nothing is killed, so any manager may be armed.
+func (r *runner) delay(s step) string {
+	pm, ok := r.m.(*processMachines)
+	if !ok {
+		return "skipped: a container's agent has no delay directory"
+	}
+	v, err := r.faultView()
+	if err != nil {
+		return "skipped: " + err.Error()
+	}
+	var target *pb.NodeView
+	if s.Pick%2 == 0 {
+		target = v.byID[v.leader]
+	}
+	if target == nil || !slices.Contains(v.ready, target) {
+		var voters []*pb.NodeView
+		for _, n := range v.ready {
+			if v.isVoter(n) {
+				voters = append(voters, n)
+			}
+		}
+		if len(voters) == 0 {
+			return "skipped: no ready voter"
+		}
+		target = voters[int(s.Pick>>1)%len(voters)]
+	}
+	name, id := target.GetNode().GetName(), target.GetNode().GetInstanceId()
+	why := ""
+	if target.GetNode().GetId() == v.leader {
+		why = " (the curator leader)"
+	}
+	disarm, err := pm.arm(id, delayPreset(s.Pick))
+	if err != nil {
+		return fmt.Sprintf("delay %s: not done: %v", name, err)
+	}
+	r.strikeNode(target, false)
+	r.holds.Add(1)
+	go func() {
+		defer r.holds.Done()
+		time.Sleep(s.Hold)
+		met := disarm()
+		r.mu.Lock()
+		r.delaysMet = append(r.delaysMet, met...)
+		r.mu.Unlock()
+		r.logf("delays of %s off; it met %v", name, met)
+	}()
+	return fmt.Sprintf("delays %s on %s for %s%s", delayPreset(s.Pick), name, s.Hold, why)
+}
+
+// delayDir is the cluster's delay directory (CURATOR_FAULT_DELAY_DIR):
+// every agent of the run has it in its environment.
+func (m *processMachines) delayDir() string { return filepath.Join(m.dir, "faults") }
+
+// arm gives the instance's process delays (faults.ParseDelays' form)
+// through its file in the delay directory, and returns what takes them
+// off again and says which points the process delayed at meanwhile.
+func (m *processMachines) arm(id, delays string) (disarm func() []string, err error) {
+	pid, err := m.pid(id)
+	if err != nil {
+		return nil, err
+	}
+	logFrom := int64(-1)
+	if fi, err := os.Stat(m.prov.LogFile(id)); err == nil {
+		logFrom = fi.Size()
+	}
+	path := filepath.Join(m.delayDir(), strconv.Itoa(pid))
+	if err := os.WriteFile(path, []byte(delays+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return func() []string {
+		_ = os.Remove(path)
+		return m.delaysMet(id, logFrom)
+	}, nil
+}
+
 // delaysMet lists the fault points the agent of a process instance said
-// it delayed at (once each per process) in its log from offset from on:
+// it delayed at (once each an arming) in its log from offset from on:
 // which of the delays armed the manager met while they were armed.
 func (m *processMachines) delaysMet(id string, from int64) []string {
 	b, err := os.ReadFile(m.prov.LogFile(id))

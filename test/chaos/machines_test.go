@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	dockerclient "github.com/moby/moby/client"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/dockertest"
 	"github.com/curatorproject/curator/internal/netfault"
 	"github.com/curatorproject/curator/provider"
@@ -109,6 +110,9 @@ func newProcessMachines(dir string) (*processMachines, error) {
 		return nil, err
 	}
 	m := &processMachines{dir: dir, prov: prov, frozen: map[string]int{}, cuts: map[string]processCut{}}
+	if err := os.MkdirAll(m.delayDir(), 0o755); err != nil {
+		return nil, err
+	}
 	m.noPartition = netfault.Available()
 	if m.noPartition == nil {
 		// The cgroup a cut needs, made and removed again.
@@ -162,6 +166,8 @@ func (m *processMachines) restart(ctx context.Context, id string, env map[string
 	for gone := time.Now(); m.alive(id) && time.Since(gone) < 5*time.Second; {
 		time.Sleep(10 * time.Millisecond)
 	}
+	env = maps(env) // a copy, never nil
+	env[curator.FaultDelayDirEnv] = m.delayDir()
 	_, err := m.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, env)
 	return err
 }

@@ -268,12 +268,24 @@ func (m *processMachines) powerOff(devPID int) (int, error) {
 	m.mu.Lock()
 	clear(m.frozen)
 	m.mu.Unlock()
-	for began := time.Now(); exec.Command("pgrep", "-f", "--", pattern).Run() == nil; time.Sleep(50 * time.Millisecond) {
+	// A process a dying leader's provider started a moment before the
+	// kill (a machine being made) may have come after the list: a power
+	// loss takes it too.
+	for began := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command("pgrep", "-f", "--", pattern).Output()
+		if err != nil {
+			return len(pids), nil
+		}
 		if time.Since(began) > 10*time.Second {
-			return len(pids), errors.New("agents still run 10 s after kill -9")
+			return len(pids), fmt.Errorf("agents still run 10 s after kill -9: %s", strings.Join(strings.Fields(string(out)), " "))
+		}
+		for _, pid := range strings.Fields(string(out)) {
+			if !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+				_ = exec.Command("kill", "-9", pid).Run()
+			}
 		}
 	}
-	return len(pids), nil
 }
 
 // powerOff: a docker dev cluster does not restart.

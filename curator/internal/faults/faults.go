@@ -24,6 +24,18 @@ const Env = "CURATOR_FAULT"
 // point or a bad duration makes the process refuse to start.
 const DelayEnv = "CURATOR_FAULT_DELAY"
 
+// DelayDirEnv names a directory where a test gives a running process
+// delays, in a binary built with -tags faults: the file named by the
+// process's pid holds what DelayEnv would ("" or no file: none), read
+// again at most every DelayDirPoll; a bad content is said on stderr and
+// gives no delay. Unlike the other variables it reaches the machines a
+// leader makes (each of which has a pid of its own): the chaos suite
+// sets it for a whole cluster and arms the leader of the moment.
+const DelayDirEnv = "CURATOR_FAULT_DELAY_DIR"
+
+// DelayDirPoll is how often a process reads its file in DelayDirEnv.
+const DelayDirPoll = 100 * time.Millisecond
+
 // ClockSkewEnv runs the curator's clock (Config.Now: heartbeats,
 // down-after, leases' doubt, rollout deadlines, event times) ahead
 // (+3s) or behind (-3s) of the host's, in a binary built with -tags

@@ -5,6 +5,8 @@ package faults
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,9 +56,51 @@ func Point(name string) {
 	delay(name)
 }
 
-// delay sleeps for the delay CURATOR_FAULT_DELAY gives name, if any.
-func delay(name string) {
+// fileDelays are the delays of the process's file in DelayDirEnv.
+var fileDelays struct {
+	sync.Mutex
+	dir     string
+	readAt  time.Time
+	content string
+	delays  map[string]time.Duration
+}
+
+func init() { fileDelays.dir = os.Getenv(DelayDirEnv) }
+
+// delayOf is the delay of the point name: its file's (DelayDirEnv),
+// else CURATOR_FAULT_DELAY's.
+func delayOf(name string) (time.Duration, bool) {
+	if fileDelays.dir != "" {
+		fd := &fileDelays
+		fd.Lock()
+		if time.Since(fd.readAt) >= DelayDirPoll {
+			fd.readAt = time.Now()
+			path := filepath.Join(fd.dir, strconv.Itoa(os.Getpid()))
+			b, _ := os.ReadFile(path) // no file: no delay
+			if content := strings.TrimSpace(string(b)); content != fd.content {
+				fd.content = content
+				d, err := ParseDelays(content)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "curator: %s: %v: no delays from it\n", path, err)
+				}
+				fd.delays = d
+				delaySaid.Clear() // each arming says what it met
+			}
+		}
+		d, ok := fd.delays[name]
+		fd.Unlock()
+		if ok {
+			return d, true
+		}
+	}
 	d, ok := delays[name]
+	return d, ok
+}
+
+// delay sleeps for the delay CURATOR_FAULT_DELAY (or the process's file
+// in CURATOR_FAULT_DELAY_DIR) gives name, if any.
+func delay(name string) {
+	d, ok := delayOf(name)
 	if !ok {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +82,46 @@ func TestBadFaultEnvRefused(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || strings.Contains(out, "slept=") || !strings.Contains(out, strings.Split(env, "=")[0]) {
 			t.Errorf("%s: %v, want exit status 2 naming the variable, before the test ran:\n%s", env, err, out)
 		}
+	}
+}
+
+// TestChildDir is what the child of TestDelayDirArmsARunningProcess
+// runs: it passes a point until the point delays it (its file armed by
+// the parent meanwhile), and says how long.
+func TestChildDir(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		t.Skip("run by TestDelayDirArmsARunningProcess")
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		began := time.Now()
+		Point(WatchBeforeSend)
+		if slept := time.Since(began); slept >= 100*time.Millisecond {
+			fmt.Printf("slept=%s\n", slept.Round(100*time.Millisecond))
+			return
+		}
+	}
+	fmt.Println("never delayed")
+}
+
+// A running process is armed through its file in DelayDirEnv, named by
+// its pid.
+func TestDelayDirArmsARunningProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestChildDir$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1", DelayDirEnv+"="+dir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // undelayed meanwhile
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(cmd.Process.Pid)), []byte("watch/before-send=400ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "slept=400ms") || !strings.Contains(out.String(), "watch/before-send delayed 400ms") {
+		t.Errorf("the armed process was not delayed 400ms:\n%s", out.String())
 	}
 }
