@@ -2,8 +2,10 @@ package netfault
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,13 +20,20 @@ const dialEnv = "NETFAULT_TEST_DIALER"
 func TestMain(m *testing.M) {
 	if os.Getenv(dialEnv) != "" {
 		sc := bufio.NewScanner(os.Stdin)
+		var held []net.Conn // "hold ADDR": dialed and kept open
 		for sc.Scan() {
-			c, err := net.DialTimeout("tcp", sc.Text(), time.Second)
+			addr, hold := strings.CutPrefix(sc.Text(), "hold ")
+			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err != nil {
 				fmt.Println("no:", err)
 				continue
 			}
-			c.Close()
+			if hold {
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
+			_ = len(held) // kept open until the process ends
 			fmt.Println("yes")
 		}
 		os.Exit(0)
@@ -159,5 +168,50 @@ func TestCgroupPartition(t *testing.T) {
 	}
 	if own, err := cgroupOf(inside.cmd.Process.Pid); err != nil || strings.Contains(own, path) {
 		t.Errorf("the process is still in %s (%v)", own, err)
+	}
+}
+
+// A process's open connections are aborted, but those spare keeps: the
+// peer sees its connection end.
+func TestAbortConnections(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	var accepted []chan net.Conn
+	var addrs []string
+	for _, ip := range []string{"127.0.44.203", "127.0.44.204"} {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ch := make(chan net.Conn, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				ch <- c
+			}
+		}()
+		accepted, addrs = append(accepted, ch), append(addrs, ln.Addr().String())
+	}
+	d := startDialer(t)
+	for _, a := range addrs {
+		if got := d.dial(t, "hold "+a); got != "yes" {
+			t.Fatalf("hold %s: %s", a, got)
+		}
+	}
+	n, err := AbortConnections(d.cmd.Process.Pid, func(_, remote netip.AddrPort) bool { return remote.Addr().String() == "127.0.44.204" })
+	if err != nil || n != 1 {
+		t.Fatalf("aborted %d, %v; want the one connection to 127.0.44.203", n, err)
+	}
+	for i, want := range []bool{true, false} {
+		c := <-accepted[i]
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		ended := err != nil && !(errors.As(err, &ne) && ne.Timeout())
+		if ended != want {
+			t.Errorf("connection to %s: read %v, want it ended: %v", addrs[i], err, want)
+		}
 	}
 }

@@ -82,8 +82,9 @@ func chaosCgroup() string { return fmt.Sprintf("curator-chaos-%d", os.Getpid()) 
 
 // processCut is a process cut off: its table of drops and its cgroup.
 type processCut struct {
-	tab *netfault.Table
-	cg  *netfault.Cgroup
+	tab     *netfault.Table
+	cg      *netfault.Cgroup
+	aborted int // its connections to the others, ended at the cut
 }
 
 // processMachines are the process provider's instances in dir.
@@ -197,7 +198,8 @@ func (m *processMachines) thaw(_ context.Context, id string) error {
 // pool, both ways: its process moved into a cgroup of its own, what that
 // cgroup sends to the pool's other addresses dropped, and what anyone
 // else sends to its address (the test's clients too, as a network cut
-// would). Its traffic to itself passes.
+// would); its open connections to the others ended (a reset each, the
+// one thing a real cut would not send). Its traffic to itself passes.
 func (m *processMachines) cut(ctx context.Context, id string) error {
 	if m.noPartition != nil {
 		return fmt.Errorf("%w: %v", errNoPartition, m.noPartition)
@@ -233,6 +235,16 @@ func (m *processMachines) cut(ctx context.Context, id string) error {
 	if err == nil {
 		err = tab.Drop(netfault.ToIP(ip), "the others -> "+id)
 	}
+	aborted := 0
+	if err == nil {
+		// Its open connections to the others were made before the
+		// move, outside the cgroup's match: ended, to be made again
+		// (and dropped). Those to itself, and those made to it (whose
+		// every packet from the others is dropped), stay.
+		aborted, err = netfault.AbortConnections(pid, func(local, remote netip.AddrPort) bool {
+			return remote.Addr().String() == ip || local.Addr().String() == ip
+		})
+	}
 	if err != nil {
 		err = errors.Join(err, tab.Delete())
 		if cg != nil {
@@ -241,7 +253,7 @@ func (m *processMachines) cut(ctx context.Context, id string) error {
 		return err
 	}
 	m.mu.Lock()
-	m.cuts[id] = processCut{tab: tab, cg: cg}
+	m.cuts[id] = processCut{tab: tab, cg: cg, aborted: aborted}
 	m.mu.Unlock()
 	return nil
 }
@@ -272,7 +284,8 @@ func (m *processMachines) heal(_ context.Context, id string) (string, error) {
 	}
 	dropped, total, err := c.tab.Heal()
 	err = errors.Join(err, c.tab.Delete(), c.cg.Close())
-	return fmt.Sprintf("%d packets dropped (%d from it, %d to it)", total, dropped[id+" -> the others"], dropped["the others -> "+id]), err
+	return fmt.Sprintf("%d packets dropped (%d from it, %d to it), %d of its connections ended at the cut",
+		total, dropped[id+" -> the others"], dropped["the others -> "+id], c.aborted), err
 }
 
 func (m *processMachines) alive(id string) bool {
