@@ -115,6 +115,9 @@ func newProcessMachines(dir string) (*processMachines, error) {
 		return nil, err
 	}
 	m.noPartition = netfault.Available()
+	if _, err := exec.LookPath("ss"); m.noPartition == nil && err != nil {
+		m.noPartition = fmt.Errorf("a cut ends a process's connections with ss (iproute2): %w", err)
+	}
 	if m.noPartition == nil {
 		// The cgroup a cut needs, made and removed again.
 		cg, err := netfault.NewCgroup(chaosCgroup() + "/probe")
