@@ -146,3 +146,32 @@ func RemoveCgroup(path string) error {
 	}
 	return nil
 }
+
+// RemoveStaleCgroups removes the cgroups prefix+PID (and the cgroups in
+// them) of processes that are gone: a test binary that died before its
+// clean-up. Their processes, if any still run, go back to the root.
+func RemoveStaleCgroups(prefix string) {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(mnt, prefix+"*"))
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), prefix))
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		children, _ := os.ReadDir(dir)
+		for _, c := range children {
+			if !c.IsDir() {
+				continue
+			}
+			procs, _ := os.ReadFile(filepath.Join(dir, c.Name(), "cgroup.procs"))
+			for _, p := range strings.Fields(string(procs)) {
+				_ = os.WriteFile(filepath.Join(mnt, "cgroup.procs"), []byte(p), 0)
+			}
+			_ = os.Remove(filepath.Join(dir, c.Name()))
+		}
+		_ = os.Remove(dir)
+	}
+}

@@ -78,7 +78,9 @@ var errNoRestartEnv = errors.New("a container keeps the environment it was made 
 // (under it, one per cut instance).
 const chaosTablePrefix = "curator_chaos_"
 
-func chaosCgroup() string { return fmt.Sprintf("curator-chaos-%d", os.Getpid()) }
+func chaosCgroup() string { return fmt.Sprintf("%s%d", chaosCgroupPrefix, os.Getpid()) }
+
+const chaosCgroupPrefix = "curator-chaos-"
 
 // processCut is a process cut off: its table of drops and its cgroup.
 type processCut struct {
@@ -119,6 +121,7 @@ func newProcessMachines(dir string) (*processMachines, error) {
 		m.noPartition = fmt.Errorf("a cut ends a process's connections with ss (iproute2): %w", err)
 	}
 	if m.noPartition == nil {
+		netfault.RemoveStaleCgroups(chaosCgroupPrefix)
 		// The cgroup a cut needs, made and removed again.
 		cg, err := netfault.NewCgroup(chaosCgroup() + "/probe")
 		if err == nil {
