@@ -143,6 +143,12 @@ type runner struct {
 	// delaysMet: the fault points the delay steps' managers delayed
 	// at, one a step and point.
 	delaysMet []string
+	// starves: each starve step's time span; powerLosses: when each
+	// power loss struck (liveMarkedDown).
+	starves     [][2]time.Time
+	powerLosses []time.Time
+	// liveDown: the nodes marked down while no fault had hit them.
+	liveDown []string
 }
 
 // heldFault is a fault on a node that lasts: a stop, a cut, a restart
@@ -237,8 +243,8 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	for _, b := range r.broken {
 		t.Error(b)
 	}
-	t.Logf("seed %d: %d steps; %d invariants broken; ran %s; skipped %s; delays met %v", seed, len(steps), len(r.broken),
-		countsByKind(ran), countsByKind(skipped), r.delaysMet)
+	t.Logf("seed %d: %d steps; %d invariants broken; ran %s; skipped %s; delays met %v; %d live nodes marked down", seed, len(steps), len(r.broken),
+		countsByKind(ran), countsByKind(skipped), r.delaysMet, len(r.liveDown))
 }
 
 // countsByKind says a count per step kind, in the kinds' order.
@@ -882,6 +888,16 @@ func (r *runner) checkEvents(steps []step) {
 		actions[ev.GetLoop()+"/"+ev.GetAction()]++
 	}
 	r.logf("%d events over %d terms: %v", len(events), len(leaderOf), actions)
+	downs, starved := r.liveMarkedDown(events)
+	for _, d := range downs {
+		r.logf("marked down while no fault had hit it: %s", d)
+	}
+	r.mu.Lock()
+	r.liveDown = downs
+	r.mu.Unlock()
+	if len(downs) > 0 {
+		r.logf("%d nodes marked down while no fault had hit them (%d with the host starved)", len(downs), starved)
+	}
 	if made, need := actions["groups/provision"], machinesNeeded(steps); made > 2*need {
 		r.breakf("the groups made %d machines, the steps called for %d: machines made again and again", made, need)
 	}

@@ -224,6 +224,7 @@ func (r *runner) starve(s step) string {
 		return "skipped: the host is starved already"
 	}
 	r.starving = true
+	r.starves = append(r.starves, [2]time.Time{time.Now(), time.Now().Add(s.Hold)})
 	r.mu.Unlock()
 	stop, err := testenv.Busy(starveProcs)
 	if err != nil {
@@ -273,4 +274,44 @@ func (r *runner) partition(ctx context.Context, s step) string {
 		r.release(name)
 	}()
 	return fmt.Sprintf("cut %s off from the other nodes for %s%s", name, s.Hold, why)
+}
+
+// liveMarkedDown lists the nodes the health loop marked down (its events)
+// that no fault of the schedule had hit in the 40 s before (a stop, a
+// cut, a freeze, a kill, a reboot, a restart, a power loss): a node
+// marked down while it ran, heartbeating, because of a fault elsewhere (a
+// manager its session went through cut off or slow, the host starved).
+// Each is said with whether the host was starved then. A liveness
+// matter, counted and said, not an invariant: down-after is 5 s here,
+// and a session moves to another manager only once it finds its own
+// gone.
+func (r *runner) liveMarkedDown(events []*pb.Event) (downs []string, starved int) {
+	const window = 40 * time.Second
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range events {
+		if ev.GetLoop() != "health" || !strings.Contains(ev.GetAction(), "mark-down") || ev.GetNodeId() == "" {
+			continue
+		}
+		at := ev.GetTime().AsTime()
+		if at.Before(r.began) {
+			continue
+		}
+		hit := slices.ContainsFunc(r.struck, func(s strike) bool {
+			return s.id == ev.GetNodeId() && !s.at.After(at) && at.Sub(s.at) < window
+		}) || slices.ContainsFunc(r.powerLosses, func(t time.Time) bool { return !t.After(at) && at.Sub(t) < window })
+		if hit {
+			continue
+		}
+		during := slices.ContainsFunc(r.starves, func(w [2]time.Time) bool {
+			return !at.Before(w[0]) && !at.After(w[1].Add(downAfter))
+		})
+		note := ""
+		if during {
+			starved++
+			note = ", the host starved"
+		}
+		downs = append(downs, fmt.Sprintf("%s at %.1fs%s: %s", short(ev.GetNodeId()), at.Sub(r.began).Seconds(), note, ev.GetReason()))
+	}
+	return downs, starved
 }

@@ -132,6 +132,7 @@ func (r *runner) powerLoss(ctx context.Context) string {
 	}
 	r.mu.Lock()
 	r.outage = true
+	r.powerLosses = append(r.powerLosses, time.Now())
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
