@@ -278,9 +278,11 @@ func (r *runner) partition(ctx context.Context, s step) string {
 
 // liveMarkedDown lists the nodes the health loop marked down (its events)
 // that no fault of the schedule had hit in the 40 s before (a stop, a
-// cut, a freeze, a kill, a reboot, a restart, a power loss): a node
-// marked down while it ran, heartbeating, because of a fault elsewhere (a
-// manager its session went through cut off or slow, the host starved).
+// cut, a freeze, a kill, a reboot, a restart, a power loss), nor their
+// group taken away (drained, demoted, its machine destroyed: a rollout
+// or a scale-down): a node marked down while it ran, heartbeating,
+// because of a fault elsewhere (a manager its session went through cut
+// off or slow, the host starved).
 // Each is said with whether the host was starved then. A liveness
 // matter, counted and said, not an invariant: down-after is 5 s here,
 // and a session moves to another manager only once it finds its own
@@ -297,7 +299,12 @@ func (r *runner) liveMarkedDown(events []*pb.Event) (downs []string, starved int
 		if at.Before(r.began) {
 			continue
 		}
-		hit := slices.ContainsFunc(r.struck, func(s strike) bool {
+		within := func(t time.Time) bool { return !t.After(at) && at.Sub(t) < window }
+		taken := slices.ContainsFunc(events, func(g *pb.Event) bool {
+			return g.GetLoop() == "groups" && g.GetNodeId() == ev.GetNodeId() && within(g.GetTime().AsTime()) &&
+				slices.Contains([]string{"drain", "demote", "destroy-machine", "remove-node"}, g.GetAction())
+		})
+		hit := taken || slices.ContainsFunc(r.struck, func(s strike) bool {
 			return s.id == ev.GetNodeId() && !s.at.After(at) && at.Sub(s.at) < window
 		}) || slices.ContainsFunc(r.powerLosses, func(t time.Time) bool { return !t.After(at) && at.Sub(t) < window })
 		if hit {
