@@ -253,6 +253,8 @@ func TestLiveMarkedDown(t *testing.T) {
 		ev(105, "worker", "mark-down"),  // live, the host starved
 		ev(130, "worker", "mark-ready"), // not a mark-down
 		ev(205, "worker", "mark-down"),  // a power loss 5 s before
+		{Time: timestamppb.New(at(300)), Loop: "groups", Action: "drain", NodeId: "rolled"},
+		ev(310, "rolled", "mark-down"), // drained by a rollout 10 s before
 		{Time: timestamppb.New(at(70)), Loop: "groups", Action: "mark-down", NodeId: "x"}, // not the health loop
 	}
 	downs, starved := r.liveMarkedDown(events)
