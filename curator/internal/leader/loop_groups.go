@@ -254,6 +254,9 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 		snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
 		snap.RollbackOf = ro.RollbackOf
+		if ro.Started != nil {
+			snap.RolloutStarted = ro.Started.AsTime()
+		}
 	}
 	snap.Machines = groupMachines(gs.machines)
 	ms := w.ms
