@@ -114,14 +114,35 @@ func cgroupOf(pid int) (string, error) {
 	return "", fmt.Errorf("process %d has no cgroup v2", pid)
 }
 
-// Close moves c's processes back where they came from (a process that
-// came from elsewhere, or is gone, is left), and removes c.
+// Close moves c's processes back where they came from, and removes c. A
+// process that started in c (a child of one moved in) goes where its
+// parent came from, or to the root.
 func (c *Cgroup) Close() error {
 	c.mu.Lock()
 	from := c.from
 	c.from = map[int]string{}
 	c.mu.Unlock()
 	var errs []error
+	if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs")); err == nil {
+		home := ""
+		for _, dir := range from {
+			home = dir
+			break
+		}
+		if home == "" {
+			home = filepath.Dir(filepath.Dir(c.dir)) // the mount, for c two levels down
+			if mnt, err := cgroup2Mount(); err == nil {
+				home = mnt
+			}
+		}
+		for _, p := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(p); err == nil {
+				if _, known := from[pid]; !known {
+					from[pid] = home
+				}
+			}
+		}
+	}
 	for pid, dir := range from {
 		err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +214,44 @@ func TestAbortConnections(t *testing.T) {
 		ended := err != nil && !(errors.As(err, &ne) && ne.Timeout())
 		if ended != want {
 			t.Errorf("connection to %s: read %v, want it ended: %v", addrs[i], err, want)
+		}
+	}
+}
+
+// Close moves every process of the cgroup back, those that started in
+// it too (a child of one moved in), and removes it.
+func TestCgroupCloseTakesEveryProcess(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	path := fmt.Sprintf("curator-netfault-test-%d", os.Getpid())
+	cg, err := NewCgroup(path + "/close")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer RemoveCgroup(path)
+	var pids []int
+	for range 2 {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		pids = append(pids, cmd.Process.Pid)
+	}
+	if err := cg.Add(pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The second as if it had started inside: not through Add.
+	if err := os.WriteFile(filepath.Join(cg.dir, "cgroup.procs"), []byte(strconv.Itoa(pids[1])), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, pid := range pids {
+		if own, err := cgroupOf(pid); err != nil || strings.Contains(own, path) {
+			t.Errorf("process %d is still in %s (%v)", pid, own, err)
 		}
 	}
 }
