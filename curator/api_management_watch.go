@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
@@ -152,6 +153,7 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 			sent[n.Id] = v.sent(n)
 			resp.Nodes = append(resp.Nodes, v.nodeView(n))
 		}
+		faults.Point(faults.WatchBeforeSend)
 		return stream.Send(resp)
 	}
 	resp := &pb.WatchNodesResponse{Revision: rev}
@@ -160,6 +162,7 @@ func (m *managementAPI) sendNodes(stream grpc.ServerStreamingServer[pb.WatchNode
 		if len(resp.Nodes) == 0 && len(resp.Removed) == 0 {
 			return nil
 		}
+		faults.Point(faults.WatchBeforeSend)
 		err := stream.Send(resp)
 		resp, inResp = &pb.WatchNodesResponse{Revision: rev}, map[string]bool{}
 		return err
@@ -237,6 +240,7 @@ func (m *managementAPI) WatchEvents(req *pb.WatchEventsRequest, stream grpc.Serv
 		}
 		backlog = 0
 		if first || len(events) > 0 || rev > after {
+			faults.Point(faults.WatchBeforeSend)
 			if err := stream.Send(&pb.WatchEventsResponse{Events: events, Revision: rev}); err != nil {
 				return err
 			}
@@ -298,6 +302,7 @@ func (m *managementAPI) followEvents(stream grpc.ServerStreamingServer[pb.WatchE
 		if len(resp.Events) == 0 && !wr.IsProgressNotify() {
 			continue
 		}
+		faults.Point(faults.WatchBeforeSend)
 		if err := stream.Send(resp); err != nil {
 			return 0, err
 		}

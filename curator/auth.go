@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/curator/store"
@@ -270,6 +271,9 @@ func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
 // call is recorded in the audit trail (audit.go) by the manager that
 // answers it: the leader, or a follower that refused it before forwarding.
 func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	// A delay given this point (a faults build) holds every answer,
+	// served, forwarded or refused, after what the call did took effect.
+	defer faults.Point(faults.APIBeforeReply)
 	mgmt := strings.HasPrefix(info.FullMethod, managementPrefix)
 	id, err := s.admit(ctx, info.FullMethod)
 	if err == nil && mgmt {

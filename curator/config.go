@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/internal/leader"
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/pki"
@@ -109,7 +110,8 @@ type Config struct {
 	SessionBurst int
 	// Version is the binary's version, reported by cluster info.
 	Version string
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means the host's (off by
+	// CURATOR_FAULT_CLOCK_SKEW in a binary built with -tags faults).
 	Now func() time.Time
 	// Metrics are the collectors to update; nil means unregistered ones.
 	Metrics *Metrics
@@ -169,7 +171,7 @@ func (c Config) withDefaults() Config {
 	c.SessionRate = cmp.Or(c.SessionRate, DefaultSessionRate)
 	c.SessionBurst = cmp.Or(c.SessionBurst, DefaultSessionBurst)
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = faults.Now
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -1,18 +1,17 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/curatorproject/curator/internal/netfault"
 )
 
 // Partitions between node processes on one host, as a real network makes
@@ -36,25 +35,18 @@ import (
 // the rest is the test binary's pid and the test's subnet.
 const netFaultTablePrefix = "curator_test_"
 
-// netFault is one test's nftables table.
+// netFault is one test's nftables table (internal/netfault).
 type netFault struct {
-	t     *testing.T
-	table string // "inet NAME"
-	mu    sync.Mutex
-	// rules are the drops in force, by comment ("manager-1 -> manager-2"),
-	// in the order they were added.
-	rules []string
+	t   *testing.T
+	tab *netfault.Table
 }
 
 // requireNetFault skips t unless this process can run nodes under other
 // uids and drop their packets with nft.
 func requireNetFault(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("partition tests need root: each node runs under a uid of its own and nft drops its packets")
-	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skipf("partition tests need nft (nftables) to drop packets between nodes: %v", err)
+	if err := netfault.Available(); err != nil {
+		t.Skipf("partition tests: each node runs under a uid of its own: %v", err)
 	}
 }
 
@@ -64,66 +56,23 @@ func requireNetFault(t *testing.T) {
 func newNetFault(t *testing.T, subnet string) *netFault {
 	t.Helper()
 	requireNetFault(t)
-	removeStaleNetFaultTables(t)
-	name := netFaultTablePrefix + strconv.Itoa(os.Getpid()) + "_" + strings.ReplaceAll(strings.Trim(subnet, "."), ".", "_")
-	f := &netFault{t: t, table: "inet " + name}
-	// output holds the drops; probe only counts (see count).
-	script := fmt.Sprintf("table %s {\n"+
-		"\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n\t}\n"+
-		"\tchain probe {\n\t\ttype filter hook output priority filter - 1; policy accept;\n\t}\n"+
-		"}\n", f.table)
-	if out, err := nftInput(script, "-f", "-"); err != nil {
-		t.Skipf("partition tests need nft to create a table: %v: %s", err, out)
+	tab, stale, err := netfault.New(netFaultTablePrefix, strings.ReplaceAll(strings.Trim(subnet, "."), ".", "_"))
+	for _, name := range stale {
+		t.Logf("deleted the nft table %s of a test process that is gone", name)
 	}
+	if err != nil {
+		t.Skipf("partition tests need nft to create a table: %v", err)
+	}
+	f := &netFault{t: t, tab: tab}
 	t.Cleanup(func() {
-		f.mu.Lock()
-		partitioned := len(f.rules) > 0
-		f.mu.Unlock()
-		if t.Failed() && partitioned {
-			t.Logf("nft ruleset of %s when the test ended:\n%s", f.table, f.ruleset())
+		if t.Failed() && tab.Dropping() {
+			t.Logf("nft ruleset of %s when the test ended:\n%s", tab.Name(), tab.Ruleset())
 		}
-		if out, err := nft("delete", "table", f.table); err != nil {
-			t.Errorf("delete nft table %s: %v: %s", f.table, err, out)
+		if err := tab.Delete(); err != nil {
+			t.Error(err)
 		}
 	})
 	return f
-}
-
-// nft runs nft with args and returns what it printed.
-func nft(args ...string) (string, error) {
-	return nftInput("", args...)
-}
-
-// nftInput is nft with input on its stdin (for `nft -f -`).
-func nftInput(input string, args ...string) (string, error) {
-	cmd := exec.Command("nft", args...)
-	cmd.Stdin = strings.NewReader(input)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
-}
-
-// removeStaleNetFaultTables deletes the tables of test binaries that died
-// before their cleanup ran, so that no partition outlives its test.
-func removeStaleNetFaultTables(t *testing.T) {
-	t.Helper()
-	out, err := nft("list", "tables", "inet")
-	if err != nil {
-		return
-	}
-	re := regexp.MustCompile(`table inet (` + netFaultTablePrefix + `(\d+)_\S+)`)
-	for _, m := range re.FindAllStringSubmatch(out, -1) {
-		pid, _ := strconv.Atoi(m[2])
-		if pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		if out, err := nft("delete", "table", "inet", m[1]); err != nil {
-			t.Logf("could not delete the stale nft table %s: %v: %s", m[1], err, out)
-		} else {
-			t.Logf("deleted the nft table %s of test process %d, which is gone", m[1], pid)
-		}
-	}
 }
 
 // endpoint is what a rule needs of a node: the uid its processes run
@@ -137,15 +86,9 @@ type endpoint struct {
 // drop drops everything from sends to to: one-way loss.
 func (f *netFault) drop(from, to endpoint) {
 	f.t.Helper()
-	comment := from.name + " -> " + to.name
-	script := fmt.Sprintf("add rule %s output meta skuid %d ip daddr %s counter drop comment %q\n",
-		f.table, from.uid, to.ip, comment)
-	if out, err := nftInput(script, "-f", "-"); err != nil {
-		f.t.Fatalf("nft: drop %s: %v: %s", comment, err, out)
+	if err := f.tab.Drop(netfault.FromUID(from.uid)+" "+netfault.ToIP(to.ip), from.name+" -> "+to.name); err != nil {
+		f.t.Fatal(err)
 	}
-	f.mu.Lock()
-	f.rules = append(f.rules, comment)
-	f.mu.Unlock()
 }
 
 // cut drops everything between a and b, both ways.
@@ -160,25 +103,13 @@ func (f *netFault) cut(a, b endpoint) {
 // partition was not real, and neither is anything the test saw.
 func (f *netFault) heal() map[string]int {
 	f.t.Helper()
-	ruleset := f.ruleset()
-	if out, err := nft("flush", "chain", f.table, "output"); err != nil {
-		f.t.Fatalf("nft: flush %s output: %v: %s", f.table, err, out)
+	ruleset := f.tab.Ruleset()
+	partitioned := f.tab.Dropping()
+	dropped, total, err := f.tab.Heal()
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	f.mu.Lock()
-	rules := f.rules
-	f.rules = nil
-	f.mu.Unlock()
-	dropped := map[string]int{}
-	re := regexp.MustCompile(`counter packets (\d+) bytes \d+ drop comment "([^"]*)"`)
-	for _, m := range re.FindAllStringSubmatch(ruleset, -1) {
-		n, _ := strconv.Atoi(m[1])
-		dropped[m[2]] += n
-	}
-	total := 0
-	for _, r := range rules {
-		total += dropped[r]
-	}
-	if len(rules) > 0 && total == 0 {
+	if partitioned && total == 0 {
 		f.t.Fatalf("the partition dropped no packet: its rules did not match the nodes' traffic:\n%s", ruleset)
 	}
 	return dropped
@@ -189,43 +120,28 @@ func (f *netFault) heal() map[string]int {
 // Nothing is dropped.
 func (f *netFault) count(from, to []endpoint, d time.Duration) map[string]map[string]int {
 	f.t.Helper()
-	var script strings.Builder
 	for _, a := range from {
 		for _, b := range to {
-			fmt.Fprintf(&script, "add rule %s probe meta skuid %d ip daddr %s tcp dport %d counter comment %q\n",
-				f.table, a.uid, b.ip, port, a.name+" -> "+b.name)
+			match := fmt.Sprintf("%s %s tcp dport %d", netfault.FromUID(a.uid), netfault.ToIP(b.ip), port)
+			if err := f.tab.Counter(match, a.name+" -> "+b.name); err != nil {
+				f.t.Fatal(err)
+			}
 		}
-	}
-	if out, err := nftInput(script.String(), "-f", "-"); err != nil {
-		f.t.Fatalf("nft: add counters: %v: %s", err, out)
 	}
 	time.Sleep(d)
-	out, err := nft("list", "chain", f.table, "probe")
+	byComment, err := f.tab.Counts()
 	if err != nil {
-		f.t.Fatalf("nft: list %s probe: %v: %s", f.table, err, out)
-	}
-	if out, err := nft("flush", "chain", f.table, "probe"); err != nil {
-		f.t.Fatalf("nft: flush %s probe: %v: %s", f.table, err, out)
+		f.t.Fatal(err)
 	}
 	counts := map[string]map[string]int{}
-	re := regexp.MustCompile(`counter packets (\d+) bytes \d+ comment "([^"]*) -> ([^"]*)"`)
-	for _, m := range re.FindAllStringSubmatch(out, -1) {
-		n, _ := strconv.Atoi(m[1])
-		if counts[m[2]] == nil {
-			counts[m[2]] = map[string]int{}
+	for comment, n := range byComment {
+		a, b, _ := strings.Cut(comment, " -> ")
+		if counts[a] == nil {
+			counts[a] = map[string]int{}
 		}
-		counts[m[2]][m[3]] += n
+		counts[a][b] += n
 	}
 	return counts
-}
-
-// ruleset is the table as nft lists it, with its counters.
-func (f *netFault) ruleset() string {
-	out, err := nft("list", "table", f.table)
-	if err != nil {
-		return fmt.Sprintf("(nft list table %s: %v: %s)", f.table, err, out)
-	}
-	return out
 }
 
 // uidBase is the first of the uids the nodes of a test run under: node k

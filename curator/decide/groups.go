@@ -218,6 +218,11 @@ type GroupSnapshot struct {
 	// (the rollout record's count), LastFailure the reason of the last.
 	Failures    int
 	LastFailure string
+	// RolloutStarted is when the rollout began: a machine made before
+	// it that runs its target (a rollback's old machines, already on
+	// the config it goes back to) has ProgressDeadline from then, not
+	// from when it was made, to be ready.
+	RolloutStarted time.Time
 	// RollbackOf: the rollout is a rollback from this config SHA, whose
 	// rollout failed; a stale machine of it that is not ready is a failed
 	// machine, destroyed at once rather than after replace_after.
@@ -760,7 +765,16 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 			updated++
 			continue
 		}
-		if age := s.Now.Sub(m.Created); age >= s.ProgressDeadline {
+		// A machine older than the rollout (on its target already: a
+		// rollback's old machines) counts from the rollout's start: one
+		// down a moment (frozen, rebooting, cut off) when a rollback
+		// begins is not a new machine that failed.
+		since := latest(m.Created, s.RolloutStarted)
+		if age := s.Now.Sub(since); age >= s.ProgressDeadline {
+			made := fmt.Sprintf("was made %v ago", age.Round(time.Second))
+			if since.After(m.Created) {
+				made = fmt.Sprintf("has had %v since the rollout began", age.Round(time.Second))
+			}
 			what := "its node never joined"
 			n, ok := nodeOf[m.ID]
 			if ok {
@@ -771,7 +785,7 @@ func decideRollout(s GroupSnapshot, ms []GroupMachine, have int, nodeOf map[stri
 					what = fmt.Sprintf("its node %s has not stayed ready for monitor %v", n.ID, s.Monitor)
 				}
 			}
-			return machineFailed(s, m.ID, n, ok, fmt.Sprintf("was made %v ago and %s (progress_deadline %v)", age.Round(time.Second), what, s.ProgressDeadline))
+			return machineFailed(s, m.ID, n, ok, fmt.Sprintf("%s and %s (progress_deadline %v)", made, what, s.ProgressDeadline))
 		}
 	}
 	if len(stale) == 0 {

@@ -276,6 +276,18 @@ func TestDecideRollout(t *testing.T) {
 			s.TargetSHA = old
 			return s
 		}(), &GroupAction{Kind: GroupDestroyMachine, Machine: "c", Step: "destroy", Repair: true, Reason: "rolling group w to 000000000000 (2 of 2 updated): its node is not ready"}},
+		{"rollback: an old machine on the target, down as the rollback begins, is not a failed new machine", func() GroupSnapshot {
+			s := surge(workers(1, []GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour)},
+				[]GroupNode{n("A", "a"), {ID: "B", InstanceID: "b", Status: down, Since: now.Add(-time.Second)}}))
+			s.TargetSHA, s.RolloutStarted = old, now.Add(-2*time.Second)
+			return s
+		}(), nil},
+		{"rollback: the same machine still down progress_deadline after the rollback began fails it", func() GroupSnapshot {
+			s := surge(workers(1, []GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour)},
+				[]GroupNode{n("A", "a"), {ID: "B", InstanceID: "b", Status: down, Since: now.Add(-time.Second)}}))
+			s.TargetSHA, s.RolloutStarted = old, now.Add(-3*time.Minute)
+			return s
+		}(), &GroupAction{Kind: GroupDestroyMachine, Machine: "b", Node: "B", Step: "failed", Reason: "rollout of group w to 000000000000: machine b failed (1 of max_failures 1): has had 3m0s since the rollout began and its node B is not a ready member yet (progress_deadline 3m0s); it goes at once, and the rollout fails"}},
 		{"rollback: then done", func() GroupSnapshot {
 			s := surge(workers(1, []GroupMachine{m("a", old, time.Hour), m("b", old, time.Hour)}, []GroupNode{n("A", "a"), n("B", "b")}))
 			s.TargetSHA = old

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/curatorproject/curator/consensus"
+	"github.com/curatorproject/curator/curator/internal/faults"
 	"github.com/curatorproject/curator/curator/spec"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/supervisor"
@@ -158,6 +159,9 @@ func (r *Registry) follow(ctx context.Context, rev int64) error {
 		if err := wr.Err(); err != nil {
 			return err
 		}
+		// A slow apply (a delay given this point in a faults build):
+		// the view lags etcd meanwhile.
+		faults.Point(faults.RegistryBeforeApply)
 		r.mu.Lock()
 		for _, ev := range wr.Events {
 			id := strings.TrimPrefix(string(ev.Kv.Key), nodePrefix)

@@ -26,6 +26,18 @@ func BusyNeighbours() (stop func(), err error) {
 	if err != nil || n < 0 {
 		return nil, fmt.Errorf("%s=%q: want a number of busy processes", BusyEnv, v)
 	}
+	stop, err = Busy(n)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "testenv: %d busy neighbours (%s)\n", n, BusyEnv)
+	return stop, nil
+}
+
+// Busy starts n processes that burn a core each, and returns what stops
+// them (and waits for them): a host starved of CPU for as long as a test
+// wants (the chaos suite's starve step).
+func Busy(n int) (stop func(), err error) {
 	var burners []*exec.Cmd
 	stop = func() {
 		for _, c := range burners {
@@ -41,6 +53,5 @@ func BusyNeighbours() (stop func(), err error) {
 		}
 		burners = append(burners, c)
 	}
-	fmt.Fprintf(os.Stderr, "testenv: %d busy neighbours (%s)\n", n, BusyEnv)
 	return stop, nil
 }

@@ -187,10 +187,11 @@ func GoBuild(out, pkg string, flags ...string) error {
 }
 
 // RunWithCurator is a TestMain's body for tests that run the real binary:
-// it builds ./cmd/curator into a new temporary dir (named by prefix),
+// it builds ./cmd/curator (with flags, like "-tags", "faults") into a new
+// temporary dir (named by prefix),
 // sets *binary to its path, runs m (beside the busy neighbours BusyEnv
 // asks for) and removes the dir. It returns the exit code.
-func RunWithCurator(m *testing.M, prefix string, binary *string) int {
+func RunWithCurator(m *testing.M, prefix string, binary *string, flags ...string) int {
 	tmp, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -198,7 +199,7 @@ func RunWithCurator(m *testing.M, prefix string, binary *string) int {
 	}
 	defer os.RemoveAll(tmp)
 	*binary = filepath.Join(tmp, "curator")
-	if err := GoBuild(*binary, "./cmd/curator"); err != nil {
+	if err := GoBuild(*binary, "./cmd/curator", flags...); err != nil {
 		fmt.Fprintf(os.Stderr, "build curator: %v\n", err)
 		return 1
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/client"
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/testenv"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -62,7 +63,10 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(testenv.RunWithCurator(m, "curator-chaos-", &binary))
+	// With fault points (curator/internal/faults): the delay and skew
+	// steps arm them in a manager they restart; unarmed, they do
+	// nothing.
+	os.Exit(testenv.RunWithCurator(m, "curator-chaos-", &binary, "-tags", "faults"))
 }
 
 // TestChaos runs each seed's schedule against a new dev cluster of five
@@ -134,12 +138,25 @@ type runner struct {
 	dev    *devProc
 	devs   int
 	outage bool
+	// starving: a starve step's busy processes run.
+	starving bool
+	// delaysMet: the fault points the delay steps' managers delayed
+	// at, one a step and point.
+	delaysMet []string
+	// starves: each starve step's time span; powerLosses: when each
+	// power loss struck (liveMarkedDown).
+	starves     [][2]time.Time
+	powerLosses []time.Time
+	// liveDown: the nodes marked down while no fault had hit them.
+	liveDown []string
 }
 
-// heldFault is a stop or a cut that lasts: its kind and the machine.
+// heldFault is a fault on a node that lasts: a stop, a cut, a restart
+// with a fault armed; its kind, the machine and the node's ID.
 type heldFault struct {
 	kind     stepKind
 	instance string
+	node     string
 }
 
 func runSeed(t *testing.T, v variant, seed uint64, faults int) {
@@ -167,6 +184,11 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		}
 	})
 	r.logf("schedule of seed %d: %d steps", seed, len(steps))
+	if pm, ok := r.m.(*processMachines); ok && pm.noPartition != nil {
+		// Said, not silent: the steps stay in the schedule (a seed
+		// draws the same steps everywhere) and say so as they run.
+		t.Logf("no partitions here (%v): a cut step stops its node instead, a partition step is skipped", pm.noPartition)
+	}
 	for i, s := range steps {
 		r.logf("step %d: %s", i+1, s)
 	}
@@ -184,8 +206,15 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 		}
 	}
 
+	ran, skipped := map[stepKind]int{}, map[stepKind]int{}
 	for i, s := range steps {
-		r.logf("step %d: %s", i+1, r.do(ctx, s))
+		said := r.do(ctx, s)
+		r.logf("step %d: %s", i+1, said)
+		if strings.HasPrefix(said, "skipped") || strings.Contains(said, "not done") {
+			skipped[s.Kind]++
+		} else {
+			ran[s.Kind]++
+		}
 		time.Sleep(s.Gap)
 	}
 	r.holds.Wait()
@@ -214,7 +243,22 @@ func runSeed(t *testing.T, v variant, seed uint64, faults int) {
 	for _, b := range r.broken {
 		t.Error(b)
 	}
-	t.Logf("seed %d: %d steps; %d invariants broken", seed, len(steps), len(r.broken))
+	t.Logf("seed %d: %d steps; %d invariants broken; ran %s; skipped %s; delays met %v; %d live nodes marked down", seed, len(steps), len(r.broken),
+		countsByKind(ran), countsByKind(skipped), r.delaysMet, len(r.liveDown))
+}
+
+// countsByKind says a count per step kind, in the kinds' order.
+func countsByKind(n map[stepKind]int) string {
+	var parts []string
+	for _, w := range weights {
+		if n[w.kind] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", w.kind, n[w.kind]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // seedDir is where a seed's machines live: a temporary directory, or one
@@ -318,6 +362,10 @@ func (r *runner) startDev(args []string) error {
 		return err
 	}
 	cmd := exec.Command(binary, append([]string{"dev", "--dir", r.dir}, args...)...)
+	if pm, ok := r.m.(*processMachines); ok {
+		// Every agent dev and its leaders start inherits it (delay).
+		cmd.Env = append(os.Environ(), curator.FaultDelayDirEnv+"="+pm.delayDir())
+	}
 	// dev prints the export line on stdout once the cluster is up.
 	outPath := filepath.Join(r.dir, "dev"+suffix+".out")
 	outFile, err := os.Create(outPath)
@@ -409,7 +457,7 @@ func (r *runner) do(ctx context.Context, s step) string {
 				return fmt.Sprintf("%s %s: not done: %v", s.Kind, name, err)
 			}
 			r.mu.Lock()
-			r.held[name] = heldFault{kind: kind, instance: id}
+			r.held[name] = heldFault{kind: kind, instance: id, node: target.GetNode().GetId()}
 			r.mu.Unlock()
 			r.holds.Add(1)
 			go func() {
@@ -442,6 +490,14 @@ func (r *runner) do(ctx context.Context, s step) string {
 		return r.commitBad(s.Kind.group())
 	case stepPowerLoss:
 		return r.powerLoss(ctx)
+	case stepDelay:
+		return r.delay(s)
+	case stepSkew:
+		return r.restartArmed(ctx, s)
+	case stepStarve:
+		return r.starve(s)
+	case stepPartition:
+		return r.partition(ctx, s)
 	case stepScaleWorkers:
 		if why := r.busy("workers", false); why != "" {
 			return "skipped: " + why
@@ -596,11 +652,16 @@ func etcdAnswers(addr string) bool {
 }
 
 // release ends a held fault: continues a stopped node, joins a cut one
-// again.
+// again, restarts one with a fault armed without it (counted as down to
+// the schedule for rebootSettle after, as a reboot is).
 func (r *runner) release(name string) {
 	r.mu.Lock()
 	h, ok := r.held[name]
 	delete(r.held, name)
+	restart := h.kind == stepSkew
+	if ok && restart {
+		r.hit[h.node] = time.Now().Add(rebootSettle)
+	}
 	r.mu.Unlock()
 	if !ok {
 		return
@@ -608,10 +669,18 @@ func (r *runner) release(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if h.kind == stepCut {
-		err = r.m.heal(ctx, h.instance)
-	} else {
+	note := ""
+	switch {
+	case h.kind == stepCut:
+		note, err = r.m.heal(ctx, h.instance)
+	case restart:
+		err = r.m.restart(ctx, h.instance, nil)
+		note = "restarted without the fault"
+	default:
 		err = r.m.thaw(ctx, h.instance)
+	}
+	if note != "" {
+		note = ": " + note
 	}
 	switch {
 	case err != nil && !r.m.alive(h.instance):
@@ -620,7 +689,7 @@ func (r *runner) release(name string) {
 	case err != nil:
 		r.breakf("could not release %s: %v", name, err)
 	default:
-		r.logf("released %s", name)
+		r.logf("released %s%s", name, note)
 	}
 }
 
@@ -819,6 +888,16 @@ func (r *runner) checkEvents(steps []step) {
 		actions[ev.GetLoop()+"/"+ev.GetAction()]++
 	}
 	r.logf("%d events over %d terms: %v", len(events), len(leaderOf), actions)
+	downs, starved := r.liveMarkedDown(events)
+	for _, d := range downs {
+		r.logf("marked down while no fault had hit it: %s", d)
+	}
+	r.mu.Lock()
+	r.liveDown = downs
+	r.mu.Unlock()
+	if len(downs) > 0 {
+		r.logf("%d nodes marked down while no fault had hit them (%d with the host starved)", len(downs), starved)
+	}
 	if made, need := actions["groups/provision"], machinesNeeded(steps); made > 2*need {
 		r.breakf("the groups made %d machines, the steps called for %d: machines made again and again", made, need)
 	}
@@ -839,7 +918,7 @@ func machinesNeeded(steps []step) int {
 			need += int(workersSize(2)) - int(workersSize(0))
 		case stepBadWorkers, stepBadManagers:
 			need += 2 // a new machine that fails, one that replaces it
-		case stepFreezeWorkers, stepFreezeManagers:
+		case stepFreezeWorkers, stepFreezeManagers, stepStarve:
 			// Nothing is replaced.
 		default:
 			need++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,7 +20,9 @@ import (
 	"github.com/moby/moby/api/types/network"
 	dockerclient "github.com/moby/moby/client"
 
+	"github.com/curatorproject/curator/curator"
 	"github.com/curatorproject/curator/internal/dockertest"
+	"github.com/curatorproject/curator/internal/netfault"
 	"github.com/curatorproject/curator/provider"
 	"github.com/curatorproject/curator/provider/docker"
 	"github.com/curatorproject/curator/provider/process"
@@ -33,13 +36,18 @@ type machines interface {
 	kill(ctx context.Context, id string) error
 	// reboot kills it and starts it again from its data.
 	reboot(ctx context.Context, id string) error
+	// restart is a reboot with env added to the agent's environment
+	// (the fault variables of a faults build). errNoRestartEnv: this
+	// variant cannot.
+	restart(ctx context.Context, id string, env map[string]string) error
 	// freeze and thaw stop its process and continue it.
 	freeze(ctx context.Context, id string) error
 	thaw(ctx context.Context, id string) error
-	// cut cuts it off the network, heal joins it again at its address.
-	// errNoPartition: this variant cannot.
+	// cut cuts it off the network, heal joins it again at its address
+	// and says what the cut did, if it knows. errNoPartition: this
+	// variant cannot (here).
 	cut(ctx context.Context, id string) error
-	heal(ctx context.Context, id string) error
+	heal(ctx context.Context, id string) (string, error)
 	// alive says whether the machine runs.
 	alive(id string) bool
 	// killAll ends every machine of the run.
@@ -53,19 +61,46 @@ type machines interface {
 	powerOff(devPID int) (int, error)
 }
 
-// errNoPartition: processes on one host share the loopback interface, so
-// cutting one off would take a uid each and packet filtering as root
-// (test/partition_linux_test.go does that); the process variant freezes
-// the node instead, which its peers see the same way: silence.
-var errNoPartition = errors.New("processes on one loopback cannot be cut off: frozen instead")
+// errNoPartition: processes on one host share the loopback interface and
+// (here) one uid: the process variant cuts one off by moving its process
+// into a cgroup of its own and dropping its packets with nftables
+// (internal/netfault), which takes root and nft. Where it cannot, a cut
+// step freezes the node instead, which its peers see the same way
+// (silence), and a partition step is skipped.
+var errNoPartition = errors.New("no partitions here")
+
+// errNoRestartEnv: a variant whose machines keep the environment they
+// were made with (a container's).
+var errNoRestartEnv = errors.New("a container keeps the environment it was made with")
+
+// chaosTablePrefix starts the nftables tables of the process variant's
+// cuts (the test's pid and the instance follow), chaosCgroup the cgroups
+// (under it, one per cut instance).
+const chaosTablePrefix = "curator_chaos_"
+
+func chaosCgroup() string { return fmt.Sprintf("%s%d", chaosCgroupPrefix, os.Getpid()) }
+
+const chaosCgroupPrefix = "curator-chaos-"
+
+// processCut is a process cut off: its table of drops and its cgroup.
+type processCut struct {
+	tab     *netfault.Table
+	cg      *netfault.Cgroup
+	aborted int // its connections to the others, ended at the cut
+}
 
 // processMachines are the process provider's instances in dir.
 type processMachines struct {
 	dir  string
 	prov *process.Provider
 
+	// noPartition says why cut cannot cut a process off here (nil: it
+	// can).
+	noPartition error
+
 	mu     sync.Mutex
 	frozen map[string]int // instance ID → pid
+	cuts   map[string]processCut
 }
 
 func newProcessMachines(dir string) (*processMachines, error) {
@@ -77,7 +112,24 @@ func newProcessMachines(dir string) (*processMachines, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &processMachines{dir: dir, prov: prov, frozen: map[string]int{}}, nil
+	m := &processMachines{dir: dir, prov: prov, frozen: map[string]int{}, cuts: map[string]processCut{}}
+	if err := os.MkdirAll(m.delayDir(), 0o755); err != nil {
+		return nil, err
+	}
+	m.noPartition = netfault.Available()
+	if _, err := exec.LookPath("ss"); m.noPartition == nil && err != nil {
+		m.noPartition = fmt.Errorf("a cut ends a process's connections with ss (iproute2): %w", err)
+	}
+	if m.noPartition == nil {
+		netfault.RemoveStaleCgroups(chaosCgroupPrefix)
+		// The cgroup a cut needs, made and removed again.
+		cg, err := netfault.NewCgroup(chaosCgroup() + "/probe")
+		if err == nil {
+			err = errors.Join(cg.Close(), netfault.RemoveCgroup(chaosCgroup()))
+		}
+		m.noPartition = err
+	}
+	return m, nil
 }
 
 // pid finds instance id's process by its data dir.
@@ -111,13 +163,19 @@ func (m *processMachines) kill(_ context.Context, id string) error {
 }
 
 func (m *processMachines) reboot(ctx context.Context, id string) error {
+	return m.restart(ctx, id, nil)
+}
+
+func (m *processMachines) restart(ctx context.Context, id string, env map[string]string) error {
 	if err := m.kill(ctx, id); err != nil {
 		return err
 	}
 	for gone := time.Now(); m.alive(id) && time.Since(gone) < 5*time.Second; {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, err := m.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, nil)
+	env = maps(env) // a copy, never nil
+	env[curator.FaultDelayDirEnv] = m.delayDir()
+	_, err := m.prov.Start(ctx, id, []string{"agent", "run", "--data-dir", provider.PlaceholderDataDir}, env)
 	return err
 }
 
@@ -142,8 +200,99 @@ func (m *processMachines) thaw(_ context.Context, id string) error {
 	return syscall.Kill(pid, syscall.SIGCONT)
 }
 
-func (m *processMachines) cut(context.Context, string) error  { return errNoPartition }
-func (m *processMachines) heal(context.Context, string) error { return nil }
+// cut cuts the instance's process off from every other address of the
+// pool, both ways: its process moved into a cgroup of its own, what that
+// cgroup sends to the pool's other addresses dropped, and what anyone
+// else sends to its address (the test's clients too, as a network cut
+// would); its open connections to the others ended (a reset each, the
+// one thing a real cut would not send). Its traffic to itself passes.
+func (m *processMachines) cut(ctx context.Context, id string) error {
+	if m.noPartition != nil {
+		return fmt.Errorf("%w: %v", errNoPartition, m.noPartition)
+	}
+	pid, err := m.pid(id)
+	if err != nil {
+		return err
+	}
+	ip, err := m.address(ctx, id)
+	if err != nil {
+		return err
+	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(id))
+	tab, _, err := netfault.New(chaosTablePrefix, name)
+	if err != nil {
+		return err
+	}
+	cg, err := netfault.NewCgroup(chaosCgroup() + "/" + name)
+	if err == nil {
+		err = cg.Add(pid)
+	}
+	if err == nil {
+		err = tab.Drop(cg.FromCgroup()+" ip daddr "+addresses+" ip daddr != "+ip, id+" -> the others")
+	}
+	if err == nil {
+		err = tab.Pass(cg.FromCgroup(), id+" to itself")
+	}
+	if err == nil {
+		err = tab.Drop(netfault.ToIP(ip), "the others -> "+id)
+	}
+	aborted := 0
+	if err == nil {
+		// Its open connections to the others were made before the
+		// move, outside the cgroup's match: ended, to be made again
+		// (and dropped). Those to itself, and those made to it (whose
+		// every packet from the others is dropped), stay.
+		aborted, err = netfault.AbortConnections(pid, func(local, remote netip.AddrPort) bool {
+			return remote.Addr().String() == ip || local.Addr().String() == ip
+		})
+	}
+	if err != nil {
+		err = errors.Join(err, tab.Delete())
+		if cg != nil {
+			err = errors.Join(err, cg.Close())
+		}
+		return err
+	}
+	m.mu.Lock()
+	m.cuts[id] = processCut{tab: tab, cg: cg, aborted: aborted}
+	m.mu.Unlock()
+	return nil
+}
+
+// address is the instance's IP.
+func (m *processMachines) address(ctx context.Context, id string) (string, error) {
+	list, err := m.prov.List(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, in := range list {
+		if in.ID == id {
+			ip, _, err := net.SplitHostPort(in.Address)
+			return ip, err
+		}
+	}
+	return "", fmt.Errorf("no instance %s", id)
+}
+
+// heal ends the instance's cut, and says how many packets it dropped.
+func (m *processMachines) heal(_ context.Context, id string) (string, error) {
+	m.mu.Lock()
+	c, ok := m.cuts[id]
+	delete(m.cuts, id)
+	m.mu.Unlock()
+	if !ok {
+		return "", nil
+	}
+	dropped, total, err := c.tab.Heal()
+	err = errors.Join(err, c.tab.Delete(), c.cg.Close())
+	return fmt.Sprintf("%d packets dropped (%d from it, %d to it), %d of its connections ended at the cut",
+		total, dropped[id+" -> the others"], dropped["the others -> "+id], c.aborted), err
+}
 
 func (m *processMachines) alive(id string) bool {
 	return exec.Command("pgrep", "-f", "--", m.instanceDir(id)).Run() == nil
@@ -153,6 +302,18 @@ func (m *processMachines) alive(id string) bool {
 func (m *processMachines) keepLogs(string) error { return nil }
 
 func (m *processMachines) killAll() {
+	defer func() {
+		m.mu.Lock()
+		var ids []string
+		for id := range m.cuts {
+			ids = append(ids, id)
+		}
+		m.mu.Unlock()
+		for _, id := range ids {
+			_, _ = m.heal(context.Background(), id)
+		}
+		_ = netfault.RemoveCgroup(chaosCgroup())
+	}()
 	pattern := filepath.Join(m.dir, "instances") + "/"
 	for range 50 {
 		_ = exec.Command("pkill", "-CONT", "-f", "--", pattern).Run()
@@ -204,6 +365,13 @@ func (m *dockerMachines) reboot(ctx context.Context, id string) error {
 	return err
 }
 
+func (m *dockerMachines) restart(ctx context.Context, id string, env map[string]string) error {
+	if len(env) > 0 {
+		return errNoRestartEnv
+	}
+	return m.reboot(ctx, id)
+}
+
 func (m *dockerMachines) freeze(ctx context.Context, id string) error {
 	_, err := m.docker.ContainerPause(ctx, id, dockerclient.ContainerPauseOptions{})
 	return err
@@ -230,20 +398,20 @@ func (m *dockerMachines) cut(ctx context.Context, id string) error {
 	return err
 }
 
-func (m *dockerMachines) heal(ctx context.Context, id string) error {
+func (m *dockerMachines) heal(ctx context.Context, id string) (string, error) {
 	m.mu.Lock()
 	ip, ok := m.ips[id]
 	delete(m.ips, id)
 	m.mu.Unlock()
 	if !ok {
-		return nil
+		return "", nil
 	}
 	// Its old address: the node's certificate names it.
 	_, err := m.docker.NetworkConnect(ctx, m.network, dockerclient.NetworkConnectOptions{
 		Container:      id,
 		EndpointConfig: &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
 	})
-	return err
+	return "", err
 }
 
 func (m *dockerMachines) alive(id string) bool {

@@ -60,6 +60,25 @@ const (
 	// node or a group, and where the variant's dev does not restart
 	// (Docker).
 	stepPowerLoss
+	// stepDelay restarts a manager (a voter, under the same condition
+	// as a kill) with delays armed at chosen fault points
+	// (CURATOR_FAULT_DELAY, the step's pick choosing which: a sleep
+	// between two writes of one action, a slow apply of the node view,
+	// late answers, slow watches), for three times the step's hold,
+	// then restarts it again without them.
+	stepDelay
+	// stepSkew restarts a manager the same way with its curator's clock
+	// ahead or behind the host's by 1–4 s (CURATOR_FAULT_CLOCK_SKEW).
+	stepSkew
+	// stepStarve starves the host of CPU: three processes that burn a
+	// core each (testenv.Busy) for twice the step's hold.
+	stepStarve
+	// stepPartition cuts a manager off from every other node, both ways,
+	// for the step's hold, then heals it: on processes the nftables
+	// harness (internal/netfault, as root; skipped, saying why,
+	// elsewhere), on Docker the container disconnected. Same condition
+	// as a kill.
+	stepPartition
 )
 
 func (k stepKind) String() string {
@@ -90,6 +109,14 @@ func (k stepKind) String() string {
 		return "freeze-managers"
 	case stepPowerLoss:
 		return "power-loss"
+	case stepDelay:
+		return "delay"
+	case stepSkew:
+		return "skew"
+	case stepStarve:
+		return "starve"
+	case stepPartition:
+		return "partition"
 	}
 	return fmt.Sprintf("step(%d)", int(k))
 }
@@ -112,6 +139,10 @@ var weights = []struct {
 	{stepFreezeWorkers, 1},
 	{stepFreezeManagers, 1},
 	{stepPowerLoss, 1},
+	{stepDelay, 2},
+	{stepSkew, 1},
+	{stepStarve, 1},
+	{stepPartition, 2},
 }
 
 // group is the group a group-wide step hits or commits to ("" for a
@@ -161,8 +192,12 @@ type step struct {
 
 func (s step) String() string {
 	switch s.Kind {
-	case stepStop, stepCut, stepFreezeWorkers, stepFreezeManagers:
+	case stepStop, stepCut, stepFreezeWorkers, stepFreezeManagers, stepStarve, stepPartition:
 		return fmt.Sprintf("%s pick %d hold %s, then %s", s.Kind, s.Pick, s.Hold, s.Gap)
+	case stepDelay:
+		return fmt.Sprintf("%s pick %d (%s) hold %s, then %s", s.Kind, s.Pick, delayPreset(s.Pick), s.Hold, s.Gap)
+	case stepSkew:
+		return fmt.Sprintf("%s pick %d (%s) hold %s, then %s", s.Kind, s.Pick, clockSkew(s.Pick), s.Hold, s.Gap)
 	case stepScaleWorkers:
 		return fmt.Sprintf("%s to %d, then %s", s.Kind, workersSize(s.Pick), s.Gap)
 	}
@@ -196,8 +231,13 @@ func schedule(seed uint64, n int) []step {
 			Hold: time.Duration(2000+rng.IntN(6000)) * time.Millisecond,
 			Gap:  time.Duration(500+rng.IntN(2500)) * time.Millisecond,
 		}
-		if kind.freeze() {
+		switch {
+		case kind.freeze():
 			s.Hold = freezeHold(s.Hold)
+		case kind == stepDelay || kind == stepSkew:
+			s.Hold *= 3
+		case kind == stepStarve:
+			s.Hold *= 2
 		}
 		steps = append(steps, s)
 	}

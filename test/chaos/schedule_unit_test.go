@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -57,6 +58,10 @@ func TestScheduleKinds(t *testing.T) {
 		{stepFreezeWorkers, "freeze-workers", "workers", 25 * time.Second, 31 * time.Second, 0},
 		{stepFreezeManagers, "freeze-managers", "managers", 25 * time.Second, 31 * time.Second, 0},
 		{stepPowerLoss, "power-loss", "", 2 * time.Second, 8 * time.Second, 1},
+		{stepDelay, "delay", "", 6 * time.Second, 24 * time.Second, 1},
+		{stepSkew, "skew", "", 6 * time.Second, 24 * time.Second, 1},
+		{stepStarve, "starve", "", 4 * time.Second, 16 * time.Second, 0},
+		{stepPartition, "partition", "", 2 * time.Second, 8 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.kind.String(); got != tc.name {
@@ -225,5 +230,35 @@ func TestPowerLost(t *testing.T) {
 				t.Errorf("lost = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLiveMarkedDown: a mark-down counts as a live node's when no fault
+// hit the node (or the whole cluster, a power loss) in the 40 s before,
+// and says whether the host was starved then.
+func TestLiveMarkedDown(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	r := &runner{began: t0,
+		struck:      []strike{{at: at(10), id: "stopped"}, {at: at(10), id: "long-ago"}},
+		starves:     [][2]time.Time{{at(100), at(110)}},
+		powerLosses: []time.Time{at(200)},
+	}
+	ev := func(s int, node, action string) *pb.Event {
+		return &pb.Event{Time: timestamppb.New(at(s)), Loop: "health", Action: action, NodeId: node, Reason: "not heard from"}
+	}
+	events := []*pb.Event{
+		ev(16, "stopped", "mark-down"),  // hit 6 s before
+		ev(60, "long-ago", "mark-down"), // hit 50 s before: live
+		ev(105, "worker", "mark-down"),  // live, the host starved
+		ev(130, "worker", "mark-ready"), // not a mark-down
+		ev(205, "worker", "mark-down"),  // a power loss 5 s before
+		{Time: timestamppb.New(at(300)), Loop: "groups", Action: "drain", NodeId: "rolled"},
+		ev(310, "rolled", "mark-down"), // drained by a rollout 10 s before
+		{Time: timestamppb.New(at(70)), Loop: "groups", Action: "mark-down", NodeId: "x"}, // not the health loop
+	}
+	downs, starved := r.liveMarkedDown(events)
+	if len(downs) != 2 || starved != 1 || !strings.HasPrefix(downs[0], "long-ago at 60.0s:") || !strings.HasPrefix(downs[1], "worker at 105.0s, the host starved:") {
+		t.Errorf("live mark-downs %q, %d starved; want long-ago at 60 s and worker at 105 s (starved)", downs, starved)
 	}
 }

@@ -310,6 +310,9 @@ func (l *groupLoop) snapshot(w *groupsSeen, gs *groupSeen) decide.GroupSnapshot 
 		snap.Failures, snap.LastFailure = int(ro.Failures), ro.LastFailure
 		snap.OnFailure, snap.RollBack, snap.PauseOnFailure = onFailure(pol, ro)
 		snap.RollbackOf = ro.RollbackOf
+		if ro.Started != nil {
+			snap.RolloutStarted = ro.Started.AsTime()
+		}
 	}
 	snap.Machines = groupMachines(gs.machines)
 	snap.Domains, snap.ConsensusByDomain = g.Spec.GetDomains(), w.consensus
@@ -707,10 +710,13 @@ func machineSpec(cs *pb.ClusterState, caFingerprint string, g *pb.Group, manager
 	}
 	env[JoinTokenEnv] = pki.Token{CAFingerprint: caFingerprint, Secret: secret}.String()
 	// A fault armed in the leader (a test binary built with -tags
-	// faults) is not passed on to the machines it makes, which a process
-	// provider starts with the leader's environment.
-	if _, set := env[faults.Env]; !set {
-		env[faults.Env] = ""
+	// faults: a point, a delay, a skewed clock) is not passed on to the
+	// machines it makes, which a process provider starts with the
+	// leader's environment.
+	for _, k := range []string{faults.Env, faults.DelayEnv, faults.ClockSkewEnv} {
+		if _, set := env[k]; !set {
+			env[k] = ""
+		}
 	}
 	return provider.Spec{
 		Labels: map[string]string{
