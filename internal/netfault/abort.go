@@ -14,7 +14,9 @@ import (
 
 // AbortConnections aborts (ss -K: the socket closed, a reset sent) the
 // TCP connections of process pid but those spare keeps, and returns how
-// many it aborted. A socket's cgroup is the one its process was in when
+// many it aborted: those ss closed (it passes over in silence what the
+// kernel would not close for it, without CAP_NET_ADMIN, and a connection
+// that ended by itself meanwhile is none). A socket's cgroup is the one its process was in when
 // it made the socket: a process moved into a Cgroup keeps its open
 // connections outside FromCgroup's match until it makes them again.
 func AbortConnections(pid int, spare func(local, remote netip.AddrPort) bool) (int, error) {
@@ -45,12 +47,16 @@ func AbortConnections(pid int, spare func(local, remote netip.AddrPort) bool) (i
 		if err1 != nil || err2 != nil || spare(local, remote) {
 			continue
 		}
-		filter := []string{"-K", "src", local.Addr().String(), "sport", "=", ":" + strconv.Itoa(int(local.Port())),
+		filter := []string{"-H", "-K", "src", local.Addr().String(), "sport", "=", ":" + strconv.Itoa(int(local.Port())),
 			"dst", remote.Addr().String(), "dport", "=", ":" + strconv.Itoa(int(remote.Port()))}
-		if out, err := exec.Command("ss", filter...).CombinedOutput(); err != nil {
+		out, err := exec.Command("ss", filter...).CombinedOutput()
+		if err != nil {
 			return aborted, fmt.Errorf("ss %s: %w: %s", strings.Join(filter, " "), err, out)
 		}
-		aborted++
+		// ss -K prints the sockets it closed.
+		if strings.TrimSpace(string(out)) != "" {
+			aborted++
+		}
 	}
 	return aborted, nil
 }
