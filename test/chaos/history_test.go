@@ -22,7 +22,7 @@ import (
 // rollout status), while a watch of the events and one of the nodes run
 // across the failovers. At the end of the faults the history is checked
 // for linearizability and the watches by their validators; a violation
-// breaks the seed, its visualisation written where historyDir says
+// fails the run, its visualisation written where historyDir says
 // (test/history/README.md).
 //
 // Availability is not written (a rollout drains nodes itself: the
@@ -107,7 +107,7 @@ func (r *runner) checkHistory(h *recording) {
 }
 
 // historyDir is where a failed check writes its visualisation: the
-// -keep directory of the seed, else the one CURATOR_TEST_KEEP names,
+// -keep directory of the run, else the one CURATOR_TEST_KEEP names,
 // else a new temporary directory that is kept after the test (the places
 // docs/testing.md and test/history/README.md describe).
 func (r *runner) historyDir() string {
