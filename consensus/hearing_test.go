@@ -9,9 +9,29 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 )
+
+// newHearing starts a cluster of three voters, and returns a context for
+// the test, its nodes, a client, its members, etcd's leader and a Hearer
+// (closed at the end of the test).
+func newHearing(t *testing.T) (context.Context, []*testNode, *clientv3.Client, []Member, *testNode, *Hearer) {
+	t.Helper()
+	p := newTestPKI(t)
+	nodes := p.newCluster(t, 3)
+	cli := p.client(t, nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	members, err := Members(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hearer := NewHearer(cli)
+	t.Cleanup(hearer.Close)
+	return ctx, nodes, cli, members, leaderNode(t, cli, nodes), hearer
+}
 
 // TestHearNotTheDead: a voter stopped a moment ago is not heard, at once
 // (no waiting for a timeout of etcd's), while the leader and the live
@@ -19,18 +39,7 @@ import (
 // what did not finish.
 func TestHearNotTheDead(t *testing.T) {
 	t.Parallel()
-	p := newTestPKI(t)
-	nodes := p.newCluster(t, 3)
-	cli := p.client(t, nodes...)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	members, err := Members(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := leaderNode(t, cli, nodes)
-	hearer := NewHearer(cli)
-	defer hearer.Close()
+	ctx, nodes, cli, members, leader, hearer := newHearing(t)
 	heard := func(ns ...*testNode) map[uint64]bool {
 		out := map[uint64]bool{}
 		for _, n := range ns {
@@ -77,7 +86,7 @@ func TestHearNotTheDead(t *testing.T) {
 
 	const bound = time.Second
 	asked = time.Now()
-	err = Bounded(ctx, bound, "move etcd leadership to the stopped member", func(ctx context.Context) error {
+	err := Bounded(ctx, bound, "move etcd leadership to the stopped member", func(ctx context.Context) error {
 		return MoveLeader(ctx, cli, deadID)
 	})
 	took = time.Since(asked)
@@ -101,16 +110,7 @@ func TestHearNotTheDead(t *testing.T) {
 // again it is waited on, and heard, again.
 func TestHearSilentVoterOnce(t *testing.T) {
 	t.Parallel()
-	p := newTestPKI(t)
-	nodes := p.newCluster(t, 3)
-	cli := p.client(t, nodes...)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	members, err := Members(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := leaderNode(t, cli, nodes)
+	ctx, nodes, _, members, leader, hearer := newHearing(t)
 	var quiet *testNode
 	for _, n := range nodes {
 		if n != leader {
@@ -139,8 +139,6 @@ func TestHearSilentVoterOnce(t *testing.T) {
 			members[i].ClientURL = "https://" + from
 		}
 	}
-	hearer := NewHearer(cli)
-	defer hearer.Close()
 	everyone := map[uint64]bool{}
 	for _, n := range nodes {
 		everyone[n.svc.Status().MemberID] = true

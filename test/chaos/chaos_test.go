@@ -624,12 +624,17 @@ func (v faultView) target(s step) (*pb.NodeView, string) {
 	if len(candidates) == 0 {
 		return nil, "no node may be hit"
 	}
+	return v.pick(candidates, s)
+}
+
+// pick is the step's target among candidates (its pick), and says so
+// when it is the curator leader.
+func (v faultView) pick(candidates []*pb.NodeView, s step) (*pb.NodeView, string) {
 	n := candidates[int(s.Pick)%len(candidates)]
-	why := ""
 	if n.GetNode().GetId() == v.leader {
-		why = " (the curator leader)"
+		return n, " (the curator leader)"
 	}
-	return n, why
+	return n, ""
 }
 
 // etcdAnswers says whether the etcd of the node at addr (IP:PORT; etcd's

@@ -68,12 +68,7 @@ func (v faultView) managerTarget(s step) (*pb.NodeView, string) {
 	if len(candidates) == 0 {
 		return nil, "no ready voter"
 	}
-	n := candidates[int(s.Pick)%len(candidates)]
-	why := ""
-	if n.GetNode().GetId() == v.leader {
-		why = " (the curator leader)"
-	}
-	return n, why
+	return v.pick(candidates, s)
 }
 
 // restartArmed runs a skew step: the manager restarted with its clock
