@@ -132,7 +132,12 @@ func TestHearSilentVoterOnce(t *testing.T) {
 	}
 	px := proxy.NewServer(proxy.ServerConfig{Logger: zap.NewNop(), From: url.URL{Scheme: "tcp", Host: from}, To: url.URL{Scheme: "tcp", Host: to.Host}})
 	<-px.Ready()
-	t.Cleanup(func() { px.Close() })
+	// The proxy's Close waits for its connections to end: the Hearer's
+	// through it are closed first (Close again at the end is a no-op).
+	t.Cleanup(func() {
+		hearer.Close()
+		px.Close()
+	})
 	quietID := quiet.svc.Status().MemberID
 	for i := range members {
 		if members[i].ID == quietID {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,6 +65,40 @@ func GroupSave(ctx context.Context, l *Fence, g *pb.Group) error {
 		return fmt.Errorf("save group %s: %w", g.Spec.GetName(), err)
 	}
 	return nil
+}
+
+// GroupChange changes group name's record as change says, fenced and on
+// the record it read: a write made meanwhile by anyone (an operator's
+// commit through another path, a test) is read again and changed anew,
+// never overwritten. Nothing is written when the group is gone.
+func GroupChange(ctx context.Context, l *Fence, name string, change func(*pb.Group)) error {
+	for {
+		resp, err := l.cli.Get(ctx, groupKey(name))
+		if err != nil {
+			return fmt.Errorf("load group %s: %w", name, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		g, err := GroupUnmarshal(resp.Kvs[0])
+		if err != nil {
+			return err
+		}
+		change(g)
+		data, err := proto.Marshal(g)
+		if err != nil {
+			return fmt.Errorf("save group %s: %w", name, err)
+		}
+		key := groupKey(name)
+		_, err = l.txnIf(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)}, clientv3.OpPut(key, string(data)))
+		switch {
+		case errors.Is(err, ErrCompare):
+			continue // changed since the read: read it again
+		case err != nil:
+			return fmt.Errorf("save group %s: %w", name, err)
+		}
+		return nil
+	}
 }
 
 // GroupDestroy deletes a group's record, fenced.

@@ -148,10 +148,5 @@ func (gr *groupRecords) RollBackLocked(ctx context.Context, r *pb.Rollout, rev i
 func (gr *groupRecords) change(ctx context.Context, name string, change func(*pb.Group)) error {
 	gr.Mu.Lock()
 	defer gr.Mu.Unlock()
-	g, err := store.GroupLoad(ctx, gr.cfg.Etcd, name)
-	if err != nil || g == nil {
-		return err
-	}
-	change(g)
-	return store.GroupSave(ctx, gr.fence, g)
+	return store.GroupChange(ctx, gr.fence, name, change)
 }
