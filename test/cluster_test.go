@@ -25,6 +25,7 @@ import (
 // curator leader with SIGKILL and measures how long the cluster takes to
 // elect another.
 func TestClusterThreeManagersTwoWorkers(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	c := newCluster(t, "127.0.201.")
 	c.build(3, 2)
 
@@ -168,6 +169,7 @@ func TestClusterThreeManagersTwoWorkers(t *testing.T) {
 // TestRestartFromDisk stops every node of a cluster with SIGTERM and starts
 // them again with `agent run`: the same nodes come back ready.
 func TestRestartFromDisk(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	c := newCluster(t, "127.0.202.")
 	m1 := c.init("manager-1", 10)
 	c.join("worker-1", 11, c.token("worker"), m1)

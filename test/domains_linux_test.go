@@ -135,6 +135,10 @@ func (d *domainsCluster) whole() error {
 // other two managers. Engine b back, the group is whole again with the
 // machines it had: nothing made twice.
 func TestDomainsEngineDark(t *testing.T) {
+	// Its own engines, network namespaces and addresses (172.31.x): no
+	// other parallel test starts engines (the swarm tests, which do, run
+	// alone before every parallel one).
+	t.Parallel()
 	// The dir outlives the engines (its cleanup runs after theirs): the
 	// first manager's data dir is bound into its container.
 	dir, err := os.MkdirTemp("", "curator-domains-")
@@ -151,8 +155,7 @@ func TestDomainsEngineDark(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.bin = filepath.Join(dir, "curator")
-	t.Setenv("CGO_ENABLED", "0")
-	if err := testenv.GoBuild(d.bin, "./cmd/curator"); err != nil {
+	if err := testenv.GoBuildStatic(d.bin, "./cmd/curator"); err != nil {
 		t.Fatal(err)
 	}
 	const network, image = "cur-dom", "curator:domains"

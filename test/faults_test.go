@@ -344,6 +344,7 @@ func TestFaultPromoteAfterMemberAdd(t *testing.T) {
 // wins finishes it. Either way the crashed manager, restarted without the
 // fault, is a voter again, and nobody ran a command after the crash.
 func TestFaultDemoteAfterMemberRemove(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	point := "demote/after-member-remove"
 	for _, tc := range []struct {
 		managers int

@@ -47,6 +47,7 @@ func agentRefused(t *testing.T, args []string, want ...string) string {
 }
 
 func TestOperatorFirstHour(t *testing.T) {
+	t.Parallel() // its own addresses and dirs: see parallelTests
 	began := time.Now()
 	c := newCluster(t, "127.0.241.")
 	m1 := c.init("manager-1", 10)

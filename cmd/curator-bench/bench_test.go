@@ -43,6 +43,7 @@ const (
 // down by a leader kill, and the 100 stopped nodes all down within
 // down-after + 2 s.
 func TestHeartbeatsShort(t *testing.T) {
+	t.Parallel() // its own addresses: the short runs go two at a time
 	if testing.Short() {
 		t.Skip("starts a cluster and hundreds of simulated nodes")
 	}
@@ -144,6 +145,7 @@ func runBenchFor(t *testing.T, limit time.Duration, res any, subcommand string, 
 // node: it hands over), and asserts that the figures are there and that a
 // machine's rollout costs no more than a few seconds above its own time.
 func TestRolloutShort(t *testing.T) {
+	t.Parallel() // its own addresses: the short runs go two at a time
 	if testing.Short() {
 		t.Skip("starts a dev cluster")
 	}
@@ -173,6 +175,7 @@ func TestRolloutShort(t *testing.T) {
 // previous release, rolled, upgraded to this checkout and back, with
 // management calls beside that must not fail.
 func TestUpgradeShort(t *testing.T) {
+	t.Parallel() // its own addresses: the short runs go two at a time
 	if testing.Short() {
 		t.Skip("builds the previous release and starts a dev cluster")
 	}
@@ -195,6 +198,7 @@ func TestUpgradeShort(t *testing.T) {
 // leader is replaced well before its election lease (3 s) could expire:
 // crash detection revokes it.
 func TestFailoverShort(t *testing.T) {
+	t.Parallel() // its own addresses: the short runs go two at a time
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
@@ -223,6 +227,7 @@ func TestFailoverShort(t *testing.T) {
 // (internal/swarmtest: skipped, saying why, without root and dockerd),
 // and asserts that both repairs ended with the figures.
 func TestSwarmShort(t *testing.T) {
+	t.Parallel() // its own addresses: the short runs go two at a time
 	if testing.Short() {
 		t.Skip("starts a Swarm and a cluster")
 	}

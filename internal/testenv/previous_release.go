@@ -26,8 +26,9 @@ import (
 const PreviousReleaseFile = "test/testdata/previous-release"
 
 // previousReleaseMu keeps the tests of one process from building the
-// previous release twice at once; builds in other processes are safe too
-// (each renames a whole binary into place), only wasted.
+// previous release twice at once, and a lock file beside the binary those
+// of several processes (the e2e tests and the bench's, run at once by go
+// test): a build takes both cores for a minute.
 var previousReleaseMu sync.Mutex
 
 // PreviousRelease is the curator binary of the previous release, for the
@@ -82,6 +83,17 @@ func PreviousReleaseBinary() (bin, commit string, built bool, err error) {
 	bin = filepath.Join(cache, "curator-test", "previous-"+commit, "curator")
 	if _, err := os.Stat(bin); err == nil {
 		return bin, commit, false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", "", false, err
+	}
+	unlock, err := lockFile(bin + ".lock")
+	if err != nil {
+		return "", "", false, err
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, commit, false, nil // another process built it meanwhile
 	}
 	if _, err := buildPreviousRelease(root, commit, bin); err != nil {
 		return "", "", false, fmt.Errorf("build the previous release %s: %v", commit, err)

@@ -173,6 +173,18 @@ func DirNames(t testing.TB, dir string) []string {
 // module the working directory is in) into out, with flags (like "-tags",
 // "faults") before the package.
 func GoBuild(out, pkg string, flags ...string) error {
+	return GoBuildEnv(nil, out, pkg, flags...)
+}
+
+// GoBuildStatic is GoBuild of a static binary (CGO_ENABLED=0), as an
+// image FROM scratch runs: set for the build alone, so that a parallel
+// test may ask for it (t.Setenv may not be used there).
+func GoBuildStatic(out, pkg string, flags ...string) error {
+	return GoBuildEnv([]string{"CGO_ENABLED=0"}, out, pkg, flags...)
+}
+
+// GoBuildEnv is GoBuild with env added to the build's environment.
+func GoBuildEnv(env []string, out, pkg string, flags ...string) error {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("go env GOMOD: %w", err)
@@ -180,6 +192,7 @@ func GoBuild(out, pkg string, flags ...string) error {
 	args := append([]string{"build"}, flags...)
 	build := exec.Command("go", append(args, "-o", out, pkg)...)
 	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	build.Env = append(os.Environ(), env...)
 	if b, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(build.Args[1:], " "), err, b)
 	}
