@@ -6,6 +6,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestStatusDuringRemovalKeepsTheProcess: etcd (v3.7.3, etcd-io/etcd#21966)
@@ -57,5 +61,38 @@ func TestStatusDuringRemovalKeepsTheProcess(t *testing.T) {
 		if !errors.Is(err, ErrRemoved) {
 			t.Fatalf("round %d: Run of a member removed under Status calls: %v, want ErrRemoved", round, err)
 		}
+	}
+}
+
+// TestSurvivesStopPanic: a call whose handler panics while this member's
+// server is stopping (etcd's Status reading a backend the stop closed)
+// is answered Unavailable, where the panic took the agent's process with
+// it; the same panic while the server runs goes on, as etcd's own.
+func TestSurvivesStopPanic(t *testing.T) {
+	t.Parallel()
+	p := newTestPKI(t)
+	n := p.newCluster(t, 1)[0]
+	n.svc.mu.Lock()
+	srv := n.svc.cur.etcd.Server
+	n.svc.mu.Unlock()
+	guard := &stoppingServer{}
+	guard.server.Store(srv)
+	intercept := survivesRemoval(guard)
+	panics := func(context.Context, any) (any, error) {
+		panic("runtime error: invalid memory address or nil pointer dereference")
+	}
+	call := func() (err error, panicked any) {
+		defer func() { panicked = recover() }()
+		_, err = intercept(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/etcdserverpb.Maintenance/Status"}, panics)
+		return err, nil
+	}
+	if err, panicked := call(); panicked == nil {
+		t.Errorf("a panic while the server runs answered %v, want the panic to go on", err)
+	}
+	if err := n.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err, panicked := call(); panicked != nil || status.Code(err) != codes.Unavailable {
+		t.Errorf("a panic once the server stops: %v (panicked: %v), want Unavailable", err, panicked)
 	}
 }

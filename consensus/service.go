@@ -222,7 +222,8 @@ func (s *Service) start(ctx context.Context) (*embed.Etcd, *etcdSignals, error) 
 	// The curator speaks gRPC only.
 	ec.EnableGRPCGateway = false
 	// Innermost, around etcd's own handlers: see survivesRemoval.
-	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(survivesRemoval())}
+	guard := &stoppingServer{}
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(survivesRemoval(guard))}
 	// Keep an hour of history: enough for watchers to resume after a
 	// restart, bounded so that the database does not grow forever.
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
@@ -273,6 +274,7 @@ func (s *Service) start(ctx context.Context) (*embed.Etcd, *etcdSignals, error) 
 		}
 		return nil, nil, fmt.Errorf("start etcd (%s): %w", mode, err)
 	}
+	guard.server.Store(e.Server)
 	if err := s.checkIdentity(e); err != nil {
 		e.Close()
 		return nil, nil, fmt.Errorf("start etcd: %w", err)
