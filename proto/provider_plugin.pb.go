@@ -430,8 +430,11 @@ func (x *PluginListRequest) GetSelector() map[string]string {
 }
 
 type PluginListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Instances     []*PluginInstance      `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Instances []*PluginInstance      `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
+	// The failure domains the plugin could not list, each with why
+	// (provider.UnreachableError); empty when it listed every one.
+	Unreachable   map[string]string `protobuf:"bytes,2,rep,name=unreachable,proto3" json:"unreachable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +472,13 @@ func (*PluginListResponse) Descriptor() ([]byte, []int) {
 func (x *PluginListResponse) GetInstances() []*PluginInstance {
 	if x != nil {
 		return x.Instances
+	}
+	return nil
+}
+
+func (x *PluginListResponse) GetUnreachable() map[string]string {
+	if x != nil {
+		return x.Unreachable
 	}
 	return nil
 }
@@ -604,9 +614,13 @@ const file_provider_plugin_proto_rawDesc = "" +
 	"\bselector\x18\x01 \x03(\v2+.curator.v1.PluginListRequest.SelectorEntryR\bselector\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x01\n" +
 	"\x12PluginListResponse\x128\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1a.curator.v1.PluginInstanceR\tinstances\"(\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1a.curator.v1.PluginInstanceR\tinstances\x12Q\n" +
+	"\vunreachable\x18\x02 \x03(\v2/.curator.v1.PluginListResponse.UnreachableEntryR\vunreachable\x1a>\n" +
+	"\x10UnreachableEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
 	"\x16PluginLastWordsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"/\n" +
 	"\x17PluginLastWordsResponse\x12\x14\n" +
@@ -630,7 +644,7 @@ func file_provider_plugin_proto_rawDescGZIP() []byte {
 	return file_provider_plugin_proto_rawDescData
 }
 
-var file_provider_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_provider_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_provider_plugin_proto_goTypes = []any{
 	(*PluginConfigureRequest)(nil),  // 0: curator.v1.PluginConfigureRequest
 	(*PluginConfigureResponse)(nil), // 1: curator.v1.PluginConfigureResponse
@@ -648,7 +662,8 @@ var file_provider_plugin_proto_goTypes = []any{
 	nil,                             // 13: curator.v1.PluginSpec.EnvEntry
 	nil,                             // 14: curator.v1.PluginInstance.LabelsEntry
 	nil,                             // 15: curator.v1.PluginListRequest.SelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
+	nil,                             // 16: curator.v1.PluginListResponse.UnreachableEntry
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 }
 var file_provider_plugin_proto_depIdxs = []int32{
 	11, // 0: curator.v1.PluginConfigureRequest.config:type_name -> curator.v1.PluginConfigureRequest.ConfigEntry
@@ -656,24 +671,25 @@ var file_provider_plugin_proto_depIdxs = []int32{
 	13, // 2: curator.v1.PluginSpec.env:type_name -> curator.v1.PluginSpec.EnvEntry
 	2,  // 3: curator.v1.PluginProvisionRequest.spec:type_name -> curator.v1.PluginSpec
 	14, // 4: curator.v1.PluginInstance.labels:type_name -> curator.v1.PluginInstance.LabelsEntry
-	16, // 5: curator.v1.PluginInstance.created:type_name -> google.protobuf.Timestamp
+	17, // 5: curator.v1.PluginInstance.created:type_name -> google.protobuf.Timestamp
 	15, // 6: curator.v1.PluginListRequest.selector:type_name -> curator.v1.PluginListRequest.SelectorEntry
 	4,  // 7: curator.v1.PluginListResponse.instances:type_name -> curator.v1.PluginInstance
-	0,  // 8: curator.v1.ProviderPlugin.Configure:input_type -> curator.v1.PluginConfigureRequest
-	3,  // 9: curator.v1.ProviderPlugin.Provision:input_type -> curator.v1.PluginProvisionRequest
-	5,  // 10: curator.v1.ProviderPlugin.Destroy:input_type -> curator.v1.PluginDestroyRequest
-	7,  // 11: curator.v1.ProviderPlugin.List:input_type -> curator.v1.PluginListRequest
-	9,  // 12: curator.v1.ProviderPlugin.LastWords:input_type -> curator.v1.PluginLastWordsRequest
-	1,  // 13: curator.v1.ProviderPlugin.Configure:output_type -> curator.v1.PluginConfigureResponse
-	4,  // 14: curator.v1.ProviderPlugin.Provision:output_type -> curator.v1.PluginInstance
-	6,  // 15: curator.v1.ProviderPlugin.Destroy:output_type -> curator.v1.PluginDestroyResponse
-	8,  // 16: curator.v1.ProviderPlugin.List:output_type -> curator.v1.PluginListResponse
-	10, // 17: curator.v1.ProviderPlugin.LastWords:output_type -> curator.v1.PluginLastWordsResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	16, // 8: curator.v1.PluginListResponse.unreachable:type_name -> curator.v1.PluginListResponse.UnreachableEntry
+	0,  // 9: curator.v1.ProviderPlugin.Configure:input_type -> curator.v1.PluginConfigureRequest
+	3,  // 10: curator.v1.ProviderPlugin.Provision:input_type -> curator.v1.PluginProvisionRequest
+	5,  // 11: curator.v1.ProviderPlugin.Destroy:input_type -> curator.v1.PluginDestroyRequest
+	7,  // 12: curator.v1.ProviderPlugin.List:input_type -> curator.v1.PluginListRequest
+	9,  // 13: curator.v1.ProviderPlugin.LastWords:input_type -> curator.v1.PluginLastWordsRequest
+	1,  // 14: curator.v1.ProviderPlugin.Configure:output_type -> curator.v1.PluginConfigureResponse
+	4,  // 15: curator.v1.ProviderPlugin.Provision:output_type -> curator.v1.PluginInstance
+	6,  // 16: curator.v1.ProviderPlugin.Destroy:output_type -> curator.v1.PluginDestroyResponse
+	8,  // 17: curator.v1.ProviderPlugin.List:output_type -> curator.v1.PluginListResponse
+	10, // 18: curator.v1.ProviderPlugin.LastWords:output_type -> curator.v1.PluginLastWordsResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_provider_plugin_proto_init() }
@@ -687,7 +703,7 @@ func file_provider_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_plugin_proto_rawDesc), len(file_provider_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

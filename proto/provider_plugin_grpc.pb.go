@@ -43,7 +43,9 @@ type ProviderPluginClient interface {
 	// Destroy destroys a machine; one that is gone is destroyed already.
 	Destroy(ctx context.Context, in *PluginDestroyRequest, opts ...grpc.CallOption) (*PluginDestroyResponse, error)
 	// List returns the machines whose labels include every label of the
-	// selector.
+	// selector. A plugin of several failure domains that could list some of
+	// them only answers what it listed and names the others in
+	// unreachable: their machines are unknown, not gone.
 	List(ctx context.Context, in *PluginListRequest, opts ...grpc.CallOption) (*PluginListResponse, error)
 	// LastWords returns the last line a dead machine's agent wrote, "" when
 	// the plugin keeps none.
@@ -125,7 +127,9 @@ type ProviderPluginServer interface {
 	// Destroy destroys a machine; one that is gone is destroyed already.
 	Destroy(context.Context, *PluginDestroyRequest) (*PluginDestroyResponse, error)
 	// List returns the machines whose labels include every label of the
-	// selector.
+	// selector. A plugin of several failure domains that could list some of
+	// them only answers what it listed and names the others in
+	// unreachable: their machines are unknown, not gone.
 	List(context.Context, *PluginListRequest) (*PluginListResponse, error)
 	// LastWords returns the last line a dead machine's agent wrote, "" when
 	// the plugin keeps none.

@@ -359,6 +359,8 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 // List returns the plugin's machines whose labels include selector's.
 // What the plugin answers is filtered again here (provider.Matches): a
 // plugin that ignores the selector lists no machine of another group.
+// A plugin that could list some of its failure domains only returns what
+// it listed with a *provider.UnreachableError naming the others.
 func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
 	var res *pb.PluginListResponse
 	err := p.call(ctx, "list", func(ctx context.Context, c pb.ProviderPluginClient) (err error) {
@@ -373,6 +375,13 @@ func (p *Provider) List(ctx context.Context, selector map[string]string) ([]prov
 		if provider.Matches(in.GetLabels(), selector) {
 			out = append(out, instanceFromProto(in))
 		}
+	}
+	if un := res.GetUnreachable(); len(un) > 0 {
+		ue := &provider.UnreachableError{Domains: map[string]error{}}
+		for d, why := range un {
+			ue.Domains[d] = errors.New(why)
+		}
+		return out, ue
 	}
 	return out, nil
 }

@@ -119,10 +119,19 @@ func (s *server) List(ctx context.Context, req *pb.PluginListRequest) (*pb.Plugi
 		return nil, err
 	}
 	insts, err := p.List(ctx, req.GetSelector())
-	if err != nil {
-		return nil, statusOf(err)
-	}
 	out := &pb.PluginListResponse{}
+	if err != nil {
+		// Some failure domains listed, others not: what was listed goes
+		// with the others' names, never as if it were whole.
+		domains, partial := provider.Unreachable(err)
+		if !partial {
+			return nil, statusOf(err)
+		}
+		out.Unreachable = map[string]string{}
+		for d, why := range domains {
+			out.Unreachable[d] = fmt.Sprint(why)
+		}
+	}
 	for _, in := range insts {
 		out.Instances = append(out.Instances, instanceToProto(in))
 	}
