@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/curatorproject/curator/provider"
+	"github.com/curatorproject/curator/provider/docker"
 	"github.com/curatorproject/curator/provider/plugin"
 	"github.com/curatorproject/curator/provider/providertest"
 )
@@ -100,4 +102,27 @@ func TestEnginesPartial(t *testing.T) {
 		t.Fatalf("List with engine b dark: %v; want an UnreachableError naming b alone", err)
 	}
 	t.Logf("engine b: %v", domains["b"])
+}
+
+// TestRuns: the docker plugin says what its machines run, as the
+// built-in docker provider does: its image, and the image's ID.
+func TestRuns(t *testing.T) {
+	requireDocker(t)
+	config := testConfig(t, nil)
+	got, err := newPlugin(t, config).Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin, err := docker.New(docker.Config{Image: testImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builtin.Close()
+	want, err := builtin.Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Image != testImage || !strings.HasPrefix(got.Digest, "sha256:") || got != want {
+		t.Errorf("Runs through the plugin = %+v, want %+v", got, want)
+	}
 }

@@ -27,8 +27,21 @@ var fixedInstances = []provider.Instance{
 
 var fixedUnreachable = map[string]string{"b": "engine b did not answer within 5s", "c": "connection refused"}
 
+// fixedRuns is what fixedRunner's machines run.
+var fixedRuns = provider.Runs{Image: "curator:v9", Digest: "sha256:0123abcd"}
+
+// fixedRunner is fixed that says what its machines run (config["runs"]
+// set).
+type fixedRunner struct{ fixed }
+
+func (f *fixedRunner) Runs(context.Context) (provider.Runs, error) { return fixedRuns, nil }
+
 func newFixed(config map[string]string) (provider.Provider, error) {
-	return &fixed{partial: config["partial"] != ""}, nil
+	f := fixed{partial: config["partial"] != ""}
+	if config["runs"] != "" {
+		return &fixedRunner{f}, nil
+	}
+	return &f, nil
 }
 
 func (f *fixed) Provision(context.Context, provider.Spec) (provider.Instance, error) {
@@ -91,5 +104,28 @@ func TestListPartial(t *testing.T) {
 		if diff := cmp.Diff(fixedUnreachable, gotWhy); diff != "" {
 			t.Errorf("unreachable domains (-want +got):\n%s", diff)
 		}
+	}
+}
+
+// TestRuns: a plugin whose provider says what its machines run answers
+// Runs with it; one that does not answers Unimplemented, which the
+// leader's side returns as ErrNoRelease, the plugin left running.
+func TestRuns(t *testing.T) {
+	p := selfPlugin(t, map[string]string{"runs": "1"})
+	got, err := p.Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(fixedRuns, got); diff != "" {
+		t.Errorf("Runs (-want +got):\n%s", diff)
+	}
+
+	p = selfPlugin(t, nil)
+	if _, err := p.Runs(context.Background()); !errors.Is(err, ErrNoRelease) {
+		t.Errorf("Runs of a plugin that does not say: %v; want ErrNoRelease", err)
+	}
+	pid := p.pid()
+	if _, err := p.List(context.Background(), nil); err != nil || p.pid() != pid || pid == 0 {
+		t.Errorf("after an Unimplemented Runs: List %v, pid %d then %d; want the same plugin answering", err, pid, p.pid())
 	}
 }

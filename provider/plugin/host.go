@@ -142,6 +142,7 @@ type Provider struct {
 var (
 	_ provider.Provider  = (*Provider)(nil)
 	_ provider.LastWords = (*Provider)(nil)
+	_ provider.Runner    = (*Provider)(nil)
 )
 
 // conn is one run of the plugin's process.
@@ -395,6 +396,33 @@ func (p *Provider) LastWords(ctx context.Context, id string) (string, error) {
 		return err
 	})
 	return res.GetWords(), err
+}
+
+// ErrNoRelease is Runs' error for a plugin that does not say what its
+// machines run (it answers Runs with Unimplemented): its groups have no
+// release.
+var ErrNoRelease = errors.New("the provider plugin does not say what its machines run")
+
+// Runs returns what the plugin says the machines it would make now run,
+// or ErrNoRelease when it does not say.
+func (p *Provider) Runs(ctx context.Context) (provider.Runs, error) {
+	var res *pb.PluginRunsResponse
+	unimplemented := false
+	err := p.call(ctx, "runs", func(ctx context.Context, c pb.ProviderPluginClient) (err error) {
+		res, err = c.Runs(ctx, &pb.PluginRunsRequest{})
+		if status.Code(err) == codes.Unimplemented {
+			unimplemented = true
+			return nil // an answer: the plugin is fine
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return provider.Runs{}, err
+	case unimplemented:
+		return provider.Runs{}, fmt.Errorf("provider plugin %s: %w", p.cfg.Path, ErrNoRelease)
+	}
+	return provider.Runs{Binary: res.GetBinary(), Image: res.GetImage(), Digest: res.GetDigest()}, nil
 }
 
 // lastLine logs each line a plugin writes to stderr, and keeps the last,

@@ -165,3 +165,21 @@ func statusOf(err error) error {
 	}
 	return status.Error(codes.Unknown, fmt.Sprint(err))
 }
+
+// Runs answers what the served provider's machines run, when it says
+// (provider.Runner); Unimplemented when it does not.
+func (s *server) Runs(ctx context.Context, _ *pb.PluginRunsRequest) (*pb.PluginRunsResponse, error) {
+	p, err := s.provider()
+	if err != nil {
+		return nil, err
+	}
+	r, ok := p.(provider.Runner)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the plugin's provider does not say what its machines run")
+	}
+	runs, err := r.Runs(ctx)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.PluginRunsResponse{Binary: runs.Binary, Image: runs.Image, Digest: runs.Digest}, nil
+}
