@@ -430,8 +430,11 @@ func (x *PluginListRequest) GetSelector() map[string]string {
 }
 
 type PluginListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Instances     []*PluginInstance      `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Instances []*PluginInstance      `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
+	// The failure domains the plugin could not list, each with why
+	// (provider.UnreachableError); empty when it listed every one.
+	Unreachable   map[string]string `protobuf:"bytes,2,rep,name=unreachable,proto3" json:"unreachable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +472,13 @@ func (*PluginListResponse) Descriptor() ([]byte, []int) {
 func (x *PluginListResponse) GetInstances() []*PluginInstance {
 	if x != nil {
 		return x.Instances
+	}
+	return nil
+}
+
+func (x *PluginListResponse) GetUnreachable() map[string]string {
+	if x != nil {
+		return x.Unreachable
 	}
 	return nil
 }
@@ -561,6 +571,106 @@ func (x *PluginLastWordsResponse) GetWords() string {
 	return ""
 }
 
+type PluginRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PluginRunsRequest) Reset() {
+	*x = PluginRunsRequest{}
+	mi := &file_provider_plugin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PluginRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PluginRunsRequest) ProtoMessage() {}
+
+func (x *PluginRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_plugin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PluginRunsRequest.ProtoReflect.Descriptor instead.
+func (*PluginRunsRequest) Descriptor() ([]byte, []int) {
+	return file_provider_plugin_proto_rawDescGZIP(), []int{11}
+}
+
+// PluginRunsResponse is provider.Runs: what the machines run.
+type PluginRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binary the machines run, if they run one the plugin names.
+	Binary string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	// The image the machines run, if they run one.
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// The digest of that content, "sha256:<hex>".
+	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PluginRunsResponse) Reset() {
+	*x = PluginRunsResponse{}
+	mi := &file_provider_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PluginRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PluginRunsResponse) ProtoMessage() {}
+
+func (x *PluginRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PluginRunsResponse.ProtoReflect.Descriptor instead.
+func (*PluginRunsResponse) Descriptor() ([]byte, []int) {
+	return file_provider_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PluginRunsResponse) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *PluginRunsResponse) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *PluginRunsResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 var File_provider_plugin_proto protoreflect.FileDescriptor
 
 const file_provider_plugin_proto_rawDesc = "" +
@@ -604,19 +714,29 @@ const file_provider_plugin_proto_rawDesc = "" +
 	"\bselector\x18\x01 \x03(\v2+.curator.v1.PluginListRequest.SelectorEntryR\bselector\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x01\n" +
 	"\x12PluginListResponse\x128\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1a.curator.v1.PluginInstanceR\tinstances\"(\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1a.curator.v1.PluginInstanceR\tinstances\x12Q\n" +
+	"\vunreachable\x18\x02 \x03(\v2/.curator.v1.PluginListResponse.UnreachableEntryR\vunreachable\x1a>\n" +
+	"\x10UnreachableEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
 	"\x16PluginLastWordsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"/\n" +
 	"\x17PluginLastWordsResponse\x12\x14\n" +
-	"\x05words\x18\x01 \x01(\tR\x05words2\xa0\x03\n" +
+	"\x05words\x18\x01 \x01(\tR\x05words\"\x13\n" +
+	"\x11PluginRunsRequest\"Z\n" +
+	"\x12PluginRunsResponse\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest2\xe7\x03\n" +
 	"\x0eProviderPlugin\x12T\n" +
 	"\tConfigure\x12\".curator.v1.PluginConfigureRequest\x1a#.curator.v1.PluginConfigureResponse\x12K\n" +
 	"\tProvision\x12\".curator.v1.PluginProvisionRequest\x1a\x1a.curator.v1.PluginInstance\x12N\n" +
 	"\aDestroy\x12 .curator.v1.PluginDestroyRequest\x1a!.curator.v1.PluginDestroyResponse\x12E\n" +
 	"\x04List\x12\x1d.curator.v1.PluginListRequest\x1a\x1e.curator.v1.PluginListResponse\x12T\n" +
-	"\tLastWords\x12\".curator.v1.PluginLastWordsRequest\x1a#.curator.v1.PluginLastWordsResponseB3Z1github.com/curatorproject/curator/proto;curatorpbb\x06proto3"
+	"\tLastWords\x12\".curator.v1.PluginLastWordsRequest\x1a#.curator.v1.PluginLastWordsResponse\x12E\n" +
+	"\x04Runs\x12\x1d.curator.v1.PluginRunsRequest\x1a\x1e.curator.v1.PluginRunsResponseB3Z1github.com/curatorproject/curator/proto;curatorpbb\x06proto3"
 
 var (
 	file_provider_plugin_proto_rawDescOnce sync.Once
@@ -630,7 +750,7 @@ func file_provider_plugin_proto_rawDescGZIP() []byte {
 	return file_provider_plugin_proto_rawDescData
 }
 
-var file_provider_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_provider_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_provider_plugin_proto_goTypes = []any{
 	(*PluginConfigureRequest)(nil),  // 0: curator.v1.PluginConfigureRequest
 	(*PluginConfigureResponse)(nil), // 1: curator.v1.PluginConfigureResponse
@@ -643,37 +763,43 @@ var file_provider_plugin_proto_goTypes = []any{
 	(*PluginListResponse)(nil),      // 8: curator.v1.PluginListResponse
 	(*PluginLastWordsRequest)(nil),  // 9: curator.v1.PluginLastWordsRequest
 	(*PluginLastWordsResponse)(nil), // 10: curator.v1.PluginLastWordsResponse
-	nil,                             // 11: curator.v1.PluginConfigureRequest.ConfigEntry
-	nil,                             // 12: curator.v1.PluginSpec.LabelsEntry
-	nil,                             // 13: curator.v1.PluginSpec.EnvEntry
-	nil,                             // 14: curator.v1.PluginInstance.LabelsEntry
-	nil,                             // 15: curator.v1.PluginListRequest.SelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
+	(*PluginRunsRequest)(nil),       // 11: curator.v1.PluginRunsRequest
+	(*PluginRunsResponse)(nil),      // 12: curator.v1.PluginRunsResponse
+	nil,                             // 13: curator.v1.PluginConfigureRequest.ConfigEntry
+	nil,                             // 14: curator.v1.PluginSpec.LabelsEntry
+	nil,                             // 15: curator.v1.PluginSpec.EnvEntry
+	nil,                             // 16: curator.v1.PluginInstance.LabelsEntry
+	nil,                             // 17: curator.v1.PluginListRequest.SelectorEntry
+	nil,                             // 18: curator.v1.PluginListResponse.UnreachableEntry
+	(*timestamppb.Timestamp)(nil),   // 19: google.protobuf.Timestamp
 }
 var file_provider_plugin_proto_depIdxs = []int32{
-	11, // 0: curator.v1.PluginConfigureRequest.config:type_name -> curator.v1.PluginConfigureRequest.ConfigEntry
-	12, // 1: curator.v1.PluginSpec.labels:type_name -> curator.v1.PluginSpec.LabelsEntry
-	13, // 2: curator.v1.PluginSpec.env:type_name -> curator.v1.PluginSpec.EnvEntry
+	13, // 0: curator.v1.PluginConfigureRequest.config:type_name -> curator.v1.PluginConfigureRequest.ConfigEntry
+	14, // 1: curator.v1.PluginSpec.labels:type_name -> curator.v1.PluginSpec.LabelsEntry
+	15, // 2: curator.v1.PluginSpec.env:type_name -> curator.v1.PluginSpec.EnvEntry
 	2,  // 3: curator.v1.PluginProvisionRequest.spec:type_name -> curator.v1.PluginSpec
-	14, // 4: curator.v1.PluginInstance.labels:type_name -> curator.v1.PluginInstance.LabelsEntry
-	16, // 5: curator.v1.PluginInstance.created:type_name -> google.protobuf.Timestamp
-	15, // 6: curator.v1.PluginListRequest.selector:type_name -> curator.v1.PluginListRequest.SelectorEntry
+	16, // 4: curator.v1.PluginInstance.labels:type_name -> curator.v1.PluginInstance.LabelsEntry
+	19, // 5: curator.v1.PluginInstance.created:type_name -> google.protobuf.Timestamp
+	17, // 6: curator.v1.PluginListRequest.selector:type_name -> curator.v1.PluginListRequest.SelectorEntry
 	4,  // 7: curator.v1.PluginListResponse.instances:type_name -> curator.v1.PluginInstance
-	0,  // 8: curator.v1.ProviderPlugin.Configure:input_type -> curator.v1.PluginConfigureRequest
-	3,  // 9: curator.v1.ProviderPlugin.Provision:input_type -> curator.v1.PluginProvisionRequest
-	5,  // 10: curator.v1.ProviderPlugin.Destroy:input_type -> curator.v1.PluginDestroyRequest
-	7,  // 11: curator.v1.ProviderPlugin.List:input_type -> curator.v1.PluginListRequest
-	9,  // 12: curator.v1.ProviderPlugin.LastWords:input_type -> curator.v1.PluginLastWordsRequest
-	1,  // 13: curator.v1.ProviderPlugin.Configure:output_type -> curator.v1.PluginConfigureResponse
-	4,  // 14: curator.v1.ProviderPlugin.Provision:output_type -> curator.v1.PluginInstance
-	6,  // 15: curator.v1.ProviderPlugin.Destroy:output_type -> curator.v1.PluginDestroyResponse
-	8,  // 16: curator.v1.ProviderPlugin.List:output_type -> curator.v1.PluginListResponse
-	10, // 17: curator.v1.ProviderPlugin.LastWords:output_type -> curator.v1.PluginLastWordsResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	18, // 8: curator.v1.PluginListResponse.unreachable:type_name -> curator.v1.PluginListResponse.UnreachableEntry
+	0,  // 9: curator.v1.ProviderPlugin.Configure:input_type -> curator.v1.PluginConfigureRequest
+	3,  // 10: curator.v1.ProviderPlugin.Provision:input_type -> curator.v1.PluginProvisionRequest
+	5,  // 11: curator.v1.ProviderPlugin.Destroy:input_type -> curator.v1.PluginDestroyRequest
+	7,  // 12: curator.v1.ProviderPlugin.List:input_type -> curator.v1.PluginListRequest
+	9,  // 13: curator.v1.ProviderPlugin.LastWords:input_type -> curator.v1.PluginLastWordsRequest
+	11, // 14: curator.v1.ProviderPlugin.Runs:input_type -> curator.v1.PluginRunsRequest
+	1,  // 15: curator.v1.ProviderPlugin.Configure:output_type -> curator.v1.PluginConfigureResponse
+	4,  // 16: curator.v1.ProviderPlugin.Provision:output_type -> curator.v1.PluginInstance
+	6,  // 17: curator.v1.ProviderPlugin.Destroy:output_type -> curator.v1.PluginDestroyResponse
+	8,  // 18: curator.v1.ProviderPlugin.List:output_type -> curator.v1.PluginListResponse
+	10, // 19: curator.v1.ProviderPlugin.LastWords:output_type -> curator.v1.PluginLastWordsResponse
+	12, // 20: curator.v1.ProviderPlugin.Runs:output_type -> curator.v1.PluginRunsResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_provider_plugin_proto_init() }
@@ -687,7 +813,7 @@ func file_provider_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_plugin_proto_rawDesc), len(file_provider_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

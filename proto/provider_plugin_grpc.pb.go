@@ -24,6 +24,7 @@ const (
 	ProviderPlugin_Destroy_FullMethodName   = "/curator.v1.ProviderPlugin/Destroy"
 	ProviderPlugin_List_FullMethodName      = "/curator.v1.ProviderPlugin/List"
 	ProviderPlugin_LastWords_FullMethodName = "/curator.v1.ProviderPlugin/LastWords"
+	ProviderPlugin_Runs_FullMethodName      = "/curator.v1.ProviderPlugin/Runs"
 )
 
 // ProviderPluginClient is the client API for ProviderPlugin service.
@@ -43,11 +44,19 @@ type ProviderPluginClient interface {
 	// Destroy destroys a machine; one that is gone is destroyed already.
 	Destroy(ctx context.Context, in *PluginDestroyRequest, opts ...grpc.CallOption) (*PluginDestroyResponse, error)
 	// List returns the machines whose labels include every label of the
-	// selector.
+	// selector. A plugin of several failure domains that could list some of
+	// them only answers what it listed and names the others in
+	// unreachable: their machines are unknown, not gone.
 	List(ctx context.Context, in *PluginListRequest, opts ...grpc.CallOption) (*PluginListResponse, error)
 	// LastWords returns the last line a dead machine's agent wrote, "" when
 	// the plugin keeps none.
 	LastWords(ctx context.Context, in *PluginLastWordsRequest, opts ...grpc.CallOption) (*PluginLastWordsResponse, error)
+	// Runs says what the machines the plugin would make now run (optional:
+	// a plugin that answers Unimplemented has no release, and the leader
+	// records none for its groups). The leader records it in the group's
+	// template at each commit, so a new binary or image, or one rebuilt in
+	// place, rolls the group.
+	Runs(ctx context.Context, in *PluginRunsRequest, opts ...grpc.CallOption) (*PluginRunsResponse, error)
 }
 
 type providerPluginClient struct {
@@ -108,6 +117,16 @@ func (c *providerPluginClient) LastWords(ctx context.Context, in *PluginLastWord
 	return out, nil
 }
 
+func (c *providerPluginClient) Runs(ctx context.Context, in *PluginRunsRequest, opts ...grpc.CallOption) (*PluginRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PluginRunsResponse)
+	err := c.cc.Invoke(ctx, ProviderPlugin_Runs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderPluginServer is the server API for ProviderPlugin service.
 // All implementations must embed UnimplementedProviderPluginServer
 // for forward compatibility.
@@ -125,11 +144,19 @@ type ProviderPluginServer interface {
 	// Destroy destroys a machine; one that is gone is destroyed already.
 	Destroy(context.Context, *PluginDestroyRequest) (*PluginDestroyResponse, error)
 	// List returns the machines whose labels include every label of the
-	// selector.
+	// selector. A plugin of several failure domains that could list some of
+	// them only answers what it listed and names the others in
+	// unreachable: their machines are unknown, not gone.
 	List(context.Context, *PluginListRequest) (*PluginListResponse, error)
 	// LastWords returns the last line a dead machine's agent wrote, "" when
 	// the plugin keeps none.
 	LastWords(context.Context, *PluginLastWordsRequest) (*PluginLastWordsResponse, error)
+	// Runs says what the machines the plugin would make now run (optional:
+	// a plugin that answers Unimplemented has no release, and the leader
+	// records none for its groups). The leader records it in the group's
+	// template at each commit, so a new binary or image, or one rebuilt in
+	// place, rolls the group.
+	Runs(context.Context, *PluginRunsRequest) (*PluginRunsResponse, error)
 	mustEmbedUnimplementedProviderPluginServer()
 }
 
@@ -154,6 +181,9 @@ func (UnimplementedProviderPluginServer) List(context.Context, *PluginListReques
 }
 func (UnimplementedProviderPluginServer) LastWords(context.Context, *PluginLastWordsRequest) (*PluginLastWordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LastWords not implemented")
+}
+func (UnimplementedProviderPluginServer) Runs(context.Context, *PluginRunsRequest) (*PluginRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Runs not implemented")
 }
 func (UnimplementedProviderPluginServer) mustEmbedUnimplementedProviderPluginServer() {}
 func (UnimplementedProviderPluginServer) testEmbeddedByValue()                        {}
@@ -266,6 +296,24 @@ func _ProviderPlugin_LastWords_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProviderPlugin_Runs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PluginRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderPluginServer).Runs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProviderPlugin_Runs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderPluginServer).Runs(ctx, req.(*PluginRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProviderPlugin_ServiceDesc is the grpc.ServiceDesc for ProviderPlugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -292,6 +340,10 @@ var ProviderPlugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LastWords",
 			Handler:    _ProviderPlugin_LastWords_Handler,
+		},
+		{
+			MethodName: "Runs",
+			Handler:    _ProviderPlugin_Runs_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -859,6 +859,15 @@ func ProviderFromRelease(s *pb.GroupSpec) {
 		if r.Image != "" {
 			p.Docker.Image = r.Image
 		}
+	case *pb.ProviderSpec_Plugin:
+		// The keys an upgrade sets (UpgradeProvider), when the config
+		// has them.
+		if _, ok := p.Plugin.GetConfig()[PluginImage]; ok && r.Image != "" {
+			p.Plugin.Config[PluginImage] = r.Image
+		}
+		if _, ok := p.Plugin.GetConfig()[PluginBinary]; ok && r.Binary != "" {
+			p.Plugin.Config[PluginBinary] = r.Binary
+		}
 	}
 }
 

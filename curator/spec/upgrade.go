@@ -12,9 +12,10 @@ import (
 // without the loop) both follow.
 
 // UpgradeProvider points s's provider at the release: the process
-// provider's binary, the Docker provider's image. changed says whether
-// that is a change; skip, when the release names nothing for s's
-// provider, says so (and s is left as it is).
+// provider's binary, the Docker provider's image, a plugin's config key
+// image or binary (PluginImage, PluginBinary) when its config has that
+// key. changed says whether that is a change; skip, when the release
+// names nothing for s's provider, says so (and s is left as it is).
 func UpgradeProvider(s *pb.GroupSpec, binary, image string) (changed bool, skip string) {
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
@@ -28,11 +29,39 @@ func UpgradeProvider(s *pb.GroupSpec, binary, image string) (changed bool, skip 
 		}
 		changed, p.Docker.Image = p.Docker.Image != image, image
 	case *pb.ProviderSpec_Plugin:
-		return false, "its machines are made by a provider plugin, whose config names what they run: an admin commits that"
+		return upgradePlugin(p.Plugin, binary, image)
 	default:
 		return false, "its spec names no provider"
 	}
 	return changed, ""
+}
+
+// The keys of a plugin's config that, by convention, name what its
+// machines run: an upgrade sets the one the group's config has.
+const (
+	PluginImage  = "image"
+	PluginBinary = "binary"
+)
+
+// upgradePlugin sets the plugin config's image to image, or its binary
+// to binary, whichever key the config has (image first when it has
+// both and the release names both).
+func upgradePlugin(p *pb.PluginProviderSpec, binary, image string) (changed bool, skip string) {
+	_, hasImage := p.GetConfig()[PluginImage]
+	_, hasBinary := p.GetConfig()[PluginBinary]
+	switch {
+	case hasImage && image != "":
+		changed, p.Config[PluginImage] = p.Config[PluginImage] != image, image
+		return changed, ""
+	case hasBinary && binary != "":
+		changed, p.Config[PluginBinary] = p.Config[PluginBinary] != binary, binary
+		return changed, ""
+	case hasImage:
+		return false, "its provider plugin's config names an image: --image names their release"
+	case hasBinary:
+		return false, "its provider plugin's config names a binary: --binary names their release"
+	}
+	return false, "its machines are made by a provider plugin whose config has no image or binary key: an admin commits what they run"
 }
 
 // ConsensusFirst orders groups as an upgrade takes them: those with the

@@ -142,6 +142,7 @@ type Provider struct {
 var (
 	_ provider.Provider  = (*Provider)(nil)
 	_ provider.LastWords = (*Provider)(nil)
+	_ provider.Runner    = (*Provider)(nil)
 )
 
 // conn is one run of the plugin's process.
@@ -359,6 +360,8 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 // List returns the plugin's machines whose labels include selector's.
 // What the plugin answers is filtered again here (provider.Matches): a
 // plugin that ignores the selector lists no machine of another group.
+// A plugin that could list some of its failure domains only returns what
+// it listed with a *provider.UnreachableError naming the others.
 func (p *Provider) List(ctx context.Context, selector map[string]string) ([]provider.Instance, error) {
 	var res *pb.PluginListResponse
 	err := p.call(ctx, "list", func(ctx context.Context, c pb.ProviderPluginClient) (err error) {
@@ -374,6 +377,13 @@ func (p *Provider) List(ctx context.Context, selector map[string]string) ([]prov
 			out = append(out, instanceFromProto(in))
 		}
 	}
+	if un := res.GetUnreachable(); len(un) > 0 {
+		ue := &provider.UnreachableError{Domains: map[string]error{}}
+		for d, why := range un {
+			ue.Domains[d] = errors.New(why)
+		}
+		return out, ue
+	}
 	return out, nil
 }
 
@@ -386,6 +396,33 @@ func (p *Provider) LastWords(ctx context.Context, id string) (string, error) {
 		return err
 	})
 	return res.GetWords(), err
+}
+
+// ErrNoRelease is Runs' error for a plugin that does not say what its
+// machines run (it answers Runs with Unimplemented): its groups have no
+// release.
+var ErrNoRelease = errors.New("the provider plugin does not say what its machines run")
+
+// Runs returns what the plugin says the machines it would make now run,
+// or ErrNoRelease when it does not say.
+func (p *Provider) Runs(ctx context.Context) (provider.Runs, error) {
+	var res *pb.PluginRunsResponse
+	unimplemented := false
+	err := p.call(ctx, "runs", func(ctx context.Context, c pb.ProviderPluginClient) (err error) {
+		res, err = c.Runs(ctx, &pb.PluginRunsRequest{})
+		if status.Code(err) == codes.Unimplemented {
+			unimplemented = true
+			return nil // an answer: the plugin is fine
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return provider.Runs{}, err
+	case unimplemented:
+		return provider.Runs{}, fmt.Errorf("provider plugin %s: %w", p.cfg.Path, ErrNoRelease)
+	}
+	return provider.Runs{Binary: res.GetBinary(), Image: res.GetImage(), Digest: res.GetDigest()}, nil
 }
 
 // lastLine logs each line a plugin writes to stderr, and keeps the last,

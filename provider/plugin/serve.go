@@ -119,10 +119,19 @@ func (s *server) List(ctx context.Context, req *pb.PluginListRequest) (*pb.Plugi
 		return nil, err
 	}
 	insts, err := p.List(ctx, req.GetSelector())
-	if err != nil {
-		return nil, statusOf(err)
-	}
 	out := &pb.PluginListResponse{}
+	if err != nil {
+		// Some failure domains listed, others not: what was listed goes
+		// with the others' names, never as if it were whole.
+		domains, partial := provider.Unreachable(err)
+		if !partial {
+			return nil, statusOf(err)
+		}
+		out.Unreachable = map[string]string{}
+		for d, why := range domains {
+			out.Unreachable[d] = fmt.Sprint(why)
+		}
+	}
 	for _, in := range insts {
 		out.Instances = append(out.Instances, instanceToProto(in))
 	}
@@ -155,4 +164,22 @@ func statusOf(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	}
 	return status.Error(codes.Unknown, fmt.Sprint(err))
+}
+
+// Runs answers what the served provider's machines run, when it says
+// (provider.Runner); Unimplemented when it does not.
+func (s *server) Runs(ctx context.Context, _ *pb.PluginRunsRequest) (*pb.PluginRunsResponse, error) {
+	p, err := s.provider()
+	if err != nil {
+		return nil, err
+	}
+	r, ok := p.(provider.Runner)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the plugin's provider does not say what its machines run")
+	}
+	runs, err := r.Runs(ctx)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.PluginRunsResponse{Binary: runs.Binary, Image: runs.Image, Digest: runs.Digest}, nil
 }

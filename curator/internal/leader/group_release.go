@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -28,8 +29,10 @@ import (
 // unless force (an upgrade): its SHA stays as it was, and reading it
 // rolls nothing.
 //
-// A plugin's release is none; RecordRelease checks that the plugin starts
-// and takes its config instead.
+// A plugin's release is what it answers to Runs (the docker plugin's
+// image and its ID), none when it does not say (provider/plugin's
+// ErrNoRelease); RecordRelease first checks that the plugin starts and
+// takes its config.
 //
 // It reads only what an admin chose: a caller whose operator role
 // (opRole) may not choose what machines run (an operator) and whose spec names another provider than
@@ -57,10 +60,15 @@ func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force b
 	case *pb.ProviderSpec_Docker:
 		runs, err = dockerRuns(ctx, p.Docker)
 	case *pb.ProviderSpec_Plugin:
-		// A plugin says nothing of what its machines run; but whether it
-		// runs here and takes its config, it says now, not at the group's
-		// first machine.
-		return checkPlugin(ctx, gs.GetName(), p.Plugin)
+		// Whether the plugin runs here and takes its config, it says
+		// now, not at the group's first machine.
+		if err := checkPlugin(ctx, gs.GetName(), p.Plugin); err != nil {
+			return err
+		}
+		runs, err = pluginRuns(ctx, p.Plugin)
+		if errors.Is(err, plugin.ErrNoRelease) {
+			return nil
+		}
 	default:
 		return nil
 	}
@@ -68,7 +76,25 @@ func RecordRelease(ctx context.Context, gs *pb.GroupSpec, old *pb.Group, force b
 		return fmt.Errorf("%w: group %s: what its machines would run: %v", spec.ErrInvalid, gs.GetName(), err)
 	}
 	gs.Template.Release = spec.ReleaseOf(gs, runs.Image, runs.Digest)
+	if gs.GetProvider().GetPlugin() != nil {
+		gs.Template.Release.Binary = runs.Binary
+	}
 	return nil
+}
+
+// pluginRuns is what the plugin of spec p says its machines would run (a
+// plugin process started for the question, stopped after).
+func pluginRuns(ctx context.Context, p *pb.PluginProviderSpec) (provider.Runs, error) {
+	cfg, err := plugin.ConfigFor(p.Path, p.Config)
+	if err != nil {
+		return provider.Runs{}, err
+	}
+	pp, err := plugin.New(cfg)
+	if err != nil {
+		return provider.Runs{}, err
+	}
+	defer pp.Close()
+	return pp.Runs(ctx)
 }
 
 // checkPlugin starts the plugin of spec p, configures it and stops it.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/curatorproject/curator/internal/testenv"
+	"github.com/curatorproject/curator/provider/plugin"
 )
 
 // TestMain checks that the package's tests leave no goroutines behind.
@@ -18,6 +19,11 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		fmt.Fprintln(os.Stderr, "this is the leader package's test binary, not an agent")
 		os.Exit(2)
+	}
+	if os.Getenv(plugin.Handshake.MagicCookieKey) == plugin.Handshake.MagicCookieValue {
+		// Started by a test as a provider plugin (releasePlugin): serve.
+		plugin.Serve(newReleaseProvider)
+		os.Exit(0)
 	}
 	os.Exit(testenv.CheckLeaks(m.Run()))
 }
