@@ -81,18 +81,18 @@ func TestSurvivesStopPanic(t *testing.T) {
 	panics := func(context.Context, any) (any, error) {
 		panic("runtime error: invalid memory address or nil pointer dereference")
 	}
-	call := func() (err error, panicked any) {
+	call := func() (panicked any, err error) {
 		defer func() { panicked = recover() }()
 		_, err = intercept(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/etcdserverpb.Maintenance/Status"}, panics)
-		return err, nil
+		return nil, err
 	}
-	if err, panicked := call(); panicked == nil {
+	if panicked, err := call(); panicked == nil {
 		t.Errorf("a panic while the server runs answered %v, want the panic to go on", err)
 	}
 	if err := n.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err, panicked := call(); panicked != nil || status.Code(err) != codes.Unavailable {
+	if panicked, err := call(); panicked != nil || status.Code(err) != codes.Unavailable {
 		t.Errorf("a panic once the server stops: %v (panicked: %v), want Unavailable", err, panicked)
 	}
 }
