@@ -105,8 +105,5 @@ func newProvider(config map[string]string) (provider.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Engines) > 0 {
-		return docker.NewEngines(cfg)
-	}
-	return docker.New(cfg)
+	return docker.Open(cfg)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -318,4 +319,18 @@ func (e *Engines) BuildImage(ctx context.Context, binary string, labels map[stri
 		}
 	}
 	return id, nil
+}
+
+// Open is the provider cfg names: on several engines (NewEngines) when it
+// names any, else on one (New). The leader's built-in provider and the
+// docker plugin both open theirs here.
+func Open(cfg Config) (interface {
+	provider.Provider
+	provider.Runner
+	io.Closer
+}, error) {
+	if len(cfg.Engines) > 0 {
+		return NewEngines(cfg)
+	}
+	return New(cfg)
 }

@@ -188,12 +188,11 @@ func dockerProvider(d *pb.DockerProviderSpec, lg *zap.Logger) (interface {
 	io.Closer
 }, error) {
 	cfg := docker.Config{Network: d.Network, Subnet: d.Subnet, Image: d.Image, Port: int(d.Port), Logger: lg}
-	if len(d.Engines) == 0 {
-		return docker.New(cfg)
+	if len(d.Engines) > 0 {
+		cfg.Engines = map[string]docker.Engine{}
+		for name, e := range d.Engines {
+			cfg.Engines[name] = docker.Engine{Host: e.GetHost(), Subnet: e.GetSubnet()}
+		}
 	}
-	cfg.Engines = map[string]docker.Engine{}
-	for name, e := range d.Engines {
-		cfg.Engines[name] = docker.Engine{Host: e.GetHost(), Subnet: e.GetSubnet()}
-	}
-	return docker.NewEngines(cfg)
+	return docker.Open(cfg)
 }
