@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -17,22 +16,15 @@ import (
 // again: the other write is kept, with the change on top of it. Without
 // the compare, the loop's stale copy undid an operator's commit.
 func TestGroupChangeKeepsAWriteMeanwhile(t *testing.T) {
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
-	t.Cleanup(func() { clus.Terminate(t) })
-	cli := clus.Client(0)
-	put, err := cli.Put(callCtx(t), "/test/election", "leader")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fence := NewFence(cli, "node-0", "/test/election", put.Header.Revision, nil)
+	cli := testEtcd(t)
+	fence := testLeader(t, cli, nil)
 	old := &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 2, Template: &pb.InstanceTemplate{Version: "v1"}}, SpecRevision: 6}
 	if err := GroupSave(callCtx(t), fence, old); err != nil {
 		t.Fatal(err)
 	}
 	committed := &pb.Group{Spec: &pb.GroupSpec{Name: "w", Size: 3, Template: &pb.InstanceTemplate{Version: "v2"}}, SpecRevision: 7}
 	calls := 0
-	err = GroupChange(callCtx(t), fence, "w", func(g *pb.Group) {
+	err := GroupChange(callCtx(t), fence, "w", func(g *pb.Group) {
 		calls++
 		if calls == 1 {
 			// Another write lands after this change read the record.

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -13,15 +12,8 @@ import (
 // are written in the removal's own transaction (same revision), so a
 // leader that dies right after it loses none.
 func TestNodeDestroyWritesItsEvents(t *testing.T) {
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
-	t.Cleanup(func() { clus.Terminate(t) })
-	cli := clus.Client(0)
-	put, err := cli.Put(callCtx(t), "/test/election", "leader")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fence := NewFence(cli, "node-0", "/test/election", put.Header.Revision, nil)
+	cli := testEtcd(t)
+	fence := testLeader(t, cli, nil)
 	if err := NodeCreate(callCtx(t), fence, &pb.Node{Id: "w1", Name: "w1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +51,9 @@ func TestNodeDestroyWritesItsEvents(t *testing.T) {
 // health loop's mark-down, timed out during a freeze, bring a node's
 // labels back to what they were 25 s before (test/history/README.md).
 func TestDelayedNodeWriteChangesNothing(t *testing.T) {
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
-	t.Cleanup(func() { clus.Terminate(t) })
-	cli := clus.Client(0)
-	put, err := cli.Put(callCtx(t), "/test/election", "leader")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := testEtcd(t)
 	reg := startRegistry(t, cli)
-	fence := NewFence(cli, "node-0", "/test/election", put.Header.Revision, reg)
+	fence := testLeader(t, cli, reg)
 	n := &pb.Node{Id: "n1", Name: "n1", Labels: map[string]string{"history": "old"}}
 	if err := NodeCreate(callCtx(t), fence, n); err != nil {
 		t.Fatal(err)

@@ -280,6 +280,17 @@ func testEtcd(t *testing.T) *clientv3.Client {
 	return clus.Client(0)
 }
 
+// testLeader is testEtcd with a leadership of node-0 on it (its election
+// key put) and reg's fence of it (reg may be nil).
+func testLeader(t *testing.T, cli *clientv3.Client, reg *Registry) *Fence {
+	t.Helper()
+	put, err := cli.Put(callCtx(t), "/test/election", "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewFence(cli, "node-0", "/test/election", put.Header.Revision, reg)
+}
+
 const testTimeout = 30 * time.Second
 
 func callCtx(t *testing.T) context.Context {
