@@ -16,13 +16,15 @@ build:
 	CGO_ENABLED=0 go build $(BUILDFLAGS) -o bin/curator ./cmd/curator
 	bin/curator version
 
-# The image's build context: the Dockerfile and the static binary, nothing
-# else (no image can be pulled to build the binary in).
+# The image's build context: the Dockerfile and the image's files under
+# rootfs/, the static binary and an empty /tmp, nothing else (no image can
+# be pulled to build the binary in).
 IMAGE_CONTEXT := .build/image
 
 .PHONY: image
 image:
-	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
-	CGO_ENABLED=0 go build $(BUILDFLAGS) -o $(IMAGE_CONTEXT)/curator ./cmd/curator
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/rootfs/tmp
+	chmod 1777 $(IMAGE_CONTEXT)/rootfs/tmp
+	CGO_ENABLED=0 go build $(BUILDFLAGS) -o $(IMAGE_CONTEXT)/rootfs/curator ./cmd/curator
 	cp provider/docker/Dockerfile $(IMAGE_CONTEXT)/
 	docker build -t $(IMAGE) $(IMAGE_CONTEXT)

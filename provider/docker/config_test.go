@@ -3,6 +3,8 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -82,7 +84,7 @@ func TestWriteBuildContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	err = WriteBuildContext(&buf, bin)
+	err = WriteBuildContext(&buf, bin, ImageFile{Source: bin, Path: "/usr/local/bin/curator-provider-docker"})
 	if checkStatic(exe) != nil {
 		// A test binary linked with cgo (the race detector's is) is
 		// refused, and said why.
@@ -94,8 +96,15 @@ func TestWriteBuildContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The entries, with the type and mode bits the image gets, and the
+	// files' sizes.
+	type entry struct {
+		Type byte
+		Mode int64
+		Size int64
+	}
 	tr := tar.NewReader(&buf)
-	got := map[string]int64{}
+	got := map[string]entry{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -104,11 +113,92 @@ func TestWriteBuildContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[h.Name] = h.Size
+		got[h.Name] = entry{h.Typeflag, h.Mode, h.Size}
 	}
-	if diff := cmp.Diff(map[string]int64{"Dockerfile": int64(len(dockerfile)), "curator": int64(len(b))}, got); diff != "" {
+	want := map[string]entry{
+		"Dockerfile":            {tar.TypeReg, 0o644, int64(len(dockerfile))},
+		"rootfs/":               {tar.TypeDir, 0o755, 0},
+		"rootfs/curator":        {tar.TypeReg, 0o755, int64(len(b))},
+		"rootfs/tmp/":           {tar.TypeDir, 0o1777, 0},
+		"rootfs/usr/":           {tar.TypeDir, 0o755, 0},
+		"rootfs/usr/local/":     {tar.TypeDir, 0o755, 0},
+		"rootfs/usr/local/bin/": {tar.TypeDir, 0o755, 0},
+		"rootfs/usr/local/bin/curator-provider-docker": {tar.TypeReg, 0o755, int64(len(b))},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("build context (-want +got):\n%s", diff)
 	}
+}
+
+// TestWriteBuildContextRefuses: a file of the image at a path it cannot
+// have, or a file that is not a static executable, writes nothing and
+// says why; a static executable at a path of its own is taken.
+func TestWriteBuildContextRefuses(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "curator")
+	if err := os.WriteFile(bin, staticELF(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []ImageFile
+		want  string
+	}{
+		{"taken", []ImageFile{{Source: bin, Path: "/bin/plugin"}, {Source: bin, Path: "/bin/other"}}, ""},
+		{"relative", []ImageFile{{Source: bin, Path: "bin/plugin"}}, "absolute, clean"},
+		{"unclean", []ImageFile{{Source: bin, Path: "/bin/../plugin"}}, "absolute, clean"},
+		{"root", []ImageFile{{Source: bin, Path: "/"}}, "absolute, clean"},
+		{"the curator binary", []ImageFile{{Source: bin, Path: "/curator"}}, "clashes"},
+		{"under the curator binary", []ImageFile{{Source: bin, Path: "/curator/plugin"}}, "clashes"},
+		{"twice", []ImageFile{{Source: bin, Path: "/bin/plugin"}, {Source: bin, Path: "/bin/plugin"}}, "clashes"},
+		{"a file and a dir", []ImageFile{{Source: bin, Path: "/bin"}, {Source: bin, Path: "/bin/plugin"}}, "clashes"},
+		{"in tmp", []ImageFile{{Source: bin, Path: "/tmp/plugin"}}, "the container's"},
+		{"in the data dir", []ImageFile{{Source: bin, Path: DefaultDataDir + "/plugin"}}, "the container's"},
+		{"a dir of the data dir", []ImageFile{{Source: bin, Path: "/var/lib"}}, "the container's"},
+		{"not an executable", []ImageFile{{Source: script, Path: "/bin/plugin"}}, "not a Linux executable"},
+		{"missing", []ImageFile{{Source: filepath.Join(dir, "nothing"), Path: "/bin/plugin"}}, "not a Linux executable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := WriteBuildContext(&buf, bin, tc.extra...)
+			if tc.want == "" {
+				if err != nil || buf.Len() == 0 {
+					t.Errorf("WriteBuildContext with %+v = %v (%d bytes), want a context", tc.extra, err, buf.Len())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("WriteBuildContext with %+v = %v, want an error saying %q", tc.extra, err, tc.want)
+			}
+			if buf.Len() != 0 {
+				t.Errorf("WriteBuildContext refused, yet wrote %d bytes", buf.Len())
+			}
+		})
+	}
+}
+
+// staticELF is the smallest file checkStatic takes for a static Linux
+// executable: an ELF header with no program headers.
+func staticELF(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	h := elf.Header64{
+		Ident:     [elf.EI_NIDENT]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)},
+		Type:      uint16(elf.ET_EXEC),
+		Machine:   uint16(elf.EM_X86_64),
+		Version:   uint32(elf.EV_CURRENT),
+		Ehsize:    64,
+		Phentsize: 56,
+		Shentsize: 64,
+	}
+	if err := binary.Write(&b, binary.LittleEndian, h); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 func TestWriteBuildContextNotELF(t *testing.T) {

@@ -1,9 +1,9 @@
 // Package docker is the provider.Provider that runs nodes as containers:
-// each instance is one container of the curator image (the static binary
-// alone, FROM scratch; see Dockerfile and BuildImage) on a user-defined
-// bridge network, with a fixed address of its own from the network's
-// subnet and the same port as every other (docs/architecture.md,
-// "Providers").
+// each instance is one container of the curator image (FROM scratch: the
+// static binary, an empty /tmp and any plugin the build adds; see
+// Dockerfile and BuildImage) on a user-defined bridge network, with a
+// fixed address of its own from the network's subnet and the same port as
+// every other (docs/architecture.md, "Providers").
 //
 // The bookkeeping is the daemon's, not the provider's, so that any leader
 // (a new one after a failover, or one on another machine using the same

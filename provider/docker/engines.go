@@ -304,12 +304,12 @@ func (e *Engines) each(ctx context.Context, what string, fn func(context.Context
 	return out, &provider.UnreachableError{Domains: unreachable}
 }
 
-// BuildImage builds Config.Image from binary on the first engine
-// (Provider.BuildImage) and loads that image onto every other, so that
-// every engine holds it by the same ID (see Runs). It returns the ID.
-func (e *Engines) BuildImage(ctx context.Context, binary string, labels map[string]string) (string, error) {
+// BuildImage builds Config.Image from binary and extra on the first
+// engine (Provider.BuildImage) and loads that image onto every other, so
+// that every engine holds it by the same ID (see Runs). It returns the ID.
+func (e *Engines) BuildImage(ctx context.Context, binary string, labels map[string]string, extra ...ImageFile) (string, error) {
 	first := e.engines[e.domains[0]]
-	id, err := first.BuildImage(ctx, binary, labels)
+	id, err := first.BuildImage(ctx, binary, labels, extra...)
 	if err != nil {
 		return "", fmt.Errorf("engine %s: %w", e.domains[0], err)
 	}
