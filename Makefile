@@ -17,7 +17,8 @@ build:
 	bin/curator version
 
 # The image's build context: the Dockerfile and the image's files under
-# rootfs/, the static binary and an empty /tmp, nothing else (no image can
+# rootfs/, the static binaries (curator and the docker plugin) and an
+# empty /tmp, nothing else (no image can
 # be pulled to build the binary in).
 IMAGE_CONTEXT := .build/image
 
@@ -26,5 +27,6 @@ image:
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/rootfs/tmp
 	chmod 1777 $(IMAGE_CONTEXT)/rootfs/tmp
 	CGO_ENABLED=0 go build $(BUILDFLAGS) -o $(IMAGE_CONTEXT)/rootfs/curator ./cmd/curator
+	CGO_ENABLED=0 go build $(BUILDFLAGS) -o $(IMAGE_CONTEXT)/rootfs/usr/local/bin/curator-provider-docker ./cmd/curator-provider-docker
 	cp provider/docker/Dockerfile $(IMAGE_CONTEXT)/
 	docker build -t $(IMAGE) $(IMAGE_CONTEXT)
