@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -55,6 +56,9 @@ type identity struct {
 	// peer is the caller's address: the original caller's for a
 	// forwarded call.
 	peer string
+	// joinConn: a node's join's connection, bound to it without a
+	// certificate (conn_binding.go).
+	joinConn bool
 }
 
 func (id identity) String() string {
@@ -144,7 +148,11 @@ func peerIdentity(ctx context.Context) (identity, error) {
 	}
 	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		// No certificate, or one the TLS client left out because it is
-		// not from this cluster's CA.
+		// not from this cluster's CA: a joined node's connection that
+		// proved its key (conn_binding.go), or no one.
+		if nodeID, ok := boundNode(ctx, time.Now()); ok {
+			return identity{role: pki.RoleNode, nodeID: nodeID, joinConn: true}, nil
+		}
 		return identity{}, nil
 	}
 	cert := info.State.VerifiedChains[0][0]
@@ -271,6 +279,22 @@ func (s *Service) checkNodeMember(ctx context.Context, id identity) error {
 // call is recorded in the audit trail (audit.go) by the manager that
 // answers it: the leader, or a follower that refused it before forwarding.
 func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := s.unaryCall(ctx, req, info, handler)
+	if err == nil && info.FullMethod == pb.Curator_Register_FullMethodName {
+		// Served here or by the leader: the connection is this
+		// manager's to bind (conn_binding.go).
+		if req, ok := req.(*pb.RegisterRequest); ok {
+			if resp, ok := resp.(*pb.RegisterResponse); ok {
+				s.bindRegistered(ctx, req, resp)
+			}
+		}
+	}
+	return resp, err
+}
+
+// unaryCall is unaryInterceptor but for the binding of a Register's
+// connection.
+func (s *Service) unaryCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	// A delay given this point (a faults build) holds every answer,
 	// served, forwarded or refused, after what the call did took effect.
 	defer faults.Point(faults.APIBeforeReply)
@@ -434,6 +458,9 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 			s.metrics.SessionsRefused.Inc()
 			s.knocks.Note(s.cfg.Now())
 			return toStatus(err)
+		}
+		if id.joinConn {
+			s.metrics.JoinConnectionSessions.Inc()
 		}
 	}
 	if l := s.currentLeader(); l != nil {

@@ -67,6 +67,8 @@ func (s *Service) runGRPC(ctx context.Context) error {
 		// 32 KiB per connection for good (gRPC's write buffers come
 		// from a pool already).
 		grpc.ReadBufferSize(serverReadBuffer),
+		// Each connection's binding to a joined node (conn_binding.go).
+		grpc.StatsHandler(bindingStats{accepted: s.metrics.Connections}),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.StreamInterceptor(s.streamInterceptor),
 	)...)

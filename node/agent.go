@@ -63,6 +63,10 @@ type Config struct {
 	// it sends to the leader when asked (`curator logs`); nil: it has
 	// none to send.
 	Logs *LogRing
+	// JoinConn is the connection of the join that made this node, if the
+	// manager took it for the node's (Join): the agent's first session
+	// runs on it. The agent owns it from New on.
+	JoinConn *JoinConn
 }
 
 // Agent is the node agent of one machine.
@@ -163,7 +167,12 @@ func (a *Agent) Wipe() error {
 // New loads the node in cfg.DataDir, and checks that its four ports are
 // free, so that a node that cannot run says so at once instead of
 // restarting its servers with backoff for ever.
-func New(cfg Config) (*Agent, error) {
+func New(cfg Config) (a *Agent, err error) {
+	defer func() {
+		if err != nil {
+			cfg.JoinConn.Close()
+		}
+	}()
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -182,7 +191,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known managers: %w", err)
 	}
-	a := &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1), logRequests: make(chan *pb.LogsRequest, 8)}
+	a = &Agent{cfg: cfg, state: st, id: id, desired: newValue[*pb.Node](), managers: mgrs, left: make(chan struct{}), failed: make(chan error, 1), logRequests: make(chan *pb.LogsRequest, 8)}
 	if cfg.ForceNewCluster {
 		join, err := loadConsensus(cfg.DataDir)
 		if err != nil {
@@ -208,6 +217,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	a.session, err = NewSession(SessionConfig{
+		First:    cfg.JoinConn,
 		TLS:      pki.ClientTLSFrom(id.certs, id.ca),
 		Version:  cfg.Version,
 		Interval: cfg.HeartbeatInterval,

@@ -18,14 +18,17 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/curatorproject/curator/curator/spec"
 	"github.com/curatorproject/curator/internal/atomicfile"
 	"github.com/curatorproject/curator/internal/backoff"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/transport"
 )
 
 // JoinConfig is what `curator agent join` takes.
@@ -53,36 +56,40 @@ type JoinConfig struct {
 // cluster has registered the node. From then on the registration is real:
 // should writing the node's files fail, the key is kept, and running join
 // again picks the same node up (the leader hands it its certificate again).
-func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
+//
+// The join's connection is returned if the manager took it for the
+// node's (Registration.Conn), for the agent's first session
+// (Config.JoinConn); the caller closes it otherwise.
+func Join(ctx context.Context, cfg JoinConfig) (_ *State, _ *JoinConn, err error) {
 	dir := cfg.DataDir
 	if _, _, err := checkNewNode(dir, cfg.Address, cfg.Name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tok, err := pki.ParseToken(cfg.Token)
 	if err != nil {
-		return nil, fmt.Errorf("--token: %w", err)
+		return nil, nil, fmt.Errorf("--token: %w", err)
 	}
 	if err := cfg.Machine.validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(cfg.Managers) == 0 {
-		return nil, errors.New("at least one --manager IP:PORT is required")
+		return nil, nil, errors.New("at least one --manager IP:PORT is required")
 	}
 	for _, m := range cfg.Managers {
 		if _, _, err := net.SplitHostPort(m); err != nil {
-			return nil, fmt.Errorf("--manager %s: want IP:PORT", spec.QuoteShort(m))
+			return nil, nil, fmt.Errorf("--manager %s: want IP:PORT", spec.QuoteShort(m))
 		}
 	}
 	if err := checkPortsFree(cfg.Address); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key, err := loadOrNewKey(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pubDER, err := pkixPublicKey(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req := &pb.RegisterRequest{
 		Token: cfg.Token, PublicKey: pubDER, Name: cfg.Name, Address: cfg.Address,
@@ -96,28 +103,33 @@ func Join(ctx context.Context, cfg JoinConfig) (*State, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	reg, err := Register(ctx, tok, cfg.Managers, req)
+	reg, err := Register(ctx, tok, cfg.Managers, req, key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	defer func() {
+		if err != nil {
+			reg.Conn.Close()
+		}
+	}()
 	cert, ca := reg.Cert, reg.CA
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := pki.WriteFiles(dir, nodeCertName, cert, key); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := atomicfile.Write(filepath.Join(dir, caCertFile), pki.EncodeCert(ca), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := saveManagers(dir, reg.Managers); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := &State{NodeID: reg.NodeID, ClusterID: reg.ClusterID, Address: cfg.Address, Name: cfg.Name}
 	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return st, nil
+	return st, reg.Conn, nil
 }
 
 // Registration is what the cluster hands a node that joined.
@@ -129,6 +141,27 @@ type Registration struct {
 	// Managers are the managers' addresses (those the join asked, if the
 	// cluster named none).
 	Managers []string
+	// Conn, if not nil, is the join's connection, which the manager took
+	// for the node's (the Register proved the node's key on it): the
+	// node's first session may run on it (SessionConfig.First) without
+	// a handshake of its own. Whoever holds the Registration closes it.
+	Conn *JoinConn
+}
+
+// JoinConn is a join's connection to a manager, bound to the node that
+// joined (pki/binding.go): it calls as the node until the node's
+// certificate expires, and is never dialled again once lost.
+type JoinConn struct {
+	// Manager is the address dialled.
+	Manager string
+	conn    *grpc.ClientConn
+}
+
+// Close closes the connection; a nil JoinConn is closed already.
+func (j *JoinConn) Close() {
+	if j != nil {
+		j.conn.Close()
+	}
 }
 
 // Register registers the node of req with the cluster through managers,
@@ -136,7 +169,11 @@ type Registration struct {
 // against the token's fingerprint, the node ID against the node's key.
 // It retries as register says until ctx ends. curator-bench joins its
 // simulated nodes with it.
-func Register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*Registration, error) {
+//
+// With key, the private key of req's public key, the Register proves it
+// on its connection and asks to keep the connection for the node's first
+// session (Registration.Conn, when the manager agreed).
+func Register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest, key crypto.Signer) (*Registration, error) {
 	pub, err := x509.ParsePKIXPublicKey(req.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("the node's public key: %w", err)
@@ -145,10 +182,21 @@ func Register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 	if err != nil {
 		return nil, err
 	}
-	resp, err := register(ctx, tok, managers, req)
+	resp, jc, err := register(ctx, tok, managers, req, key)
 	if err != nil {
 		return nil, err
 	}
+	reg, err := registration(tok, id, managers, resp)
+	if err != nil {
+		jc.Close()
+		return nil, err
+	}
+	reg.Conn = jc
+	return reg, nil
+}
+
+// registration checks resp, the answer to the Register of node id.
+func registration(tok pki.Token, id string, managers []string, resp *pb.RegisterResponse) (*Registration, error) {
 	if resp.NodeId != id {
 		return nil, fmt.Errorf("the cluster names the node %s, its key makes it %s", spec.QuoteShort(resp.NodeId), id)
 	}
@@ -175,13 +223,13 @@ func Register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 // is a machine's address still named by a stale record (a provider's
 // machine, see spec.ErrAddressHeld); a refusal (bad token, name taken)
 // is final.
-func register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+func register(ctx context.Context, tok pki.Token, managers []string, req *pb.RegisterRequest, key crypto.Signer) (*pb.RegisterResponse, *JoinConn, error) {
 	var lastErr, held error
 	for attempt := 0; ; attempt++ {
 		for _, m := range managers {
-			resp, err := registerWith(ctx, tok, m, req)
+			resp, jc, err := registerWith(ctx, tok, m, req, key)
 			if err == nil {
-				return resp, nil
+				return resp, jc, nil
 			}
 			if addressHeld(err) {
 				held = fmt.Errorf("join refused by %s: %s", m, status.Convert(err).Message())
@@ -192,14 +240,14 @@ func register(ctx context.Context, tok pki.Token, managers []string, req *pb.Reg
 				lastErr = fmt.Errorf("manager %s: %w", m, err)
 				continue
 			}
-			return nil, fmt.Errorf("join refused by %s: %s", m, status.Convert(err).Message())
+			return nil, nil, fmt.Errorf("join refused by %s: %s", m, status.Convert(err).Message())
 		}
 		select {
 		case <-ctx.Done():
 			if held != nil {
-				return nil, fmt.Errorf("could not join in time: %w", held)
+				return nil, nil, fmt.Errorf("could not join in time: %w", held)
 			}
-			return nil, fmt.Errorf("could not join: no manager answered in time (last error: %v)", lastErr)
+			return nil, nil, fmt.Errorf("could not join: no manager answered in time (last error: %v)", lastErr)
 		case <-time.After(registerDelay(attempt, retryHint(lastErr), rand.Float64())):
 		}
 	}
@@ -232,21 +280,78 @@ func addressHeld(err error) bool {
 	return false
 }
 
-func registerWith(ctx context.Context, tok pki.Token, manager string, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+// registerWith asks manager to register the node of req. With key, it
+// proves the key on the connection first, and returns the connection if
+// the manager took it for the node's.
+func registerWith(ctx context.Context, tok pki.Token, manager string, req *pb.RegisterRequest, key crypto.Signer) (*pb.RegisterResponse, *JoinConn, error) {
 	var untrusted atomic.Pointer[error]
-	conn, err := grpc.NewClient(manager, grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(tok, &untrusted))))
+	creds := transport.Capture(credentials.NewTLS(pinnedTLS(tok, &untrusted)))
+	conn, err := grpc.NewClient(manager, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer conn.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			conn.Close()
+		}
+	}()
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := pb.NewCuratorClient(conn).Register(actx, req, grpc.WaitForReady(false))
+	proved := req
+	if key != nil {
+		if proof := proveKey(actx, conn, creds, manager, req.PublicKey, key); proof != nil {
+			proved = proto.CloneOf(req)
+			proved.ConnectionProof = proof
+		}
+	}
+	resp, err := pb.NewCuratorClient(conn).Register(actx, proved, grpc.WaitForReady(false))
 	if e := untrusted.Load(); e != nil {
 		// Not a manager being down: a server we must not trust. Final.
-		return nil, status.Error(codes.PermissionDenied, (*e).Error())
+		return nil, nil, status.Error(codes.PermissionDenied, (*e).Error())
 	}
-	return resp, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(proved.ConnectionProof) == 0 || !resp.ConnectionBound {
+		return resp, nil, nil
+	}
+	// The connection calls as the node now: should it drop, gRPC must
+	// not dial one that does not in its place.
+	creds.Seal()
+	kept = true
+	return resp, &JoinConn{Manager: manager, conn: conn}, nil
+}
+
+// proveKey connects conn and signs its keying material with key
+// (pki.BindingMaterial), if the manager's certificate names the address
+// dialled, as a session's connection checks (the Register's own check,
+// the CA the token pins, does not look at names). Nil if it could not:
+// the join goes on without.
+func proveKey(ctx context.Context, conn *grpc.ClientConn, creds *transport.Captured, manager string, pubDER []byte, key crypto.Signer) []byte {
+	host, _, err := net.SplitHostPort(manager)
+	if err != nil {
+		return nil
+	}
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if st == connectivity.TransientFailure || st == connectivity.Shutdown || !conn.WaitForStateChange(ctx, st) {
+			return nil
+		}
+	}
+	cs := creds.State()
+	if cs == nil || len(cs.PeerCertificates) == 0 || cs.PeerCertificates[0].VerifyHostname(host) != nil {
+		return nil
+	}
+	material, err := pki.BindingMaterial(cs, pubDER)
+	if err != nil {
+		return nil
+	}
+	proof, err := pki.SignBinding(key, material)
+	if err != nil {
+		return nil
+	}
+	return proof
 }
 
 // pinnedTLS trusts a server whose chain includes a CA with the token's

@@ -150,7 +150,7 @@ func TestJoinRefusesBadInputLocally(t *testing.T) {
 			cfg := good
 			cfg.DataDir = filepath.Join(t.TempDir(), "n")
 			tc.modify(&cfg)
-			_, err := Join(context.Background(), cfg)
+			_, _, err := Join(context.Background(), cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Join: %v, want an error saying %q", err, tc.want)
 			}
@@ -166,7 +166,7 @@ func TestJoinRefusesBadInputLocally(t *testing.T) {
 		}
 		cfg := good
 		cfg.DataDir = dir
-		if _, err := Join(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "agent run") {
+		if _, _, err := Join(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "agent run") {
 			t.Fatalf("Join on a node's data dir: %v, want a pointer to `agent run`", err)
 		}
 	})

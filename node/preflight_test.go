@@ -137,7 +137,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 
 	t.Run("no manager answers", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "n")
-		if _, err := Join(context.Background(), cfg(dir)); err == nil || !strings.Contains(err.Error(), "no manager answered") {
+		if _, _, err := Join(context.Background(), cfg(dir)); err == nil || !strings.Contains(err.Error(), "no manager answered") {
 			t.Fatalf("Join = %v, want it to say no manager answered", err)
 		}
 		if got := testenv.DirNames(t, dir); got != nil {
@@ -149,7 +149,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "agent.log"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Join(context.Background(), cfg(dir)); err == nil {
+		if _, _, err := Join(context.Background(), cfg(dir)); err == nil {
 			t.Fatal("Join succeeded with no manager")
 		}
 		if diff := cmp.Diff([]string{"agent.log"}, testenv.DirNames(t, dir)); diff != "" {
@@ -163,7 +163,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		p, _ := strconv.Atoi(port)
 		occupy(t, p+3)
 		began := time.Now()
-		_, err := Join(context.Background(), c)
+		_, _, err := Join(context.Background(), c)
 		if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), "HTTP, PORT+3") {
 			t.Fatalf("Join with the HTTP port taken = %v, want ErrPortInUse naming it", err)
 		}
@@ -178,7 +178,7 @@ func TestJoinChecksFirstAndLeavesNothing(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "n")
 		c := cfg(dir)
 		c.Name = strings.Repeat("n", 100<<10)
-		_, err := Join(context.Background(), c)
+		_, _, err := Join(context.Background(), c)
 		if err == nil || !strings.Contains(err.Error(), "--name: node name") || len(err.Error()) > 300 {
 			t.Fatalf("Join with a 100 KB name = %.300v, want a short refusal of --name", err)
 		}

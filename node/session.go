@@ -100,6 +100,11 @@ type SessionConfig struct {
 	OnLogs func(req *pb.LogsRequest)
 	// DialOptions are added to the options of each manager's connection.
 	DialOptions []grpc.DialOption
+	// First, if not nil, is the node's join's connection, bound to the
+	// node (Registration.Conn): the first session runs on it, and the
+	// session owns it from NewSession on (it is closed when that session
+	// ends, as any other).
+	First *JoinConn
 }
 
 // Session keeps a node's session with the leader, through one manager
@@ -111,7 +116,12 @@ type Session struct {
 
 // NewSession returns a session; Run runs it, Close releases its
 // connections.
-func NewSession(cfg SessionConfig) (*Session, error) {
+func NewSession(cfg SessionConfig) (s *Session, err error) {
+	defer func() {
+		if err != nil {
+			cfg.First.Close()
+		}
+	}()
 	if cfg.TLS == nil {
 		return nil, errors.New("session: no TLS configuration")
 	}
@@ -124,13 +134,23 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultSessionInterval
 	}
-	return &Session{cfg: cfg, conns: &managerConns{
+	mc := &managerConns{
 		creds: transport.SharedSessions(cfg.TLS), opts: cfg.DialOptions,
 		conns: map[string]*grpc.ClientConn{}, failed: map[string]managerFailure{}, avoid: map[string]time.Time{},
 		// Every agent is handed the managers in the same order: each
 		// starts at a manager of its own, so sessions spread over them.
 		next: rand.IntN(1 << 20),
-	}}, nil
+	}
+	if f := cfg.First; f != nil {
+		// The join's manager first, on the join's connection: no
+		// handshake of the session's own.
+		mc.conns[f.Manager] = f.conn
+		if i := slices.Index(cfg.Managers(), f.Manager); i >= 0 {
+			mc.next = i
+		}
+		cfg.First = nil
+	}
+	return &Session{cfg: cfg, conns: mc}, nil
 }
 
 // Close closes the connections to the managers.

@@ -4178,12 +4178,19 @@ type RegisterRequest struct {
 	Version      string       `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
 	// Set by a group's provider: the group, the machine behind the node and
 	// the config SHA it was made from, and the group's node labels.
-	Group         string            `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
-	InstanceId    string            `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	ConfigSha     string            `protobuf:"bytes,9,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Group      string            `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
+	InstanceId string            `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	ConfigSha  string            `protobuf:"bytes,9,opt,name=config_sha,json=configSha,proto3" json:"config_sha,omitempty"`
+	Labels     map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node's signature, with the key of public_key, of this TLS
+	// connection's keying material (pki.BindingMaterial): the node asks to
+	// keep the connection for its first session, as the node the answer
+	// names, without the second handshake that presenting its new
+	// certificate would take. The manager that holds the node's connection
+	// checks it; empty, the node dials again with its certificate.
+	ConnectionProof []byte `protobuf:"bytes,11,opt,name=connection_proof,json=connectionProof,proto3" json:"connection_proof,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -4286,16 +4293,26 @@ func (x *RegisterRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *RegisterRequest) GetConnectionProof() []byte {
+	if x != nil {
+		return x.ConnectionProof
+	}
+	return nil
+}
+
 type RegisterResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// PEM: the node certificate and the cluster CA.
-	NodeCert      []byte   `protobuf:"bytes,2,opt,name=node_cert,json=nodeCert,proto3" json:"node_cert,omitempty"`
-	CaCert        []byte   `protobuf:"bytes,3,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
-	ClusterId     string   `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Managers      []string `protobuf:"bytes,5,rep,name=managers,proto3" json:"managers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeCert  []byte   `protobuf:"bytes,2,opt,name=node_cert,json=nodeCert,proto3" json:"node_cert,omitempty"`
+	CaCert    []byte   `protobuf:"bytes,3,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	ClusterId string   `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Managers  []string `protobuf:"bytes,5,rep,name=managers,proto3" json:"managers,omitempty"`
+	// The manager holding the node's connection checked connection_proof:
+	// the connection now calls as the node, until the certificate expires.
+	ConnectionBound bool `protobuf:"varint,6,opt,name=connection_bound,json=connectionBound,proto3" json:"connection_bound,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterResponse) Reset() {
@@ -4361,6 +4378,13 @@ func (x *RegisterResponse) GetManagers() []string {
 		return x.Managers
 	}
 	return nil
+}
+
+func (x *RegisterResponse) GetConnectionBound() bool {
+	if x != nil {
+		return x.ConnectionBound
+	}
+	return false
 }
 
 type HeartbeatRequest struct {
@@ -7427,7 +7451,7 @@ const file_curator_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1d\n" +
 	"\n" +
 	"target_sha\x18\x03 \x01(\tR\ttargetSha\x12\x15\n" +
-	"\x06to_sha\x18\x04 \x01(\tR\x05toSha\"\x9e\x03\n" +
+	"\x06to_sha\x18\x04 \x01(\tR\x05toSha\"\xc9\x03\n" +
 	"\x0fRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -7442,17 +7466,19 @@ const file_curator_proto_rawDesc = "" +
 	"\n" +
 	"config_sha\x18\t \x01(\tR\tconfigSha\x12?\n" +
 	"\x06labels\x18\n" +
-	" \x03(\v2'.curator.v1.RegisterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	" \x03(\v2'.curator.v1.RegisterRequest.LabelsEntryR\x06labels\x12)\n" +
+	"\x10connection_proof\x18\v \x01(\fR\x0fconnectionProof\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tnode_cert\x18\x02 \x01(\fR\bnodeCert\x12\x17\n" +
 	"\aca_cert\x18\x03 \x01(\fR\x06caCert\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12\x1a\n" +
-	"\bmanagers\x18\x05 \x03(\tR\bmanagers\"e\n" +
+	"\bmanagers\x18\x05 \x03(\tR\bmanagers\x12)\n" +
+	"\x10connection_bound\x18\x06 \x01(\bR\x0fconnectionBound\"e\n" +
 	"\x10HeartbeatRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12%\n" +

@@ -42,6 +42,10 @@ func TestMetricsAndHealthz(t *testing.T) {
 			"curator_quorum_failures_tolerated 0",
 			"curator_quorum_voters 1",
 			"curator_ca_cert_expiry_timestamp_seconds ",
+			// The worker's join kept its connection, and its agent's
+			// first session ran on it: no second handshake.
+			"curator_join_connections_kept_total 1",
+			"curator_join_connection_sessions_total 1",
 			"go_goroutines",
 		} {
 			if !strings.Contains(body, want) {

@@ -30,6 +30,10 @@ const (
 	shortJoinTimeout = 40 * time.Second
 	shortReadyTime   = 15 * time.Second
 	shortRunTimeout  = 3 * time.Minute
+	// maxJoinHandshakes bounds the managers' TLS handshakes a join, over
+	// the wave (join_handshakes_per_join): 1.33 expected, 2.33 before
+	// the session ran on the join's connection; the rest is retries.
+	maxJoinHandshakes = 1.7
 	// shortAddresses is this test's own range, away from the e2e tests'
 	// and the bench's default, so it runs beside them.
 	shortAddresses = "127.0.151.10-127.0.151.250"
@@ -62,6 +66,12 @@ func TestHeartbeatsShort(t *testing.T) {
 	}
 	if res.Ready != *benchNodes {
 		t.Errorf("%d of %d nodes ready %s after the join wave", res.Ready, *benchNodes, shortReadyTime)
+	}
+	// A join's first session runs on its Register's connection: a
+	// handshake a join, and one more for the third of the sessions that
+	// began at the leader and moved off it (two and a third without).
+	if res.JoinHandshakesPerJoin == 0 || res.JoinHandshakesPerJoin > maxJoinHandshakes {
+		t.Errorf("%.2f TLS handshakes a join on the managers, want at most %.1f: the first session on the join's connection", res.JoinHandshakesPerJoin, maxJoinHandshakes)
 	}
 	if res.Rest == nil {
 		t.Fatal("no figures at rest: the fleet never came to rest")

@@ -486,27 +486,51 @@ func counters(body []byte, names ...string) ([]float64, error) {
 // on the nodes' session streams and in its followers' liveness digests,
 // from the metrics its agent serves at PORT+3.
 func leaderHeartbeats(ctx context.Context, m *managerProc) (read, digested float64, err error) {
+	v, err := curatorCounters(ctx, m, "curator_session_heartbeats_total", "curator_liveness_heartbeats_total")
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+// connections is how many connections the managers' gRPC servers took
+// up, each after a TLS handshake, in all.
+func (c *cluster) connections(ctx context.Context) (float64, error) {
+	var sum float64
+	for _, m := range c.managers {
+		v, err := curatorCounters(ctx, m, "curator_connections_total")
+		if err != nil {
+			return 0, err
+		}
+		sum += v[0]
+	}
+	return sum, nil
+}
+
+// curatorCounters reads the unlabelled metrics names of manager m, from
+// the metrics its agent serves at PORT+3.
+func curatorCounters(ctx context.Context, m *managerProc, names ...string) ([]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	url := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(m.listen.Addr(), m.listen.Port()+3))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+		return nil, fmt.Errorf("curator metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+		return nil, fmt.Errorf("curator metrics: %w", err)
 	}
-	v, err := counters(body, "curator_session_heartbeats_total", "curator_liveness_heartbeats_total")
+	v, err := counters(body, names...)
 	if err != nil {
-		return 0, 0, fmt.Errorf("curator metrics: %w", err)
+		return nil, fmt.Errorf("curator metrics: %w", err)
 	}
-	return v[0], v[1], nil
+	return v, nil
 }
 
 // etcdRevision is etcd's current revision, from the header of a

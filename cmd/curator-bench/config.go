@@ -117,6 +117,10 @@ type fleetConfig struct {
 	// managers must run with --pprof); "": none. Not a flag: heartbeats
 	// --profile sets it.
 	joinProfile string
+	// joinConn: the first session runs on the join's connection, as the
+	// agent's does (false: the session dials its own, as before, for a
+	// baseline).
+	joinConn bool
 }
 
 func (c *fleetConfig) register(cmd *cobra.Command) {
@@ -125,6 +129,7 @@ func (c *fleetConfig) register(cmd *cobra.Command) {
 	fs.IntVar(&c.joinConcurrency, "join-concurrency", DefaultJoinConcurrency, "Register calls in flight at once")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", DefaultJoinTimeout, "how long every node gets to join")
 	fs.DurationVar(&c.readyTimeout, "ready-timeout", DefaultReadyTimeout, "how long every node gets to be ready once all joined")
+	fs.BoolVar(&c.joinConn, "join-conn", true, "each node's first session on its join's connection, as the agent's (false: a connection of the session's own, for a baseline)")
 }
 
 // Validate checks the flags.

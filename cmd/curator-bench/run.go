@@ -49,6 +49,7 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 		pids = append(pids, m.pid())
 	}
 	rev0, revErr := c.etcdRevision(ctx)
+	conns0, connsErr := c.connections(ctx)
 	profiles := profileJoins(ctx, c, fc.joinProfile, p)
 	w := startCPUWindow(pids...)
 	start := time.Now()
@@ -73,6 +74,9 @@ func bringUp(ctx context.Context, cc clusterConfig, managers []netip.AddrPort, s
 	}
 	if rev1, err := c.etcdRevision(ctx); err == nil && revErr == nil {
 		fig.JoinEtcdWrites = rev1 - rev0
+	}
+	if conns1, err := c.connections(ctx); err == nil && connsErr == nil && fig.Joined > 0 {
+		fig.JoinHandshakesPerJoin = round3((conns1 - conns0) / float64(fig.Joined))
 	}
 	profiles()
 	fig.SimGoroutines = runtime.NumGoroutine()

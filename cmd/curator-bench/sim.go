@@ -157,6 +157,11 @@ type joinFigures struct {
 	// JoinEtcdWrites are etcd's write transactions over the wave (its
 	// revision's growth): the joins' records, the ready marks, events.
 	JoinEtcdWrites int64 `json:"join_etcd_writes,omitempty"`
+	// JoinHandshakesPerJoin is the connections the managers took up over
+	// the wave, each a TLS handshake, per join: the Register's, the first
+	// session's unless it ran on the Register's connection (--join-conn),
+	// a session's move off the leader, and any retried.
+	JoinHandshakesPerJoin float64 `json:"join_handshakes_per_join,omitempty"`
 }
 
 // joinCPUGoal is what a join may cost the managers' CPU, in all.
@@ -261,11 +266,20 @@ func (f *fleet) joinOne(ctx context.Context, i int) (*simNode, error) {
 	reg, err := node.Register(ctx, f.tok, mgrs, &pb.RegisterRequest{
 		Token: f.token, PublicKey: pubDER, Name: simName(i), Address: simAddress(f.simBase, i),
 		Availability: pb.Availability_AVAILABILITY_ACTIVE, Version: simVersion,
-	})
+	}, f.joinKey(key))
 	if err != nil {
 		return nil, err
 	}
 	return f.newNode(reg, key)
+}
+
+// joinKey is the key a node's Register proves on its connection, to
+// keep it for its first session (nil: none, with --join-conn=false).
+func (f *fleet) joinKey(key crypto.Signer) crypto.Signer {
+	if !f.cfg.joinConn {
+		return nil
+	}
+	return key
 }
 
 func simName(i int) string { return "sim-" + strconv.Itoa(i+1) }
@@ -429,6 +443,7 @@ func (f *fleet) newNode(reg *node.Registration, key crypto.Signer) (*simNode, er
 	mgrs := reg.Managers
 	n.managers.Store(&mgrs)
 	sess, err := node.NewSession(node.SessionConfig{
+		First:    reg.Conn,
 		TLS:      pki.ClientTLS(pki.TLSCertificate(reg.Cert, key), reg.CA),
 		Version:  simVersion,
 		Interval: f.interval,

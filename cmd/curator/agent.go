@@ -102,11 +102,18 @@ func (f *agentFlags) validateNew(availability string) (pb.Availability, error) {
 // runAgent runs the agent in dir in the foreground until ctx ends (SIGINT
 // or SIGTERM: a clean stop, not a leave; a leader resigns first).
 func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
+	return runAgentJoined(ctx, cmd, f, nil)
+}
+
+// runAgentJoined is runAgent right after a join, whose connection the
+// agent's first session takes (nil: none).
+func runAgentJoined(ctx context.Context, cmd *cobra.Command, f *agentFlags, joinConn *node.JoinConn) error {
 	// The agent keeps its last lines too, for `curator logs` through the
 	// managers (node.LogRing).
 	ring := node.NewLogRing(node.DefaultLogLines)
 	lg, err := newLogger(f.logLevel, io.MultiWriter(ring, cmd.ErrOrStderr()))
 	if err != nil {
+		joinConn.Close()
 		return err
 	}
 	defer lg.Sync() //nolint:errcheck
@@ -120,6 +127,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *agentFlags) error {
 		DockerSocket:    f.dockerSocket,
 		SwarmAdvertise:  f.swarmAdvertiseAddr,
 		Logger:          lg,
+		JoinConn:        joinConn,
 	})
 	if err != nil {
 		return err
@@ -318,7 +326,7 @@ foreground.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a node: running it.\n", f.dataDir)
 				return runAgent(cmd.Context(), cmd, f)
 			}
-			st, err := node.Join(cmd.Context(), node.JoinConfig{
+			st, conn, err := node.Join(cmd.Context(), node.JoinConfig{
 				DataDir: f.dataDir, Address: listen, Name: name, Token: token, Managers: managers,
 				Availability: av, Version: binaryVersion(), Timeout: timeout, Machine: machine,
 			})
@@ -326,7 +334,7 @@ foreground.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Joined cluster %s as node %s, listening on %s.\n", st.ClusterID, st.NodeID, listen)
-			return runAgent(cmd.Context(), cmd, f)
+			return runAgentJoined(cmd.Context(), cmd, f, conn)
 		},
 	}
 	f.register(c)

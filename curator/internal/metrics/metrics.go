@@ -74,6 +74,11 @@ type Metrics struct {
 	// HandshakesShed counts the connections closed in their TLS
 	// handshake because every handshake slot was taken (server.go).
 	HandshakesShed prometheus.Counter
+	// Connections counts the connections the gRPC server took up, each
+	// after a TLS handshake (full or resumed); JoinConnectionsKept the
+	// joins whose connection became the node's (conn_binding.go), and
+	// JoinConnectionSessions the sessions set up on such a connection.
+	Connections, JoinConnectionsKept, JoinConnectionSessions prometheus.Counter
 	// QuorumTolerance is how many more voters may fail before etcd loses
 	// its quorum (healthy voters less a majority), QuorumVoters how many
 	// voters there are, as the leader's consensus sync last counted them
@@ -242,6 +247,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		HandshakesShed: f.NewCounter(prometheus.CounterOpts{
 			Name: "curator_tls_handshakes_shed_total", Help: "Connections this manager closed in their TLS handshake because every handshake slot was taken for too long.",
+		}),
+		Connections: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_connections_total", Help: "Connections this manager's gRPC server took up, each after a TLS handshake, full or resumed.",
+		}),
+		JoinConnectionsKept: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_join_connections_kept_total", Help: "Joins through this manager whose connection it kept as the node's, for its first session (the Register proved the node's key on it): a handshake the node did not need.",
+		}),
+		JoinConnectionSessions: f.NewCounter(prometheus.CounterOpts{
+			Name: "curator_join_connection_sessions_total", Help: "Node sessions set up through this manager on the node's join's connection (no handshake of their own).",
 		}),
 		QuorumTolerance: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "curator_quorum_failures_tolerated", Help: "Voters that may still fail before etcd loses its quorum (healthy voters less a majority), as the leader counts them; 0 or less: none. Only on the leader.",
