@@ -5,8 +5,11 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/curatorproject/curator/internal/testenv"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/transport"
@@ -80,12 +84,18 @@ func registerProving(t *testing.T, conn *grpc.ClientConn, key crypto.Signer, tok
 	}
 	ip := nextIP(t)
 	address := net.JoinHostPort(ip, "7000")
-	resp, err := pb.NewCuratorClient(conn).Register(callCtx(t), &pb.RegisterRequest{
-		Token: token, PublicKey: der, Name: name, Address: address, Version: "test", ConnectionProof: proof,
+	req := &pb.RegisterRequest{Token: token, PublicKey: der, Name: name, Address: address, Version: "test", ConnectionProof: proof}
+	// Asked again while there is no leader (a busy host's lease may
+	// lapse), as a joining node asks.
+	var resp *pb.RegisterResponse
+	testenv.Eventually(t, testTimeout, "register "+name, func() error {
+		var err error
+		resp, err = pb.NewCuratorClient(conn).Register(callCtx(t), req)
+		if status.Code(err) != codes.Unavailable && err != nil {
+			t.Fatalf("register %s: %v", name, err)
+		}
+		return err
 	})
-	if err != nil {
-		t.Fatalf("register %s: %v", name, err)
-	}
 	return resp
 }
 
@@ -93,15 +103,28 @@ func registerProving(t *testing.T, conn *grpc.ClientConn, key crypto.Signer, tok
 // error that ended it.
 func callsAs(t *testing.T, conn *grpc.ClientConn) (string, error) {
 	t.Helper()
+	// Asked again while there is no leader, as a node's session does.
+	deadline := time.Now().Add(testTimeout)
+	for {
+		id, err := callsAsOnce(t, conn)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return id, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func callsAsOnce(t *testing.T, conn *grpc.ClientConn) (string, error) {
 	ctx, cancel := context.WithCancel(callCtx(t))
 	defer cancel()
 	hb, err := pb.NewCuratorClient(conn).Heartbeat(ctx)
 	if err != nil {
 		return "", err
 	}
-	if err := hb.Send(&pb.HeartbeatRequest{Version: "test", Seq: 1}); err != nil {
+	if err := hb.Send(&pb.HeartbeatRequest{Version: "test", Seq: 1}); err != nil && !errors.Is(err, io.EOF) {
 		return "", err
-	}
+	} // io.EOF: the server ended the stream, and Recv says why
+
 	for {
 		resp, err := hb.Recv()
 		if err != nil {
