@@ -158,7 +158,7 @@ func (m *managementAPI) DestroyGroup(ctx context.Context, req *pb.DestroyGroupRe
 		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.Groups.RecordEvent(ctx, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
+		st.Groups.RecordEvent(ctx, g.Spec.Name, "destroy-group", fmt.Sprintf("group %s is to be destroyed, with its %d voters", g.Spec.Name, q.Voters-left.Voters))
 		st.Groups.Kick()
 	}
 	return m.groupView(ctx, st, g)
@@ -203,7 +203,7 @@ func (m *managementAPI) SuspendGroup(ctx context.Context, req *pb.SuspendGroupRe
 		if err := store.GroupSave(ctx, st.Lead.Fence, g); err != nil {
 			return nil, err
 		}
-		st.Groups.RecordEvent(ctx, action, reason)
+		st.Groups.RecordEvent(ctx, name, action, reason)
 		m.s.logger(ctx).Info(action, zap.String("group", name), zap.String("was", was))
 		v, err := m.groupView(ctx, st, g)
 		if err != nil {
@@ -496,7 +496,7 @@ func (m *managementAPI) ChangeRollout(ctx context.Context, req *pb.ChangeRollout
 		return r, nil
 	}
 	m.s.metrics.Rollouts.WithLabelValues(word).Inc()
-	st.Groups.RecordEvent(ctx, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
+	st.Groups.RecordEvent(ctx, req.Group, req.Action+"-rollout", fmt.Sprintf("the rollout of group %s to %s was %s by an operator (%d of %d updated)", req.Group, spec.ShortSHA(r.TargetSha), word, r.Updated, r.Total))
 	st.Groups.Kick()
 	return r, nil
 }

@@ -158,6 +158,18 @@ func TestSuspendGroup(t *testing.T) {
 	if !slices.Equal(actions, []string{"suspend-group", "resume-group"}) {
 		t.Errorf("events %v, want one suspend-group and one resume-group", actions)
 	}
+	// Each of group a's: `curator events --group a` selects them.
+	resp, err := api.ListEvents(ctx, &pb.ListEventsRequest{Filter: &pb.EventFilter{Group: "a", Kind: "groups"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ofA []string
+	for _, ev := range resp.Events {
+		ofA = append(ofA, ev.Action)
+	}
+	if want := []string{"commit-group", "suspend-group", "start-rollout", "resume-group"}; !slices.Equal(ofA, want) {
+		t.Errorf("events of group a: %v, want %v", ofA, want)
+	}
 	for _, req := range []*pb.SuspendGroupRequest{{Name: "a", All: true}, {Name: "no-such"}, {}} {
 		if _, err := api.SuspendGroup(ctx, req); err == nil {
 			t.Errorf("SuspendGroup(%v) was not refused", req)

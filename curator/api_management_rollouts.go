@@ -133,7 +133,7 @@ func (m *managementAPI) redoRollout(ctx context.Context, st *leader.State, req *
 				return nil, err
 			}
 			m.s.metrics.Rollouts.WithLabelValues("restarted").Inc()
-			st.Groups.RecordEvent(ctx, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
+			st.Groups.RecordEvent(ctx, req.Group, "restart-rollout", fmt.Sprintf("the rollout of group %s to %s, %s, was restarted by an operator", req.Group, spec.ShortSHA(r.TargetSha), was))
 			st.Groups.Kick()
 			return r, nil
 		case r.RollbackOf != "" && r.State == pb.RolloutState_ROLLOUT_STATE_DONE:
@@ -195,6 +195,7 @@ func cancelFailed(ctx context.Context, st *leader.State, r *pb.Rollout, rev int6
 	failed.State, failed.Finished = pb.RolloutState_ROLLOUT_STATE_CANCELLED, st.Events.Timestamp()
 	failed.Reason = "cancelled by an operator after it failed: " + why
 	ev := st.Events.Event("groups", "cancel-rollout", "", fmt.Sprintf("the rollout of group %s to %s, paused by its failure (%s), was cancelled by an operator: the group goes back to its previous config %s", r.Group, short, why, spec.ShortSHA(r.PreviousSha)))
+	ev.Group = r.Group
 	back, err := st.Groups.RollBackLocked(ctx, failed, rev, ev)
 	if err != nil {
 		return nil, err

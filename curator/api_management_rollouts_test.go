@@ -126,7 +126,7 @@ func TestCancelFailedRollout(t *testing.T) {
 			if h := stored.History; len(h) == 0 || h[0].Sha != badSHA || h[0].State != pb.RolloutState_ROLLOUT_STATE_CANCELLED || !strings.Contains(h[0].Reason, "cancelled by an operator after it failed: machine x failed") {
 				t.Errorf("history %v: want the failed rollout first, cancelled after it failed", h)
 			}
-			if evs := groupEvents(t, c, "cancel-rollout", "w"); len(evs) != 1 || !strings.Contains(evs[0].Reason, "paused by its failure (machine x failed), was cancelled by an operator: the group goes back to its previous config "+spec.ShortSHA(goodSHA)) {
+			if evs := eventsOfGroup(t, c, "cancel-rollout", "w"); len(evs) != 1 || !strings.Contains(evs[0].Reason, "paused by its failure (machine x failed), was cancelled by an operator: the group goes back to its previous config "+spec.ShortSHA(goodSHA)) {
 				t.Errorf("cancel events %v", evs)
 			}
 		})

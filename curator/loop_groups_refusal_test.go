@@ -50,22 +50,6 @@ func processGroup(t *testing.T, name string, size uint32, binary string) *pb.Gro
 	return &pb.Group{Spec: s, ConfigSha: spec.GroupConfigSHA(s.Template)}
 }
 
-// groupEvents are the group loop's events of action that name group.
-func groupEvents(t *testing.T, c *testCluster, action, group string) []*pb.Event {
-	t.Helper()
-	evs, err := store.EventList(context.Background(), c.cli, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*pb.Event
-	for _, e := range evs {
-		if e.Loop == "groups" && e.Action == action && strings.Contains(e.Reason, "group "+group) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // TestGroupProviderRefusal: a group whose provider cannot make a machine
 // (its binary deleted after the commit) fails alone. Each refusal is an
 // event of the group with the provider's reason, the group's next try
@@ -82,10 +66,10 @@ func TestGroupProviderRefusal(t *testing.T) {
 	rolling := processGroup(t, "c", 1, gone)
 	putGroup(t, c, rolling, &pb.Rollout{Group: "c", TargetSha: rolling.ConfigSha, State: pb.RolloutState_ROLLOUT_STATE_ROLLING, Total: 1})
 
-	waitFor(t, "group b served while group a fails", func() bool { return len(groupEvents(t, c, "provision", "b")) > 0 })
+	waitFor(t, "group b served while group a fails", func() bool { return len(eventsOfGroup(t, c, "provision", "b")) > 0 })
 	var refused []*pb.Event
 	waitFor(t, "group a refused twice", func() bool {
-		refused = groupEvents(t, c, "provision-failed", "a")
+		refused = eventsOfGroup(t, c, "provision-failed", "a")
 		return len(refused) >= 2
 	})
 	for i, e := range refused[:2] {
@@ -103,7 +87,7 @@ func TestGroupProviderRefusal(t *testing.T) {
 	}
 	// Not one a tick: by the third (3 s after the first), no more than three.
 	time.Sleep(2 * time.Second)
-	if n := len(groupEvents(t, c, "provision-failed", "a")); n > 3 {
+	if n := len(eventsOfGroup(t, c, "provision-failed", "a")); n > 3 {
 		t.Errorf("%d refusals of group a in about 3 s: its backoff does not hold", n)
 	}
 	waitFor(t, "the rollout of group c failed on its machine that could not be made", func() bool {
@@ -137,7 +121,7 @@ func TestGroupHungProviderAlone(t *testing.T) {
 	putGroup(t, c, &pb.Group{Spec: s, ConfigSha: spec.GroupConfigSHA(s.Template)}, nil)
 	putGroup(t, c, processGroup(t, "b", 1, "/bin/true"), nil)
 
-	waitFor(t, "group b served while group a's provider hangs", func() bool { return len(groupEvents(t, c, "provision", "b")) > 0 })
+	waitFor(t, "group b served while group a's provider hangs", func() bool { return len(eventsOfGroup(t, c, "provision", "b")) > 0 })
 	// The plugin's calls have a minute each: a loop that waited on the
 	// hung List would serve group b after it, at the earliest.
 	if took := time.Since(start); took > 20*time.Second {

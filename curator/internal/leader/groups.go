@@ -33,10 +33,12 @@ type groupRecords struct {
 // Kick makes the group loop look at once.
 func (gr *groupRecords) Kick() { supervisor.Kick(gr.kicks) }
 
-// RecordEvent records an event of the group loop's name; failing to is
+// RecordEvent records an event of group, in the group loop's name; failing to is
 // logged, the change itself made.
-func (gr *groupRecords) RecordEvent(ctx context.Context, action, reason string) {
-	if err := gr.events.record(ctx, gr.events.Event("groups", action, "", reason)); err != nil {
+func (gr *groupRecords) RecordEvent(ctx context.Context, group, action, reason string) {
+	ev := gr.events.Event("groups", action, "", reason)
+	ev.Group = group
+	if err := gr.events.record(ctx, ev); err != nil {
 		gr.cfg.Logger.Warn("could not record event", zap.Error(err))
 	}
 }
@@ -104,7 +106,7 @@ func (gr *groupRecords) Commit(ctx context.Context, who Caller, metrics *metrics
 	if why != "" {
 		reason += " (" + why + ")"
 	}
-	gr.RecordEvent(ctx, action, reason)
+	gr.RecordEvent(ctx, gs.Name, action, reason)
 	gr.cfg.Logger.With(zap.Stringer("caller", who)).Info("group committed", zap.String("group", gs.Name), zap.Uint32("size", gs.Size), zap.String("config_sha", g.ConfigSha), zap.String("why", why))
 	gr.Kick()
 	return g, rollout, nil
