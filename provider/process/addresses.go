@@ -44,20 +44,29 @@ func AddressRange(s string, n int) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// RangeBounds returns the first and last addresses of the range
+// FIRST-LAST, checked as AddressRange checks it.
+func RangeBounds(s string) (first, last netip.Addr, err error) {
+	a, err := AddressRange(s, 1)
+	if err != nil {
+		return first, last, err
+	}
+	_, lastS, _ := strings.Cut(s, "-")
+	return a[0], netip.MustParseAddr(strings.TrimSpace(lastS)), nil
+}
+
 // maxPool bounds the pool that PoolAddresses makes of a range.
 const maxPool = 1 << 16
 
 // PoolAddresses returns every address of the range FIRST-LAST with port,
 // as IP:PORT: the pool of a group's process provider.
 func PoolAddresses(s string, port int) ([]string, error) {
-	first, err := AddressRange(s, 1)
+	first, last, err := RangeBounds(s)
 	if err != nil {
 		return nil, err
 	}
-	_, lastS, _ := strings.Cut(s, "-")
-	last := netip.MustParseAddr(strings.TrimSpace(lastS))
 	var out []string
-	for a := first[0]; ; a = a.Next() {
+	for a := first; ; a = a.Next() {
 		out = append(out, netip.AddrPortFrom(a, uint16(port)).String())
 		if a == last {
 			return out, nil
