@@ -16,22 +16,59 @@ import (
 	"github.com/curatorproject/curator/internal/testenv"
 )
 
-// startDevDomains starts `curator dev` with --domains over addresses, its
-// cluster in a dir of the test's, and returns the client config once its
-// managers are up.
-func startDevDomains(t *testing.T, managers, domains int, addresses string) (config string) {
+// startDevDomains starts `curator dev` in dir with args, and returns its
+// client config once its managers are up, and what stops it (SIGTERM,
+// which stops its nodes and keeps them).
+func startDevDomains(t *testing.T, dir, name string, args ...string) (config string, stop func()) {
 	t.Helper()
-	dir := t.TempDir()
 	var stdout syncBuffer
-	dev := start(t, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev", "--managers", fmt.Sprint(managers), "--workers", "0",
-		"--domains", fmt.Sprint(domains), "--dir", dir, "--addresses", addresses)
-	t.Cleanup(func() {
+	dev := start(t, name, filepath.Join(dir, name+".log"), &stdout, append([]string{"dev", "--dir", dir}, args...)...)
+	stop = func() {
 		_ = dev.cmd.Process.Signal(syscall.SIGTERM)
 		<-dev.done
+	}
+	t.Cleanup(func() {
+		stop()
 		stopDevNodes(t, dir)
 	})
 	waitDevUp(t, dev, &stdout, 2*time.Minute)
-	return filepath.Join(dir, "config.yaml")
+	return filepath.Join(dir, "config.yaml"), stop
+}
+
+// wantSpread checks that the cluster's three managers are one in each of
+// domains a, b and c, each at an address that starts with its domain's
+// prefix (prefixes), as node ls and group ls say.
+func wantSpread(t *testing.T, config string, prefixes map[string]string) {
+	t.Helper()
+	if got := managersByDomain(t, config, 3); !maps.Equal(got, map[string]int{"a": 1, "b": 1, "c": 1}) {
+		t.Errorf("managers by domain %v, want one in each of a, b, c", got)
+	}
+	nodes, err := nodeLs(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if p, ok := prefixes[n.Domain]; !ok || !strings.HasPrefix(n.Address, p) {
+			t.Errorf("node %s at %s in domain %q, whose addresses start with %q", n.Name, n.Address, n.Domain, p)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "group ls: the managers' machines one in each domain", func() error {
+		groups, err := groupLs(t, config)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(groups, func(g groupJSON) bool { return g.Name == "managers" })
+		if i < 0 {
+			return fmt.Errorf("group ls has no managers: %+v", groups)
+		}
+		if diff := cmp.Diff(map[string]int{"a": 1, "b": 1, "c": 1}, groups[i].DomainMachines); diff != "" {
+			return fmt.Errorf("managers' domain_machines (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+	if w := domainsWarning(t, config); len(w) != 0 {
+		t.Errorf("cluster info with a manager in each domain warns %q", w)
+	}
 }
 
 // managersByDomain waits until the cluster's managers are ready, count
@@ -83,37 +120,15 @@ func domainsWarning(t *testing.T, config string) []string {
 // node's domain, group ls counts the group's machines by domain), and
 // cluster info does not warn of the domains. A group file whose ranges
 // overlap, or that names a domain of no range, is refused and changes
-// nothing.
+// nothing. The cluster stopped and started again (every process new,
+// the leader's among them) knows each machine's domain as before.
 func TestProcessDomainsSpread(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
-	config := startDevDomains(t, 3, 3, "127.0.181.10-127.0.181.39")
-	if got := managersByDomain(t, config, 3); !maps.Equal(got, map[string]int{"a": 1, "b": 1, "c": 1}) {
-		t.Errorf("managers by domain %v, want one in each of a, b, c", got)
-	}
-	nodes, err := nodeLs(t, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"a": "127.0.181.1", "b": "127.0.181.2", "c": "127.0.181.3"}
-	for _, n := range nodes {
-		if !strings.HasPrefix(n.Address, want[n.Domain]) {
-			t.Errorf("node %s at %s in domain %s, whose range is %s0-%s9", n.Name, n.Address, n.Domain, want[n.Domain], want[n.Domain])
-		}
-	}
-	groups, err := groupLs(t, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(groups, func(g groupJSON) bool { return g.Name == "managers" })
-	if i < 0 {
-		t.Fatalf("group ls has no managers: %+v", groups)
-	}
-	if diff := cmp.Diff(map[string]int{"a": 1, "b": 1, "c": 1}, groups[i].DomainMachines); diff != "" {
-		t.Errorf("group ls: managers' domain_machines (-want +got):\n%s", diff)
-	}
-	if w := domainsWarning(t, config); len(w) != 0 {
-		t.Errorf("cluster info with a manager in each domain warns %q", w)
-	}
+	dir := t.TempDir()
+	config, stop := startDevDomains(t, dir, "dev", "--managers", "3", "--workers", "0", "--domains", "3", "--addresses", "127.0.181.10-127.0.181.39")
+	// dev splits the range into a .10-.19, b .20-.29, c .30-.39.
+	prefixes := map[string]string{"a": "127.0.181.1", "b": "127.0.181.2", "c": "127.0.181.3"}
+	wantSpread(t, config, prefixes)
 
 	// Bad ranges: refused, nothing changed.
 	before, _, err := cli(t, "--config", config, "group", "describe", "managers")
@@ -142,6 +157,14 @@ func TestProcessDomainsSpread(t *testing.T) {
 	if after, _, err := cli(t, "--config", config, "group", "describe", "managers"); err != nil || after != before {
 		t.Errorf("refused commits changed the group (%v):\n%s\nwas:\n%s", err, after, before)
 	}
+
+	// Stopped and started again, with no flag but the dir.
+	stop()
+	config, _ = startDevDomains(t, dir, "dev-again")
+	if said := readFile(t, filepath.Join(dir, "dev-again.log")); !strings.Contains(said, "--domains 3") {
+		t.Errorf("dev started again does not say the cluster was made with --domains 3:\n%s", said)
+	}
+	wantSpread(t, config, prefixes)
 }
 
 // TestProcessDomainsWarning: three managers over two domains cannot
@@ -150,7 +173,7 @@ func TestProcessDomainsSpread(t *testing.T) {
 // the tie by the consensus members the domains hold as it is made).
 func TestProcessDomainsWarning(t *testing.T) {
 	t.Parallel() // its own addresses and dirs: see parallelTests
-	config := startDevDomains(t, 3, 2, "127.0.182.10-127.0.182.29")
+	config, _ := startDevDomains(t, t.TempDir(), "dev", "--managers", "3", "--workers", "0", "--domains", "2", "--addresses", "127.0.182.10-127.0.182.29")
 	got := managersByDomain(t, config, 3)
 	if len(got) != 2 || got["a"]+got["b"] != 3 || got["a"] == 0 || got["b"] == 0 {
 		t.Fatalf("managers by domain %v, want two in one of a and b, one in the other", got)
