@@ -72,7 +72,8 @@ func wantSpread(t *testing.T, config string, prefixes map[string]string) {
 }
 
 // managersByDomain waits until the cluster's managers are ready, count
-// of them, and returns how many are in each domain, as node ls says.
+// of them, each with its domain, and returns how many are in each, as
+// node ls says.
 func managersByDomain(t *testing.T, config string, count int) map[string]int {
 	t.Helper()
 	var by map[string]int
@@ -89,6 +90,11 @@ func managersByDomain(t *testing.T, config string, count int) map[string]int {
 		}
 		if n := len(nodes); n != count || sum(by) != count {
 			return fmt.Errorf("%d ready managers of %d nodes, by domain %v", sum(by), n, by)
+		}
+		if by[""] > 0 {
+			// The group loop records a node's domain once its machine
+			// is listed: a pass after the node joins.
+			return fmt.Errorf("%d ready managers of no domain yet", by[""])
 		}
 		return nil
 	})
