@@ -65,7 +65,7 @@ type devConfig struct {
 	dir       string
 	addresses string
 	// domains, when not 0, splits addresses into that many failure
-	// domains (devDomains).
+	// domains (dev_domains.go).
 	domains int
 	// provider is "process" or "docker"; network, subnet and image are
 	// the docker provider's.
@@ -123,10 +123,10 @@ DIR/instances/ID/agent.log, and it is named GROUP-ID. The client config is
 written to DIR/config.yaml. With --domains N, --addresses is split into N
 ranges, the failure domains a, b, c, ...: the groups spread their nodes over
 them, and 'node ls' shows each node's domain. dev stays in the foreground and
-stops every node on Ctrl-C or SIGTERM, keeping them. A live dev holds DIR (DIR/dev.lock, with its
-pid): a second dev on DIR is refused. dev stops when the process that started
-it ends, except under nohup: 'nohup curator dev --dir DIR >DIR.log 2>&1 &'
-outlives its shell.
+stops every node on Ctrl-C or SIGTERM, keeping them. A live dev holds DIR
+(DIR/dev.lock, with its pid): a second dev on DIR is refused. dev stops when
+the process that started it ends, except under nohup: 'nohup curator dev --dir
+DIR >DIR.log 2>&1 &' outlives its shell.
 
 dev records what it made the cluster with in DIR/dev.json. Run again with
 the same --dir, dev restarts the nodes found there from disk, as the cluster

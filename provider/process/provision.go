@@ -24,8 +24,9 @@ import (
 )
 
 // Provision starts one new instance of spec: it takes a free address from
-// the pool (spec.Domain's, with Config.Domains), records the instance, and starts Binary with spec.Args (the
-// placeholders replaced) and spec.Env added to this process's environment.
+// the pool (spec.Domain's, with Config.Domains), records the instance,
+// and starts Binary with spec.Args (the placeholders replaced) and
+// spec.Env added to this process's environment.
 // The process runs in a session of its own and outlives the caller; its
 // output goes to agent.log beside its record.
 //
