@@ -2492,13 +2492,18 @@ func (x *PluginProviderSpec) GetConfig() map[string]string {
 // ProcessProviderSpec: node agents as processes on the leader's host.
 type ProcessProviderSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// FIRST-LAST IP range; every node listens on IP:port.
+	// FIRST-LAST IP range; every node listens on IP:port. Empty when
+	// domains gives the ranges.
 	Addresses string `protobuf:"bytes,1,opt,name=addresses,proto3" json:"addresses,omitempty"`
 	Port      uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
 	// Where the provider keeps its bookkeeping and the nodes' data dirs.
 	Dir string `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
 	// The curator binary; empty means the leader's own.
-	Binary        string `protobuf:"bytes,4,opt,name=binary,proto3" json:"binary,omitempty"`
+	Binary string `protobuf:"bytes,4,opt,name=binary,proto3" json:"binary,omitempty"`
+	// Instead of addresses: a FIRST-LAST IP range per failure domain, the
+	// ranges apart; a machine is in the domain whose range holds its
+	// address (docs/providers.md).
+	Domains       map[string]string `protobuf:"bytes,5,rep,name=domains,proto3" json:"domains,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2559,6 +2564,13 @@ func (x *ProcessProviderSpec) GetBinary() string {
 		return x.Binary
 	}
 	return ""
+}
+
+func (x *ProcessProviderSpec) GetDomains() map[string]string {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
 }
 
 // DockerProviderSpec: node agents in containers on a Docker network.
@@ -7309,12 +7321,16 @@ const file_curator_proto_rawDesc = "" +
 	"\x06config\x18\x02 \x03(\v2*.curator.v1.PluginProviderSpec.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\x13ProcessProviderSpec\x12\x1c\n" +
 	"\taddresses\x18\x01 \x01(\tR\taddresses\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x16\n" +
-	"\x06binary\x18\x04 \x01(\tR\x06binary\"\x8d\x02\n" +
+	"\x06binary\x18\x04 \x01(\tR\x06binary\x12F\n" +
+	"\adomains\x18\x05 \x03(\v2,.curator.v1.ProcessProviderSpec.DomainsEntryR\adomains\x1a:\n" +
+	"\fDomainsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x02\n" +
 	"\x12DockerProviderSpec\x12\x18\n" +
 	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x14\n" +
@@ -7761,7 +7777,7 @@ func file_curator_proto_rawDescGZIP() []byte {
 }
 
 var file_curator_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
+var file_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
 var file_curator_proto_goTypes = []any{
 	(NodeState)(0),                         // 0: curator.v1.NodeState
 	(Availability)(0),                      // 1: curator.v1.Availability
@@ -7871,13 +7887,14 @@ var file_curator_proto_goTypes = []any{
 	nil,                                    // 105: curator.v1.ClusterInfo.ReleasesEntry
 	nil,                                    // 106: curator.v1.UpdateNodeRequest.LabelAddEntry
 	nil,                                    // 107: curator.v1.PluginProviderSpec.ConfigEntry
-	nil,                                    // 108: curator.v1.DockerProviderSpec.EnginesEntry
-	nil,                                    // 109: curator.v1.InstanceTemplate.LabelsEntry
-	nil,                                    // 110: curator.v1.InstanceTemplate.EnvEntry
-	nil,                                    // 111: curator.v1.GroupView.DomainMachinesEntry
-	nil,                                    // 112: curator.v1.RegisterRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 113: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 114: google.protobuf.Duration
+	nil,                                    // 108: curator.v1.ProcessProviderSpec.DomainsEntry
+	nil,                                    // 109: curator.v1.DockerProviderSpec.EnginesEntry
+	nil,                                    // 110: curator.v1.InstanceTemplate.LabelsEntry
+	nil,                                    // 111: curator.v1.InstanceTemplate.EnvEntry
+	nil,                                    // 112: curator.v1.GroupView.DomainMachinesEntry
+	nil,                                    // 113: curator.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 114: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 115: google.protobuf.Duration
 }
 var file_curator_proto_depIdxs = []int32{
 	8,   // 0: curator.v1.ConsensusJoin.peers:type_name -> curator.v1.ConsensusPeer
@@ -7886,184 +7903,185 @@ var file_curator_proto_depIdxs = []int32{
 	1,   // 3: curator.v1.Node.availability:type_name -> curator.v1.Availability
 	2,   // 4: curator.v1.Node.status:type_name -> curator.v1.NodeStatus
 	103, // 5: curator.v1.Node.labels:type_name -> curator.v1.Node.LabelsEntry
-	113, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
-	113, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
-	113, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
+	114, // 6: curator.v1.Node.created:type_name -> google.protobuf.Timestamp
+	114, // 7: curator.v1.Node.updated:type_name -> google.protobuf.Timestamp
+	114, // 8: curator.v1.Node.status_changed:type_name -> google.protobuf.Timestamp
 	7,   // 9: curator.v1.Node.consensus:type_name -> curator.v1.ConsensusJoin
-	113, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
-	113, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
+	114, // 10: curator.v1.Node.cert_expires:type_name -> google.protobuf.Timestamp
+	114, // 11: curator.v1.Node.swarm_leave_requested:type_name -> google.protobuf.Timestamp
 	9,   // 12: curator.v1.NodeView.node:type_name -> curator.v1.Node
 	4,   // 13: curator.v1.NodeView.manager_status:type_name -> curator.v1.ManagerStatus
-	113, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
+	114, // 14: curator.v1.NodeView.last_heartbeat:type_name -> google.protobuf.Timestamp
 	10,  // 15: curator.v1.ListNodesResponse.nodes:type_name -> curator.v1.NodeView
 	104, // 16: curator.v1.ClusterInfo.names:type_name -> curator.v1.ClusterInfo.NamesEntry
-	114, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
+	115, // 17: curator.v1.ClusterInfo.cert_ttl:type_name -> google.protobuf.Duration
 	105, // 18: curator.v1.ClusterInfo.releases:type_name -> curator.v1.ClusterInfo.ReleasesEntry
-	113, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
-	113, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
+	114, // 19: curator.v1.Event.time:type_name -> google.protobuf.Timestamp
+	114, // 20: curator.v1.EventFilter.since:type_name -> google.protobuf.Timestamp
 	20,  // 21: curator.v1.ListEventsRequest.filter:type_name -> curator.v1.EventFilter
 	19,  // 22: curator.v1.ListEventsResponse.events:type_name -> curator.v1.Event
 	1,   // 23: curator.v1.UpdateNodeRequest.availability:type_name -> curator.v1.Availability
 	106, // 24: curator.v1.UpdateNodeRequest.label_add:type_name -> curator.v1.UpdateNodeRequest.LabelAddEntry
-	114, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
+	115, // 25: curator.v1.UpdateClusterRequest.cert_ttl:type_name -> google.protobuf.Duration
 	10,  // 26: curator.v1.DemoteResponse.node:type_name -> curator.v1.NodeView
 	3,   // 27: curator.v1.GroupSpec.roles:type_name -> curator.v1.Role
 	31,  // 28: curator.v1.GroupSpec.provider:type_name -> curator.v1.ProviderSpec
 	36,  // 29: curator.v1.GroupSpec.template:type_name -> curator.v1.InstanceTemplate
-	114, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
-	114, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
+	115, // 30: curator.v1.GroupSpec.replace_after:type_name -> google.protobuf.Duration
+	115, // 31: curator.v1.GroupSpec.join_timeout:type_name -> google.protobuf.Duration
 	30,  // 32: curator.v1.GroupSpec.rollout:type_name -> curator.v1.RolloutPolicy
-	114, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
-	114, // 34: curator.v1.GroupSpec.domain_hold:type_name -> google.protobuf.Duration
-	114, // 35: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
-	114, // 36: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
+	115, // 33: curator.v1.GroupSpec.replacement_window:type_name -> google.protobuf.Duration
+	115, // 34: curator.v1.GroupSpec.domain_hold:type_name -> google.protobuf.Duration
+	115, // 35: curator.v1.RolloutPolicy.monitor:type_name -> google.protobuf.Duration
+	115, // 36: curator.v1.RolloutPolicy.progress_deadline:type_name -> google.protobuf.Duration
 	33,  // 37: curator.v1.ProviderSpec.process:type_name -> curator.v1.ProcessProviderSpec
 	34,  // 38: curator.v1.ProviderSpec.docker:type_name -> curator.v1.DockerProviderSpec
 	32,  // 39: curator.v1.ProviderSpec.plugin:type_name -> curator.v1.PluginProviderSpec
 	107, // 40: curator.v1.PluginProviderSpec.config:type_name -> curator.v1.PluginProviderSpec.ConfigEntry
-	108, // 41: curator.v1.DockerProviderSpec.engines:type_name -> curator.v1.DockerProviderSpec.EnginesEntry
-	109, // 42: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
-	110, // 43: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
-	37,  // 44: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
-	29,  // 45: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
-	113, // 46: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
-	113, // 47: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
-	113, // 48: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
-	113, // 49: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
-	38,  // 50: curator.v1.GroupView.group:type_name -> curator.v1.Group
-	111, // 51: curator.v1.GroupView.domain_machines:type_name -> curator.v1.GroupView.DomainMachinesEntry
-	113, // 52: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
-	60,  // 53: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
-	29,  // 54: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
-	39,  // 55: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
-	39,  // 56: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
-	39,  // 57: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
-	5,   // 58: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
-	113, // 59: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
-	113, // 60: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
-	113, // 61: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
-	36,  // 62: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
-	52,  // 63: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
-	36,  // 64: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
-	5,   // 65: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
-	113, // 66: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
-	113, // 67: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
-	1,   // 68: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
-	112, // 69: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
-	63,  // 70: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
-	59,  // 71: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
-	113, // 72: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
-	113, // 73: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	60,  // 74: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
-	9,   // 75: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
-	114, // 76: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
-	113, // 77: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
-	113, // 78: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
-	113, // 79: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
-	78,  // 80: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
-	78,  // 81: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
-	113, // 82: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	83,  // 83: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
-	3,   // 84: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
-	113, // 85: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
-	114, // 86: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
-	10,  // 87: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
-	20,  // 88: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
-	19,  // 89: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
-	6,   // 90: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
-	102, // 91: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
-	113, // 92: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
-	113, // 93: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
-	35,  // 94: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
-	11,  // 95: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
-	21,  // 96: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
-	23,  // 97: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
-	23,  // 98: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
-	24,  // 99: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
-	23,  // 100: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
-	25,  // 101: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
-	27,  // 102: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
-	13,  // 103: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
-	14,  // 104: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
-	16,  // 105: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
-	18,  // 106: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
-	42,  // 107: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
-	42,  // 108: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
-	45,  // 109: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
-	47,  // 110: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
-	48,  // 111: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
-	49,  // 112: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
-	53,  // 113: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
-	54,  // 114: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
-	76,  // 115: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
-	79,  // 116: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
-	81,  // 117: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
-	84,  // 118: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
-	92,  // 119: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
-	94,  // 120: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
-	96,  // 121: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
-	40,  // 122: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
-	98,  // 123: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
-	99,  // 124: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
-	100, // 125: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
-	55,  // 126: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
-	57,  // 127: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
-	66,  // 128: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
-	64,  // 129: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
-	72,  // 130: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
-	61,  // 131: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
-	74,  // 132: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
-	68,  // 133: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
-	70,  // 134: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
-	86,  // 135: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
-	88,  // 136: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
-	12,  // 137: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
-	22,  // 138: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
-	10,  // 139: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
-	28,  // 140: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
-	10,  // 141: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
-	10,  // 142: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
-	26,  // 143: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
-	15,  // 144: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
-	10,  // 145: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
-	15,  // 146: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
-	17,  // 147: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
-	17,  // 148: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
-	43,  // 149: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
-	44,  // 150: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
-	46,  // 151: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
-	39,  // 152: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
-	39,  // 153: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
-	50,  // 154: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
-	51,  // 155: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
-	51,  // 156: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
-	77,  // 157: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
-	80,  // 158: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
-	82,  // 159: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
-	85,  // 160: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
-	93,  // 161: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
-	95,  // 162: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
-	97,  // 163: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
-	41,  // 164: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
-	101, // 165: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
-	101, // 166: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
-	101, // 167: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
-	56,  // 168: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
-	58,  // 169: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
-	67,  // 170: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
-	65,  // 171: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
-	73,  // 172: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
-	62,  // 173: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
-	75,  // 174: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
-	69,  // 175: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
-	71,  // 176: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
-	87,  // 177: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
-	89,  // 178: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
-	137, // [137:179] is the sub-list for method output_type
-	95,  // [95:137] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	108, // 41: curator.v1.ProcessProviderSpec.domains:type_name -> curator.v1.ProcessProviderSpec.DomainsEntry
+	109, // 42: curator.v1.DockerProviderSpec.engines:type_name -> curator.v1.DockerProviderSpec.EnginesEntry
+	110, // 43: curator.v1.InstanceTemplate.labels:type_name -> curator.v1.InstanceTemplate.LabelsEntry
+	111, // 44: curator.v1.InstanceTemplate.env:type_name -> curator.v1.InstanceTemplate.EnvEntry
+	37,  // 45: curator.v1.InstanceTemplate.release:type_name -> curator.v1.MachineRelease
+	29,  // 46: curator.v1.Group.spec:type_name -> curator.v1.GroupSpec
+	114, // 47: curator.v1.Group.created:type_name -> google.protobuf.Timestamp
+	114, // 48: curator.v1.Group.updated:type_name -> google.protobuf.Timestamp
+	114, // 49: curator.v1.Group.replacements:type_name -> google.protobuf.Timestamp
+	114, // 50: curator.v1.Group.repair_resumed:type_name -> google.protobuf.Timestamp
+	38,  // 51: curator.v1.GroupView.group:type_name -> curator.v1.Group
+	112, // 52: curator.v1.GroupView.domain_machines:type_name -> curator.v1.GroupView.DomainMachinesEntry
+	114, // 53: curator.v1.NodeLogsRequest.since:type_name -> google.protobuf.Timestamp
+	60,  // 54: curator.v1.NodeLogsResponse.lines:type_name -> curator.v1.LogLine
+	29,  // 55: curator.v1.CommitGroupRequest.spec:type_name -> curator.v1.GroupSpec
+	39,  // 56: curator.v1.CommitGroupResponse.group:type_name -> curator.v1.GroupView
+	39,  // 57: curator.v1.ListGroupsResponse.groups:type_name -> curator.v1.GroupView
+	39,  // 58: curator.v1.SuspendGroupResponse.groups:type_name -> curator.v1.GroupView
+	5,   // 59: curator.v1.Rollout.state:type_name -> curator.v1.RolloutState
+	114, // 60: curator.v1.Rollout.started:type_name -> google.protobuf.Timestamp
+	114, // 61: curator.v1.Rollout.finished:type_name -> google.protobuf.Timestamp
+	114, // 62: curator.v1.Rollout.step_started:type_name -> google.protobuf.Timestamp
+	36,  // 63: curator.v1.Rollout.previous_template:type_name -> curator.v1.InstanceTemplate
+	52,  // 64: curator.v1.Rollout.history:type_name -> curator.v1.RolloutSummary
+	36,  // 65: curator.v1.RolloutSummary.template:type_name -> curator.v1.InstanceTemplate
+	5,   // 66: curator.v1.RolloutSummary.state:type_name -> curator.v1.RolloutState
+	114, // 67: curator.v1.RolloutSummary.started:type_name -> google.protobuf.Timestamp
+	114, // 68: curator.v1.RolloutSummary.finished:type_name -> google.protobuf.Timestamp
+	1,   // 69: curator.v1.RegisterRequest.availability:type_name -> curator.v1.Availability
+	113, // 70: curator.v1.RegisterRequest.labels:type_name -> curator.v1.RegisterRequest.LabelsEntry
+	63,  // 71: curator.v1.HeartbeatResponse.watch:type_name -> curator.v1.WatchNodeResponse
+	59,  // 72: curator.v1.HeartbeatResponse.logs:type_name -> curator.v1.LogsRequest
+	114, // 73: curator.v1.LogsRequest.since:type_name -> google.protobuf.Timestamp
+	114, // 74: curator.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	60,  // 75: curator.v1.LogChunk.lines:type_name -> curator.v1.LogLine
+	9,   // 76: curator.v1.WatchNodeResponse.node:type_name -> curator.v1.Node
+	115, // 77: curator.v1.RenewAdminCertificateRequest.ttl:type_name -> google.protobuf.Duration
+	114, // 78: curator.v1.AdminCertificate.issued:type_name -> google.protobuf.Timestamp
+	114, // 79: curator.v1.AdminCertificate.expires:type_name -> google.protobuf.Timestamp
+	114, // 80: curator.v1.AdminCertificate.revoked_at:type_name -> google.protobuf.Timestamp
+	78,  // 81: curator.v1.ListAdminCertificatesResponse.certs:type_name -> curator.v1.AdminCertificate
+	78,  // 82: curator.v1.RevokeAdminCertificateResponse.revoked:type_name -> curator.v1.AdminCertificate
+	114, // 83: curator.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	83,  // 84: curator.v1.ListAuditResponse.entries:type_name -> curator.v1.AuditEntry
+	3,   // 85: curator.v1.AgentStatus.roles:type_name -> curator.v1.Role
+	114, // 86: curator.v1.ClusterState.created:type_name -> google.protobuf.Timestamp
+	115, // 87: curator.v1.ClusterState.cert_ttl:type_name -> google.protobuf.Duration
+	10,  // 88: curator.v1.WatchNodesResponse.nodes:type_name -> curator.v1.NodeView
+	20,  // 89: curator.v1.WatchEventsRequest.filter:type_name -> curator.v1.EventFilter
+	19,  // 90: curator.v1.WatchEventsResponse.events:type_name -> curator.v1.Event
+	6,   // 91: curator.v1.Upgrade.state:type_name -> curator.v1.UpgradeState
+	102, // 92: curator.v1.Upgrade.groups:type_name -> curator.v1.UpgradeGroup
+	114, // 93: curator.v1.Upgrade.started:type_name -> google.protobuf.Timestamp
+	114, // 94: curator.v1.Upgrade.finished:type_name -> google.protobuf.Timestamp
+	35,  // 95: curator.v1.DockerProviderSpec.EnginesEntry.value:type_name -> curator.v1.DockerEngine
+	11,  // 96: curator.v1.Management.ListNodes:input_type -> curator.v1.ListNodesRequest
+	21,  // 97: curator.v1.Management.ListEvents:input_type -> curator.v1.ListEventsRequest
+	23,  // 98: curator.v1.Management.PromoteNode:input_type -> curator.v1.NodeRequest
+	23,  // 99: curator.v1.Management.DemoteNode:input_type -> curator.v1.NodeRequest
+	24,  // 100: curator.v1.Management.UpdateNode:input_type -> curator.v1.UpdateNodeRequest
+	23,  // 101: curator.v1.Management.ApproveNode:input_type -> curator.v1.NodeRequest
+	25,  // 102: curator.v1.Management.RemoveNode:input_type -> curator.v1.RemoveNodeRequest
+	27,  // 103: curator.v1.Management.UpdateCluster:input_type -> curator.v1.UpdateClusterRequest
+	13,  // 104: curator.v1.Management.GetNode:input_type -> curator.v1.GetNodeRequest
+	14,  // 105: curator.v1.Management.GetClusterInfo:input_type -> curator.v1.ClusterInfoRequest
+	16,  // 106: curator.v1.Management.GetToken:input_type -> curator.v1.GetTokenRequest
+	18,  // 107: curator.v1.Management.RotateToken:input_type -> curator.v1.RotateTokenRequest
+	42,  // 108: curator.v1.Management.CommitGroup:input_type -> curator.v1.CommitGroupRequest
+	42,  // 109: curator.v1.Management.PlanGroup:input_type -> curator.v1.CommitGroupRequest
+	45,  // 110: curator.v1.Management.ListGroups:input_type -> curator.v1.ListGroupsRequest
+	47,  // 111: curator.v1.Management.GetGroup:input_type -> curator.v1.GetGroupRequest
+	48,  // 112: curator.v1.Management.DestroyGroup:input_type -> curator.v1.DestroyGroupRequest
+	49,  // 113: curator.v1.Management.SuspendGroup:input_type -> curator.v1.SuspendGroupRequest
+	53,  // 114: curator.v1.Management.GetRollout:input_type -> curator.v1.GetRolloutRequest
+	54,  // 115: curator.v1.Management.ChangeRollout:input_type -> curator.v1.ChangeRolloutRequest
+	76,  // 116: curator.v1.Management.RenewAdminCertificate:input_type -> curator.v1.RenewAdminCertificateRequest
+	79,  // 117: curator.v1.Management.ListAdminCertificates:input_type -> curator.v1.ListAdminCertificatesRequest
+	81,  // 118: curator.v1.Management.RevokeAdminCertificate:input_type -> curator.v1.RevokeAdminCertificateRequest
+	84,  // 119: curator.v1.Management.ListAudit:input_type -> curator.v1.ListAuditRequest
+	92,  // 120: curator.v1.Management.WatchNodes:input_type -> curator.v1.WatchNodesRequest
+	94,  // 121: curator.v1.Management.WatchEvents:input_type -> curator.v1.WatchEventsRequest
+	96,  // 122: curator.v1.Management.Backup:input_type -> curator.v1.BackupRequest
+	40,  // 123: curator.v1.Management.NodeLogs:input_type -> curator.v1.NodeLogsRequest
+	98,  // 124: curator.v1.Management.StartUpgrade:input_type -> curator.v1.StartUpgradeRequest
+	99,  // 125: curator.v1.Management.GetUpgrade:input_type -> curator.v1.GetUpgradeRequest
+	100, // 126: curator.v1.Management.CancelUpgrade:input_type -> curator.v1.CancelUpgradeRequest
+	55,  // 127: curator.v1.Curator.Register:input_type -> curator.v1.RegisterRequest
+	57,  // 128: curator.v1.Curator.Heartbeat:input_type -> curator.v1.HeartbeatRequest
+	66,  // 129: curator.v1.Curator.GetManagers:input_type -> curator.v1.GetManagersRequest
+	64,  // 130: curator.v1.Curator.Liveness:input_type -> curator.v1.LivenessReport
+	72,  // 131: curator.v1.Curator.Leave:input_type -> curator.v1.NodeLeaveRequest
+	61,  // 132: curator.v1.Curator.SendLogs:input_type -> curator.v1.LogChunk
+	74,  // 133: curator.v1.Curator.RenewCertificate:input_type -> curator.v1.RenewCertificateRequest
+	68,  // 134: curator.v1.Curator.SwarmJoin:input_type -> curator.v1.SwarmJoinRequest
+	70,  // 135: curator.v1.Curator.ReportSwarmNode:input_type -> curator.v1.ReportSwarmNodeRequest
+	86,  // 136: curator.v1.Agent.Status:input_type -> curator.v1.AgentStatusRequest
+	88,  // 137: curator.v1.Agent.Leave:input_type -> curator.v1.LeaveRequest
+	12,  // 138: curator.v1.Management.ListNodes:output_type -> curator.v1.ListNodesResponse
+	22,  // 139: curator.v1.Management.ListEvents:output_type -> curator.v1.ListEventsResponse
+	10,  // 140: curator.v1.Management.PromoteNode:output_type -> curator.v1.NodeView
+	28,  // 141: curator.v1.Management.DemoteNode:output_type -> curator.v1.DemoteResponse
+	10,  // 142: curator.v1.Management.UpdateNode:output_type -> curator.v1.NodeView
+	10,  // 143: curator.v1.Management.ApproveNode:output_type -> curator.v1.NodeView
+	26,  // 144: curator.v1.Management.RemoveNode:output_type -> curator.v1.RemoveNodeResponse
+	15,  // 145: curator.v1.Management.UpdateCluster:output_type -> curator.v1.ClusterInfo
+	10,  // 146: curator.v1.Management.GetNode:output_type -> curator.v1.NodeView
+	15,  // 147: curator.v1.Management.GetClusterInfo:output_type -> curator.v1.ClusterInfo
+	17,  // 148: curator.v1.Management.GetToken:output_type -> curator.v1.TokenResponse
+	17,  // 149: curator.v1.Management.RotateToken:output_type -> curator.v1.TokenResponse
+	43,  // 150: curator.v1.Management.CommitGroup:output_type -> curator.v1.CommitGroupResponse
+	44,  // 151: curator.v1.Management.PlanGroup:output_type -> curator.v1.GroupPlan
+	46,  // 152: curator.v1.Management.ListGroups:output_type -> curator.v1.ListGroupsResponse
+	39,  // 153: curator.v1.Management.GetGroup:output_type -> curator.v1.GroupView
+	39,  // 154: curator.v1.Management.DestroyGroup:output_type -> curator.v1.GroupView
+	50,  // 155: curator.v1.Management.SuspendGroup:output_type -> curator.v1.SuspendGroupResponse
+	51,  // 156: curator.v1.Management.GetRollout:output_type -> curator.v1.Rollout
+	51,  // 157: curator.v1.Management.ChangeRollout:output_type -> curator.v1.Rollout
+	77,  // 158: curator.v1.Management.RenewAdminCertificate:output_type -> curator.v1.RenewAdminCertificateResponse
+	80,  // 159: curator.v1.Management.ListAdminCertificates:output_type -> curator.v1.ListAdminCertificatesResponse
+	82,  // 160: curator.v1.Management.RevokeAdminCertificate:output_type -> curator.v1.RevokeAdminCertificateResponse
+	85,  // 161: curator.v1.Management.ListAudit:output_type -> curator.v1.ListAuditResponse
+	93,  // 162: curator.v1.Management.WatchNodes:output_type -> curator.v1.WatchNodesResponse
+	95,  // 163: curator.v1.Management.WatchEvents:output_type -> curator.v1.WatchEventsResponse
+	97,  // 164: curator.v1.Management.Backup:output_type -> curator.v1.BackupChunk
+	41,  // 165: curator.v1.Management.NodeLogs:output_type -> curator.v1.NodeLogsResponse
+	101, // 166: curator.v1.Management.StartUpgrade:output_type -> curator.v1.Upgrade
+	101, // 167: curator.v1.Management.GetUpgrade:output_type -> curator.v1.Upgrade
+	101, // 168: curator.v1.Management.CancelUpgrade:output_type -> curator.v1.Upgrade
+	56,  // 169: curator.v1.Curator.Register:output_type -> curator.v1.RegisterResponse
+	58,  // 170: curator.v1.Curator.Heartbeat:output_type -> curator.v1.HeartbeatResponse
+	67,  // 171: curator.v1.Curator.GetManagers:output_type -> curator.v1.GetManagersResponse
+	65,  // 172: curator.v1.Curator.Liveness:output_type -> curator.v1.LivenessAck
+	73,  // 173: curator.v1.Curator.Leave:output_type -> curator.v1.NodeLeaveResponse
+	62,  // 174: curator.v1.Curator.SendLogs:output_type -> curator.v1.SendLogsResponse
+	75,  // 175: curator.v1.Curator.RenewCertificate:output_type -> curator.v1.RenewCertificateResponse
+	69,  // 176: curator.v1.Curator.SwarmJoin:output_type -> curator.v1.SwarmJoinResponse
+	71,  // 177: curator.v1.Curator.ReportSwarmNode:output_type -> curator.v1.ReportSwarmNodeResponse
+	87,  // 178: curator.v1.Agent.Status:output_type -> curator.v1.AgentStatus
+	89,  // 179: curator.v1.Agent.Leave:output_type -> curator.v1.LeaveResponse
+	138, // [138:180] is the sub-list for method output_type
+	96,  // [96:138] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_curator_proto_init() }
@@ -8085,7 +8103,7 @@ func file_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_curator_proto_rawDesc), len(file_curator_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   106,
+			NumMessages:   107,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

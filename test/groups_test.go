@@ -31,6 +31,8 @@ type groupJSON struct {
 	Suspended      string `json:"suspended"`
 	// What the group's provider said when it last refused a machine.
 	ProviderFailing string `json:"provider_failing"`
+	// The group's machines by failure domain.
+	DomainMachines map[string]int `json:"domain_machines"`
 }
 
 func groupLs(t *testing.T, config string) ([]groupJSON, error) {

@@ -245,6 +245,7 @@ type nodeJSON struct {
 	ManagerStatus string     `json:"manager_status"`
 	Group         string     `json:"group"`
 	InstanceID    string     `json:"instance_id"`
+	Domain        string     `json:"domain"`
 	ConfigSHA     string     `json:"config_sha"`
 	Version       string     `json:"version"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
@@ -264,6 +265,7 @@ type clusterInfoJSON struct {
 	Releases      map[string]uint32 `json:"releases"`
 	LowestManager string            `json:"lowest_manager_release"`
 	Managers      []string          `json:"managers"`
+	Warnings      []string          `json:"warnings"`
 }
 
 func nodeLs(t *testing.T, config string) ([]nodeJSON, error) {

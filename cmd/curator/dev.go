@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,9 @@ type devConfig struct {
 	workers   int
 	dir       string
 	addresses string
+	// domains, when not 0, splits addresses into that many failure
+	// domains (dev_domains.go).
+	domains int
 	// provider is "process" or "docker"; network, subnet and image are
 	// the docker provider's.
 	provider, network, subnet, image string
@@ -87,7 +91,13 @@ func (c *devConfig) Validate() error {
 		if _, err := process.AddressRange(c.addresses, c.managers+c.workers); err != nil {
 			return fmt.Errorf("--addresses %q: %w", c.addresses, err)
 		}
+		if err := c.validateDomains(); err != nil {
+			return err
+		}
 	case "docker":
+		if c.domains != 0 {
+			return errors.New("--domains splits the process provider's --addresses: with --provider docker, name the engines of a group's domains in its file (docs/containers.md)")
+		}
 		// The docker provider checks its settings when dev makes it.
 	default:
 		return fmt.Errorf("--provider %q: want process or docker", c.provider)
@@ -110,11 +120,13 @@ groups, managers and workers, on the process provider in DIR; the curator
 leader makes the other nodes, and replaces any that dies for good. Each node is
 an instance in DIR: its data dir is DIR/instances/ID/data and its log
 DIR/instances/ID/agent.log, and it is named GROUP-ID. The client config is
-written to DIR/config.yaml. dev stays in the foreground and stops every node on
-Ctrl-C or SIGTERM, keeping them. A live dev holds DIR (DIR/dev.lock, with its
-pid): a second dev on DIR is refused. dev stops when the process that started
-it ends, except under nohup: 'nohup curator dev --dir DIR >DIR.log 2>&1 &'
-outlives its shell.
+written to DIR/config.yaml. With --domains N, --addresses is split into N
+ranges, the failure domains a, b, c, ...: the groups spread their nodes over
+them, and 'node ls' shows each node's domain. dev stays in the foreground and
+stops every node on Ctrl-C or SIGTERM, keeping them. A live dev holds DIR
+(DIR/dev.lock, with its pid): a second dev on DIR is refused. dev stops when
+the process that started it ends, except under nohup: 'nohup curator dev --dir
+DIR >DIR.log 2>&1 &' outlives its shell.
 
 dev records what it made the cluster with in DIR/dev.json. Run again with
 the same --dir, dev restarts the nodes found there from disk, as the cluster
@@ -153,6 +165,7 @@ logs are 'docker logs ID'.`,
 	cmd.Flags().IntVar(&c.workers, "workers", 2, "workers")
 	cmd.Flags().StringVar(&c.dir, "dir", "", "where the nodes keep their data dirs and logs (default: a new temporary dir)")
 	cmd.Flags().StringVar(&c.addresses, "addresses", devDefaultAddresses, "loopback addresses for the nodes, FIRST-LAST (process provider)")
+	cmd.Flags().IntVar(&c.domains, "domains", 0, "split --addresses into this many failure domains, a, b, c, ... (2 to 16; process provider), over which the groups spread")
 	cmd.Flags().StringVar(&c.provider, "provider", "process", "process (nodes as processes on loopback addresses) or docker (nodes as containers; build the image first with 'make image')")
 	cmd.Flags().StringVar(&c.network, "network", devDockerNetwork, "the Docker network of the containers (docker provider)")
 	cmd.Flags().StringVar(&c.subnet, "subnet", devDockerSubnet, "the Docker network's subnet (docker provider)")
@@ -190,17 +203,16 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 	}
 	// The whole range: the groups' provider, in the leader, hands the
 	// addresses out of it too, and dev restarts nodes on theirs.
-	pool, err := process.PoolAddresses(c.addresses, devPort)
-	if err != nil {
-		return fmt.Errorf("--addresses %q: %w", c.addresses, err)
-	}
-	p, err := process.New(process.Config{
+	pcfg := process.Config{
 		Dir:         dir,
 		Binary:      self,
-		Addresses:   pool,
 		StopTimeout: devStopGrace,
 		Logger:      devLogger(stderr),
-	})
+	}
+	if pcfg.Addresses, pcfg.Domains, err = c.pools(); err != nil {
+		return err
+	}
+	p, err := process.New(pcfg)
 	if err != nil {
 		return err
 	}
@@ -247,7 +259,7 @@ func runDev(ctx context.Context, stdout, stderr io.Writer, c *devConfig) (err er
 		if err := devSettingsOf(c).save(dir); err != nil {
 			return fmt.Errorf("record dev's settings in %s: %w", dir, err)
 		}
-		fmt.Fprintf(stderr, "starting %s and %s\n", count(c.managers, "manager"), count(c.workers, "worker"))
+		fmt.Fprintf(stderr, "starting %s and %s%s\n", count(c.managers, "manager"), count(c.workers, "worker"), c.domainsWords())
 		if cl, err = dc.up(ctx, c, self, cfgPath, stderr); err != nil && dc.empty(ctx) {
 			// Nothing was made: the dir holds no cluster.
 			os.Remove(filepath.Join(dir, devSettingsFile))
@@ -274,8 +286,10 @@ type devCluster struct {
 	p      *process.Provider
 	dir    string
 	stderr io.Writer
-	// firstLabels are the labels of the first node, which dev starts.
+	// firstLabels are the labels of the first node, which dev starts,
+	// and firstDomain its failure domain (none, or one).
 	firstLabels map[string]string
+	firstDomain string
 }
 
 // devLogger writes the provider's warnings (a node killed after it ignored
@@ -301,11 +315,22 @@ func devGroups(c *devConfig, prov func() *pb.ProviderSpec) []*pb.GroupSpec {
 
 // up brings a new dev cluster up on the process provider.
 func (dc *devCluster) up(ctx context.Context, c *devConfig, self, cfgPath string, progress io.Writer) (*localcluster.Cluster, error) {
+	ranges, err := c.ranges()
+	if err != nil {
+		return nil, err
+	}
 	groups := devGroups(c, func() *pb.ProviderSpec {
-		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{
-			Addresses: c.addresses, Port: devPort, Dir: dc.dir, Binary: self,
-		}}}
+		p := &pb.ProcessProviderSpec{Port: devPort, Dir: dc.dir, Binary: self, Domains: maps.Clone(ranges)}
+		if len(ranges) == 0 {
+			p.Addresses = c.addresses
+		}
+		return &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: p}}
 	})
+	// The first manager goes to the first domain, as the group's
+	// placement would put it.
+	if d := groups[0].GetDomains(); len(d) > 0 {
+		dc.firstDomain = d[0]
+	}
 	return devUp(ctx, groups, dc.p, cfgPath, progress, func(labels map[string]string) localcluster.Starter {
 		dc.firstLabels = labels
 		return dc.start
@@ -379,6 +404,7 @@ func (dc *devCluster) start(ctx context.Context, l localcluster.Launch) (localcl
 		Labels: dc.firstLabels,
 		Args:   append([]string{"agent", l.Verb, "--data-dir", provider.PlaceholderDataDir, "--listen", provider.PlaceholderAddress}, l.Args...),
 		Env:    l.Env,
+		Domain: dc.firstDomain,
 	})
 	if err != nil {
 		return nil, err

@@ -24,12 +24,13 @@ type devSettings struct {
 	Managers  int       `json:"managers"`
 	Workers   int       `json:"workers"`
 	Addresses string    `json:"addresses"`
+	Domains   int       `json:"domains,omitempty"`
 	Created   time.Time `json:"created"`
 }
 
 // devSettingsOf is the settings of a new cluster made with c.
 func devSettingsOf(c *devConfig) devSettings {
-	return devSettings{Managers: c.managers, Workers: c.workers, Addresses: c.addresses, Created: time.Now().UTC()}
+	return devSettings{Managers: c.managers, Workers: c.workers, Addresses: c.addresses, Domains: c.domains, Created: time.Now().UTC()}
 }
 
 // loadDevSettings reads dir's settings; nil when dir has none (a new dir,
@@ -47,8 +48,8 @@ func loadDevSettings(dir string) (*devSettings, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w (dev writes it when it makes a cluster; restore it, or remove it to restart the cluster in %s with the flags given)", path, err, dir)
 	}
-	if s.Managers < 1 || s.Managers > devMaxManagers || s.Workers < 0 || s.Addresses == "" {
-		return nil, fmt.Errorf("%s: managers %d, workers %d, addresses %q: want 1 to %d managers, 0 or more workers and an address range", path, s.Managers, s.Workers, s.Addresses, devMaxManagers)
+	if s.Managers < 1 || s.Managers > devMaxManagers || s.Workers < 0 || s.Addresses == "" || s.Domains < 0 || s.Domains > len(devDomainNames) {
+		return nil, fmt.Errorf("%s: managers %d, workers %d, addresses %q, domains %d: want 1 to %d managers, 0 or more workers, an address range and 0 to %d domains", path, s.Managers, s.Workers, s.Addresses, s.Domains, devMaxManagers, len(devDomainNames))
 	}
 	return &s, nil
 }
@@ -64,7 +65,11 @@ func (s devSettings) save(dir string) error {
 
 // flags is s as dev's flags.
 func (s devSettings) flags() string {
-	return fmt.Sprintf("--managers %d --workers %d --addresses %s", s.Managers, s.Workers, s.Addresses)
+	f := fmt.Sprintf("--managers %d --workers %d --addresses %s", s.Managers, s.Workers, s.Addresses)
+	if s.Domains > 0 {
+		f += fmt.Sprintf(" --domains %d", s.Domains)
+	}
+	return f
 }
 
 // apply makes c the settings dir's cluster was made with. A flag given
@@ -78,13 +83,14 @@ func (s devSettings) apply(c *devConfig, dir string) error {
 		{"managers", fmt.Sprint(c.managers), fmt.Sprint(s.Managers)},
 		{"workers", fmt.Sprint(c.workers), fmt.Sprint(s.Workers)},
 		{"addresses", c.addresses, s.Addresses},
+		{"domains", fmt.Sprint(c.domains), fmt.Sprint(s.Domains)},
 	} {
 		if c.given[f.name] && f.given != f.is {
 			return fmt.Errorf("--%s %s: %s holds a dev cluster made with --%s %s (%s): run dev on it without --%s, and it restarts as it was made (a group's size changes with 'curator group commit'), or choose another --dir",
 				f.name, f.given, dir, f.name, f.is, filepath.Join(dir, devSettingsFile), f.name)
 		}
 	}
-	c.managers, c.workers, c.addresses = s.Managers, s.Workers, s.Addresses
+	c.managers, c.workers, c.addresses, c.domains = s.Managers, s.Workers, s.Addresses, s.Domains
 	return nil
 }
 

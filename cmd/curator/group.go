@@ -337,7 +337,11 @@ func groupToJSON(v *pb.GroupView) groupJSON {
 	}
 	switch p := spec.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
-		out.Provider = map[string]any{"process": map[string]any{"addresses": p.Process.Addresses, "port": p.Process.Port, "dir": p.Process.Dir, "binary": p.Process.Binary}}
+		process := map[string]any{"addresses": p.Process.Addresses, "port": p.Process.Port, "dir": p.Process.Dir, "binary": p.Process.Binary}
+		if len(p.Process.Domains) > 0 {
+			process["domains"] = maps.Clone(p.Process.Domains)
+		}
+		out.Provider = map[string]any{"process": process}
 	case *pb.ProviderSpec_Docker:
 		docker := map[string]any{"network": p.Docker.Network, "subnet": p.Docker.Subnet, "image": p.Docker.Image, "port": p.Docker.Port}
 		if len(p.Docker.Engines) > 0 {

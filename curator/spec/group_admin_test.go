@@ -46,6 +46,9 @@ func TestAdminGroupChange(t *testing.T) {
 		{"dir", baseSpec, func(s *pb.GroupSpec) { s.Provider.GetProcess().Dir = "/etc" }, "provider.process.dir"},
 		{"addresses", baseSpec, func(s *pb.GroupSpec) { s.Provider.GetProcess().Addresses = "10.0.0.1-10.0.0.9" }, "provider.process.addresses"},
 		{"port", baseSpec, func(s *pb.GroupSpec) { s.Provider.GetProcess().Port = 22 }, "provider.process.port"},
+		{"process domains", baseSpec, func(s *pb.GroupSpec) {
+			s.Provider.GetProcess().Domains = map[string]string{"a": "10.0.0.1-10.0.0.9"}
+		}, "provider.process.domains"},
 		{"provider kind", baseSpec, func(s *pb.GroupSpec) { s.Provider = dockerSpec(t).Provider }, "provider"},
 		{"image", dockerSpec, func(s *pb.GroupSpec) { s.Provider.GetDocker().Image = "evil:latest" }, "provider.docker.image"},
 		{"network", dockerSpec, func(s *pb.GroupSpec) { s.Provider.GetDocker().Network = "host" }, "provider.docker.network"},

@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -16,10 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/curatorproject/curator/proto"
+	"github.com/curatorproject/curator/provider/process"
 )
 
 // A group's failure domains (`domains:`) are names its provider knows: the
-// docker provider's engines (provider.docker.engines), a plugin's zones.
+// docker provider's engines (provider.docker.engines), the process
+// provider's address ranges (provider.process.domains), a plugin's zones.
 // The group spreads its machines across them; the names are shown in
 // `node ls` and `group ls`, and make part of a docker machine's container
 // name and node name, so they are short.
@@ -119,11 +120,15 @@ func validateEngineHost(host string) error {
 // machines at most, when it names domains.
 const DefaultGroupDomainHold = 15 * time.Minute
 
-// normalizeDomains gives a group on docker engines the domains of every
-// engine when it names none, and a group with domains its domain_hold.
+// normalizeDomains gives a group on docker engines, or on a process
+// provider's ranges, the domains of every engine or range when it names
+// none, and a group with domains its domain_hold.
 func normalizeDomains(s *pb.GroupSpec) {
 	if d := s.GetProvider().GetDocker(); d != nil && len(s.Domains) == 0 && len(d.Engines) > 0 {
 		s.Domains = slices.Sorted(maps.Keys(d.Engines))
+	}
+	if p := s.GetProvider().GetProcess(); p != nil && len(s.Domains) == 0 && len(p.Domains) > 0 {
+		s.Domains = slices.Sorted(maps.Keys(p.Domains))
 	}
 	if len(s.Domains) > 0 && s.DomainHold == nil {
 		s.DomainHold = durationpb.New(DefaultGroupDomainHold)
@@ -150,8 +155,15 @@ func validateDomains(s *pb.GroupSpec) []error {
 	}
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
-		if len(s.Domains) > 0 {
-			errs = append(errs, errors.New("domains: the process provider makes every machine on the leader's host, one domain: leave domains out"))
+		errs = append(errs, validateProcessDomains(p.Process)...)
+		for _, d := range s.Domains {
+			if _, ok := p.Process.Domains[d]; !ok {
+				if len(p.Process.Domains) == 0 {
+					errs = append(errs, fmt.Errorf("domains: %s: the process provider has one range of addresses, no domains: give a range per domain in provider.process.domains to spread the group across them", QuoteShort(d)))
+					break
+				}
+				errs = append(errs, fmt.Errorf("domains: %s is not one of provider.process.domains (%s)", QuoteShort(d), strings.Join(slices.Sorted(maps.Keys(p.Process.Domains)), ", ")))
+			}
 		}
 	case *pb.ProviderSpec_Docker:
 		errs = append(errs, validateEngines(p.Docker)...)
@@ -211,6 +223,56 @@ func validateEngines(d *pb.DockerProviderSpec) []error {
 			}
 		}
 		subnets[name] = pre
+	}
+	return errs
+}
+
+// processDomains reads provider.process.domains: a mapping of domain
+// names to address ranges, FIRST-LAST each, as provider.process.addresses.
+func processDomains(n *yaml.Node, name string) (map[string]string, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, specError(n, name, "want a mapping of domain names to address ranges, such as {a: 127.0.181.10-127.0.181.19, b: 127.0.182.10-127.0.182.19}")
+	}
+	return stringMap(n, name, func(k, v string) error {
+		if err := ValidateDomainName(k); err != nil {
+			return err
+		}
+		if _, err := process.AddressRange(v, 1); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+}
+
+// validateProcessDomains checks a process provider's domains: valid
+// names, each a valid range of its own, no address in two (a machine is
+// in the domain whose range holds its address).
+func validateProcessDomains(p *pb.ProcessProviderSpec) []error {
+	var errs []error
+	if len(p.Domains) > MaxDomains {
+		// Not checked one by one: the overlaps take the square.
+		return []error{fmt.Errorf("provider.process.domains: %d are more than %d", len(p.Domains), MaxDomains)}
+	}
+	type span struct{ first, last netip.Addr }
+	spans := map[string]span{}
+	for _, name := range slices.Sorted(maps.Keys(p.Domains)) {
+		r := p.Domains[name]
+		if err := ValidateDomainName(name); err != nil {
+			errs = append(errs, fmt.Errorf("provider.process.domains: %w", err))
+			continue
+		}
+		what := "provider.process.domains." + name
+		first, last, err := process.RangeBounds(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		for _, other := range slices.Sorted(maps.Keys(spans)) {
+			if o := spans[other]; !last.Less(o.first) && !o.last.Less(first) {
+				errs = append(errs, fmt.Errorf("%s: %s overlaps domain %s's %s: a machine is in the domain whose range holds its address, so no address may be in two", what, r, other, p.Domains[other]))
+			}
+		}
+		spans[name] = span{first, last}
 	}
 	return errs
 }

@@ -71,7 +71,7 @@ const (
 var (
 	groupFields    = []string{"revision", "name", "size", "roles", "domains", "domain_hold", "max_parallel", "replace_after", "join_timeout", "max_unhealthy", "max_replacements", "replacement_window", "rollout", "provider", "template"}
 	rolloutFields  = []string{"monitor", "progress_deadline", "max_failures", "failure_action", "max_surge", "max_unavailable"}
-	processFields  = []string{"addresses", "port", "dir", "binary"}
+	processFields  = []string{"addresses", "domains", "port", "dir", "binary"}
 	dockerFields   = []string{"network", "subnet", "image", "port", "engines"}
 	pluginFields   = []string{"path", "config"}
 	templateFields = []string{"version", "labels", "args", "env"}
@@ -384,6 +384,8 @@ func providerSpec(n *yaml.Node) (*pb.ProviderSpec, error) {
 						err = specError(x.value, name, "%v", err)
 					}
 				}
+			case "domains":
+				p.Domains, err = processDomains(x.value, name)
 			case "port":
 				p.Port, err = whole(x.value, name, 65535-3)
 			case "dir":
@@ -613,8 +615,13 @@ func ValidateGroupSpec(s *pb.GroupSpec) error {
 	errs = append(errs, validateRolloutPolicy(pol, slices.Contains(s.Roles, pb.Role_ROLE_CONSENSUS), max(1, s.MaxParallel))...)
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
-		if _, err := process.AddressRange(p.Process.Addresses, 1); err != nil {
-			errs = append(errs, fmt.Errorf("provider.process.addresses: %w", err))
+		switch {
+		case len(p.Process.Domains) > 0 && p.Process.Addresses != "":
+			errs = append(errs, errors.New("provider.process: give addresses (one range) or domains (a range per failure domain), not both"))
+		case len(p.Process.Domains) == 0:
+			if _, err := process.AddressRange(p.Process.Addresses, 1); err != nil {
+				errs = append(errs, fmt.Errorf("provider.process.addresses: %w", err))
+			}
 		}
 		if !filepath.IsAbs(p.Process.Dir) {
 			errs = append(errs, fmt.Errorf("provider.process.dir: want an absolute path, got %s", QuoteShort(p.Process.Dir)))
@@ -791,7 +798,16 @@ func MarshalGroupSpec(s *pb.GroupSpec) ([]byte, error) {
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
 		m := &yaml.Node{Kind: yaml.MappingNode}
-		m.Content = append(m.Content, kv("addresses", str(p.Process.Addresses))...)
+		if len(p.Process.Domains) == 0 || p.Process.Addresses != "" {
+			m.Content = append(m.Content, kv("addresses", str(p.Process.Addresses))...)
+		}
+		if len(p.Process.Domains) > 0 {
+			domains := &yaml.Node{Kind: yaml.MappingNode}
+			for _, name := range slices.Sorted(maps.Keys(p.Process.Domains)) {
+				domains.Content = append(domains.Content, kv(name, str(p.Process.Domains[name]))...)
+			}
+			m.Content = append(m.Content, kv("domains", domains)...)
+		}
 		m.Content = append(m.Content, kv("port", num(p.Process.Port))...)
 		m.Content = append(m.Content, kv("dir", str(p.Process.Dir))...)
 		if p.Process.Binary != "" {

@@ -81,6 +81,8 @@ func FuzzParseGroupSpec(f *testing.F) {
 		"name: w\nroles: [worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}}\ntemplate: {labels: {a/b: \"\"}}\n",
 		"name: w\nroles: [worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}}\ntemplate: {env: {k: [1]}}\n",
 		"name: w\nroles: [worker, worker]\nprovider: {process: {addresses: 127.0.0.1-127.0.0.2, dir: /x}}\n",
+		"name: m\nsize: 3\nroles: [consensus]\ndomains: [b]\nprovider: {process: {domains: {a: 127.0.1.1-127.0.1.9, b: 127.0.2.1-127.0.2.9}, dir: /x}}\n",
+		"name: m\nroles: [consensus]\nprovider: {process: {domains: {a: 127.0.1.1-127.0.1.9, b: 127.0.1.9-127.0.2.9}, dir: /x}}\n",
 		"name: w\nsize: -1\nroles: [worker]\nprovider: {docker: {network: n, subnet: ::/0}}\n",
 		"name: w\nroles: [worker]\nprovider: {process: {}, docker: {}}\n",
 		"name: [a]\n",
@@ -109,6 +111,8 @@ func FuzzGroupSpecProto(f *testing.F) {
 	for _, s := range []*pb.GroupSpec{
 		{},
 		{Name: "w", Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{Addresses: "127.0.0.1-127.0.0.9", Dir: "/d"}}}},
+		{Name: "w", Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{
+			Domains: map[string]string{"a": "127.0.1.1-127.0.1.9", "b": "127.0.2.1-127.0.2.9"}, Dir: "/d"}}}},
 		{Name: "m", Size: 3, Roles: []pb.Role{pb.Role_ROLE_WORKER, pb.Role_ROLE_CONSENSUS}, ReplaceAfter: durationpb.New(90e9),
 			Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Docker{Docker: &pb.DockerProviderSpec{Network: "n", Subnet: "172.28.0.0/24"}}},
 			Template: &pb.InstanceTemplate{Version: "v: 1", Labels: map[string]string{"a": ""}, Args: []string{"", "#"}, Env: map[string]string{"K": "v"}}},

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -44,20 +45,29 @@ func AddressRange(s string, n int) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// RangeBounds returns the first and last addresses of the range
+// FIRST-LAST, checked as AddressRange checks it.
+func RangeBounds(s string) (first, last netip.Addr, err error) {
+	a, err := AddressRange(s, 1)
+	if err != nil {
+		return first, last, err
+	}
+	_, lastS, _ := strings.Cut(s, "-")
+	return a[0], netip.MustParseAddr(strings.TrimSpace(lastS)), nil
+}
+
 // maxPool bounds the pool that PoolAddresses makes of a range.
 const maxPool = 1 << 16
 
 // PoolAddresses returns every address of the range FIRST-LAST with port,
 // as IP:PORT: the pool of a group's process provider.
 func PoolAddresses(s string, port int) ([]string, error) {
-	first, err := AddressRange(s, 1)
+	first, last, err := RangeBounds(s)
 	if err != nil {
 		return nil, err
 	}
-	_, lastS, _ := strings.Cut(s, "-")
-	last := netip.MustParseAddr(strings.TrimSpace(lastS))
 	var out []string
-	for a := first[0]; ; a = a.Next() {
+	for a := first; ; a = a.Next() {
 		out = append(out, netip.AddrPortFrom(a, uint16(port)).String())
 		if a == last {
 			return out, nil
@@ -66,4 +76,42 @@ func PoolAddresses(s string, port int) ([]string, error) {
 			return nil, fmt.Errorf("more than %d addresses: give a smaller range", maxPool)
 		}
 	}
+}
+
+// SplitRange splits the range FIRST-LAST into n consecutive ranges of
+// one address or more, as equal as can be (the first ones one address
+// longer when they cannot be): `curator dev --domains` gives each
+// failure domain one.
+func SplitRange(s string, n int) ([]string, error) {
+	first, last, err := RangeBounds(s)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := addrUint(first), addrUint(last)
+	total := uint64(hi) - uint64(lo) + 1
+	if n < 1 || uint64(n) > total {
+		return nil, fmt.Errorf("%d addresses cannot be split into %d ranges", total, n)
+	}
+	out := make([]string, 0, n)
+	next := uint64(lo)
+	for i := range uint64(n) {
+		size := total / uint64(n)
+		if i < total%uint64(n) {
+			size++
+		}
+		out = append(out, fmt.Sprintf("%s-%s", uintAddr(uint32(next)), uintAddr(uint32(next+size-1))))
+		next += size
+	}
+	return out, nil
+}
+
+func addrUint(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
+func uintAddr(u uint32) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], u)
+	return netip.AddrFrom4(b)
 }

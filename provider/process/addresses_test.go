@@ -1,6 +1,7 @@
 package process
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -31,6 +32,38 @@ func TestAddressRange(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, gotS); diff != "" {
 			t.Errorf("AddressRange(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
+		}
+	}
+}
+
+func TestSplitRange(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		n       int
+		want    []string
+		wantErr string
+	}{
+		{"127.0.183.10-127.0.183.39", 3, []string{"127.0.183.10-127.0.183.19", "127.0.183.20-127.0.183.29", "127.0.183.30-127.0.183.39"}, ""},
+		{"127.0.183.10-127.0.183.20", 2, []string{"127.0.183.10-127.0.183.15", "127.0.183.16-127.0.183.20"}, ""},
+		{"127.0.182.250-127.0.183.3", 2, []string{"127.0.182.250-127.0.182.254", "127.0.182.255-127.0.183.3"}, ""},
+		{"127.0.183.10-127.0.183.12", 3, []string{"127.0.183.10-127.0.183.10", "127.0.183.11-127.0.183.11", "127.0.183.12-127.0.183.12"}, ""},
+		{"127.0.183.10-127.0.183.11", 3, nil, "2 addresses cannot be split into 3 ranges"},
+		{"127.0.183.10-127.0.183.11", 0, nil, "cannot be split into 0"},
+		{"127.0.183.10", 2, nil, "want FIRST-LAST"},
+	} {
+		got, err := SplitRange(tc.in, tc.n)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("SplitRange(%q, %d) = %v, %v; want an error with %q", tc.in, tc.n, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("SplitRange(%q, %d): %v", tc.in, tc.n, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("SplitRange(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
 		}
 	}
 }

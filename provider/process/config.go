@@ -5,10 +5,12 @@ package process
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,6 +29,12 @@ type Config struct {
 	// that share an IP must be at least 4 ports apart; distinct loopback
 	// IPs with one port are the usual pool.
 	Addresses []string
+	// Domains, instead of Addresses, are the pools of failure domains, by
+	// name: a machine is made from the pool of the domain its spec names
+	// and is in the domain whose pool holds its address, so its domain
+	// needs no record and survives a restart of its leader. No address is
+	// in two pools.
+	Domains map[string][]string
 	// StopTimeout is how long Destroy waits after SIGTERM before it sends
 	// SIGKILL; default 10s.
 	StopTimeout time.Duration
@@ -76,24 +84,50 @@ func (c Config) Validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("dir is required"))
 	}
-	if len(c.Addresses) == 0 {
+	switch {
+	case len(c.Addresses) > 0 && len(c.Domains) > 0:
+		errs = append(errs, errors.New("addresses and domains: give one pool, or a pool per domain, not both"))
+	case len(c.Addresses) == 0 && len(c.Domains) == 0:
 		errs = append(errs, errors.New("addresses: the pool is empty; give at least one IP:PORT"))
 	}
-	seen := make(map[string]bool, len(c.Addresses))
-	for _, a := range c.Addresses {
-		if err := validateAddress(a); err != nil {
-			errs = append(errs, fmt.Errorf("addresses: %w", err))
-			continue
+	errs = append(errs, validatePool("addresses", c.Addresses, map[string]string{})...)
+	seen := map[string]string{} // address: its domain
+	for _, d := range slices.Sorted(maps.Keys(c.Domains)) {
+		if err := validateDomainName(d); err != nil {
+			errs = append(errs, fmt.Errorf("domains: %w", err))
 		}
-		if seen[a] {
-			errs = append(errs, fmt.Errorf("addresses: %q is in the pool twice", a))
+		if len(c.Domains[d]) == 0 {
+			errs = append(errs, fmt.Errorf("domains: domain %q: the pool is empty; give at least one IP:PORT", d))
 		}
-		seen[a] = true
+		errs = append(errs, validatePool(fmt.Sprintf("domains: domain %q", d), c.Domains[d], seen)...)
+		for _, a := range c.Domains[d] {
+			seen[a] = d
+		}
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, fmt.Errorf("stop timeout %v is negative", c.StopTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// validatePool checks the addresses of one pool, what: each valid, and
+// once in it and in the pools before, which seen maps to their domains.
+func validatePool(what string, pool []string, seen map[string]string) []error {
+	var errs []error
+	here := make(map[string]bool, len(pool))
+	for _, a := range pool {
+		if err := validateAddress(a); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		if here[a] {
+			errs = append(errs, fmt.Errorf("%s: %q is in the pool twice", what, a))
+		} else if d, ok := seen[a]; ok {
+			errs = append(errs, fmt.Errorf("%s: %q is in domain %q's pool too: a machine is in one domain", what, a, d))
+		}
+		here[a] = true
+	}
+	return errs
 }
 
 // validateAddress checks that a is a literal IP:PORT with a port a node can

@@ -2,7 +2,8 @@
 // processes: each instance is one `curator agent ...` process on this host,
 // with an address of its own from a pool (distinct loopback addresses let
 // several nodes share the host; docs/architecture.md) and a data dir of
-// its own.
+// its own. The pool may be split into failure domains, a range of
+// addresses each (Config.Domains, domains.go).
 //
 // The bookkeeping is on disk, not in memory, so that any leader on the host
 // (a new one after a failover, or one in another process) finds the same

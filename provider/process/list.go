@@ -57,7 +57,7 @@ func (p *Provider) listWhere(ctx context.Context, selector map[string]string, ke
 	var out []provider.Instance
 	for _, r := range p.adoptOrphans(ctx, records, false) {
 		if keep(r) {
-			out = append(out, r.instance())
+			out = append(out, p.instance(r))
 		}
 	}
 	return out, nil

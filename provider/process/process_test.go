@@ -450,6 +450,13 @@ func TestConfig(t *testing.T) {
 		{"port too high for PORT+3", Config{Dir: dir, Addresses: []string{"127.0.0.1:65534"}}, "not in 1..65532"},
 		{"duplicate", Config{Dir: dir, Addresses: []string{"127.0.0.1:7000", "127.0.0.1:7000"}}, "in the pool twice"},
 		{"negative stop timeout", Config{Dir: dir, Addresses: testAddrs, StopTimeout: -time.Second}, "negative"},
+		{"domains", Config{Dir: dir, Domains: map[string][]string{"a": testAddrs[:1], "b": testAddrs[1:]}}, ""},
+		{"addresses and domains", Config{Dir: dir, Addresses: testAddrs[:1], Domains: map[string][]string{"a": testAddrs[1:]}}, "not both"},
+		{"a domain's empty pool", Config{Dir: dir, Domains: map[string][]string{"a": testAddrs, "b": nil}}, `domain "b": the pool is empty`},
+		{"an address in two domains", Config{Dir: dir, Domains: map[string][]string{"a": testAddrs[:2], "b": testAddrs[1:]}}, `domains: domain "b": "` + testAddrs[1] + `" is in domain "a"'s pool too`},
+		{"a domain's bad address", Config{Dir: dir, Domains: map[string][]string{"a": {"localhost:7000"}}}, `domain "a": "localhost:7000": "localhost" is not an IP address`},
+		{"a domain of no name", Config{Dir: dir, Domains: map[string][]string{"": testAddrs}}, `"" is not a domain name`},
+		{"a domain name with a space", Config{Dir: dir, Domains: map[string][]string{"a b": testAddrs}}, `"a b" is not a domain name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for what, err := range map[string]error{"Validate": tc.cfg.Validate(), "New": newErr(tc.cfg)} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 
 	"github.com/curatorproject/curator/provider"
 )
@@ -19,6 +20,9 @@ var (
 	// ErrInvalidID is returned for an instance ID that cannot be one of
 	// ours (empty, or not a plain name).
 	ErrInvalidID = errors.New("invalid instance id")
+	// ErrUnknownDomain is returned by Provision for a spec whose domain
+	// is not one of Config.Domains.
+	ErrUnknownDomain = errors.New("unknown failure domain")
 )
 
 // Provider runs instances as local processes. Its methods may be called
@@ -26,6 +30,10 @@ var (
 // several.
 type Provider struct {
 	cfg Config
+	// domains are Config.Domains' names, sorted; domainOf maps each of
+	// their addresses to its domain.
+	domains  []string
+	domainOf map[string]string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -40,16 +48,22 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("process provider: %w", err)
 	}
-	p := &Provider{cfg: cfg}
+	p := &Provider{cfg: cfg, domains: slices.Sorted(maps.Keys(cfg.Domains)), domainOf: map[string]string{}}
+	for d, pool := range cfg.Domains {
+		for _, a := range pool {
+			p.domainOf[a] = d
+		}
+	}
 	if err := os.MkdirAll(p.instancesDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("process provider: %w", err)
 	}
 	return p, nil
 }
 
-// instance is what the provider.Provider interface shows of r.
-func (r record) instance() provider.Instance {
-	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address, Created: r.Created}
+// instance is what the provider.Provider interface shows of r: its
+// domain is the one whose pool holds its address ("" for none).
+func (p *Provider) instance(r record) provider.Instance {
+	return provider.Instance{ID: r.ID, Labels: maps.Clone(r.Labels), Address: r.Address, Created: r.Created, Domain: p.domainOf[r.Address]}
 }
 
 var _ provider.Runner = (*Provider)(nil)

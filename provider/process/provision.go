@@ -24,8 +24,9 @@ import (
 )
 
 // Provision starts one new instance of spec: it takes a free address from
-// the pool, records the instance, and starts Binary with spec.Args (the
-// placeholders replaced) and spec.Env added to this process's environment.
+// the pool (spec.Domain's, with Config.Domains), records the instance,
+// and starts Binary with spec.Args (the placeholders replaced) and
+// spec.Env added to this process's environment.
 // The process runs in a session of its own and outlives the caller; its
 // output goes to agent.log beside its record.
 //
@@ -34,13 +35,20 @@ import (
 // until the record holds the pid, so that no two Provisions hand out one
 // address and Prune never takes a half-made instance for a dead one.
 func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.Instance, error) {
+	pool, err := p.pool(spec.Domain)
+	if err != nil {
+		return provider.Instance{}, fmt.Errorf("provision: %w", err)
+	}
 	unlock, err := p.lock(ctx)
 	if err != nil {
 		return provider.Instance{}, fmt.Errorf("provision: %w", err)
 	}
 	defer unlock()
 
-	addr, err := p.freeAddress()
+	addr, err := p.freeAddress(pool)
+	if err != nil && spec.Domain != "" {
+		return provider.Instance{}, fmt.Errorf("provision in domain %s: %w", spec.Domain, err)
+	}
 	if err != nil {
 		return provider.Instance{}, fmt.Errorf("provision: %w", err)
 	}
@@ -70,12 +78,12 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 		return provider.Instance{}, fmt.Errorf("provision %s: %w", id, err)
 	}
 	p.cfg.Logger.Info("provisioned instance",
-		zap.String("id", id), zap.String("address", addr), zap.Int("pid", pid),
+		zap.String("id", id), zap.String("address", addr), zap.String("domain", p.domainOf[addr]), zap.Int("pid", pid),
 		zap.Any("labels", r.Labels))
-	return r.instance(), nil
+	return p.instance(r), nil
 }
 
-// freeAddress returns the first address of the pool that no live, stopped
+// freeAddress returns the first address of pool that no live, stopped
 // or dead instance holds, and on whose port nothing listens. A dead
 // instance keeps its address until its dir is cleared (ClearDead,
 // Destroy): its node's certificate names it, and a restart brings the
@@ -83,7 +91,7 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 // one of whose node ports another process of this host listens (another program, another provider's instance on the same
 // pool, a killed instance whose threads are still on their way out) is
 // skipped: a node made there would find its port taken and exit at once.
-func (p *Provider) freeAddress() (string, error) {
+func (p *Provider) freeAddress(pool []string) (string, error) {
 	ids, err := p.recordIDs()
 	if err != nil {
 		return "", err
@@ -99,7 +107,7 @@ func (p *Provider) freeAddress() (string, error) {
 		}
 	}
 	var foreign []string
-	for _, a := range p.cfg.Addresses {
+	for _, a := range pool {
 		if used[a] {
 			continue
 		}
@@ -114,9 +122,9 @@ func (p *Provider) freeAddress() (string, error) {
 	}
 	if len(foreign) > 0 {
 		return "", fmt.Errorf("all %d addresses in use, %d of them (%s) by processes that are not this provider's: %w",
-			len(p.cfg.Addresses), len(foreign), strings.Join(foreign, ", "), ErrPoolExhausted)
+			len(pool), len(foreign), strings.Join(foreign, ", "), ErrPoolExhausted)
 	}
-	return "", fmt.Errorf("all %d addresses in use: %w", len(p.cfg.Addresses), ErrPoolExhausted)
+	return "", fmt.Errorf("all %d addresses in use: %w", len(pool), ErrPoolExhausted)
 }
 
 // portTaken says whether some process listens on one of the node ports of

@@ -82,7 +82,7 @@ func (p *Provider) Start(ctx context.Context, id string, args []string, env map[
 		return provider.Instance{}, fmt.Errorf("start %s: %w", id, err)
 	}
 	if r.alive() {
-		return r.instance(), nil
+		return p.instance(r), nil
 	}
 	if r.PID == 0 && !r.Stopped {
 		return provider.Instance{}, fmt.Errorf("start %s: a Provision that never finished (nothing to start; Prune removes it): %w", id, fs.ErrNotExist)
@@ -114,7 +114,7 @@ func (p *Provider) Start(ctx context.Context, id string, args []string, env map[
 		return provider.Instance{}, fmt.Errorf("start %s: %w", id, err)
 	}
 	p.cfg.Logger.Info("started instance", zap.String("id", id), zap.String("address", r.Address), zap.Int("pid", pid))
-	return r.instance(), nil
+	return p.instance(r), nil
 }
 
 // addressHolder returns the ID of a live instance other than self that

@@ -31,6 +31,10 @@ type Harness struct {
 	// machine is made (a crash of its caller, of the plugin), leaves a
 	// machine of spec as that leaves it, and returns its ID.
 	Orphan func(t *testing.T, p provider.Provider, spec provider.Spec) string
+	// Domains, for a provider of failure domains, are two or more of its
+	// domains, each with room for a machine; nil for a provider of
+	// none.
+	Domains []string
 }
 
 // contractRun numbers the clusters of the checks, so that each check's
@@ -52,6 +56,10 @@ var contractRun atomic.Int64
 //   - A machine whose Provision was interrupted after it was made is
 //     listed by its labels, and destroyed like any other (Orphan).
 //   - Calls may come at the same time.
+//   - A provider of failure domains (Harness.Domains) makes a machine in
+//     the domain its spec names, and Provision and List (a new handle's)
+//     say that domain; a spec of a domain it does not have is refused,
+//     and nothing is made.
 func Contract(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Capacity < 2 {
@@ -224,6 +232,37 @@ func Contract(t *testing.T, h Harness) {
 		}
 		if listed := List(t, p, labels); len(listed) != 0 {
 			t.Errorf("List after the Destroys = %v", ids(listed))
+		}
+	})
+	t.Run("Domains", func(t *testing.T) {
+		if len(h.Domains) == 0 {
+			t.Skip("the provider has no failure domains (Harness.Domains)")
+		}
+		p, labels := h.New(t), contractLabels(t, h, "workers")
+		want := map[string]string{} // machine: domain
+		for _, d := range h.Domains {
+			spec := h.Spec(labels)
+			spec.Domain = d
+			in := Provision(t, p, spec)
+			if in.Domain != d {
+				t.Errorf("Provision in domain %s made machine %s in domain %q", d, in.ID, in.Domain)
+			}
+			want[in.ID] = d
+		}
+		got := map[string]string{}
+		for _, in := range List(t, h.New(t), labels) {
+			got[in.ID] = in.Domain
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("a new handle lists the machines in domains (-want +got):\n%s", diff)
+		}
+		spec := h.Spec(labels)
+		spec.Domain = "contract-no-such-domain"
+		if in, err := p.Provision(context.Background(), spec); err == nil {
+			t.Errorf("Provision in domain %s, not one of the provider's: made %+v, want an error", spec.Domain, in)
+		}
+		if got := ids(List(t, p, labels)); !slices.Equal(got, slices.Sorted(maps.Keys(want))) {
+			t.Errorf("List after a refused Provision = %v, want %v", got, slices.Sorted(maps.Keys(want)))
 		}
 	})
 }

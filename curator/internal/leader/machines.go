@@ -162,11 +162,7 @@ func (gp *groupProviders) drop(name string) {
 func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, error) {
 	switch k := spec.GetKind().(type) {
 	case *pb.ProviderSpec_Process:
-		pool, err := process.PoolAddresses(k.Process.Addresses, int(k.Process.Port))
-		if err != nil {
-			return nil, err
-		}
-		return process.New(process.Config{Dir: k.Process.Dir, Binary: k.Process.Binary, Addresses: pool, Logger: lg})
+		return processProvider(k.Process, lg)
 	case *pb.ProviderSpec_Docker:
 		return dockerProvider(k.Docker, lg)
 	case *pb.ProviderSpec_Plugin:
@@ -178,6 +174,30 @@ func newProvider(spec *pb.ProviderSpec, lg *zap.Logger) (provider.Provider, erro
 		return plugin.New(cfg)
 	}
 	return nil, errors.New("the spec names no provider")
+}
+
+// processProvider is the process provider of spec p: one pool of
+// addresses, or a pool per failure domain.
+func processProvider(p *pb.ProcessProviderSpec, lg *zap.Logger) (*process.Provider, error) {
+	cfg := process.Config{Dir: p.Dir, Binary: p.Binary, Logger: lg}
+	if len(p.Domains) == 0 {
+		pool, err := process.PoolAddresses(p.Addresses, int(p.Port))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Addresses = pool
+	}
+	for name, r := range p.Domains {
+		pool, err := process.PoolAddresses(r, int(p.Port))
+		if err != nil {
+			return nil, fmt.Errorf("domain %s: %w", name, err)
+		}
+		if cfg.Domains == nil {
+			cfg.Domains = map[string][]string{}
+		}
+		cfg.Domains[name] = pool
+	}
+	return process.New(cfg)
 }
 
 // dockerProvider is the docker provider of spec d: on the leader's own

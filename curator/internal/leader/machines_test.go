@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+	"go.uber.org/zap/zaptest"
 
 	pb "github.com/curatorproject/curator/proto"
 	"github.com/curatorproject/curator/provider"
@@ -66,5 +68,30 @@ func TestDockerProviderEngines(t *testing.T) {
 	domains, ok := provider.Unreachable(err)
 	if !ok || len(domains) != 1 || domains["b"] == nil || len(ins) != 0 {
 		t.Errorf("List with engine b's socket missing: %v, %v; want none, and domain b alone unreachable", ins, err)
+	}
+}
+
+// TestProcessProviderDomains: a group's process provider with ranges by
+// domain is a provider of those domains, each range its pool at the
+// spec's port; a range that makes no pool is refused, naming its domain.
+func TestProcessProviderDomains(t *testing.T) {
+	spec := &pb.ProcessProviderSpec{
+		Domains: map[string]string{"b": "127.0.183.20-127.0.183.29", "a": "127.0.183.10-127.0.183.19"},
+		Port:    7000, Dir: t.TempDir(),
+	}
+	p, err := processProvider(spec, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Domains(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("domains %v, want a, b", got)
+	}
+	one, err := processProvider(&pb.ProcessProviderSpec{Addresses: "127.0.183.10-127.0.183.19", Port: 7000, Dir: t.TempDir()}, zaptest.NewLogger(t))
+	if err != nil || len(one.Domains()) != 0 {
+		t.Errorf("a provider of one range: %v, domains %v; want none", err, one.Domains())
+	}
+	spec.Domains["c"] = "127.0.183.40"
+	if _, err := processProvider(spec, zaptest.NewLogger(t)); err == nil || !strings.Contains(err.Error(), "domain c: want FIRST-LAST") {
+		t.Errorf("a bad range: %v, want an error naming domain c", err)
 	}
 }
