@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/curatorproject/curator/proto"
@@ -582,6 +584,11 @@ func validateRolloutPolicy(r *pb.RolloutPolicy, consensus bool, maxParallel uint
 // commit, whatever client sent it.
 func ValidateGroupSpec(s *pb.GroupSpec) error {
 	var errs []error
+	if err := unknownFields(s.ProtoReflect(), ""); err != nil {
+		// Kept nowhere: a describe would not show it, nor a commit of
+		// that describe carry it.
+		errs = append(errs, err)
+	}
 	if err := ValidateGroupName(s.Name); err != nil {
 		errs = append(errs, fmt.Errorf("name: %w", err))
 	}
@@ -896,4 +903,39 @@ func ReleaseOf(s *pb.GroupSpec, image, digest string) *pb.MachineRelease {
 		r.Binary = p.Binary
 	}
 	return r
+}
+
+// unknownFields says which field of m (at path) this release does not
+// know, if any: a spec from a newer client, or bytes that are no spec.
+func unknownFields(m protoreflect.Message, path string) error {
+	if raw := m.GetUnknown(); len(raw) > 0 {
+		num, _, _ := protowire.ConsumeTag(raw)
+		where := "the spec"
+		if path != "" {
+			where = path
+		}
+		return fmt.Errorf("%s: field number %d is not one this release knows (a newer client's?): leave it out, or upgrade the managers first", where, num)
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := string(fd.Name())
+		if path != "" {
+			name = path + "." + name
+		}
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len() && err == nil; i++ {
+				err = unknownFields(v.List().Get(i).Message(), fmt.Sprintf("%s[%d]", name, i))
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				err = unknownFields(mv.Message(), fmt.Sprintf("%s[%v]", name, k.Interface()))
+				return err == nil
+			})
+		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
+			err = unknownFields(v.Message(), name)
+		}
+		return err == nil
+	})
+	return err
 }

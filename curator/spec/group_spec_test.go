@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -258,5 +259,38 @@ func TestMaxUnhealthyOf(t *testing.T) {
 		if got := m.Of(tc.size); got != tc.want {
 			t.Errorf("max_unhealthy %s of size %d: %d, want %d", tc.spec, tc.size, got, tc.want)
 		}
+	}
+}
+
+// TestGroupSpecUnknownFields: a spec holding a field this release does
+// not know (a newer client's), at the top or deep inside, is refused,
+// naming where: it would be kept nowhere.
+func TestGroupSpecUnknownFields(t *testing.T) {
+	valid := func() *pb.GroupSpec {
+		s := &pb.GroupSpec{Name: "w", Roles: []pb.Role{pb.Role_ROLE_WORKER}, Provider: &pb.ProviderSpec{Kind: &pb.ProviderSpec_Process{Process: &pb.ProcessProviderSpec{Addresses: "127.0.0.1-127.0.0.9", Dir: "/d"}}}}
+		NormalizeGroupSpec(s)
+		return s
+	}
+	if err := ValidateGroupSpec(valid()); err != nil {
+		t.Fatalf("the valid spec: %v", err)
+	}
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1)
+	for _, tc := range []struct {
+		name  string
+		plant func(s *pb.GroupSpec)
+		want  string
+	}{
+		{"top", func(s *pb.GroupSpec) { s.ProtoReflect().SetUnknown(unknown) }, "the spec: field number 99"},
+		{"provider", func(s *pb.GroupSpec) { s.GetProvider().GetProcess().ProtoReflect().SetUnknown(unknown) }, "provider.process: field number 99"},
+		{"template", func(s *pb.GroupSpec) { s.Template.ProtoReflect().SetUnknown(unknown) }, "template: field number 99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := valid()
+			tc.plant(s)
+			err := ValidateGroupSpec(s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateGroupSpec = %v, want an error naming %q", err, tc.want)
+			}
+		})
 	}
 }
