@@ -32,15 +32,7 @@ type joinConn struct {
 
 func dialJoin(t *testing.T, address string, cert *tls.Certificate, roots ...*x509.Certificate) joinConn {
 	t.Helper()
-	pool := x509.NewCertPool()
-	for _, r := range roots {
-		pool.AddCert(r)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}
-	if cert != nil {
-		cfg.Certificates = []tls.Certificate{*cert}
-	}
-	creds := transport.Capture(credentials.NewTLS(cfg))
+	creds := transport.Capture(credentials.NewTLS(clientTLS(cert, roots...)))
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)

@@ -275,6 +275,17 @@ func (c *testCluster) dialFirst() (admin, anon *grpc.ClientConn) {
 // trusting roots.
 func dial(t testing.TB, address string, cert *tls.Certificate, roots ...*x509.Certificate) *grpc.ClientConn {
 	t.Helper()
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS(cert, roots...))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// clientTLS is a curator client's TLS configuration: cert (none if nil),
+// trusting roots.
+func clientTLS(cert *tls.Certificate, roots ...*x509.Certificate) *tls.Config {
 	pool := x509.NewCertPool()
 	for _, r := range roots {
 		pool.AddCert(r)
@@ -283,12 +294,7 @@ func dial(t testing.TB, address string, cert *tls.Certificate, roots ...*x509.Ce
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return cfg
 }
 
 // token reads a join token through the management API as admin.

@@ -156,26 +156,12 @@ func validateDomains(s *pb.GroupSpec) []error {
 	switch p := s.GetProvider().GetKind().(type) {
 	case *pb.ProviderSpec_Process:
 		errs = append(errs, validateProcessDomains(p.Process)...)
-		for _, d := range s.Domains {
-			if _, ok := p.Process.Domains[d]; !ok {
-				if len(p.Process.Domains) == 0 {
-					errs = append(errs, fmt.Errorf("domains: %s: the process provider has one range of addresses, no domains: give a range per domain in provider.process.domains to spread the group across them", QuoteShort(d)))
-					break
-				}
-				errs = append(errs, fmt.Errorf("domains: %s is not one of provider.process.domains (%s)", QuoteShort(d), strings.Join(slices.Sorted(maps.Keys(p.Process.Domains)), ", ")))
-			}
-		}
+		errs = append(errs, domainsOf(s.Domains, slices.Collect(maps.Keys(p.Process.Domains)), "provider.process.domains",
+			"the process provider has one range of addresses, no domains: give a range per domain in provider.process.domains to spread the group across them")...)
 	case *pb.ProviderSpec_Docker:
 		errs = append(errs, validateEngines(p.Docker)...)
-		for _, d := range s.Domains {
-			if _, ok := p.Docker.Engines[d]; !ok {
-				if len(p.Docker.Engines) == 0 {
-					errs = append(errs, fmt.Errorf("domains: %s: the docker provider has one engine, the leader's own: name its engines in provider.docker.engines to spread the group across them", QuoteShort(d)))
-					break
-				}
-				errs = append(errs, fmt.Errorf("domains: %s is not one of provider.docker.engines (%s)", QuoteShort(d), strings.Join(slices.Sorted(maps.Keys(p.Docker.Engines)), ", ")))
-			}
-		}
+		errs = append(errs, domainsOf(s.Domains, slices.Collect(maps.Keys(p.Docker.Engines)), "provider.docker.engines",
+			"the docker provider has one engine, the leader's own: name its engines in provider.docker.engines to spread the group across them")...)
 	}
 	return errs
 }
@@ -273,6 +259,23 @@ func validateProcessDomains(p *pb.ProcessProviderSpec) []error {
 			}
 		}
 		spans[name] = span{first, last}
+	}
+	return errs
+}
+
+// domainsOf refuses each of a group's domains that is not one of its
+// provider's (known, from the provider's field); none says why when the
+// provider has none.
+func domainsOf(domains, known []string, field, none string) []error {
+	var errs []error
+	for _, d := range domains {
+		if slices.Contains(known, d) {
+			continue
+		}
+		if len(known) == 0 {
+			return append(errs, fmt.Errorf("domains: %s: %s", QuoteShort(d), none))
+		}
+		errs = append(errs, fmt.Errorf("domains: %s is not one of %s (%s)", QuoteShort(d), field, strings.Join(slices.Sorted(slices.Values(known)), ", ")))
 	}
 	return errs
 }
