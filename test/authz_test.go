@@ -39,6 +39,7 @@ const (
 // and its HTTP port (PORT+3: /metrics and /healthz, plain HTTP, which
 // takes no credential and is open to whoever reaches the address).
 func TestAuthorizationMatrix(t *testing.T) {
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.175.")
 	// worker-2 joins the way an operator types it, with --token on its
 	// command line, and serves Go's profiles: its command line must not

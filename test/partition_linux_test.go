@@ -200,6 +200,7 @@ func (c *netCluster) alive(b *baseline) {
 // ready the whole time (the frozen one may be marked down), and after
 // SIGCONT everything is ready within healTimeout.
 func TestPartitionFrozenLeader(t *testing.T) {
+	inChain(t, partitionChain) // its nodes' uids and nftables drops
 	c, b := startPartitionCluster(t, "127.0.230.")
 	w := c.watch(b, b.leader)
 	victim := c.nodes[b.leader].proc
@@ -250,6 +251,7 @@ func (c *netCluster) noEventsBy(b *baseline, name string, since time.Time) {
 // everything is ready within healTimeout. The watch also checks that the
 // old and the new leader never both say they lead for more than a moment.
 func TestPartitionLeaderIsolated(t *testing.T) {
+	inChain(t, partitionChain) // its nodes' uids and nftables drops
 	c, b := startPartitionCluster(t, "127.0.231.")
 	w := c.watch(b, b.leader)
 
@@ -271,6 +273,7 @@ func TestPartitionLeaderIsolated(t *testing.T) {
 // but the cut-off one is marked down, and the placement loop never moves
 // etcd leadership onto the cut-off node.
 func TestPartitionEtcdLeaderCut(t *testing.T) {
+	inChain(t, partitionChain) // its nodes' uids and nftables drops
 	c, b := startPartitionCluster(t, "127.0.232.")
 	w := c.watch(b, b.etcdLeader)
 
@@ -324,6 +327,7 @@ func TestPartitionEtcdLeaderCut(t *testing.T) {
 // follower left, which forwards its heartbeats to the leader. Every node
 // stays ready the whole time.
 func TestPartitionFollowerOnlyPath(t *testing.T) {
+	inChain(t, partitionChain) // its nodes' uids and nftables drops
 	c, b := startPartitionCluster(t, "127.0.233.")
 	followers := b.otherManagers(b.leader)
 	counts := c.heartbeatCounts(b.workers, b.managers)
@@ -359,6 +363,7 @@ type write struct {
 // again: fastWrites label updates in a row, each under fastWrite. Writes
 // are timed from the start of the fault, one after another.
 func TestPartitionOneWayFromLeader(t *testing.T) {
+	inChain(t, partitionChain) // its nodes' uids and nftables drops
 	c, b := startPartitionCluster(t, "127.0.234.")
 	w := c.watch(b, b.leader)
 
