@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,10 +23,12 @@ import (
 //     127.0.N. range no other test uses) and in dirs of their own;
 //     parallelDefault of them (or -parallel N) run at once.
 //   - the partition chain (partitionChain): the partition tests, one at
-//     a time. Their uids and nftables tables are their own (by subnet);
+//     a time, each also in a place of the pool (ahead of the pool's own
+//     tests). Their uids and nftables tables are their own (by subnet);
 //     they check that no live node is ever marked down while a fault
-//     lasts, and one such cluster at a time keeps that a check of the
-//     curator rather than of the CPU.
+//     lasts, which a CPU shared by more clusters than the pool's makes a
+//     check of the CPU (beside the pool's three and the engine chain,
+//     nodes went unheard for over a second under load).
 //   - the engine chain (engineChain): the tests that start Docker
 //     engines (a Swarm, failure domains) or use the host's, one at a time.
 //
@@ -46,7 +49,7 @@ const goParallel = 1000
 var (
 	// pool is set by setPoolSize, before any test runs.
 	pool           *queue
-	partitionChain = newQueue("the partition chain", 1)
+	partitionChain = &queue{name: "the partition chain", free: 1, inPool: true}
 	engineChain    = newQueue("the engine chain", 1)
 )
 
@@ -78,11 +81,16 @@ func parallel(t *testing.T) {
 	pool.join(t)
 }
 
-// inChain runs t in the chain q, after the tests of q before it.
+// inChain runs t in the chain q, after the tests of q before it, and, if
+// q's tests count in the pool, in a place of the pool as well: before
+// any test of the pool's own, so that the chain is not left for last.
 func inChain(t *testing.T, q *queue) {
 	t.Helper()
 	t.Parallel()
 	q.join(t)
+	if q.inPool {
+		pool.joinFirst(t)
+	}
 }
 
 // slowTests are the package's slowest tests by name (a subtest by its
@@ -112,6 +120,8 @@ const openAfter = 200 * time.Millisecond
 // the end of its cleanup.
 type queue struct {
 	name string
+	// inPool: each test of the chain holds a place in the pool too.
+	inPool bool
 
 	mu      sync.Mutex
 	free    int
@@ -181,9 +191,21 @@ func (q *queue) grant() {
 // t's processes are killed.
 func (q *queue) join(t *testing.T) {
 	t.Helper()
-	start := time.Now()
 	name, _, _ := strings.Cut(t.Name(), "/")
-	t.Cleanup(q.take(slowTests[name]))
+	q.joinAs(t, slowTests[name])
+}
+
+// joinFirst is join ahead of every test that is not itself first.
+func (q *queue) joinFirst(t *testing.T) {
+	t.Helper()
+	q.joinAs(t, math.MaxInt)
+}
+
+// joinAs is join for a test of about seconds.
+func (q *queue) joinAs(t *testing.T, seconds int) {
+	t.Helper()
+	start := time.Now()
+	t.Cleanup(q.take(seconds))
 	if waited := time.Since(start); waited >= time.Second {
 		t.Logf("waited %s for a place in %s", waited.Round(time.Second), q.name)
 	}
