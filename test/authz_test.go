@@ -126,6 +126,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		etcd, peer string     // a Get on the client port; GET /version on the peer port
 	}
 	denied := codes.PermissionDenied
+	// Three cases at a time, as go test's -parallel bounded them before
+	// the package lifted it (schedule_test.go): each dials four ports.
+	atOnce := make(chan struct{}, parallelDefault)
 	for _, tc := range []struct {
 		name string
 		// cert is presented to the gRPC port and etcd's; roots are what
@@ -148,6 +151,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // etcd's refusals each take a dial timeout
+			atOnce <- struct{}{}
+			defer func() { <-atOnce }()
 			conn := grpcDial(t, grpcAddr, tc.cert, clusterCA)
 			got := cell{}
 			var mgmtErr, nodeErr error

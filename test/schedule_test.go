@@ -49,8 +49,8 @@ const goParallel = 1000
 var (
 	// pool is set by setPoolSize, before any test runs.
 	pool           *queue
-	partitionChain = &queue{name: "the partition chain", free: 1, inPool: true}
-	engineChain    = newQueue("the engine chain", 1)
+	partitionChain = &queue{name: "the partition chain", free: 1, opened: true, inPool: true}
+	engineChain    = &queue{name: "the engine chain", free: 1, opened: true}
 )
 
 // setPoolSize sizes the pool from -parallel (parallelDefault if it is
@@ -111,9 +111,10 @@ var slowTests = map[string]int{
 	"TestRolloutManagers":            35,
 }
 
-// openAfter is how long a queue waits, after its first test comes, before
-// it hands out places: go test releases the parallel tests all at once,
-// and the queue chooses among all of them rather than the first to come.
+// openAfter is how long the pool waits, after its first test comes,
+// before it hands out places: go test releases the parallel tests all at
+// once, and the pool chooses among all of them rather than the first to
+// come. A chain opens at once: its order does not change its length.
 const openAfter = 200 * time.Millisecond
 
 // queue is a number of places; a test holds one from when it gets it to
