@@ -15,7 +15,7 @@ import (
 // waiting for an operator: the leader made it and vouches for it, and
 // says so in an event.
 func TestGroupMachineApproved(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.165.10-127.0.165.40", 1, 1)
 	var worker nodeJSON
 	testenv.Eventually(t, time.Minute, "the worker ready", func() error {

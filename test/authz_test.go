@@ -39,6 +39,7 @@ const (
 // and its HTTP port (PORT+3: /metrics and /healthz, plain HTTP, which
 // takes no credential and is open to whoever reaches the address).
 func TestAuthorizationMatrix(t *testing.T) {
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.175.")
 	// worker-2 joins the way an operator types it, with --token on its
 	// command line, and serves Go's profiles: its command line must not
@@ -125,6 +126,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		etcd, peer string     // a Get on the client port; GET /version on the peer port
 	}
 	denied := codes.PermissionDenied
+	// Three cases at a time, as go test's -parallel bounded them before
+	// the package lifted it (schedule_test.go): each dials four ports.
+	atOnce := make(chan struct{}, parallelDefault)
 	for _, tc := range []struct {
 		name string
 		// cert is presented to the gRPC port and etcd's; roots are what
@@ -147,6 +151,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // etcd's refusals each take a dial timeout
+			atOnce <- struct{}{}
+			defer func() { <-atOnce }()
 			conn := grpcDial(t, grpcAddr, tc.cert, clusterCA)
 			got := cell{}
 			var mgmtErr, nodeErr error

@@ -17,7 +17,7 @@ import (
 // role). A second revoke of a certificate says it was revoked already,
 // not "not found".
 func TestOperatorCertRenewsItself(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.144.")
 	c.build(1, 0)
 	dir := filepath.Join(t.TempDir(), "alice")

@@ -30,7 +30,7 @@ const certTTL = 10 * time.Second
 // refused; the admin certificate renews; a cert TTL out of bounds is
 // refused and changes nothing.
 func TestCertRenewal(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.170.")
 	withTTL := func(name string, env map[string]string, verb string, args ...string) *node {
 		if verb == "init" {

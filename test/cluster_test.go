@@ -25,7 +25,7 @@ import (
 // curator leader with SIGKILL and measures how long the cluster takes to
 // elect another.
 func TestClusterThreeManagersTwoWorkers(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.201.")
 	c.build(3, 2)
 
@@ -169,7 +169,7 @@ func TestClusterThreeManagersTwoWorkers(t *testing.T) {
 // TestRestartFromDisk stops every node of a cluster with SIGTERM and starts
 // them again with `agent run`: the same nodes come back ready.
 func TestRestartFromDisk(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.202.")
 	m1 := c.init("manager-1", 10)
 	c.join("worker-1", 11, c.token("worker"), m1)
@@ -220,7 +220,7 @@ func TestRestartFromDisk(t *testing.T) {
 // same nodes again, and after dev is killed (-9) the next dev picks up the
 // nodes it left running.
 func TestDev(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	dir := t.TempDir()
 	const addresses = "127.0.203.10-127.0.203.40"
 	var stdout syncBuffer
@@ -539,6 +539,7 @@ func dumpOnFailure(t *testing.T, name, path string) {
 
 // TestBadInput checks that bad tokens and flags fail with a clear message.
 func TestBadInput(t *testing.T) {
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.204.")
 	m1 := c.init("manager-1", 10)
 

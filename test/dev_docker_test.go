@@ -20,6 +20,7 @@ import (
 // and SIGTERM removes every container. It runs where a Docker daemon
 // answers, and skips, saying why, where none does.
 func TestDevDocker(t *testing.T) {
+	inChain(t, engineChain) // Docker engines
 	const (
 		network = "curator-e2e-dev"
 		subnet  = "172.30.102.0/24"

@@ -18,7 +18,7 @@ import (
 // started it (and so do its nodes), and a second dev on the same dir is
 // refused, naming the process that holds it, while the first runs on.
 func TestDevNohupAndLock(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	dir := t.TempDir()
 	const addresses = "127.0.188.10-127.0.188.30"
 	t.Cleanup(func() { stopDevNodes(t, dir) })

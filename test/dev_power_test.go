@@ -32,7 +32,7 @@ import (
 // it does not come back with the restart. A flag that disagrees with what
 // the dir was made with is refused.
 func TestDevPowerLoss(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	dir := t.TempDir()
 	const addresses = "127.0.110.10-127.0.110.30"
 	t.Cleanup(func() { stopDevNodes(t, dir) })
@@ -280,7 +280,7 @@ func auditTrail(t *testing.T, config string) []auditEntryJSON {
 // cluster: dev refuses, saying what is in the dir and what to do, and
 // makes nothing.
 func TestDevKeepsACluster(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	const addresses = "127.0.111.10-127.0.111.20"
 	for _, tc := range []struct {
 		name  string
@@ -325,7 +325,7 @@ func TestDevKeepsACluster(t *testing.T) {
 // leader removed its dir with a log line only, and the rollout failed
 // only on a machine of its own.
 func TestRolloutSurgeOfADeadLeader(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	bin := faultsBinary(t)
 	d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + curator.FaultRolloutAfterProvision}, "127.0.112.10-127.0.112.40", 3, 0)
 	first := d.leader()

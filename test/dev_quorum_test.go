@@ -23,7 +23,7 @@ import (
 // two minutes and then a timeout that named neither. Its words count
 // right: "3 managers and 1 worker", "workers: 1 node".
 func TestDevQuorumLost(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	const addresses = "127.0.143.10-127.0.143.30"
 	d := startDevCluster(t, binary, nil, addresses, 3, 1)
 	log, err := os.ReadFile(filepath.Join(d.dir, "dev.log"))

@@ -141,10 +141,9 @@ const dockerPluginPath = "/usr/local/bin/curator-provider-docker"
 // other two managers. Engine b back, the group is whole again with the
 // machines it had: nothing made twice.
 func TestDomainsEngineDark(t *testing.T) {
-	// Its own engines, network namespaces and addresses (172.31.x): no
-	// other parallel test starts engines (the swarm tests, which do, run
-	// alone before every parallel one).
-	t.Parallel()
+	// Its own engines, network namespaces and addresses (172.31.x), one
+	// engine set at a time with the other tests that start engines.
+	inChain(t, engineChain)
 	// The dir outlives the engines (its cleanup runs after theirs): the
 	// first manager's data dir is bound into its container.
 	dir, err := os.MkdirTemp("", "curator-domains-")

@@ -22,7 +22,7 @@ type filteredEvent struct {
 // (its name is kept with each event, not looked up among the nodes
 // left).
 func TestEventsFilters(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.147.")
 	m1 := c.init("manager-1", 10)
 	tok := c.token("worker")

@@ -220,7 +220,7 @@ func isVoterWithRole(info *clusterInfoJSON, nodes []nodeJSON, id string) error {
 // A learner does not vote, so the manager restarts alone; with no operator
 // action, the change is finished and the node ends a voter with the role.
 func TestFaultPromoteAfterMemberAdd(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	point := "promote/after-member-add"
 
 	t.Run("node promote", func(t *testing.T) {
@@ -344,7 +344,7 @@ func TestFaultPromoteAfterMemberAdd(t *testing.T) {
 // wins finishes it. Either way the crashed manager, restarted without the
 // fault, is a voter again, and nobody ran a command after the crash.
 func TestFaultDemoteAfterMemberRemove(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	point := "demote/after-member-remove"
 	for _, tc := range []struct {
 		managers int

@@ -93,7 +93,7 @@ func eventsOf(t *testing.T, config, action, what string) ([]eventJSON, error) {
 // leader's group loop never fails (no restart, curator_loop_errors_total
 // of the loop 0).
 func TestGroupRefusalServesOthers(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.120.10-127.0.120.40", 1, 2)
 	d.commitEdits("workers", map[string]string{"replace_after": "10s"})
 	// Another program on the bad group's one address.
@@ -190,7 +190,7 @@ template:
 // the old one again), and a worker killed afterwards is replaced with it,
 // the group at its size again (not a crash loop of the failed template).
 func TestRolloutCancelAfterPausedFailure(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.121.10-127.0.121.40", 1, 2)
 	d.commitEdits("workers", map[string]string{"replace_after": "10s", "failure_action": "pause"})
 	bad, was := d.commitArgs("workers", "[--no-such-flag]")
@@ -235,7 +235,7 @@ func TestRolloutCancelAfterPausedFailure(t *testing.T) {
 // event saying so), not kept until replace_after (2 minutes) as a node
 // down in the rollback; the rollback is done well before.
 func TestRolloutDeadlineFrozenSurge(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.122.10-127.0.122.40", 1, 2)
 	d.commitEdits("workers", map[string]string{"replace_after": "2m0s", "monitor": "15s", "progress_deadline": "25s"})
 	sha := d.commitVersion("workers", "v2")

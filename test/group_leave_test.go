@@ -16,7 +16,7 @@ import (
 // machine-exited, "exited before its node joined", which counts toward
 // its crash backoff), and makes another machine at once.
 func TestGroupMachineLeaves(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.146.10-127.0.146.30", 1, 1)
 	worker := nodeOfGroup(t, d.config, "workers")
 	if _, stderr, err := cli(t, "agent", "leave", "--data-dir", filepath.Join(d.dir, "instances", worker.InstanceID, "data")); err != nil {

@@ -16,7 +16,7 @@ import (
 // else; size 0, by scale or by commit, is refused without --yes while the
 // group has machines (nothing changes), and done with it.
 func TestGroupScale(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	dir := t.TempDir()
 	var stdout syncBuffer
 	dev := start(t, "dev", filepath.Join(dir, "dev.log"), &stdout, "dev", "--managers", "1", "--workers", "1", "--dir", dir, "--addresses", "127.0.189.10-127.0.189.30")

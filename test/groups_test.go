@@ -70,7 +70,7 @@ template:
 // it: a bad file changes nothing, describe | commit is a no-op, each step
 // shows in the node table, and each action is an event with its reason.
 func TestGroupsScaleAndDestroy(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.208.")
 	c.init("manager-1", 10)
 	dir := t.TempDir()
@@ -237,7 +237,7 @@ func TestGroupsScaleAndDestroy(t *testing.T) {
 // TestGroupDestroyKeepsQuorum: destroying the group that holds every voter
 // is refused, with what to do, and changes nothing.
 func TestGroupDestroyKeepsQuorum(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.209.")
 	// The first node is the group's too: the group holds every voter.
 	c.init("manager-1", 10, "--group", "managers")
@@ -299,7 +299,7 @@ func killInstancesUnder(dir string) {
 // 4 s... after each (not one made every tick), and committing the fixed
 // file (a new config SHA) ends the backoff and the worker joins.
 func TestGroupCrashLoopBackoff(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.215.")
 	c.init("manager-1", 10)
 	dir := t.TempDir()

@@ -18,9 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,19 +31,6 @@ import (
 
 // binary is the curator binary TestMain builds.
 var binary string
-
-// parallelTests: a test that runs its cluster on loopback addresses of its
-// own (a 127.0.N. range no other test uses) and in its own dirs, and
-// touches nothing shared (Docker, nftables, systemd, the partition tests'
-// uids), calls t.Parallel(): `go test` runs three of them at a time
-// (parallelDefault, unless -parallel says otherwise), which keeps the
-// package within the default run's budget. The partition, Docker and
-// systemd tests run alone, before them.
-
-// parallelDefault is how many parallel tests run at once when -parallel
-// is not given. Their clusters mostly wait on timers (elections, downs,
-// rollouts), so three fit on two cores; go test's default is the cores.
-const parallelDefault = 3
 
 // Short timers so failover and down detection take seconds.
 var agentTimers = []string{"--election-ttl", "2s", "--heartbeat-interval", "200ms", "--down-after", "1s"}
@@ -76,13 +61,9 @@ func waitDevUp(t *testing.T, dev *proc, stdout *syncBuffer, timeout time.Duratio
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(max(parallelDefault, runtime.GOMAXPROCS(0)))); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
+	if err := setPoolSize(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	os.Exit(testenv.RunWithCurator(m, "curator-e2e-", &binary))
 }

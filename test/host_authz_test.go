@@ -24,7 +24,7 @@ import (
 // says what the refused commits tried, without the environment's value.
 // A NUL in a file's environment is refused by the CLI with its line.
 func TestOperatorCannotReachTheHost(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.115.")
 	c.init("manager-1", 10)
 	dir := t.TempDir()

@@ -20,7 +20,7 @@ import (
 // afterwards and stops at Ctrl-C; a reader's certificate refused; and a
 // worker killed is an error that names it.
 func TestLogs(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.163.")
 	c.init("manager-1", 10)
 	worker := c.join("worker-1", 11, c.token("worker"), c.nodes["manager-1"])

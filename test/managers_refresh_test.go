@@ -21,7 +21,7 @@ import (
 // the one manager it knew is gone. Before, it never asked again and
 // waited for that manager forever.
 func TestClientsLearnNewManagers(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.145.")
 	m1 := c.build(1, 0)
 	old := c.writeConfig(m1.listen) // a config of an earlier day

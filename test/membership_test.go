@@ -17,7 +17,7 @@ import (
 // and the killed node is marked down at down-after, not once a demote
 // in flight lets go of the health loop.
 func TestDemoteRightAfterAVoterDies(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.135.")
 	c.build(3, 0)
 	names := []string{"manager-1", "manager-2", "manager-3"}

@@ -13,7 +13,7 @@ import (
 // TestMetricsAndHealthz: every node serves Prometheus metrics and a health
 // check at PORT+3; the leader's show it leads and its loops tick.
 func TestMetricsAndHealthz(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.206.")
 	c.init("manager-1", 10)
 	// The worker serves Go's profiles too (--pprof); the manager does not.

@@ -11,7 +11,7 @@ import (
 // values, `node ls -o wide` adds columns, JSON stays node inspect's
 // default, and a wrong combination is refused before any call.
 func TestNodeHumanViews(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.148.")
 	m1 := c.init("manager-1", 10)
 	c.join("worker-1", 11, c.token("worker"), m1)

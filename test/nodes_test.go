@@ -343,7 +343,7 @@ func mgmtAssertLeft(t *testing.T, c *cluster, name string) {
 // approval, the last-voter guard, promote of two workers to voters, demote
 // of a follower, of the etcd leader, and of the curator leader (handoff).
 func TestNodePromoteDemote(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	began := time.Now()
 	c := newCluster(t, "127.0.210.")
 	m1 := c.init("manager-1", 10)
@@ -597,7 +597,7 @@ func TestNodePromoteDemote(t *testing.T) {
 // nothing; then removes the dead with node rm, drains, joins a manager-only
 // node, and lets nodes leave until the last manager refuses to.
 func TestNodeGuardsRemoveLeave(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	began := time.Now()
 	c := newCluster(t, "127.0.211.")
 	m1 := c.build(3, 2)

@@ -47,7 +47,7 @@ func agentRefused(t *testing.T, args []string, want ...string) string {
 }
 
 func TestOperatorFirstHour(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	began := time.Now()
 	c := newCluster(t, "127.0.241.")
 	m1 := c.init("manager-1", 10)
@@ -210,7 +210,7 @@ func TestOperatorFirstHour(t *testing.T) {
 // the CLI, cluster info and the survivor's /healthz say the quorum is lost,
 // which managers answer, and what to do.
 func TestLeaderStopAndQuorumLoss(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.242.")
 	// A long election TTL tells a handover (at once) from a lease that
 	// expires (6 s).

@@ -79,7 +79,7 @@ func killExecMachine(t *testing.T, state, id string) {
 // the group said why), and a plugin that hangs (stopped at its timeout,
 // named in `group ls` until it answers again).
 func TestExecPluginGroup(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	plugin := filepath.Join(t.TempDir(), "curator-provider-exec")
 	if err := testenv.GoBuild(plugin, "./cmd/curator-provider-exec"); err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func domainsWarning(t *testing.T, config string) []string {
 // nothing. The cluster stopped and started again (every process new,
 // the leader's among them) knows each machine's domain as before.
 func TestProcessDomainsSpread(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	dir := t.TempDir()
 	config, stop := startDevDomains(t, dir, "dev", "--managers", "3", "--workers", "0", "--domains", "3", "--addresses", "127.0.181.10-127.0.181.39")
 	// dev splits the range into a .10-.19, b .20-.29, c .30-.39.
@@ -178,7 +178,7 @@ func TestProcessDomainsSpread(t *testing.T) {
 // naming the domain of two (either: the third manager's placement breaks
 // the tie by the consensus members the domains hold as it is made).
 func TestProcessDomainsWarning(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	config, _ := startDevDomains(t, t.TempDir(), "dev", "--managers", "3", "--workers", "0", "--domains", "2", "--addresses", "127.0.182.10-127.0.182.29")
 	got := managersByDomain(t, config, 3)
 	if len(got) != 2 || got["a"]+got["b"] != 3 || got["a"] == 0 || got["b"] == 0 {

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestParallelTestsOwnTheirRanges: the rule of parallelTests, checked on
+// TestParallelTestsOwnTheirRanges: the rule of the pool (schedule_test.go), checked on
 // the source: each 127.0.N. range written in this package's tests belongs
 // to one function (a test, or a helper of its own). Two parallel tests on
 // one range collide on its ports ("port in use"), now and then, whichever

@@ -25,7 +25,7 @@ const refusedAfterRecovery = "was a manager when the cluster was recovered witho
 // cluster takes writes, and the old managers that come back are refused
 // with what to do, without splitting the cluster.
 func TestForceNewCluster(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.160.")
 	c.build(3, 2)
 	all := []string{"manager-1", "manager-2", "manager-3", "worker-1", "worker-2"}
@@ -135,7 +135,7 @@ func TestForceNewCluster(t *testing.T) {
 // cluster again, and a damaged or truncated backup is refused and changes
 // nothing.
 func TestBackupRestore(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.161.")
 	c.build(3, 1)
 	all := []string{"manager-1", "manager-2", "manager-3", "worker-1"}
@@ -252,7 +252,7 @@ func sorted(s []string) []string {
 // their dirs, two new machines made and promoted) until there are three
 // healthy voters again; and a rollout of the managers group then finishes.
 func TestForceNewClusterGroups(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	const addresses = "127.0.162.10-127.0.162.40"
 	d := startDevCluster(t, binary, nil, addresses, 3, 1)
 	// Three voters before the disaster: dev is up once its nodes are

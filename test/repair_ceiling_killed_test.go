@@ -26,7 +26,7 @@ import (
 // repair-resume. (Before, each was removed as gone the moment its node
 // was marked down, its dir cleared, and a new machine made in its place.)
 func TestRepairCeilingKilled(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	const addresses = "127.0.168.10-127.0.168.40"
 	d := startDevCluster(t, binary, nil, addresses, 1, 3)
 	workers := ceilingWorkers(t, d)

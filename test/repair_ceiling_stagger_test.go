@@ -31,7 +31,7 @@ import (
 //     being down, and once let go (SIGCONT) recovers by itself
 //     (repair-resume), the same four machines ready.
 func TestRepairCeilingStaggered(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.125.10-127.0.125.40", 1, 4)
 	var workers []nodeJSON
 	testenv.Eventually(t, time.Minute, "four workers ready", func() error {

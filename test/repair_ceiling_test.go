@@ -23,7 +23,7 @@ import (
 // numbers), and once the workers are let go (SIGCONT) it recovers by
 // itself (repair-resume), the same three machines ready.
 func TestRepairCeilingFreeze(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.164.10-127.0.164.40", 1, 3)
 	workers := ceilingWorkers(t, d)
 	pids := func(inst string) []string {
@@ -69,6 +69,7 @@ func TestRepairCeilingFreeze(t *testing.T) {
 // run under the process provider's, so the cut here is Docker's.) It
 // skips, saying why, where no Docker daemon answers.
 func TestRepairCeilingCutDocker(t *testing.T) {
+	inChain(t, engineChain) // Docker engines
 	const (
 		network = "curator-e2e-ceiling"
 		subnet  = "172.30.106.0/24"

@@ -18,7 +18,7 @@ import (
 // says the certificate was revoked, and prints no event recorded after the
 // revocation (the revocation's own event, a change made after it).
 func TestRevocationEndsFollow(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.130.")
 	c.build(3, 0)
 	dir := filepath.Join(t.TempDir(), "follower")

@@ -45,7 +45,7 @@ type auditEntryJSON struct {
 // are in the audit trail, with no secret; a revoked certificate is refused
 // by each manager within a second.
 func TestOperatorRoles(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.176.")
 	c.build(3, 0)
 	clusterCA, err := pki.ReadCert(filepath.Join(filepath.Dir(c.config), "ca.crt"))

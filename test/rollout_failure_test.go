@@ -156,7 +156,7 @@ func monitorReadyOn(t *testing.T, config, group, sha string, min int) (stop func
 // turned the failed rollout into its rollback (a fault point), the events
 // that say why are there all the same: they went in that transaction.
 func TestRolloutBadTemplate(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	for _, tc := range []struct {
 		name, group   string
 		subnet        string
@@ -289,7 +289,7 @@ func groupNamed(t *testing.T, config, name string) (groupJSON, error) {
 // or machine that exists and counts what `group ls` (the dashboard's
 // source) counts, and a resume finishes the rollout.
 func TestRolloutPauseInSurge(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.247.10-127.0.247.40", 3, 0)
 	defer monitorHealthyVoters(t, d.config, 3)()
 	sha := d.commitVersion("managers", "v2")
@@ -357,7 +357,7 @@ type historyRow struct {
 // prefix refused, nothing changed), `rollout restart` starts a cancelled
 // rollout again, and the rollout a rollback undid.
 func TestRolloutUndoRestart(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.224.10-127.0.224.40", 3, 2)
 	_, v1 := d.commitArgs("workers", "[]")
 	v2 := d.commitVersion("workers", "v2")

@@ -244,7 +244,7 @@ func (d *devRun) waitRollout(group, want string, timeout time.Duration) rolloutS
 // leader finishes, the healthy voters never drop below two, and the
 // leader's own node is always rolled last of the old ones.
 func TestRolloutManagers(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.213.10-127.0.213.40", 3, 1)
 	stopMonitor := monitorHealthyVoters(t, d.config, 2)
 	sha := d.commitVersion("managers", "v2")
@@ -297,7 +297,7 @@ func TestRolloutManagers(t *testing.T) {
 // the node in flight, and the cancel holds across a failover; a later
 // commit of a new config starts a new rollout.
 func TestRolloutCancel(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	d := startDevCluster(t, binary, nil, "127.0.214.10-127.0.214.40", 3, 2)
 	sha := d.commitVersion("workers", "v2")
 	if out, stderr, err := cli(t, "--config", d.config, "rollout", "cancel", "workers"); err != nil {
@@ -349,11 +349,11 @@ func TestRolloutCancel(t *testing.T) {
 // manager only, the curator leader at the start) leaves a rollout the
 // next leader finishes, with no operator action.
 func TestRolloutFaults(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	t.Parallel() // a place in the pool for each cluster, below
 	bin := faultsBinary(t)
 	for i, point := range []string{curator.FaultRolloutAfterProvision, curator.FaultRolloutSurgeLearner, curator.FaultRolloutAfterDemote, curator.FaultRolloutAfterDestroy} {
 		t.Run(strings.ReplaceAll(point, "/", "-"), func(t *testing.T) {
-			t.Parallel() // a range of addresses each
+			parallel(t) // a range of addresses each
 			d := startDevCluster(t, bin, []string{curator.FaultEnv + "=" + point}, fmt.Sprintf("127.0.%d.10-127.0.%d.40", 226+i, 226+i), 3, 0)
 			first := d.leader()
 			// The group loop prunes a dead machine's dir, log and all:

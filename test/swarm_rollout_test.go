@@ -116,6 +116,7 @@ func (m *swarmMonitor) end() (int, []string) {
 // watched then too, and what was seen logged, not checked: a manager is
 // down by design).
 func TestSwarmRollout(t *testing.T) {
+	inChain(t, engineChain) // Docker engines
 	sw := swarmtest.Start(t, swarmtest.Config{Managers: 1, Spare: 3})
 	m0, spare := sw.Engines[0], sw.Spare()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -52,6 +52,7 @@ func swarmNodes(t *testing.T, config string) (map[string]swarmNodeJSON, error) {
 // an operator's promote and demote change the Swarm's managers with the
 // consensus role.
 func TestSwarmFlavor(t *testing.T) {
+	inChain(t, engineChain) // Docker engines
 	sw := swarmtest.Start(t, swarmtest.Config{Managers: 1, Workers: 2})
 	m0, w0, w1 := sw.Engines[0], sw.Engines[1], sw.Engines[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -201,6 +202,7 @@ func TestSwarmFlavor(t *testing.T) {
 // demoted, its etcd member still there). Restarted without the fault, the
 // cluster finishes each change on its own.
 func TestSwarmFaults(t *testing.T) {
+	inChain(t, engineChain) // Docker engines
 	sw := swarmtest.Start(t, swarmtest.Config{Managers: 1, Workers: 1})
 	m0, w0 := sw.Engines[0], sw.Engines[1]
 	engineArgs := func(e *swarmtest.Engine) []string {

@@ -27,7 +27,7 @@ import (
 // healthy voter of two: the sync refuses, says why, and waits; once
 // manager-3 is back it removes the member.
 func TestSyncRemovalKeepsQuorum(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.207.")
 	m1 := c.build(3, 0)
 	nodes := c.waitReady(30*time.Second, "manager-1", "manager-2", "manager-3")

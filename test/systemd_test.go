@@ -100,6 +100,7 @@ func exitCode(err error) int {
 // status 0 after agent leave, and status 3 with the reason when the
 // cluster removed the node.
 func TestAgentUnderSystemd(t *testing.T) {
+	parallel(t) // its own addresses and dirs
 	c := newCluster(t, "127.0.187.")
 	socks := map[string]*notifySocket{}
 	notified := func(name string, env map[string]string, verb string, args ...string) *node {

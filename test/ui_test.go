@@ -45,6 +45,7 @@ type uiRow struct {
 // down without a reload. Screenshots are kept in the test's temp dir and,
 // when CURATOR_SCREENSHOT_DIR is set, there too.
 func TestUIOnDev(t *testing.T) {
+	parallel(t) // its own addresses and dirs
 	browser := chromium(t)
 	dir := t.TempDir()
 	var stdout syncBuffer

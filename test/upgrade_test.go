@@ -125,7 +125,7 @@ func (u *upgradeRun) waitRelease(t *testing.T, release string) {
 // release outside the version policy is refused, saying why. All along a
 // stream of management calls goes on and the quorum stays healthy.
 func TestUpgradeAcrossReleases(t *testing.T) {
-	t.Parallel() // its own addresses and dirs: see parallelTests
+	parallel(t) // its own addresses and dirs
 	old, commit := testenv.PreviousRelease(t)
 	// This checkout as a release of the next minor, and one far ahead of
 	// it (for the version policy): the test's binary is a build without

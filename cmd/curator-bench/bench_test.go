@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,10 +114,52 @@ func TestHeartbeatsShort(t *testing.T) {
 	}
 }
 
-// runBench builds curator and curator-bench from this tree, runs
-// `curator-bench SUBCOMMAND --curator ... --dir ... ARGS...`, logs its
-// progress, and reads the one JSON line it prints into res. It returns the
-// run's error; a stdout that is not that one line fails the test.
+// built are curator and curator-bench, built from this tree once for
+// every short run (the first run to need them builds them), in a dir
+// TestMain removes: each run built its own pair before, ten links of two
+// large binaries on two cores.
+var built struct {
+	once           sync.Once
+	dir            string
+	curator, bench string
+	err            error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "curator-bench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	built.dir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// shortBinaries returns the paths of curator and curator-bench, built
+// from this tree, failing t if they do not build.
+func shortBinaries(t *testing.T) (curator, bench string) {
+	t.Helper()
+	built.once.Do(func() {
+		built.curator, built.bench = filepath.Join(built.dir, "curator"), filepath.Join(built.dir, "curator-bench")
+		for bin, pkg := range map[string]string{built.curator: "./cmd/curator", built.bench: "./cmd/curator-bench"} {
+			if err := testenv.GoBuild(bin, pkg); err != nil {
+				built.err = err
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.curator, built.bench
+}
+
+// runBench runs `curator-bench SUBCOMMAND --curator ... --dir ... ARGS...`
+// with the binaries of shortBinaries, logs its progress, and reads the one
+// JSON line it prints into res. It returns the run's error; a stdout that
+// is not that one line fails the test.
 func runBench(t *testing.T, res any, subcommand string, args ...string) error {
 	t.Helper()
 	return runBenchFor(t, shortRunTimeout, res, subcommand, args...)
@@ -123,13 +168,8 @@ func runBench(t *testing.T, res any, subcommand string, args ...string) error {
 // runBenchFor is runBench with a time limit of its own.
 func runBenchFor(t *testing.T, limit time.Duration, res any, subcommand string, args ...string) error {
 	t.Helper()
+	curator, bench := shortBinaries(t)
 	dir := t.TempDir()
-	curator, bench := filepath.Join(dir, "curator"), filepath.Join(dir, "curator-bench")
-	for bin, pkg := range map[string]string{curator: "./cmd/curator", bench: "./cmd/curator-bench"} {
-		if err := testenv.GoBuild(bin, pkg); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bench, append([]string{subcommand, "--curator", curator, "--dir", filepath.Join(dir, "cluster")}, args...)...)

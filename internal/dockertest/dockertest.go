@@ -36,8 +36,7 @@ func Image(t *testing.T, network, subnet, name string) (*docker.Provider, string
 		t.Skipf("no Docker daemon: %v", err)
 	}
 	static := filepath.Join(t.TempDir(), "curator")
-	t.Setenv("CGO_ENABLED", "0")
-	if err := testenv.GoBuild(static, "./cmd/curator"); err != nil {
+	if err := testenv.GoBuildStatic(static, "./cmd/curator"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.BuildImage(context.Background(), static, nil); err != nil {
