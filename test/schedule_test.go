@@ -23,12 +23,14 @@ import (
 //     127.0.N. range no other test uses) and in dirs of their own;
 //     parallelDefault of them (or -parallel N) run at once.
 //   - the partition chain (partitionChain): the partition tests, one at
-//     a time, each also in a place of the pool (ahead of the pool's own
-//     tests). Their uids and nftables tables are their own (by subnet);
-//     they check that no live node is ever marked down while a fault
-//     lasts, which a CPU shared by more clusters than the pool's makes a
-//     check of the CPU (beside the pool's three and the engine chain,
-//     nodes went unheard for over a second under load).
+//     a time, each also in two places of the pool (ahead of the pool's
+//     own tests). Their uids and nftables tables are their own (by
+//     subnet); they check that no live node is ever marked down while a
+//     fault lasts (down after 1 s), which a CPU shared by more clusters
+//     makes a check of the CPU: beside the pool's three and the engine
+//     chain, nodes went unheard for over a second under load, and with
+//     one place of the pool, once in five runs a node whose session the
+//     leader moved to another manager (TestPartitionFrozenLeader).
 //   - the engine chain (engineChain): the tests that start Docker
 //     engines (a Swarm, failure domains) or use the host's, one at a time.
 //
@@ -49,7 +51,7 @@ const goParallel = 1000
 var (
 	// pool is set by setPoolSize, before any test runs.
 	pool           *queue
-	partitionChain = &queue{name: "the partition chain", free: 1, opened: true, inPool: true}
+	partitionChain = &queue{name: "the partition chain", free: 1, opened: true, poolPlaces: 2}
 	engineChain    = &queue{name: "the engine chain", free: 1, opened: true}
 )
 
@@ -82,13 +84,13 @@ func parallel(t *testing.T) {
 }
 
 // inChain runs t in the chain q, after the tests of q before it, and, if
-// q's tests count in the pool, in a place of the pool as well: before
+// q's tests count in the pool, in places of the pool as well: before
 // any test of the pool's own, so that the chain is not left for last.
 func inChain(t *testing.T, q *queue) {
 	t.Helper()
 	t.Parallel()
 	q.join(t)
-	if q.inPool {
+	for range min(q.poolPlaces, pool.size) {
 		pool.joinFirst(t)
 	}
 }
@@ -121,8 +123,11 @@ const openAfter = 200 * time.Millisecond
 // the end of its cleanup.
 type queue struct {
 	name string
-	// inPool: each test of the chain holds a place in the pool too.
-	inPool bool
+	// poolPlaces: each test of the chain holds this many places in the
+	// pool too (the whole pool, if it is smaller).
+	poolPlaces int
+	// size is the pool's places (0 for a chain).
+	size int
 
 	mu      sync.Mutex
 	free    int
@@ -140,7 +145,7 @@ type waiter struct {
 }
 
 func newQueue(name string, size int) *queue {
-	return &queue{name: name, free: size}
+	return &queue{name: name, free: size, size: size}
 }
 
 // take waits for a place, for a test of about seconds, and returns the
