@@ -9,14 +9,23 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/curatorproject/curator/proto"
 )
 
-// ListPageSize is how many nodes ListNodes asks for at a time.
-const ListPageSize = 2000
+// ListPageSize is how many nodes ListNodes asks for at a time: the most a
+// page holds (the leader bounds a page by its bytes as well). A page of
+// 10,000 nodes' listing costs its round trip and a page's own work
+// (BenchmarkListNodes: p99 74 ms by 5,000, 129 ms by 2,000).
+const ListPageSize = 5000
+
+// listPageFallback is the page asked for after a page too large for the
+// client (a leader of a release that bounds pages by count alone, and
+// nodes with many labels).
+const listPageFallback = 500
 
 // What DemoteNode's answer says it did (DemoteResponse.outcome).
 const (
@@ -69,6 +78,10 @@ func (c *Client) ListNodes(ctx context.Context) ([]*pb.NodeView, error) {
 		req := &pb.ListNodesRequest{PageSize: ListPageSize}
 		for {
 			resp, err := m.ListNodes(ctx, req)
+			if status.Code(err) == codes.ResourceExhausted && req.PageSize > listPageFallback {
+				req.PageSize = listPageFallback
+				continue
+			}
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -420,5 +422,45 @@ func TestWaitRollout(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestListNodesSmallerPageAfterTooLarge: a page larger than what gRPC
+// takes (a leader that bounds its pages by count alone, nodes with many
+// labels) is asked again smaller, and the listing goes on.
+func TestListNodesSmallerPageAfterTooLarge(t *testing.T) {
+	big := strings.Repeat("v", 1000)
+	r := &recorder{answer: func(req proto.Message) (proto.Message, error) {
+		ask := req.(*pb.ListNodesRequest)
+		resp := &pb.ListNodesResponse{}
+		if ask.PageSize > listPageFallback {
+			for i := range int(ask.PageSize) {
+				resp.Nodes = append(resp.Nodes, &pb.NodeView{Node: &pb.Node{Id: strconv.Itoa(i), Labels: map[string]string{"k": big}}})
+			}
+			return resp, nil
+		}
+		if ask.PageToken == "" {
+			return &pb.ListNodesResponse{Nodes: []*pb.NodeView{view("a", 0)}, NextPageToken: "a"}, nil
+		}
+		return &pb.ListNodesResponse{Nodes: []*pb.NodeView{view("b", 0)}}, nil
+	}}
+	c := dialRecorder(t, r)
+	nodes, err := c.ListNodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.Node.Id)
+	}
+	if !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("listed %v, want a and b", ids)
+	}
+	var sizes []uint32
+	for _, req := range r.requests() {
+		sizes = append(sizes, req.(*pb.ListNodesRequest).PageSize)
+	}
+	if want := []uint32{ListPageSize, listPageFallback, listPageFallback}; !slices.Equal(sizes, want) {
+		t.Errorf("pages asked %v, want %v", sizes, want)
 	}
 }

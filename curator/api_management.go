@@ -161,10 +161,14 @@ func (v *clusterView) status(n *pb.Node) pb.NodeStatus {
 	return decide.ShownStatus(n, last, seen, v.st.Heartbeats.LeaderSince(), v.ms.Self)
 }
 
-// Pages of ListNodes.
+// Pages of ListNodes: a page holds at most MaxListPageSize nodes and, past
+// its first node, MaxListPageBytes of them, well within what a gRPC client
+// takes by default (4 MiB): a fleet of nodes with many labels is listed
+// in more pages, not refused.
 const (
 	DefaultListPageSize = 2000
 	MaxListPageSize     = 5000
+	MaxListPageBytes    = 2 << 20
 )
 
 // ListNodes answers one page of nodes in ID order; the page token is the
@@ -180,13 +184,22 @@ func (m *managementAPI) ListNodes(ctx context.Context, req *pb.ListNodesRequest)
 	}
 	size = min(size, MaxListPageSize)
 	nodes, more := v.page(req.PageToken, size)
-	resp := &pb.ListNodesResponse{}
-	if more && len(nodes) > 0 {
-		resp.NextPageToken = nodes[len(nodes)-1].Id
+	resp := &pb.ListNodesResponse{Nodes: make([]*pb.NodeView, 0, len(nodes))}
+	bytes := 0
+	for i, n := range nodes {
+		view := v.nodeView(n)
+		// A repeated field's element costs its size and a few bytes of
+		// tag and length.
+		size := proto.Size(view) + 8
+		if i > 0 && bytes+size > MaxListPageBytes {
+			more = true
+			break
+		}
+		bytes += size
+		resp.Nodes = append(resp.Nodes, view)
 	}
-	resp.Nodes = make([]*pb.NodeView, 0, len(nodes))
-	for _, n := range nodes {
-		resp.Nodes = append(resp.Nodes, v.nodeView(n))
+	if more && len(resp.Nodes) > 0 {
+		resp.NextPageToken = nodes[len(resp.Nodes)-1].Id
 	}
 	return resp, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/curatorproject/curator/curator/spec"
+	"github.com/curatorproject/curator/curator/store"
 	"github.com/curatorproject/curator/pki"
 	pb "github.com/curatorproject/curator/proto"
 )
@@ -108,5 +113,67 @@ func TestListNodesPageAsksEtcdOnce(t *testing.T) {
 	wantCalls := map[string]int{"/etcdserverpb.Cluster/MemberList": pages, "/etcdserverpb.KV/Range": pages}
 	if diff := cmp.Diff(wantCalls, calls.of("/curator.v1.Management/ListNodes")); diff != "" {
 		t.Errorf("etcd calls of %d pages of ListNodes (-want +got):\n%s", pages, diff)
+	}
+}
+
+// TestListNodesPageBytes: a page stops at MaxListPageBytes of nodes,
+// whatever the size asked for (nodes with many long labels), and the
+// pages list every node once: a client with gRPC's default 4 MiB limit
+// lists such a fleet too.
+func TestListNodesPageBytes(t *testing.T) {
+	const fleet = 400 // of about 8 KiB each: 3 MiB and more in all
+	c := newTestCluster(t)
+	svc := c.startLeader()
+	st := svc.currentLeader()
+	key, _ := newKey(t)
+	pub, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for i := range spec.MaxNodeLabels {
+		labels[fmt.Sprintf("label-%02d-%s", i, strings.Repeat("k", spec.MaxNameLength-9))] = strings.Repeat("v", spec.MaxNameLength)
+	}
+	var batch []*pb.Node
+	for i := range fleet {
+		batch = append(batch, &pb.Node{
+			Id: fmt.Sprintf("big%021d", i), Name: fmt.Sprintf("big-%d", i), Address: fmt.Sprintf("10.0.%d.%d:7000", i/200, i%200+1),
+			State: pb.NodeState_NODE_STATE_UP, Roles: []pb.Role{pb.Role_ROLE_WORKER}, PublicKey: pub, Labels: labels,
+		})
+		if len(batch) == store.MaxNodesPerTxn/4 || i == fleet-1 {
+			if err := store.NodeJoinAll(t.Context(), st.Lead.Fence, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+	waitFor(t, "the registry holds the fleet", func() bool { return st.Reg.Count() > fleet })
+	admin, _ := c.dialFirst()
+	m := pb.NewManagementClient(admin)
+	seen := map[string]bool{}
+	req := &pb.ListNodesRequest{PageSize: MaxListPageSize}
+	pages := 0
+	for {
+		resp, err := m.ListNodes(callCtx(t), req)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages+1, err)
+		}
+		pages++
+		if size := proto.Size(resp); size > MaxListPageBytes+64<<10 {
+			t.Errorf("page %d: %d bytes, want at most about %d", pages, size, MaxListPageBytes)
+		}
+		for _, v := range resp.Nodes {
+			if seen[v.Node.Id] {
+				t.Errorf("node %s listed twice", v.Node.Id)
+			}
+			seen[v.Node.Id] = true
+		}
+		if resp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = resp.NextPageToken
+	}
+	if len(seen) != fleet+1 || pages < 2 {
+		t.Errorf("%d nodes in %d pages, want the %d in two or more", len(seen), pages, fleet+1)
 	}
 }
