@@ -145,6 +145,7 @@ func NewSession(cfg SessionConfig) (s *Session, err error) {
 		// The join's manager first, on the join's connection: no
 		// handshake of the session's own.
 		mc.conns[f.Manager] = f.conn
+		mc.first = f.Manager
 		if i := slices.Index(cfg.Managers(), f.Manager); i >= 0 {
 			mc.next = i
 		}
@@ -171,6 +172,11 @@ type managerConns struct {
 	avoid map[string]time.Time
 	// next rotates the first manager tried, spreading nodes over managers.
 	next int
+	// first is the manager whose connection is the join's, while it is
+	// kept (SessionConfig.First): it calls as the node only until the
+	// node's first certificate expires, so it serves one session, and a
+	// session after it, even one coming back, dials anew.
+	first string
 }
 
 func (mc *managerConns) conn(addr string) (*grpc.ClientConn, error) {
@@ -390,6 +396,19 @@ func (mc *managerConns) close1(addr string) {
 		c.Close()
 		delete(mc.conns, addr)
 	}
+	if addr == mc.first {
+		mc.first = ""
+	}
+}
+
+// ended closes the join's connection once a session through it ended.
+func (mc *managerConns) ended(addr string) {
+	mc.mu.Lock()
+	first := addr == mc.first
+	mc.mu.Unlock()
+	if first {
+		mc.close1(addr)
+	}
 }
 
 // noteFailure counts a failure of addr at t, one more in a row.
@@ -420,6 +439,9 @@ func (mc *managerConns) retain(mgrs []string) {
 			delete(mc.conns, addr)
 			delete(mc.failed, addr)
 			delete(mc.avoid, addr)
+			if addr == mc.first {
+				mc.first = ""
+			}
 		}
 	}
 }
@@ -451,6 +473,7 @@ func (s *Session) Run(ctx context.Context) error {
 			m := s.conns.pick(ctx, order, answerTimeout(s.cfg.Interval))
 			order = slices.DeleteFunc(order, func(x string) bool { return x == m })
 			up, err := s.session(ctx, m)
+			s.conns.ended(m)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

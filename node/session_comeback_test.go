@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -145,5 +146,52 @@ func TestSessionComesBackWhereItWasPaced(t *testing.T) {
 				t.Errorf("the first manager accepted %d connections, want 1 (the set-ups after a refusal on the connection already up)", n)
 			}
 		})
+	}
+}
+
+// TestJoinConnServesOneSession: the join's connection (SessionConfig.First)
+// carries the first session, with no connection of the session's own;
+// once that session ended, even paced with a time to come back, the next
+// dials anew: the join's connection calls as the node only until its
+// first certificate expires.
+func TestJoinConnServesOneSession(t *testing.T) {
+	tt := pkitest.New(t)
+	m := &pacingManager{refuse: 1}
+	m.addr = serveNodeAPI(t, tt, m, func(l net.Listener) net.Listener { return countingListener{l, &m.accepted} })
+	jc, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(credentials.NewTLS(tt.Client)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{})
+	var once sync.Once
+	s, err := NewSession(SessionConfig{
+		TLS:      tt.Client,
+		Interval: time.Second,
+		Managers: func() []string { return []string{m.addr} },
+		OnAnswer: func(*pb.HeartbeatResponse, time.Time) { once.Do(func() { close(answered) }) },
+		First:    &JoinConn{Manager: m.addr, conn: jc},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer within 10 s")
+	}
+	cancel()
+	<-done
+	s.Close()
+	if got := m.setUps.Load(); got != 2 {
+		t.Errorf("%d set-ups, want 2 (paced once, then answered)", got)
+	}
+	if got := m.accepted.Load(); got != 2 {
+		t.Errorf("%d connections accepted, want 2: the join's for the first session, a new one after it", got)
+	}
+	if st := jc.GetState(); st != connectivity.Shutdown {
+		t.Errorf("the join's connection is %v after its session, want closed", st)
 	}
 }
