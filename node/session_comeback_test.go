@@ -128,17 +128,7 @@ func TestSessionComesBackWhereItWasPaced(t *testing.T) {
 			}
 			// The first manager first.
 			s.conns.next = 0
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
-			select {
-			case <-answered:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no answer within 10 s")
-			}
-			cancel()
-			<-done
-			s.Close()
+			runUntilAnswered(t, s, answered)
 			if got := [2]int32{first.setUps.Load(), second.setUps.Load()}; got != [2]int32{tc.wantFirst, tc.wantSecond} {
 				t.Errorf("set-ups seen by the two managers: %v, want [%d %d]", got, tc.wantFirst, tc.wantSecond)
 			}
@@ -174,17 +164,7 @@ func TestJoinConnServesOneSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-answered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no answer within 10 s")
-	}
-	cancel()
-	<-done
-	s.Close()
+	runUntilAnswered(t, s, answered)
 	if got := m.setUps.Load(); got != 2 {
 		t.Errorf("%d set-ups, want 2 (paced once, then answered)", got)
 	}
@@ -193,5 +173,24 @@ func TestJoinConnServesOneSession(t *testing.T) {
 	}
 	if st := jc.GetState(); st != connectivity.Shutdown {
 		t.Errorf("the join's connection is %v after its session, want closed", st)
+	}
+}
+
+// runUntilAnswered runs s until answered is closed (within 10 s), then
+// stops and closes it.
+func runUntilAnswered(t *testing.T, s *Session, answered <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		s.Close()
+	}()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer within 10 s")
 	}
 }

@@ -25,17 +25,7 @@ var domainAddrs = map[string][]string{
 
 func newDomainsProvider(t *testing.T, dir string) *Provider {
 	t.Helper()
-	p, err := New(Config{Dir: dir, Binary: sleeperBin, Domains: domainAddrs, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		insts, _ := p.List(context.Background(), nil)
-		for _, in := range insts {
-			p.Destroy(context.Background(), in.ID)
-		}
-	})
-	return p
+	return newProviderOf(t, Config{Dir: dir, Binary: sleeperBin, Domains: domainAddrs, Logger: zaptest.NewLogger(t)})
 }
 
 // TestDomains: a machine is made from its domain's pool, and no other; a

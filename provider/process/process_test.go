@@ -34,7 +34,14 @@ var testAddrs = []string{"127.0.100.10:7000", "127.0.100.11:7000", "127.0.100.12
 // destroys whatever is left of its instances when the test ends.
 func newTestProvider(t *testing.T, dir string, addrs []string, stopTimeout time.Duration) *Provider {
 	t.Helper()
-	p, err := New(Config{Dir: dir, Binary: sleeperBin, Addresses: addrs, StopTimeout: stopTimeout, Logger: zaptest.NewLogger(t)})
+	return newProviderOf(t, Config{Dir: dir, Binary: sleeperBin, Addresses: addrs, StopTimeout: stopTimeout, Logger: zaptest.NewLogger(t)})
+}
+
+// newProviderOf is a provider of cfg whose instances are destroyed when
+// the test ends.
+func newProviderOf(t *testing.T, cfg Config) *Provider {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
